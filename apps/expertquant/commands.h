@@ -1,0 +1,23 @@
+// Subcommand wiring. Each cmd_<name>.cpp defines add_<name>(app): it adds its
+// CLI11 subcommand, binds options into a plain struct (kept alive by the
+// returned closure) and returns the function that runs it. commands.cpp lists
+// them all, in the order `--help` shows them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <vector>
+
+namespace eq::app {
+
+struct Command {
+  CLI::App* sub = nullptr;
+  std::function<int()> run;
+};
+
+std::vector<Command> add_all_commands(CLI::App& app);
+
+Command add_inspect(CLI::App& app);
+
+}  // namespace eq::app

@@ -1,0 +1,32 @@
+// expertquant: one binary, one subcommand per job. This file only wires the
+// subcommands; each lives in its own cmd_*.cpp and registers through commands.h.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"expertquant: profile, pack and evaluate mixed-precision Mixture-of-Experts checkpoints"};
+  app.set_version_flag("--version", std::string("expertquant ") + EQ_VERSION);
+  app.require_subcommand(1);
+  std::vector<eq::app::Command> commands = eq::app::add_all_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& c : commands)
+      if (c.sub && c.sub->parsed()) return c.run();
+  } catch (const eq::Error& e) {
+    std::fprintf(stderr, "expertquant: error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "expertquant: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,31 @@
+// Read-only memory mapping of a whole file (empty files map to an empty span).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace eq::io {
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+  // Throws eq::Error (kIo) naming the path on failure.
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  // madvise(DONTNEED) on a byte range: lets the OS drop pages we streamed through.
+  void release(uint64_t offset, uint64_t length) const;
+
+ private:
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+}  // namespace eq::io

@@ -1,0 +1,93 @@
+// Architecture description read from a checkpoint's config.json, for the MoE
+// families we support: qwen3_moe, qwen2_moe, mixtral, olmoe. Checked against
+// the tensors present (a missing tensor or wrong shape is an error naming it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace eq::io {
+class Checkpoint;
+}
+
+namespace eq::model {
+
+enum class Arch { kQwen3Moe, kQwen2Moe, kMixtral, kOlmoe };
+
+// Which projection of an expert (SwiGLU: down(silu(gate(x)) * up(x))).
+enum class Proj { kGate = 0, kUp = 1, kDown = 2 };
+
+struct ModelConfig {
+  Arch arch = Arch::kQwen3Moe;
+  std::string model_type;  // as in config.json
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  int64_t moe_intermediate_size = 0;     // per routed expert
+  int64_t intermediate_size = 0;         // dense MLP layers
+  int64_t shared_expert_intermediate_size = 0;  // qwen2_moe; 0 = none
+  bool norm_topk_prob = false;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;           // q/k/v bias (qwen2_moe)
+  bool qk_norm = false;                  // per-head q/k RMSNorm (qwen3_moe)
+  bool qk_norm_full = false;             // q/k RMSNorm over the whole projection (olmoe)
+  int64_t max_position_embeddings = 0;
+  std::vector<bool> layer_is_moe;        // from decoder_sparse_step / mlp_only_layers
+  std::string source_dtype;              // "bfloat16", ...
+
+  // True when token ids are bytes (vocab 256): plain text is accepted as input.
+  bool byte_level() const { return vocab_size == 256; }
+  int64_t num_moe_layers() const;
+};
+
+// Parses config.json text; `path` names the file in errors. Throws eq::Error
+// listing the supported model types for an unknown one.
+ModelConfig parse_config(const nlohmann::json& j, const std::string& path);
+// Reads <folder>/config.json.
+ModelConfig load_config(const std::string& folder);
+std::string arch_name(Arch a);
+std::vector<std::string> supported_model_types();
+
+// ---- tensor naming (DESIGN.md table) ----
+std::string router_name(const ModelConfig& c, int64_t layer);
+std::string expert_weight_name(const ModelConfig& c, int64_t layer, int64_t expert, Proj p);
+// Dense MLP of a non-MoE layer ("model.layers.L.mlp.gate_proj.weight").
+std::string dense_mlp_name(const ModelConfig& c, int64_t layer, Proj p);
+// qwen2_moe shared expert and its sigmoid gate.
+std::string shared_expert_name(const ModelConfig& c, int64_t layer, Proj p);
+std::string shared_expert_gate_name(const ModelConfig& c, int64_t layer);
+// Prefix of layer L's attention tensors ("model.layers.L.self_attn.").
+std::string attn_prefix(int64_t layer);
+
+// Verifies every tensor the architecture needs exists with the right shape.
+// Throws eq::Error naming the first missing/mismatched tensor, and the checkpoint.
+void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt);
+
+// Parameter breakdown counted from the tensors of the checkpoint.
+struct ParamBreakdown {
+  uint64_t routed_experts = 0, shared_experts = 0, attention = 0, embeddings_head = 0, norms_router = 0,
+           dense_mlp = 0, other = 0;
+  uint64_t routed_experts_bytes = 0, shared_experts_bytes = 0, attention_bytes = 0, embeddings_head_bytes = 0,
+           norms_router_bytes = 0, dense_mlp_bytes = 0, other_bytes = 0;
+  uint64_t total() const {
+    return routed_experts + shared_experts + attention + embeddings_head + norms_router + dense_mlp + other;
+  }
+  uint64_t total_bytes() const {
+    return routed_experts_bytes + shared_experts_bytes + attention_bytes + embeddings_head_bytes +
+           norms_router_bytes + dense_mlp_bytes + other_bytes;
+  }
+};
+ParamBreakdown count_parameters(const ModelConfig& c, const io::Checkpoint& ckpt);
+
+}  // namespace eq::model

@@ -1,0 +1,108 @@
+// The format registry: every quantization format is one row of FormatTraits,
+// the single source of truth that the CLI help, profile (sensitivity), pack
+// (quantize), the manifest (names, bits) and the executor (dequantize, matmul)
+// all enumerate. Adding a format = its own source file(s) under lib/quant/,
+// one row in lib/quant/registry.cpp, a section in docs/formats.md.
+//
+// Conventions shared by every format:
+//  * A weight matrix is W[N out, K in], row-major float32 on input (HF layout:
+//    y = W x). `rows` = N, `cols` = K.
+//  * quantize() produces named parts (e.g. "qweight", "scales"), always in the
+//    order of FormatTraits::parts; the packer stores part p of a stacked group
+//    as "<prefix>.<part>" with a leading expert dimension.
+//  * The on-disk layout is canonical and ISA-independent (docs/formats.md); the
+//    kernels may repack at load.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace eq::quant {
+
+// One stored part of a packed matrix: a non-owning view (into an mmap'd file or
+// a QuantizedMatrix).
+struct PartView {
+  const void* data = nullptr;
+  DType dtype = DType::kU8;
+  std::vector<int64_t> shape;
+  size_t nbytes = 0;
+};
+
+struct FormatTraits;
+
+// A packed matrix as the kernels see it: parts in FormatTraits::parts order.
+struct PackedMatrix {
+  const FormatTraits* format = nullptr;
+  int64_t rows = 0;  // N (output features)
+  int64_t cols = 0;  // K (input features)
+  std::vector<PartView> parts;
+};
+
+// Owning result of quantize().
+struct QuantizedMatrix {
+  const FormatTraits* format = nullptr;
+  int64_t rows = 0, cols = 0;
+  struct Part {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Part> parts;
+
+  PackedMatrix view() const;
+  size_t nbytes() const;
+};
+
+struct QuantizeOptions {
+  // Optional per-input-channel importance (length cols, >= 0), e.g. activation
+  // energy sum x_k^2 over the tokens routed to this expert. The quantizer
+  // minimizes sum_n sum_k importance[k] * (W - Q(W))^2. Null = uniform.
+  const float* importance = nullptr;
+  // Seed for formats that draw random transforms (trellis sign vectors).
+  uint64_t seed = 0x5eed;
+  // Name used in error messages ("model.layers.3.mlp.experts.7.up_proj.weight").
+  std::string tensor_name;
+};
+
+struct FormatTraits {
+  std::string_view name;         // stable identifier used in policies and manifests ("fp4_g32", "trellis3")
+  std::string_view family;       // "fp4", "mxfp4", "nvfp4", "affine", "trellis", "int8", "bf16"
+  std::string_view description;  // one line for --help and docs
+  int weight_bits;               // bits of one code (4 for fp4, K for trellis, 16 for bf16)
+  double bits_per_weight;        // including scales and side data, for large matrices
+  int group_size;                // weights per scale group along K (0 if not applicable)
+  int row_multiple;              // N must be a multiple of this
+  int col_multiple;              // K must be a multiple of this
+  std::vector<std::string_view> parts;  // names of the stored parts, in order
+
+  // Quantizes W [rows, cols] row-major. Throws eq::Error naming options.tensor_name
+  // and the position for NaN/Inf, and for shapes not divisible as required.
+  QuantizedMatrix (*quantize)(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+  // Reconstructs W [rows, cols] row-major (float32), in the original basis.
+  void (*dequantize)(const PackedMatrix& m, float* out);
+  // y[i, n] (+)= sum_k W[n, k] * x[i, k] for i < m_rows; x is [m_rows, cols],
+  // y is [m_rows, rows]; accumulate=false overwrites y. Uses the best kernel
+  // for the active ISA.
+  void (*matmul)(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate);
+  // Exact packed size in bytes of a [rows, cols] matrix.
+  size_t (*packed_bytes)(int64_t rows, int64_t cols);
+};
+
+// All registered formats, in a stable order.
+std::span<const FormatTraits> all_formats();
+// The row for `name`; throws eq::Error (listing valid names) when unknown.
+const FormatTraits& format_by_name(std::string_view name);
+// nullptr when unknown.
+const FormatTraits* find_format(std::string_view name);
+// Checks that `parts` match the format's declared part names, dtypes and
+// shapes for [rows, cols]; throws eq::Error naming `what` otherwise.
+void validate_packed(const PackedMatrix& m, std::string_view what);
+
+}  // namespace eq::quant

@@ -1,0 +1,67 @@
+#include "test_support.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace eq::test {
+
+std::filesystem::path source_dir() { return EQ_SOURCE_DIR; }
+
+std::filesystem::path shared_dir() {
+  if (const char* env = std::getenv("EQ_SHARED_DIR"); env && *env) {
+    std::filesystem::path p(env);
+    return std::filesystem::exists(p / "models") ? p : std::filesystem::path();
+  }
+  auto p = source_dir().parent_path() / "shared";
+  return std::filesystem::exists(p / "models") ? p : std::filesystem::path();
+}
+
+std::filesystem::path data_dir() { return source_dir() / "data"; }
+
+namespace {
+struct TempRoot {
+  std::filesystem::path root;
+  TempRoot() {
+    std::random_device rd;
+    root = std::filesystem::temp_directory_path() /
+           ("eq-test-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 1000000));
+    std::filesystem::create_directories(root);
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
+TempRoot& temp_root() {
+  static TempRoot r;
+  return r;
+}
+}  // namespace
+
+std::filesystem::path temp_dir(const std::string& tag) {
+  static int counter = 0;
+  auto p = temp_root().root / (tag + "-" + std::to_string(counter++));
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+int run_command(const std::string& command, std::string* output) {
+  std::string cmd = command + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return -1;
+  std::array<char, 4096> buf;
+  std::string out;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string binary() { return EQ_BINARY; }
+
+}  // namespace eq::test

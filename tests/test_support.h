@@ -1,0 +1,29 @@
+// Shared helpers for the GoogleTest suites.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace eq::test {
+
+// Absolute path of the repository (set by CMake).
+std::filesystem::path source_dir();
+// ../shared beside the repository (or $EQ_SHARED_DIR); empty when absent.
+std::filesystem::path shared_dir();
+// The bundled model and texts in data/.
+std::filesystem::path data_dir();
+// A fresh temporary directory, removed when the test binary exits.
+std::filesystem::path temp_dir(const std::string& tag);
+// Runs a shell command, returns its exit status; stdout+stderr captured into *output.
+int run_command(const std::string& command, std::string* output = nullptr);
+// Path of the expertquant binary.
+std::string binary();
+
+}  // namespace eq::test
+
+// Skips the current test with a message when ../shared is absent.
+#define EQ_REQUIRE_SHARED()                                                        \
+  do {                                                                             \
+    if (::eq::test::shared_dir().empty())                                          \
+      GTEST_SKIP() << "../shared not found (set EQ_SHARED_DIR): reference test skipped"; \
+  } while (0)
