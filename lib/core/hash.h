@@ -1,0 +1,44 @@
+// XXH64 (xxHash, 64-bit variant), implemented from the public specification
+// (github.com/Cyan4973/xxHash/blob/dev/doc/xxhash_spec.md). Used for manifest
+// checksums and checkpoint fingerprints: fast enough to hash every packed byte
+// of a 400B model while it is written. Not a cryptographic hash.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace eq {
+
+// One-shot hash of a buffer.
+uint64_t xxhash64(const void* data, size_t n, uint64_t seed = 0);
+inline uint64_t xxhash64(std::span<const uint8_t> bytes, uint64_t seed = 0) {
+  return xxhash64(bytes.data(), bytes.size(), seed);
+}
+inline uint64_t xxhash64(std::string_view s, uint64_t seed = 0) { return xxhash64(s.data(), s.size(), seed); }
+
+// Streaming hash: update() any number of times, digest() gives the same value
+// as the one-shot hash of the concatenated input.
+class Xxhash64 {
+ public:
+  explicit Xxhash64(uint64_t seed = 0);
+  void update(const void* data, size_t n);
+  void update(std::span<const uint8_t> bytes) { update(bytes.data(), bytes.size()); }
+  uint64_t digest() const;
+
+ private:
+  uint64_t seed_;
+  uint64_t acc_[4];
+  uint64_t total_ = 0;
+  uint8_t buffer_[32];
+  size_t buffered_ = 0;
+};
+
+// 16 lowercase hex digits, the spelling used in manifests.
+std::string hash_hex(uint64_t h);
+// Parses 16 hex digits; returns false when malformed.
+bool parse_hash_hex(std::string_view s, uint64_t* out);
+
+}  // namespace eq

@@ -1,0 +1,28 @@
+// Process memory figures from the OS (Linux /proc), so pack can report and
+// bound its real peak resident set instead of an estimate.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace eq {
+
+// Peak resident set size (VmHWM) in bytes; 0 when unavailable.
+uint64_t peak_rss_bytes();
+// Current resident set size (VmRSS) in bytes; 0 when unavailable.
+uint64_t current_rss_bytes();
+// Resets the kernel's peak-RSS mark to the current RSS (writes "5" to
+// /proc/self/clear_refs). Returns false when the kernel does not allow it, in
+// which case VmHWM keeps counting from process start (a conservative figure).
+bool reset_peak_rss();
+// Total physical memory in bytes (sysconf); 0 when unavailable.
+uint64_t physical_memory_bytes();
+
+// Parses a byte count: "123", "64K", "1.5G", "512MiB", "2GB" (binary units:
+// K = 1024). Throws eq::Error naming `what` when malformed.
+uint64_t parse_byte_size(const std::string& text, const std::string& what);
+// "1.50 GiB", "12.0 MiB", "512 B".
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace eq

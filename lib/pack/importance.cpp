@@ -1,0 +1,47 @@
+#include "pack/importance.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace eq::pack {
+
+std::string ImportanceFile::tensor_name(int64_t layer, int64_t expert, ImportanceSide side) {
+  return "importance." + std::to_string(layer) + "." + std::to_string(expert) +
+         (side == ImportanceSide::kIn ? ".in" : ".mid");
+}
+
+ImportanceFile::~ImportanceFile() = default;
+
+std::unique_ptr<ImportanceFile> ImportanceFile::open(const std::string& path, int64_t hidden, int64_t intermediate) {
+  std::unique_ptr<ImportanceFile> f(new ImportanceFile());
+  f->path_ = path;
+  f->file_ = io::SafetensorsFile::open(path);
+  for (const auto& t : f->file_->tensors()) {
+    if (t.name.rfind("importance.", 0) != 0) continue;
+    const bool in = t.name.size() > 3 && t.name.compare(t.name.size() - 3, 3, ".in") == 0;
+    const bool mid = t.name.size() > 4 && t.name.compare(t.name.size() - 4, 4, ".mid") == 0;
+    if (!in && !mid) invalid("importance file " + path + ": tensor " + t.name + ": name must end in .in or .mid");
+    const int64_t want = in ? hidden : intermediate;
+    if (t.shape.size() != 1 || t.shape[0] != want)
+      invalid("importance file " + path + ": tensor " + t.name + ": shape must be [" + std::to_string(want) + "]");
+    if (!dtype_is_float(t.dtype))
+      invalid("importance file " + path + ": tensor " + t.name + ": dtype must be floating point");
+  }
+  return f;
+}
+
+std::vector<float> ImportanceFile::load(int64_t layer, int64_t expert, ImportanceSide side) const {
+  const std::string name = tensor_name(layer, expert, side);
+  const io::TensorInfo* t = file_->find(name);
+  if (!t) return {};
+  std::vector<float> v = file_->view(*t).to_f32();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]) || v[i] < 0)
+      invalid("importance file " + path_ + ": tensor " + name + "[" + std::to_string(i) +
+              "]: must be finite and >= 0, got " + std::to_string(v[i]));
+  return v;
+}
+
+}  // namespace eq::pack

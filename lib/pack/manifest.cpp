@@ -1,0 +1,508 @@
+#include "pack/manifest.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/hash.h"
+
+namespace eq::pack {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+std::string ManifestGroup::tensor(int proj, const std::string& part) const {
+  return prefix + "." + std::string(kProjNames[proj]) + "." + part;
+}
+
+double ByteCounts::avg_bits_per_expert_weight() const {
+  return expert_weights ? 8.0 * double(expert_bytes_after) / double(expert_weights) : 0.0;
+}
+
+const ManifestTensor* Manifest::find_tensor(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::string shard_file_name(int index, int count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", index + 1, count);
+  return buf;
+}
+
+void compute_counts(Manifest& m) {
+  std::map<int64_t, ByteCounts> per_layer;
+  ByteCounts globals;
+  for (const auto& t : m.tensors) {
+    ByteCounts& c = t.layer < 0 ? globals : per_layer[t.layer];
+    c.bytes_after += t.bytes;
+    c.bytes_before += t.bytes_before;
+  }
+  m.totals = globals;
+  for (auto& l : m.layers) {
+    ByteCounts c = per_layer[l.layer];
+    for (const auto& e : l.experts) {
+      c.bytes_before += e.bytes_before;
+      c.expert_bytes_before += e.bytes_before;
+      c.expert_bytes_after += e.bytes_after;
+      c.class_counts[static_cast<int>(e.cls)]++;
+    }
+    c.expert_weights = l.moe ? uint64_t(l.experts.size()) * 3 * uint64_t(m.source.hidden_size) *
+                                   uint64_t(m.source.moe_intermediate_size)
+                             : 0;
+    l.counts = c;
+    m.totals.bytes_before += c.bytes_before;
+    m.totals.bytes_after += c.bytes_after;
+    m.totals.expert_bytes_before += c.expert_bytes_before;
+    m.totals.expert_bytes_after += c.expert_bytes_after;
+    m.totals.expert_weights += c.expert_weights;
+    for (int k = 0; k < kNumClasses; ++k) m.totals.class_counts[k] += c.class_counts[k];
+  }
+  m.file_bytes = 0;
+  for (const auto& s : m.shards) m.file_bytes += s.file_bytes;
+}
+
+// ---------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------
+
+namespace {
+
+ordered_json counts_json(const ByteCounts& c) {
+  ordered_json j;
+  j["bytes_before"] = c.bytes_before;
+  j["bytes_after"] = c.bytes_after;
+  j["expert_bytes_before"] = c.expert_bytes_before;
+  j["expert_bytes_after"] = c.expert_bytes_after;
+  j["expert_weights"] = c.expert_weights;
+  j["avg_bits_per_expert_weight"] = c.avg_bits_per_expert_weight();
+  ordered_json cc;
+  for (int k = 0; k < kNumClasses; ++k) cc[std::string(class_name(ExpertClass(k)))] = c.class_counts[k];
+  j["class_counts"] = cc;
+  j["pruned"] = c.class_counts[static_cast<int>(ExpertClass::kPruned)];
+  return j;
+}
+
+}  // namespace
+
+ordered_json manifest_to_json(const Manifest& m) {
+  ordered_json j;
+  j["schema"] = kManifestSchema;
+  j["version"] = m.version;
+  j["tool"] = {{"name", "expertquant"}, {"version", m.tool_version}};
+  j["source"] = {{"path", m.source.path},
+                 {"model_type", m.source.model_type},
+                 {"fingerprint", hash_hex(m.source.fingerprint)},
+                 {"num_layers", m.source.num_layers},
+                 {"num_experts", m.source.num_experts},
+                 {"hidden_size", m.source.hidden_size},
+                 {"moe_intermediate_size", m.source.moe_intermediate_size}};
+  ordered_json pol;
+  pol["kind"] = m.policy.kind;
+  if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
+  pol["attn_format"] = m.policy.attn_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.attn_format);
+  if (m.policy.allocation_xxh64) pol["allocation_xxh64"] = hash_hex(*m.policy.allocation_xxh64);
+  if (m.policy.profile_xxh64) pol["profile_xxh64"] = hash_hex(*m.policy.profile_xxh64);
+  if (m.policy.importance_xxh64) pol["importance_xxh64"] = hash_hex(*m.policy.importance_xxh64);
+  j["policy"] = pol;
+  j["layer_range"] = {{"first", m.first_layer}, {"last", m.last_layer}};
+  j["has_globals"] = m.has_globals;
+  j["complete"] = m.complete;
+  j["shard_size"] = m.shard_size;
+  ordered_json shards = ordered_json::array();
+  for (const auto& s : m.shards)
+    shards.push_back({{"file", s.file},
+                      {"file_bytes", s.file_bytes},
+                      {"header_bytes", s.header_bytes},
+                      {"header_xxh64", hash_hex(s.header_xxh64)},
+                      {"data_xxh64", hash_hex(s.data_xxh64)}});
+  j["shards"] = shards;
+  ordered_json tensors = ordered_json::array();
+  for (const auto& t : m.tensors) {
+    ordered_json e;
+    e["name"] = t.name;
+    e["kind"] = t.kind;
+    e["layer"] = t.layer < 0 ? ordered_json(nullptr) : ordered_json(t.layer);
+    if (!t.source.empty()) e["source"] = t.source;
+    if (!t.format.empty()) e["format"] = t.format;
+    if (!t.part.empty()) e["part"] = t.part;
+    e["dtype"] = dtype_name(t.dtype);
+    e["shape"] = t.shape;
+    e["bytes"] = t.bytes;
+    e["bytes_before"] = t.bytes_before;
+    e["xxh64"] = hash_hex(t.xxh64);
+    e["shard"] = t.shard;
+    tensors.push_back(std::move(e));
+  }
+  j["tensors"] = tensors;
+  ordered_json layers = ordered_json::array();
+  for (const auto& l : m.layers) {
+    ordered_json lj;
+    lj["layer"] = l.layer;
+    lj["moe"] = l.moe;
+    ordered_json groups = ordered_json::array();
+    for (const auto& g : l.groups)
+      groups.push_back({{"id", g.id},
+                        {"format", g.format},
+                        {"expert_ids", g.expert_ids},
+                        {"prefix", g.prefix},
+                        {"expert_ids_tensor", g.expert_ids_tensor},
+                        {"parts", g.parts}});
+    lj["groups"] = groups;
+    ordered_json experts = ordered_json::array();
+    for (const auto& e : l.experts) {
+      ordered_json ej;
+      ej["expert"] = e.expert;
+      ej["class"] = class_name(e.cls);
+      ej["format"] = e.format.empty() ? ordered_json(nullptr) : ordered_json(e.format);
+      ej["bits_per_weight"] = e.bits_per_weight;
+      ej["group"] = e.group < 0 ? ordered_json(nullptr) : ordered_json(e.group);
+      ej["slot"] = e.slot < 0 ? ordered_json(nullptr) : ordered_json(e.slot);
+      ej["bytes_before"] = e.bytes_before;
+      ej["bytes_after"] = e.bytes_after;
+      ordered_json parts = ordered_json::array();
+      for (const auto& p : e.parts)
+        parts.push_back({{"proj", kProjNames[p.proj]},
+                         {"part", p.part},
+                         {"tensor", p.tensor},
+                         {"offset", p.offset},
+                         {"bytes", p.bytes},
+                         {"xxh64", hash_hex(p.xxh64)}});
+      ej["parts"] = parts;
+      experts.push_back(std::move(ej));
+    }
+    lj["experts"] = experts;
+    lj["totals"] = counts_json(l.counts);
+    layers.push_back(std::move(lj));
+  }
+  j["layers"] = layers;
+  ordered_json totals = counts_json(m.totals);
+  totals["file_bytes"] = m.file_bytes;
+  j["totals"] = totals;
+  j["packing"] = {{"seconds", m.packing.seconds},
+                  {"threads", m.packing.threads},
+                  {"max_memory_bytes", m.packing.max_memory_bytes},
+                  {"estimated_peak_bytes", m.packing.estimated_peak_bytes},
+                  {"baseline_rss_bytes", m.packing.baseline_rss_bytes},
+                  {"peak_rss_bytes", m.packing.peak_rss_bytes},
+                  {"peak_above_baseline_bytes", m.packing.peak_above_baseline_bytes}};
+  return j;
+}
+
+// ---------------------------------------------------------------------------
+// Reading and validation
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// Typed field access whose errors name the manifest and the JSON path.
+struct FieldReader {
+  std::string label;
+
+  [[noreturn]] void bad(const std::string& path, const std::string& why) const {
+    invalid(label + ": field '" + path + "': " + why);
+  }
+  const json& req(const json& o, const char* key, const std::string& path) const {
+    if (!o.is_object()) bad(path, "not an object");
+    auto it = o.find(key);
+    if (it == o.end()) bad(path + (path.empty() ? "" : ".") + key, "missing");
+    return *it;
+  }
+  static std::string sub(const std::string& path, const char* key) { return path.empty() ? key : path + "." + key; }
+  int64_t i64(const json& o, const char* key, const std::string& path) const {
+    const json& v = req(o, key, path);
+    if (!v.is_number_integer()) bad(sub(path, key), "not an integer");
+    return v.get<int64_t>();
+  }
+  // Null maps to -1 (pruned expert's group, global tensor's layer).
+  int64_t i64_or_null(const json& o, const char* key, const std::string& path) const {
+    const json& v = req(o, key, path);
+    if (v.is_null()) return -1;
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) bad(sub(path, key), "not a non-negative integer or null");
+    return v.get<int64_t>();
+  }
+  uint64_t u64(const json& o, const char* key, const std::string& path) const {
+    const json& v = req(o, key, path);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+      bad(sub(path, key), "not a non-negative integer");
+    return v.get<uint64_t>();
+  }
+  double num(const json& o, const char* key, const std::string& path) const {
+    const json& v = req(o, key, path);
+    if (!v.is_number()) bad(sub(path, key), "not a number");
+    return v.get<double>();
+  }
+  bool boolean(const json& o, const char* key, const std::string& path) const {
+    const json& v = req(o, key, path);
+    if (!v.is_boolean()) bad(sub(path, key), "not a boolean");
+    return v.get<bool>();
+  }
+  std::string str(const json& o, const char* key, const std::string& path) const {
+    const json& v = req(o, key, path);
+    if (!v.is_string()) bad(sub(path, key), "not a string");
+    return v.get<std::string>();
+  }
+  std::string str_or_null(const json& o, const char* key, const std::string& path) const {
+    auto it = o.find(key);
+    if (it == o.end() || it->is_null()) return {};
+    if (!it->is_string()) bad(sub(path, key), "not a string");
+    return it->get<std::string>();
+  }
+  uint64_t hash(const json& o, const char* key, const std::string& path) const {
+    uint64_t h = 0;
+    if (!parse_hash_hex(str(o, key, path), &h)) bad(sub(path, key), "not 16 hex digits");
+    return h;
+  }
+  std::optional<uint64_t> opt_hash(const json& o, const char* key, const std::string& path) const {
+    if (!o.contains(key)) return std::nullopt;
+    return hash(o, key, path);
+  }
+  const json& array(const json& o, const char* key, const std::string& path) const {
+    const json& v = req(o, key, path);
+    if (!v.is_array()) bad(sub(path, key), "not an array");
+    return v;
+  }
+};
+
+std::string idx(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+void check_counts(const FieldReader& r, const json& j, const ByteCounts& c, const std::string& path) {
+  auto eq = [&](const char* key, uint64_t want) {
+    const uint64_t got = r.u64(j, key, path);
+    if (got != want)
+      r.bad(path + "." + key, "stored " + std::to_string(got) + " but the entries sum to " + std::to_string(want));
+  };
+  eq("bytes_before", c.bytes_before);
+  eq("bytes_after", c.bytes_after);
+  eq("expert_bytes_before", c.expert_bytes_before);
+  eq("expert_bytes_after", c.expert_bytes_after);
+  eq("expert_weights", c.expert_weights);
+  const json& cc = r.req(j, "class_counts", path);
+  for (int k = 0; k < kNumClasses; ++k) {
+    const std::string name(class_name(ExpertClass(k)));
+    const int64_t got = r.i64(cc, name.c_str(), path + ".class_counts");
+    if (got != c.class_counts[k])
+      r.bad(path + ".class_counts." + name,
+            "stored " + std::to_string(got) + " but the experts list " + std::to_string(c.class_counts[k]));
+  }
+}
+
+}  // namespace
+
+Manifest parse_manifest(const json& j, const std::string& label) {
+  FieldReader r{label};
+  Manifest m;
+  if (!j.is_object()) invalid(label + ": a manifest must be a JSON object");
+  if (r.str(j, "schema", "") != kManifestSchema) r.bad("schema", "expected \"" + std::string(kManifestSchema) + "\"");
+  m.version = static_cast<int>(r.i64(j, "version", ""));
+  if (m.version != kManifestVersion)
+    r.bad("version", "unsupported version " + std::to_string(m.version) + " (this reader understands 1)");
+  m.tool_version = r.str(r.req(j, "tool", ""), "version", "tool");
+
+  const json& src = r.req(j, "source", "");
+  m.source.path = r.str(src, "path", "source");
+  m.source.model_type = r.str(src, "model_type", "source");
+  m.source.fingerprint = r.hash(src, "fingerprint", "source");
+  m.source.num_layers = r.i64(src, "num_layers", "source");
+  m.source.num_experts = r.i64(src, "num_experts", "source");
+  m.source.hidden_size = r.i64(src, "hidden_size", "source");
+  m.source.moe_intermediate_size = r.i64(src, "moe_intermediate_size", "source");
+
+  const json& pol = r.req(j, "policy", "");
+  m.policy.kind = r.str(pol, "kind", "policy");
+  if (m.policy.kind != "uniform" && m.policy.kind != "allocation" && m.policy.kind != "profile")
+    r.bad("policy.kind", "must be uniform, allocation or profile");
+  m.policy.uniform_format = r.str_or_null(pol, "uniform_format", "policy");
+  m.policy.attn_format = r.str_or_null(pol, "attn_format", "policy");
+  m.policy.allocation_xxh64 = r.opt_hash(pol, "allocation_xxh64", "policy");
+  m.policy.profile_xxh64 = r.opt_hash(pol, "profile_xxh64", "policy");
+  m.policy.importance_xxh64 = r.opt_hash(pol, "importance_xxh64", "policy");
+
+  const json& range = r.req(j, "layer_range", "");
+  m.first_layer = r.i64(range, "first", "layer_range");
+  m.last_layer = r.i64(range, "last", "layer_range");
+  if (m.first_layer < 0 || m.last_layer < m.first_layer || m.last_layer >= m.source.num_layers)
+    r.bad("layer_range", "must satisfy 0 <= first <= last < source.num_layers");
+  m.has_globals = r.boolean(j, "has_globals", "");
+  m.complete = r.boolean(j, "complete", "");
+  m.shard_size = r.u64(j, "shard_size", "");
+
+  const json& shards = r.array(j, "shards", "");
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string p = idx("shards", i);
+    ManifestShard s;
+    s.file = r.str(shards[i], "file", p);
+    if (s.file.empty() || s.file.find('/') != std::string::npos || s.file.find("..") != std::string::npos)
+      r.bad(p + ".file", "must be a plain file name");
+    s.file_bytes = r.u64(shards[i], "file_bytes", p);
+    s.header_bytes = r.u64(shards[i], "header_bytes", p);
+    s.header_xxh64 = r.hash(shards[i], "header_xxh64", p);
+    s.data_xxh64 = r.hash(shards[i], "data_xxh64", p);
+    m.shards.push_back(std::move(s));
+  }
+
+  std::map<std::string, size_t> tensor_index;
+  const json& tensors = r.array(j, "tensors", "");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string p = idx("tensors", i);
+    const json& tj = tensors[i];
+    ManifestTensor t;
+    t.name = r.str(tj, "name", p);
+    t.kind = r.str(tj, "kind", p);
+    if (t.kind != "copy" && t.kind != "quantized" && t.kind != "group_part" && t.kind != "expert_ids")
+      r.bad(p + ".kind", "must be copy, quantized, group_part or expert_ids");
+    t.layer = r.i64_or_null(tj, "layer", p);
+    t.source = r.str_or_null(tj, "source", p);
+    t.format = r.str_or_null(tj, "format", p);
+    t.part = r.str_or_null(tj, "part", p);
+    auto dt = parse_dtype(r.str(tj, "dtype", p));
+    if (!dt) r.bad(p + ".dtype", "unknown dtype");
+    t.dtype = *dt;
+    const json& shape = r.array(tj, "shape", p);
+    uint64_t numel = 1;
+    for (const auto& d : shape) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) r.bad(p + ".shape", "dimensions must be non-negative integers");
+      t.shape.push_back(d.get<int64_t>());
+      numel *= uint64_t(d.get<int64_t>());
+    }
+    t.bytes = r.u64(tj, "bytes", p);
+    if (t.bytes != numel * dtype_size(t.dtype)) r.bad(p + ".bytes", "does not equal shape x dtype size");
+    t.bytes_before = r.u64(tj, "bytes_before", p);
+    t.xxh64 = r.hash(tj, "xxh64", p);
+    t.shard = static_cast<int>(r.i64(tj, "shard", p));
+    if (t.shard < 0 || size_t(t.shard) >= m.shards.size()) r.bad(p + ".shard", "no such shard");
+    if (!tensor_index.emplace(t.name, i).second) r.bad(p + ".name", "tensor " + t.name + " listed twice");
+    m.tensors.push_back(std::move(t));
+  }
+
+  const json& layers = r.array(j, "layers", "");
+  for (size_t li = 0; li < layers.size(); ++li) {
+    const std::string lp = idx("layers", li);
+    const json& lj = layers[li];
+    ManifestLayer l;
+    l.layer = r.i64(lj, "layer", lp);
+    if (l.layer < m.first_layer || l.layer > m.last_layer) r.bad(lp + ".layer", "outside layer_range");
+    if (!m.layers.empty() && l.layer <= m.layers.back().layer) r.bad(lp + ".layer", "layers must be ascending and unique");
+    l.moe = r.boolean(lj, "moe", lp);
+    const json& groups = r.array(lj, "groups", lp);
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const std::string gp = idx(lp + ".groups", gi);
+      ManifestGroup g;
+      g.id = static_cast<int>(r.i64(groups[gi], "id", gp));
+      if (g.id != int(gi)) r.bad(gp + ".id", "group ids must be 0, 1, ... in order");
+      g.format = r.str(groups[gi], "format", gp);
+      for (const auto& e : r.array(groups[gi], "expert_ids", gp)) {
+        if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= m.source.num_experts)
+          r.bad(gp + ".expert_ids", "entries must be expert ids in [0, num_experts)");
+        g.expert_ids.push_back(e.get<int64_t>());
+      }
+      g.prefix = r.str(groups[gi], "prefix", gp);
+      g.expert_ids_tensor = r.str(groups[gi], "expert_ids_tensor", gp);
+      if (!tensor_index.count(g.expert_ids_tensor)) r.bad(gp + ".expert_ids_tensor", "names no tensor in 'tensors'");
+      for (const auto& p : r.array(groups[gi], "parts", gp)) {
+        if (!p.is_string()) r.bad(gp + ".parts", "entries must be strings");
+        g.parts.push_back(p.get<std::string>());
+      }
+      for (int proj = 0; proj < 3; ++proj)
+        for (const auto& part : g.parts)
+          if (!tensor_index.count(g.tensor(proj, part)))
+            r.bad(gp + ".parts", "tensor " + g.tensor(proj, part) + " is not in 'tensors'");
+      l.groups.push_back(std::move(g));
+    }
+    const json& experts = r.array(lj, "experts", lp);
+    if (l.moe && int64_t(experts.size()) != m.source.num_experts)
+      r.bad(lp + ".experts", "has " + std::to_string(experts.size()) + " entries, source.num_experts is " +
+                                 std::to_string(m.source.num_experts));
+    for (size_t ei = 0; ei < experts.size(); ++ei) {
+      const std::string ep = idx(lp + ".experts", ei);
+      const json& ej = experts[ei];
+      ManifestExpert e;
+      e.expert = r.i64(ej, "expert", ep);
+      if (e.expert != int64_t(ei)) r.bad(ep + ".expert", "must equal its position");
+      auto cls = parse_class(r.str(ej, "class", ep));
+      if (!cls) r.bad(ep + ".class", "unknown class");
+      e.cls = *cls;
+      e.format = r.str_or_null(ej, "format", ep);
+      e.bits_per_weight = r.num(ej, "bits_per_weight", ep);
+      e.group = static_cast<int>(r.i64_or_null(ej, "group", ep));
+      e.slot = static_cast<int>(r.i64_or_null(ej, "slot", ep));
+      e.bytes_before = r.u64(ej, "bytes_before", ep);
+      e.bytes_after = r.u64(ej, "bytes_after", ep);
+      const bool pruned = e.cls == ExpertClass::kPruned;
+      if (pruned != (e.group < 0) || pruned != e.format.empty())
+        r.bad(ep, "a pruned expert has no format/group/slot, a kept one has all three");
+      if (!pruned) {
+        if (size_t(e.group) >= l.groups.size()) r.bad(ep + ".group", "no such group");
+        const ManifestGroup& g = l.groups[e.group];
+        if (e.slot < 0 || size_t(e.slot) >= g.expert_ids.size() || g.expert_ids[e.slot] != e.expert)
+          r.bad(ep + ".slot", "group " + std::to_string(e.group) + " does not hold this expert at this slot");
+        if (g.format != e.format) r.bad(ep + ".format", "differs from its group's format " + g.format);
+      }
+      uint64_t sum = 0;
+      const json& parts = r.array(ej, "parts", ep);
+      for (size_t pi = 0; pi < parts.size(); ++pi) {
+        const std::string pp = idx(ep + ".parts", pi);
+        ManifestPart part;
+        const std::string proj = r.str(parts[pi], "proj", pp);
+        part.proj = proj == "gate" ? 0 : proj == "up" ? 1 : proj == "down" ? 2 : -1;
+        if (part.proj < 0) r.bad(pp + ".proj", "must be gate, up or down");
+        part.part = r.str(parts[pi], "part", pp);
+        part.tensor = r.str(parts[pi], "tensor", pp);
+        part.offset = r.u64(parts[pi], "offset", pp);
+        part.bytes = r.u64(parts[pi], "bytes", pp);
+        part.xxh64 = r.hash(parts[pi], "xxh64", pp);
+        auto it = tensor_index.find(part.tensor);
+        if (it == tensor_index.end()) r.bad(pp + ".tensor", "names no tensor in 'tensors'");
+        if (part.offset + part.bytes > m.tensors[it->second].bytes) r.bad(pp + ".offset", "range exceeds the tensor");
+        sum += part.bytes;
+        e.parts.push_back(std::move(part));
+      }
+      if (sum != e.bytes_after) r.bad(ep + ".bytes_after", "does not equal the sum of its parts");
+      l.experts.push_back(std::move(e));
+    }
+    m.layers.push_back(std::move(l));
+  }
+  // Layer-range completeness: every layer in the range appears exactly once.
+  if (int64_t(m.layers.size()) != m.last_layer - m.first_layer + 1)
+    r.bad("layers", "must list every layer of layer_range exactly once");
+
+  compute_counts(m);
+  for (size_t li = 0; li < m.layers.size(); ++li)
+    check_counts(r, r.req(layers[li], "totals", idx("layers", li)), m.layers[li].counts, idx("layers", li) + ".totals");
+  check_counts(r, r.req(j, "totals", ""), m.totals, "totals");
+  if (r.u64(r.req(j, "totals", ""), "file_bytes", "totals") != m.file_bytes)
+    r.bad("totals.file_bytes", "does not equal the sum of shards[].file_bytes");
+
+  const json& pk = r.req(j, "packing", "");
+  m.packing.seconds = r.num(pk, "seconds", "packing");
+  m.packing.threads = static_cast<int>(r.i64(pk, "threads", "packing"));
+  m.packing.max_memory_bytes = r.u64(pk, "max_memory_bytes", "packing");
+  m.packing.estimated_peak_bytes = r.u64(pk, "estimated_peak_bytes", "packing");
+  m.packing.baseline_rss_bytes = r.u64(pk, "baseline_rss_bytes", "packing");
+  m.packing.peak_rss_bytes = r.u64(pk, "peak_rss_bytes", "packing");
+  m.packing.peak_above_baseline_bytes = r.u64(pk, "peak_above_baseline_bytes", "packing");
+  return m;
+}
+
+Manifest load_manifest(const std::string& path) {
+  std::filesystem::path p = path;
+  if (std::filesystem::is_directory(p)) p /= kManifestFile;
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail(ErrorKind::kIo, "manifest " + p.string() + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    invalid("manifest " + p.string() + ": not valid JSON: " + e.what());
+  }
+  return parse_manifest(j, "manifest " + p.string());
+}
+
+}  // namespace eq::pack

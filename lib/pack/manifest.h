@@ -1,0 +1,141 @@
+// manifest.json: the bit-allocation manifest of a packed model folder — what
+// was packed from which checkpoint with which policy, where every expert's
+// bytes are and their checksums, sizes before/after, and how packing went.
+// Written by pack and merge; read and validated by verify, merge and the
+// packed-model loader (lib/exec). Schema: docs/manifest.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "pack/allocation.h"
+
+namespace eq::pack {
+
+inline constexpr int kManifestVersion = 1;
+inline constexpr std::string_view kManifestSchema = "expertquant.manifest";
+inline constexpr std::string_view kManifestFile = "manifest.json";
+inline constexpr std::string_view kProjNames[3] = {"gate", "up", "down"};
+
+// One part of one expert: a slice of a stacked group tensor.
+struct ManifestPart {
+  int proj = 0;  // 0 gate, 1 up, 2 down
+  std::string part;
+  std::string tensor;
+  uint64_t offset = 0, bytes = 0;  // byte range inside the tensor
+  uint64_t xxh64 = 0;
+};
+
+struct ManifestExpert {
+  int64_t expert = 0;
+  ExpertClass cls = ExpertClass::kStandard;
+  std::string format;  // empty when pruned
+  double bits_per_weight = 0;  // packed bits / weights, scales included; 0 when pruned
+  int group = -1, slot = -1;   // -1 when pruned
+  uint64_t bytes_before = 0, bytes_after = 0;
+  std::vector<ManifestPart> parts;  // proj-major, part order of the format
+};
+
+struct ManifestGroup {
+  int id = 0;
+  std::string format;
+  std::vector<int64_t> expert_ids;  // slot -> expert
+  std::string prefix;               // "model.layers.L.mlp.groups.G"
+  std::string expert_ids_tensor;    // "<prefix>.expert_ids"
+  std::vector<std::string> parts;   // part names; tensors are "<prefix>.<proj>.<part>"
+  std::string tensor(int proj, const std::string& part) const;
+};
+
+// Every tensor in the shards, in file order.
+struct ManifestTensor {
+  std::string name;
+  std::string kind;       // "copy", "quantized", "group_part", "expert_ids"
+  int64_t layer = -1;     // -1: not in a layer (embeddings, final norm, head)
+  std::string source;     // copy / quantized: the source tensor
+  std::string format;     // quantized / group_part
+  std::string part;       // quantized / group_part
+  DType dtype = DType::kU8;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0, bytes_before = 0;
+  uint64_t xxh64 = 0;
+  int shard = 0;
+};
+
+struct ManifestShard {
+  std::string file;
+  uint64_t file_bytes = 0, header_bytes = 0;  // header_bytes: the 8-byte length + JSON header
+  uint64_t header_xxh64 = 0, data_xxh64 = 0;
+};
+
+struct ByteCounts {
+  uint64_t bytes_before = 0, bytes_after = 0;
+  uint64_t expert_bytes_before = 0, expert_bytes_after = 0;
+  uint64_t expert_weights = 0;  // weights of all experts, pruned included
+  std::array<int64_t, kNumClasses> class_counts{};
+  // 8 * expert_bytes_after / expert_weights (pruned experts count as 0 bits).
+  double avg_bits_per_expert_weight() const;
+};
+
+struct ManifestLayer {
+  int64_t layer = 0;
+  bool moe = true;
+  std::vector<ManifestGroup> groups;
+  std::vector<ManifestExpert> experts;  // index = expert id
+  ByteCounts counts;
+};
+
+struct PackingStats {
+  double seconds = 0;
+  uint64_t max_memory_bytes = 0;       // the bound: bytes above the baseline
+  uint64_t estimated_peak_bytes = 0;   // the plan's estimate, above the baseline
+  uint64_t baseline_rss_bytes = 0;     // RSS when packing started
+  uint64_t peak_rss_bytes = 0;         // VmHWM at the end
+  uint64_t peak_above_baseline_bytes = 0;
+  int threads = 1;
+};
+
+struct Manifest {
+  int version = kManifestVersion;
+  std::string tool_version;
+  struct Source {
+    std::string path, model_type;
+    uint64_t fingerprint = 0;
+    int64_t num_layers = 0, num_experts = 0, hidden_size = 0, moe_intermediate_size = 0;
+  } source;
+  struct Policy {
+    std::string kind;  // "uniform", "allocation", "profile"
+    std::string uniform_format, attn_format;
+    std::optional<uint64_t> allocation_xxh64, profile_xxh64, importance_xxh64;
+  } policy;
+  int64_t first_layer = 0, last_layer = 0;  // the packed range, inclusive
+  bool has_globals = true;                   // holds the tensors outside the layers
+  bool complete = true;                      // every layer and the globals present
+  uint64_t shard_size = 0;
+  std::vector<ManifestShard> shards;
+  std::vector<ManifestTensor> tensors;
+  std::vector<ManifestLayer> layers;
+  ByteCounts totals;
+  uint64_t file_bytes = 0;  // sum of shard file sizes
+  PackingStats packing;
+
+  const ManifestTensor* find_tensor(const std::string& name) const;
+};
+
+// Recomputes per-layer and total counts from the entries.
+void compute_counts(Manifest& m);
+
+nlohmann::ordered_json manifest_to_json(const Manifest& m);
+// Validates types, required fields, references (group/slot/tensor names) and
+// that stored totals equal the sums of the entries; errors name `label` and the field.
+Manifest parse_manifest(const nlohmann::json& j, const std::string& label);
+// `path`: a manifest.json or a packed folder containing one.
+Manifest load_manifest(const std::string& path);
+std::string shard_file_name(int index, int count);
+
+}  // namespace eq::pack

@@ -1,0 +1,341 @@
+#include "pack/packer.h"
+
+#include <malloc.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "pack/importance.h"
+#include "pack/output.h"
+
+namespace eq::pack {
+
+namespace {
+
+std::optional<uint64_t> hash_file(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::kIo, path + ": cannot open");
+  Xxhash64 h;
+  std::vector<char> buf(1 << 20);
+  while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0)
+    h.update(buf.data(), size_t(in.gcount()));
+  return h.digest();
+}
+
+// Drops every source page this process touched: whatever is still needed is
+// faulted back from the page cache, so the resident set stays one group.
+void release_all(const io::Checkpoint& ckpt) {
+  for (const auto& shard : ckpt.shards()) {
+    io::TensorInfo whole;
+    whole.begin = 0;
+    whole.end = shard->file_size() - 8 - shard->header_size();
+    shard->release(whole);
+  }
+  malloc_trim(0);
+}
+
+struct PackState {
+  const io::Checkpoint& ckpt;
+  const model::ModelConfig& cfg;
+  const PackPlan& plan;
+  const ImportanceFile* importance;
+  ShardedOutput& out;
+  Manifest& manifest;
+  PackObserver* observer;
+  uint64_t done = 0;
+
+  void progress(uint64_t bytes, const std::string& what) {
+    done += bytes;
+    if (observer) observer->on_progress(done, what);
+  }
+
+  ManifestTensor record(const PlannedTensor& t, uint64_t hash) {
+    ManifestTensor m;
+    m.name = t.name;
+    m.kind = std::string(tensor_kind_name(t.kind));
+    m.layer = t.layer;
+    m.source = t.source;
+    m.format = t.format ? std::string(t.format->name) : "";
+    m.part = t.part;
+    m.dtype = t.dtype;
+    m.shape = t.shape;
+    m.bytes = t.nbytes;
+    m.bytes_before = t.bytes_before;
+    m.xxh64 = hash;
+    m.shard = t.shard;
+    return m;
+  }
+
+  void copy(size_t i) {
+    const PlannedTensor& t = plan.tensors[i];
+    const io::TensorInfo& info = ckpt.info(t.source);
+    const uint64_t h = out.append(i, ckpt.view(t.source).bytes());
+    ckpt.shard_of(t.source).release(info);
+    manifest.tensors.push_back(record(t, h));
+    progress(info.nbytes(), t.source);
+  }
+
+  // All parts of one quantized non-expert matrix; returns the next index.
+  size_t quantize_plain(size_t i) {
+    const PlannedTensor& t0 = plan.tensors[i];
+    const io::TensorInfo& info = ckpt.info(t0.source);
+    std::vector<float> w = ckpt.load_f32(t0.source);
+    ckpt.shard_of(t0.source).release(info);
+    quant::QuantizeOptions qo;
+    qo.seed = xxhash64(t0.source);
+    qo.tensor_name = t0.source;
+    quant::QuantizedMatrix q = t0.format->quantize(w.data(), info.shape[0], info.shape[1], qo);
+    w = {};
+    size_t j = i;
+    for (; j < plan.tensors.size() && plan.tensors[j].kind == TensorKind::kQuantized &&
+           plan.tensors[j].source == t0.source;
+         ++j) {
+      const auto& part = q.parts.at(size_t(plan.tensors[j].part_index));
+      manifest.tensors.push_back(record(plan.tensors[j], out.append(j, part.bytes)));
+    }
+    progress(info.nbytes(), t0.source);
+    return j;
+  }
+
+  // One group: expert ids, then each projection's stacked parts. Returns the next index.
+  size_t pack_group(const LayerPlan& lp, const GroupPlan& g, ManifestLayer& ml) {
+    size_t i = g.first_tensor;
+    std::vector<int32_t> ids(g.experts.begin(), g.experts.end());
+    manifest.tensors.push_back(record(plan.tensors[i], out.append(i, {reinterpret_cast<const uint8_t*>(ids.data()),
+                                                                       ids.size() * 4})));
+    ++i;
+    const size_t n = g.experts.size();
+    ThreadPool& pool = default_pool();
+    const size_t workers = std::min<size_t>(size_t(plan.threads), n);
+    for (int p = 0; p < 3; ++p) {
+      const MatrixLayout& l = *g.layout[p];
+      std::vector<std::vector<uint8_t>> stacked(l.parts.size());
+      for (size_t k = 0; k < l.parts.size(); ++k) stacked[k].resize(n * l.parts[k].nbytes);
+      std::vector<std::vector<uint64_t>> hashes(n, std::vector<uint64_t>(l.parts.size()));
+      std::vector<uint64_t> src_bytes(n);
+      // Worker w takes slots w, w + workers, ...: at most `workers` experts in flight.
+      pool.run(workers, [&](size_t w) {
+        std::vector<float> buf(size_t(l.rows) * size_t(l.cols));
+        for (size_t s = w; s < n; s += workers) {
+          const int64_t e = g.experts[s];
+          const std::string name = model::expert_weight_name(cfg, lp.layer, e, model::Proj(p));
+          const io::TensorInfo& info = ckpt.info(name);
+          if (info.shape.size() != 2 || info.shape[0] != l.rows || info.shape[1] != l.cols)
+            invalid("tensor " + name + ": expected shape [" + std::to_string(l.rows) + ", " + std::to_string(l.cols) + "]");
+          ckpt.view(name).to_f32(buf.data());
+          ckpt.shard_of(name).release(info);
+          src_bytes[s] = info.nbytes();
+          std::vector<float> imp;
+          if (importance)
+            imp = importance->load(lp.layer, e, p == 2 ? ImportanceSide::kMid : ImportanceSide::kIn);
+          quant::QuantizeOptions qo;
+          qo.importance = imp.empty() ? nullptr : imp.data();
+          qo.seed = xxhash64(name);
+          qo.tensor_name = name;
+          quant::QuantizedMatrix q = g.format->quantize(buf.data(), l.rows, l.cols, qo);
+          EQ_CHECK(q.parts.size() == l.parts.size(), "format " + std::string(g.format->name) + " part count changed");
+          for (size_t k = 0; k < l.parts.size(); ++k) {
+            EQ_CHECK(q.parts[k].bytes.size() == l.parts[k].nbytes,
+                     "format " + std::string(g.format->name) + " part " + l.parts[k].name + " size differs from its layout");
+            std::memcpy(stacked[k].data() + s * l.parts[k].nbytes, q.parts[k].bytes.data(), l.parts[k].nbytes);
+            hashes[s][k] = xxhash64(q.parts[k].bytes.data(), l.parts[k].nbytes);
+          }
+        }
+      });
+      for (size_t k = 0; k < l.parts.size(); ++k, ++i) {
+        manifest.tensors.push_back(record(plan.tensors[i], out.append(i, stacked[k])));
+        stacked[k] = {};
+        for (size_t s = 0; s < n; ++s) {
+          ManifestExpert& me = ml.experts[size_t(g.experts[s])];
+          me.parts.push_back({p, l.parts[k].name, plan.tensors[i].name, s * l.parts[k].nbytes, l.parts[k].nbytes,
+                              hashes[s][k]});
+          me.bytes_after += l.parts[k].nbytes;
+        }
+      }
+      uint64_t sum = 0;
+      for (auto b : src_bytes) sum += b;
+      progress(sum, "layer " + std::to_string(lp.layer) + " group " + std::to_string(g.id) + " (" +
+                        std::string(g.format->name) + ", " + std::to_string(n) + " experts) " + std::string(kProjNames[p]));
+    }
+    release_all(ckpt);
+    return i;
+  }
+};
+
+}  // namespace
+
+uint64_t default_max_memory() {
+  const uint64_t ram = physical_memory_bytes();
+  return ram ? ram / 2 : (8ULL << 30);
+}
+
+uint64_t source_fingerprint(const io::Checkpoint& ckpt) {
+  Xxhash64 h;
+  std::ifstream in(ckpt.folder() + "/config.json", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string cfg = ss.str();
+  h.update(cfg.data(), cfg.size());
+  for (const auto& name : ckpt.tensor_names()) {
+    const io::TensorInfo& t = ckpt.info(name);
+    std::string line = name + "|" + std::string(dtype_name(t.dtype)) + "|";
+    for (auto d : t.shape) line += std::to_string(d) + ",";
+    line += "|" + std::to_string(t.nbytes()) + "\n";
+    h.update(line.data(), line.size());
+  }
+  return h.digest();
+}
+
+Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int policies = !rq.uniform_format.empty() + !rq.allocation_path.empty() + !rq.profile_path.empty();
+  if (policies != 1) invalid("pack: give exactly one of --uniform, --allocation, --profile");
+
+  auto ckpt = io::Checkpoint::open(rq.model_path);
+  const model::ModelConfig cfg = model::load_config(ckpt->folder());
+  model::check_against_checkpoint(cfg, *ckpt);
+
+  Manifest m;
+  m.tool_version = EQ_VERSION;
+  Allocation alloc;
+  std::string importance_path;
+  std::string policy_label;
+  if (!rq.uniform_format.empty()) {
+    alloc = uniform_allocation(cfg, rq.uniform_format);
+    m.policy.kind = "uniform";
+    m.policy.uniform_format = rq.uniform_format;
+    policy_label = "--uniform " + rq.uniform_format;
+  } else if (!rq.allocation_path.empty()) {
+    alloc = load_allocation(rq.allocation_path);
+    m.policy.kind = "allocation";
+    policy_label = "allocation " + rq.allocation_path;
+  } else {
+    ProfileInputs p = load_profile(rq.profile_path);
+    alloc = std::move(p.allocation);
+    importance_path = p.importance_file;
+    m.policy.kind = "profile";
+    m.policy.profile_xxh64 = hash_file(rq.profile_path);
+    policy_label = "profile " + rq.profile_path;
+  }
+  check_allocation(alloc, cfg, policy_label);
+  m.policy.allocation_xxh64 = xxhash64(allocation_to_json(alloc).dump());
+  m.policy.attn_format = rq.attn_format;
+  std::unique_ptr<ImportanceFile> importance;
+  if (!importance_path.empty()) {
+    importance = ImportanceFile::open(importance_path, cfg.hidden_size, cfg.moe_intermediate_size);
+    m.policy.importance_xxh64 = hash_file(importance_path);
+  }
+
+  PlanOptions po;
+  po.first_layer = rq.first_layer;
+  po.last_layer = rq.last_layer;
+  po.attn_format = rq.attn_format;
+  po.max_memory = rq.max_memory ? rq.max_memory : default_max_memory();
+  if (rq.shard_size == 0) invalid("--shard-size must be positive");
+  po.shard_size = rq.shard_size;
+  po.max_threads = default_pool().size();
+  const PackPlan plan = make_plan(*ckpt, cfg, alloc, po);
+
+  m.source.path = rq.model_path;
+  m.source.model_type = cfg.model_type;
+  m.source.fingerprint = source_fingerprint(*ckpt);
+  m.source.num_layers = cfg.num_layers;
+  m.source.num_experts = cfg.num_experts;
+  m.source.hidden_size = cfg.hidden_size;
+  m.source.moe_intermediate_size = cfg.moe_intermediate_size;
+  m.first_layer = plan.layers.front().layer;
+  m.last_layer = plan.layers.back().layer;
+  m.has_globals = plan.has_globals;
+  m.complete = plan.has_globals && m.first_layer == 0 && m.last_layer == cfg.num_layers - 1;
+  m.shard_size = po.shard_size;
+
+  const std::string partial = begin_output(rq.out_path, rq.force);
+  // The bound counts bytes above what the process holds now (binary, libraries,
+  // checkpoint index, plan); the kernel's peak mark restarts here when it can.
+  release_all(*ckpt);
+  reset_peak_rss();
+  const uint64_t baseline = current_rss_bytes();
+  if (observer) observer->on_plan(plan, plan.total_bytes_before);
+
+  std::vector<OutputTensor> decls;
+  for (const auto& t : plan.tensors) decls.push_back({t.name, t.dtype, t.shape, t.nbytes, t.shard});
+  ShardedOutput out(partial, std::move(decls), plan.num_shards);
+  PackState st{*ckpt, cfg, plan, importance.get(), out, m, observer};
+
+  for (const auto& lp : plan.layers) {
+    ManifestLayer ml;
+    ml.layer = lp.layer;
+    ml.moe = lp.moe;
+    for (size_t e = 0; e < lp.experts.size(); ++e) {
+      ManifestExpert me;
+      me.expert = int64_t(e);
+      me.cls = lp.experts[e].cls;
+      me.format = lp.experts[e].format;
+      me.group = lp.expert_group[e];
+      me.slot = lp.expert_slot[e];
+      for (int p = 0; p < 3; ++p)
+        me.bytes_before += ckpt->info(model::expert_weight_name(cfg, lp.layer, int64_t(e), model::Proj(p))).nbytes();
+      ml.experts.push_back(std::move(me));
+    }
+    for (const auto& g : lp.groups) {
+      ManifestGroup mg;
+      mg.id = g.id;
+      mg.format = std::string(g.format->name);
+      mg.expert_ids = g.experts;
+      mg.prefix = g.prefix;
+      mg.expert_ids_tensor = g.prefix + ".expert_ids";
+      for (const auto& part : g.layout[0]->parts) mg.parts.push_back(part.name);
+      ml.groups.push_back(std::move(mg));
+    }
+    m.layers.push_back(std::move(ml));
+  }
+
+  // Write order = plan order: globals, then per layer its plain tensors and groups.
+  size_t i = 0;
+  size_t layer_index = 0;
+  while (i < plan.tensors.size()) {
+    const PlannedTensor& t = plan.tensors[i];
+    if (t.kind == TensorKind::kCopy) {
+      st.copy(i++);
+    } else if (t.kind == TensorKind::kQuantized) {
+      i = st.quantize_plain(i);
+    } else {
+      while (plan.layers[layer_index].layer != t.layer) ++layer_index;
+      const LayerPlan& lp = plan.layers[layer_index];
+      i = st.pack_group(lp, lp.groups[size_t(t.group)], m.layers[layer_index]);
+    }
+  }
+  release_all(*ckpt);
+  m.shards = out.finish();
+  for (auto& l : m.layers)
+    for (auto& e : l.experts)
+      e.bits_per_weight = e.bytes_after ? 8.0 * double(e.bytes_after) / double(3 * cfg.hidden_size * cfg.moe_intermediate_size) : 0.0;
+  compute_counts(m);
+
+  write_packed_config(ckpt->folder(), partial);
+  copy_side_files(ckpt->folder(), partial);
+  m.packing.threads = plan.threads;
+  m.packing.max_memory_bytes = po.max_memory;
+  m.packing.estimated_peak_bytes = plan.estimated_peak;
+  m.packing.baseline_rss_bytes = baseline;
+  // Measured before the manifest is streamed out; that step is bounded by one layer's JSON.
+  m.packing.peak_rss_bytes = peak_rss_bytes();
+  m.packing.peak_above_baseline_bytes = m.packing.peak_rss_bytes > baseline ? m.packing.peak_rss_bytes - baseline : 0;
+  m.packing.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_manifest(partial, m);
+  commit_output(partial, rq.out_path);
+  return m;
+}
+
+}  // namespace eq::pack

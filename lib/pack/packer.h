@@ -1,0 +1,47 @@
+// expertquant pack: stream a checkpoint into a packed model folder, one bit
+// group at a time, within a memory bound (docs/allocation.md, docs/manifest.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "pack/manifest.h"
+#include "pack/plan.h"
+
+namespace eq::io {
+class Checkpoint;
+}
+
+namespace eq::pack {
+
+struct PackRequest {
+  std::string model_path, out_path;
+  // Exactly one policy source.
+  std::string uniform_format, allocation_path, profile_path;
+  std::string attn_format;
+  int64_t first_layer = 0, last_layer = -1;  // inclusive; -1 = last
+  uint64_t max_memory = 0;                   // bytes above the baseline RSS; 0 = default_max_memory()
+  uint64_t shard_size = 4ULL << 30;
+  bool force = false;
+};
+
+// Receives progress; called on the packing thread only.
+class PackObserver {
+ public:
+  virtual ~PackObserver() = default;
+  virtual void on_plan(const PackPlan& plan, uint64_t work_bytes) {}
+  // `done_bytes` of source bytes processed so far; `what` names the step.
+  virtual void on_progress(uint64_t done_bytes, const std::string& what) {}
+};
+
+// Half of physical RAM (the bound counts bytes above the process baseline).
+uint64_t default_max_memory();
+
+// Hash of config.json and the tensor index (names, dtypes, shapes, sizes) —
+// not of the data, so it costs nothing on a 400B checkpoint.
+uint64_t source_fingerprint(const io::Checkpoint& ckpt);
+
+// Validates everything and plans before creating any output; throws eq::Error.
+Manifest run_pack(const PackRequest& request, PackObserver* observer = nullptr);
+
+}  // namespace eq::pack

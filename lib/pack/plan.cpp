@@ -1,0 +1,307 @@
+#include "pack/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "core/error.h"
+#include "core/memory.h"
+#include "io/safetensors.h"
+
+namespace eq::pack {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+// Bytes per weight a quantizer may hold besides its f32 input (rotated or
+// residual copies); a deliberate over-estimate, see docs/allocation.md.
+constexpr uint64_t kQuantizerScratchPerWeight = 8;
+// Allocator, stacks and the progress/bookkeeping of the packer itself.
+constexpr uint64_t kFixedOverhead = 1ULL << 20;
+// Manifest records (kept until the end, then streamed to disk layer by layer).
+constexpr uint64_t kPerExpertRecord = 2048, kPerTensorRecord = 512;
+
+// "model.layers.12.self_attn.q_proj.weight" -> 12; -1 when not in a layer.
+int64_t layer_of(const std::string& name) {
+  static const std::string kPrefix = "model.layers.";
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  size_t i = kPrefix.size();
+  int64_t v = 0;
+  bool any = false;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') v = v * 10 + (name[i++] - '0'), any = true;
+  return any && i < name.size() && name[i] == '.' ? v : -1;
+}
+
+// Memory to quantize one [rows, cols] matrix on one thread: its source pages,
+// the f32 copy, quantizer scratch, the packed result and an importance vector.
+uint64_t per_matrix_bytes(const MatrixLayout& l, uint64_t src_elem) {
+  const uint64_t rc = uint64_t(l.rows) * uint64_t(l.cols);
+  return rc * (4 + kQuantizerScratchPerWeight + src_elem) + 2 * kPage + l.nbytes + uint64_t(l.cols) * 4;
+}
+
+// Peak of packing `n` experts of a group on `t` threads: one projection at a
+// time, its stacked parts held until appended.
+uint64_t chunk_bytes(const GroupPlan& g, uint64_t n, uint64_t t, uint64_t src_elem) {
+  uint64_t worst = 0;
+  for (int p = 0; p < 3; ++p) {
+    const MatrixLayout& l = *g.layout[p];
+    worst = std::max(worst, n * (l.nbytes + 2 * kPage) + std::min(n, t) * per_matrix_bytes(l, src_elem));
+  }
+  return worst;
+}
+
+}  // namespace
+
+std::string_view tensor_kind_name(TensorKind k) {
+  switch (k) {
+    case TensorKind::kCopy: return "copy";
+    case TensorKind::kQuantized: return "quantized";
+    case TensorKind::kGroupPart: return "group_part";
+    case TensorKind::kExpertIds: return "expert_ids";
+  }
+  return "?";
+}
+
+bool is_attention_or_head(const std::string& name) {
+  if (name == "lm_head.weight") return true;
+  if (name.find(".self_attn.") == std::string::npos) return false;
+  return name.size() > 12 && name.compare(name.size() - 12, 12, "_proj.weight") == 0;
+}
+
+const MatrixLayout& matrix_layout(const quant::FormatTraits& f, int64_t rows, int64_t cols) {
+  static std::mutex mu;
+  static std::map<std::tuple<std::string, int64_t, int64_t>, MatrixLayout> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(std::string(f.name), rows, cols);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  // A smooth, non-degenerate probe: every format handles it, and only the
+  // shapes and dtypes of the result are kept.
+  std::vector<float> probe(size_t(rows) * size_t(cols));
+  for (size_t i = 0; i < probe.size(); ++i) probe[i] = 0.02f * std::sin(0.37f * float(i % 9973));
+  quant::QuantizeOptions qo;
+  qo.tensor_name = "layout probe " + std::string(f.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+  quant::QuantizedMatrix q = f.quantize(probe.data(), rows, cols, qo);
+  MatrixLayout l;
+  l.format = &f;
+  l.rows = rows;
+  l.cols = cols;
+  for (auto& p : q.parts) {
+    l.parts.push_back({p.name, p.dtype, p.shape, p.bytes.size()});
+    l.nbytes += p.bytes.size();
+  }
+  return cache.emplace(key, std::move(l)).first->second;
+}
+
+std::vector<int> assign_shards(const std::vector<uint64_t>& sizes, uint64_t shard_size, int* num_shards) {
+  std::vector<int> shard(sizes.size());
+  int current = 0;
+  uint64_t filled = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (filled > 0 && filled + sizes[i] > shard_size) ++current, filled = 0;
+    shard[i] = current;
+    filled += sizes[i];
+  }
+  *num_shards = current + 1;
+  return shard;
+}
+
+PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, const Allocation& a,
+                   const PlanOptions& o) {
+  PackPlan plan;
+  const int64_t first = o.first_layer, last = o.last_layer < 0 ? c.num_layers - 1 : o.last_layer;
+  if (first < 0 || last >= c.num_layers || first > last)
+    invalid("--layers " + std::to_string(first) + "-" + std::to_string(last) + ": the model has layers 0-" +
+            std::to_string(c.num_layers - 1));
+  const quant::FormatTraits* attn = o.attn_format.empty() ? nullptr : &quant::format_by_name(o.attn_format);
+
+  // Which source tensors are routed-expert weights (packed into groups).
+  std::set<std::string> expert_tensors;
+  for (const auto& la : a.layers)
+    for (int64_t e = 0; e < c.num_experts; ++e)
+      for (int p = 0; p < 3; ++p) expert_tensors.insert(model::expert_weight_name(c, la.layer, e, model::Proj(p)));
+
+  std::map<int64_t, std::vector<std::string>> by_layer;  // -1: globals
+  for (const auto& name : ckpt.tensor_names())
+    if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
+
+  uint64_t unit_max = 0;  // largest single-thread unit outside the groups
+  uint64_t src_elem = 2;
+  auto add_plain = [&](const std::string& name, int64_t layer) {
+    const io::TensorInfo& info = ckpt.info(name);
+    src_elem = std::max<uint64_t>(src_elem, dtype_size(info.dtype));
+    if (attn && is_attention_or_head(name) && info.shape.size() == 2 && dtype_is_float(info.dtype)) {
+      const int64_t rows = info.shape[0], cols = info.shape[1];
+      if ((attn->row_multiple > 0 && rows % attn->row_multiple) || (attn->col_multiple > 0 && cols % attn->col_multiple))
+        invalid("--attn-format " + o.attn_format + ": tensor " + name + " [" + std::to_string(rows) + ", " +
+                std::to_string(cols) + "] is not a multiple of [" + std::to_string(attn->row_multiple) + ", " +
+                std::to_string(attn->col_multiple) + "]");
+      const MatrixLayout& l = matrix_layout(*attn, rows, cols);
+      const std::string base = name.substr(0, name.size() - std::string(".weight").size());
+      for (size_t i = 0; i < l.parts.size(); ++i) {
+        PlannedTensor t;
+        t.name = base + "." + l.parts[i].name;
+        t.kind = TensorKind::kQuantized;
+        t.dtype = l.parts[i].dtype;
+        t.shape = l.parts[i].shape;
+        t.nbytes = l.parts[i].nbytes;
+        t.bytes_before = i == 0 ? info.nbytes() : 0;
+        t.layer = layer;
+        t.source = name;
+        t.format = attn;
+        t.part = l.parts[i].name;
+        t.part_index = int(i);
+        plan.tensors.push_back(std::move(t));
+      }
+      unit_max = std::max(unit_max, per_matrix_bytes(l, dtype_size(info.dtype)) + info.nbytes());
+      return;
+    }
+    PlannedTensor t;
+    t.name = name;
+    t.kind = TensorKind::kCopy;
+    t.dtype = info.dtype;
+    t.shape = info.shape;
+    t.nbytes = t.bytes_before = info.nbytes();
+    t.layer = layer;
+    t.source = name;
+    plan.tensors.push_back(std::move(t));
+    unit_max = std::max(unit_max, info.nbytes() + 2 * kPage);
+  };
+
+  // Tensors outside the layers travel with the part that holds layer 0.
+  plan.has_globals = first == 0;
+  if (plan.has_globals)
+    for (const auto& name : by_layer[-1]) add_plain(name, -1);
+
+  // Groups of one format per layer, formats in registry order.
+  uint64_t experts_in_range = 0;
+  for (int64_t L = first; L <= last; ++L) {
+    LayerPlan lp;
+    lp.layer = L;
+    for (const auto& name : by_layer[L]) add_plain(name, L);
+    const LayerAllocation* la = a.find(L);
+    lp.moe = la != nullptr;
+    if (la) {
+      lp.experts = la->experts;
+      lp.expert_group.assign(la->experts.size(), -1);
+      lp.expert_slot.assign(la->experts.size(), -1);
+      experts_in_range += la->experts.size();
+      for (const auto& f : quant::all_formats()) {
+        GroupPlan g;
+        g.format = &f;
+        for (size_t e = 0; e < la->experts.size(); ++e)
+          if (la->experts[e].cls != ExpertClass::kPruned && la->experts[e].format == f.name) g.experts.push_back(int64_t(e));
+        if (g.experts.empty()) continue;
+        g.layout[0] = g.layout[1] = &matrix_layout(f, c.moe_intermediate_size, c.hidden_size);
+        g.layout[2] = &matrix_layout(f, c.hidden_size, c.moe_intermediate_size);
+        lp.groups.push_back(std::move(g));
+      }
+    }
+    plan.layers.push_back(std::move(lp));
+  }
+
+  // Threads and group splits under the bound: fewer threads before giving up.
+  const uint64_t fixed = kFixedOverhead + experts_in_range * kPerExpertRecord +
+                         (plan.tensors.size() + experts_in_range) * kPerTensorRecord;
+  int threads = std::max(1, o.max_threads);
+  for (;; --threads) {
+    bool fits = fixed + unit_max <= o.max_memory;
+    for (const auto& lp : plan.layers)
+      for (const auto& g : lp.groups) fits = fits && fixed + chunk_bytes(g, 1, threads, src_elem) <= o.max_memory;
+    if (fits) break;
+    if (threads == 1) {
+      uint64_t need = fixed + unit_max;
+      std::string what = "copying the largest non-expert tensor";
+      for (const auto& lp : plan.layers)
+        for (const auto& g : lp.groups)
+          if (fixed + chunk_bytes(g, 1, 1, src_elem) > need)
+            need = fixed + chunk_bytes(g, 1, 1, src_elem),
+            what = "quantizing one " + std::string(g.format->name) + " expert of layer " + std::to_string(lp.layer);
+      fail(ErrorKind::kResource, "--max-memory " + std::to_string(o.max_memory) + " (" + format_bytes(o.max_memory) +
+                                     ") is below the " + std::to_string(need) + " bytes (" + format_bytes(need) +
+                                     ") needed for " + what + "; raise --max-memory");
+    }
+  }
+  plan.threads = threads;
+
+  // Split each group into chunks that fit; each chunk becomes its own group.
+  uint64_t peak = unit_max;
+  for (auto& lp : plan.layers) {
+    std::vector<GroupPlan> split;
+    for (auto& g : lp.groups) {
+      const uint64_t total = g.experts.size();
+      uint64_t n = total;
+      while (n > 1 && fixed + chunk_bytes(g, n, threads, src_elem) > o.max_memory) --n;
+      const uint64_t chunks = (total + n - 1) / n;
+      for (uint64_t k = 0; k < chunks; ++k) {
+        GroupPlan part = g;
+        const uint64_t b = total * k / chunks, e = total * (k + 1) / chunks;
+        part.experts.assign(g.experts.begin() + b, g.experts.begin() + e);
+        part.working_set = chunk_bytes(part, part.experts.size(), threads, src_elem);
+        peak = std::max(peak, part.working_set);
+        split.push_back(std::move(part));
+      }
+    }
+    lp.groups = std::move(split);
+    for (size_t gi = 0; gi < lp.groups.size(); ++gi) {
+      GroupPlan& g = lp.groups[gi];
+      g.id = int(gi);
+      g.prefix = "model.layers." + std::to_string(lp.layer) + ".mlp.groups." + std::to_string(gi);
+      g.first_tensor = plan.tensors.size();
+      for (size_t s = 0; s < g.experts.size(); ++s) {
+        lp.expert_group[g.experts[s]] = int(gi);
+        lp.expert_slot[g.experts[s]] = int(s);
+      }
+      const int64_t n = int64_t(g.experts.size());
+      PlannedTensor ids;
+      ids.name = g.prefix + ".expert_ids";
+      ids.kind = TensorKind::kExpertIds;
+      ids.dtype = DType::kI32;
+      ids.shape = {n};
+      ids.nbytes = uint64_t(n) * 4;
+      ids.layer = lp.layer;
+      ids.group = int(gi);
+      plan.tensors.push_back(std::move(ids));
+      for (int p = 0; p < 3; ++p) {
+        const MatrixLayout& l = *g.layout[p];
+        for (size_t i = 0; i < l.parts.size(); ++i) {
+          PlannedTensor t;
+          t.name = g.prefix + "." + std::string(p == 0 ? "gate" : p == 1 ? "up" : "down") + "." + l.parts[i].name;
+          t.kind = TensorKind::kGroupPart;
+          t.dtype = l.parts[i].dtype;
+          t.shape = l.parts[i].shape;
+          t.shape.insert(t.shape.begin(), n);
+          t.nbytes = uint64_t(n) * l.parts[i].nbytes;
+          t.layer = lp.layer;
+          t.format = g.format;
+          t.part = l.parts[i].name;
+          t.part_index = int(i);
+          t.group = int(gi);
+          t.proj = p;
+          plan.tensors.push_back(std::move(t));
+        }
+      }
+    }
+  }
+  plan.estimated_peak = fixed + peak;
+
+  // Non-expert tensors of a layer were added before its groups; the writer
+  // needs exactly this order, so shards are assigned over it.
+  std::vector<uint64_t> sizes;
+  for (const auto& t : plan.tensors) sizes.push_back(t.nbytes);
+  std::vector<int> shard = assign_shards(sizes, o.shard_size, &plan.num_shards);
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    plan.tensors[i].shard = shard[i];
+    plan.total_bytes_before += plan.tensors[i].bytes_before;
+    plan.total_bytes_after += plan.tensors[i].nbytes;
+  }
+  for (const auto& lp : plan.layers)
+    for (size_t e = 0; e < lp.experts.size(); ++e)
+      for (int p = 0; p < 3; ++p)
+        plan.total_bytes_before += ckpt.info(model::expert_weight_name(c, lp.layer, int64_t(e), model::Proj(p))).nbytes();
+  return plan;
+}
+
+}  // namespace eq::pack
