@@ -1,0 +1,81 @@
+// Scalar decode, Hadamard and matmul kernels of the trellis format, and the
+// generic kernel table.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "quant/trellis/codebook.h"
+#include "quant/trellis/kernels.h"
+
+namespace eq::quant::trellis {
+
+void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride) {
+  // The stream with its last 8 bytes in front, so every 16-bit window is a
+  // plain big-endian read (window of state t starts at bit 48 + (t+1)K).
+  const int nbytes = tile_bytes(K);
+  uint8_t ext[8 + 128 + 8] = {};
+  std::memcpy(ext, tile + nbytes - 8, 8);
+  std::memcpy(ext + 8, tile, nbytes);
+  for (int t = 0; t < kTileSize; ++t) {
+    const int start = 48 + (t + 1) * K;
+    const uint8_t* b = ext + (start >> 3);
+    uint32_t word = (uint32_t{b[0]} << 16) | (uint32_t{b[1]} << 8) | b[2];
+    uint32_t state = (word >> (8 - (start & 7))) & 0xFFFFu;
+    out[(t >> 4) * out_stride + (t & 15)] = static_cast<float>(code_1mad(state)) * row_factor[t >> 4];
+  }
+}
+
+void hadamard_rows_generic(float* x, int64_t rows, int64_t dim, int64_t block) {
+  const float norm = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block)));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * dim;
+    for (int64_t base = 0; base < dim; base += block) {
+      float* v = row + base;
+      for (int64_t h = 1; h < block; h *= 2)
+        for (int64_t i = 0; i < block; i += 2 * h)
+          for (int64_t j = i; j < i + h; ++j) {
+            float a = v[j], b = v[j + h];
+            v[j] = a + b;
+            v[j + h] = a - b;
+          }
+      for (int64_t j = 0; j < block; ++j) v[j] *= norm;
+    }
+  }
+}
+
+void hadamard_columns_generic(float* x, int64_t rows, int64_t cols, int64_t block) {
+  const float norm = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block)));
+  for (int64_t base = 0; base < rows; base += block) {
+    float* m = x + base * cols;
+    for (int64_t h = 1; h < block; h *= 2)
+      for (int64_t i = 0; i < block; i += 2 * h)
+        for (int64_t j = i; j < i + h; ++j) {
+          float* a = m + j * cols;
+          float* b = m + (j + h) * cols;
+          for (int64_t c = 0; c < cols; ++c) {
+            float u = a[c], w = b[c];
+            a[c] = u + w;
+            b[c] = u - w;
+          }
+        }
+    for (int64_t i = 0; i < block * cols; ++i) m[i] *= norm;
+  }
+}
+
+void strip_matmul_generic(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z,
+                          int64_t z_stride) {
+  for (int64_t m = 0; m < m_rows; ++m)
+    for (int r = 0; r < kTileDim; ++r) {
+      float acc = 0;
+      for (int64_t k = 0; k < cols; ++k) acc += x[m * cols + k] * strip[r * cols + k];
+      z[m * z_stride + r] = acc;
+    }
+}
+
+const Kernels& generic_kernels() {
+  static const Kernels table{viterbi_step_generic, decode_tile_generic, hadamard_rows_generic,
+                             hadamard_columns_generic, strip_matmul_generic};
+  return table;
+}
+
+}  // namespace eq::quant::trellis

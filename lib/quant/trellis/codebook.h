@@ -1,0 +1,50 @@
+// The computed Gaussian code of the trellis formats and the bit-stream
+// windows that address it. The layout is frozen (docs/formats.md, "trellis").
+//
+// Code "1MAD" (QTIP, Tseng et al. 2024, Algorithm 1; constants as in QTIP's
+// lib/codebook/bitshift.py decode_1mad): for a 16-bit state s,
+//   x = (s * 34038481 + 76625530) mod 2^32
+//   y = byte0(x) + byte1(x) + byte2(x) + byte3(x) - 510      (an integer in [-510, 510])
+//   code(s) = y / 147.800537109375                          (~ N(0, 1): 147.8 = std of y)
+// We store the factor 1/147.800537109375 folded into each row's scale, so a
+// decoder computes value = float(y) * scales[n] and never divides.
+#pragma once
+
+#include <cstdint>
+
+namespace eq::quant::trellis {
+
+inline constexpr int kStateBits = 16;  // L: the state is a 16-bit window of the stream
+inline constexpr int kTileDim = 16;    // tiles are 16 x 16 weights
+inline constexpr int kTileSize = kTileDim * kTileDim;
+inline constexpr uint32_t k1madMul = 34038481u;
+inline constexpr uint32_t k1madAdd = 76625530u;
+inline constexpr double k1madStd = 147.800537109375;
+
+// y(s) of the 1MAD code (integer before normalization).
+inline int code_1mad(uint32_t state) {
+  uint32_t x = state * k1madMul + k1madAdd;
+  uint32_t pairs = (x & 0x00FF00FFu) + ((x >> 8) & 0x00FF00FFu);  // byte0+byte1 | byte2+byte3
+  return static_cast<int>((pairs & 0xFFFFu) + (pairs >> 16)) - 510;
+}
+
+// float(y(s)) for all 2^16 states (computed once).
+const float* code_table_1mad();
+
+// Bytes of one tile: 256 weights * K bits.
+inline constexpr int tile_bytes(int bits) { return kTileSize * bits / 8; }
+
+// State t of a tail-biting tile stream: the 16 bits ending with symbol t,
+// read most significant first, wrapping around to the end of the stream.
+// (Reference implementation; kernels compute the same with wider loads.)
+inline uint32_t tile_state(const uint8_t* tile, int bits, int t) {
+  const int total = kTileSize * bits;
+  uint32_t state = 0;
+  for (int i = 0; i < kStateBits; ++i) {
+    int pos = ((t + 1) * bits - kStateBits + i + total) % total;
+    state = (state << 1) | ((tile[pos >> 3] >> (7 - (pos & 7))) & 1u);
+  }
+  return state;
+}
+
+}  // namespace eq::quant::trellis

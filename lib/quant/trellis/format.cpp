@@ -1,0 +1,182 @@
+// Registry rows, dequantization and matmul of the trellis formats.
+#include "quant/trellis/format.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "quant/hadamard.h"
+#include "quant/trellis/codebook.h"
+#include "quant/trellis/kernels.h"
+
+namespace eq::quant::trellis {
+
+namespace {
+
+// Typed pointers into the four parts, after checking them.
+struct TrellisParts {
+  const uint8_t* tiles;
+  const int8_t* su;
+  const int8_t* sv;
+  const float* scales;
+};
+
+TrellisParts parts_of(const PackedMatrix& m, int bits) {
+  const std::string what = "trellis" + std::to_string(bits);
+  if (m.rows <= 0 || m.cols <= 0 || m.rows % kTileDim || m.cols % kTileDim)
+    invalid(what + ": packed matrix has shape [" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
+            "]; both must be positive multiples of 16");
+  if (m.parts.size() != 4) invalid(what + ": expected 4 parts (trellis, su, sv, scales), got " + std::to_string(m.parts.size()));
+  const size_t expect[4] = {static_cast<size_t>(m.rows / kTileDim * m.cols / kTileDim * tile_bytes(bits)),
+                            static_cast<size_t>(m.cols), static_cast<size_t>(m.rows), static_cast<size_t>(m.rows) * 4};
+  const DType types[4] = {DType::kU8, DType::kI8, DType::kI8, DType::kF32};
+  const char* names[4] = {"trellis", "su", "sv", "scales"};
+  for (int i = 0; i < 4; ++i)
+    if (m.parts[i].nbytes != expect[i] || m.parts[i].dtype != types[i] || !m.parts[i].data)
+      invalid(what + ": part '" + names[i] + "' has " + std::to_string(m.parts[i].nbytes) + " bytes of " +
+              std::string(dtype_name(m.parts[i].dtype)) + ", expected " + std::to_string(expect[i]) + " bytes of " +
+              std::string(dtype_name(types[i])));
+  return {static_cast<const uint8_t*>(m.parts[0].data), static_cast<const int8_t*>(m.parts[1].data),
+          static_cast<const int8_t*>(m.parts[2].data), static_cast<const float*>(m.parts[3].data)};
+}
+
+const uint8_t* tile_at(const TrellisParts& p, int bits, int64_t tiles_n, int64_t kt, int64_t nt) {
+  return p.tiles + (kt * tiles_n + nt) * tile_bytes(bits);
+}
+
+}  // namespace
+
+size_t packed_size(int64_t rows, int64_t cols, int bits) {
+  return static_cast<size_t>(rows / kTileDim * (cols / kTileDim) * tile_bytes(bits) + cols + rows + rows * 4);
+}
+
+void dequantize_matrix(const PackedMatrix& m, int bits, float* out) {
+  const TrellisParts p = parts_of(m, bits);
+  const int64_t rows = m.rows, cols = m.cols, tiles_n = rows / kTileDim, tiles_k = cols / kTileDim;
+  const int64_t block_n = hadamard_block_size(rows), block_k = hadamard_block_size(cols);
+  std::vector<float> su(cols);
+  for (int64_t k = 0; k < cols; ++k) su[k] = p.su[k];
+  // Row blocks of the N-side Hadamard are independent: decode, transform both
+  // sides and apply the signs while the block is in cache.
+  default_pool().run(static_cast<size_t>(rows / block_n), [&](size_t bi) {
+    const Kernels& kern = kernels();
+    const int64_t n0 = static_cast<int64_t>(bi) * block_n;
+    float* blk = out + n0 * cols;
+    for (int64_t nt = n0 / kTileDim; nt < (n0 + block_n) / kTileDim; ++nt)
+      for (int64_t kt = 0; kt < tiles_k; ++kt)
+        kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
+                         out + nt * kTileDim * cols + kt * kTileDim, cols);
+    kern.hadamard_rows(blk, block_n, cols, block_k);
+    kern.hadamard_columns(blk, block_n, cols, block_n);
+    for (int64_t r = 0; r < block_n; ++r) {
+      const float sv = p.sv[n0 + r];
+      float* row = blk + r * cols;
+      for (int64_t k = 0; k < cols; ++k) row[k] *= su[k] * sv;
+    }
+  });
+}
+
+void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate) {
+  const TrellisParts p = parts_of(m, bits);
+  const int64_t rows = m.rows, cols = m.cols, tiles_n = rows / kTileDim, tiles_k = cols / kTileDim;
+  if (m_rows <= 0) return;
+  // y = diag(sv) H_N W' H_K diag(su) x: rotate x once, multiply by the decoded
+  // rotated weights strip by strip, rotate the result back.
+  std::vector<float> xr(static_cast<size_t>(m_rows * cols));
+  for (int64_t i = 0; i < m_rows; ++i)
+    for (int64_t k = 0; k < cols; ++k) xr[i * cols + k] = x[i * cols + k] * static_cast<float>(p.su[k]);
+  hadamard_rows(xr.data(), m_rows, cols);
+  std::vector<float> z(static_cast<size_t>(m_rows * rows));
+  constexpr int64_t kRowBlock = 32;  // x rows per pass, so the strip and x stay in L2
+  default_pool().run(static_cast<size_t>(tiles_n), [&](size_t nt_index) {
+    const Kernels& kern = kernels();
+    const int64_t nt = static_cast<int64_t>(nt_index);
+    thread_local std::vector<float> strip;
+    strip.resize(static_cast<size_t>(kTileDim * cols));
+    for (int64_t kt = 0; kt < tiles_k; ++kt)
+      kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim, strip.data() + kt * kTileDim, cols);
+    for (int64_t i0 = 0; i0 < m_rows; i0 += kRowBlock) {
+      const int64_t count = std::min(kRowBlock, m_rows - i0);
+      kern.strip_matmul(xr.data() + i0 * cols, count, cols, strip.data(), z.data() + i0 * rows + nt * kTileDim, rows);
+    }
+  });
+  hadamard_rows(z.data(), m_rows, rows);
+  for (int64_t i = 0; i < m_rows; ++i)
+    for (int64_t n = 0; n < rows; ++n) {
+      const float v = z[i * rows + n] * static_cast<float>(p.sv[n]);
+      y[i * rows + n] = accumulate ? y[i * rows + n] + v : v;
+    }
+}
+
+namespace {
+
+template <int Bits>
+QuantizedMatrix quantize_bits(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
+  return quantize_matrix(w, rows, cols, options, Bits, initial_scale_ratio(Bits));
+}
+template <int Bits>
+void dequantize_bits(const PackedMatrix& m, float* out) {
+  dequantize_matrix(m, Bits, out);
+}
+template <int Bits>
+void matmul_bits(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate) {
+  matmul_matrix(m, Bits, x, m_rows, y, accumulate);
+}
+template <int Bits>
+size_t packed_bytes_bits(int64_t rows, int64_t cols) {
+  return packed_size(rows, cols, Bits);
+}
+
+template <int Bits>
+std::vector<PartSpec> part_specs_bits(int64_t rows, int64_t cols) {
+  return {{"trellis", DType::kU8, {cols / kTileDim, rows / kTileDim, tile_bytes(Bits)}},
+          {"su", DType::kI8, {cols}},
+          {"sv", DType::kI8, {rows}},
+          {"scales", DType::kF32, {rows}}};
+}
+
+template <int Bits>
+FormatTraits make_traits(std::string_view name, std::string_view description) {
+  return FormatTraits{name,
+                      "trellis",
+                      description,
+                      Bits,
+                      static_cast<double>(Bits),  // + (8 + 8 + 32) bits per row/column of side data
+                      0,
+                      kTileDim,
+                      kTileDim,
+                      {"trellis", "su", "sv", "scales"},
+                      quantize_bits<Bits>,
+                      dequantize_bits<Bits>,
+                      matmul_bits<Bits>,
+                      packed_bytes_bits<Bits>,
+                      part_specs_bits<Bits>};
+}
+
+}  // namespace
+
+}  // namespace eq::quant::trellis
+
+namespace eq::quant {
+
+FormatTraits trellis_row(int bits) {
+  using namespace trellis;
+  switch (bits) {
+    case 2: return make_traits<2>("trellis2", "Trellis (QTIP-style), 2 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    case 3: return make_traits<3>("trellis3", "Trellis (QTIP-style), 3 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    case 4: return make_traits<4>("trellis4", "Trellis (QTIP-style), 4 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    default: invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
+  }
+}
+
+const FormatTraits& trellis_format(int bits) {
+  static const FormatTraits own[3] = {trellis_row(2), trellis_row(3), trellis_row(4)};
+  if (bits < 2 || bits > 4) invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
+  const FormatTraits& row = own[bits - 2];
+  if (const FormatTraits* registered = find_format(row.name)) return *registered;
+  return row;
+}
+
+}  // namespace eq::quant

@@ -1,0 +1,38 @@
+// The trellis formats "trellis2", "trellis3", "trellis4" (docs/formats.md):
+// QTIP-style trellis-coded quantization, L = 16-bit bitshift trellis, 1MAD
+// code, 16x16 tiles of 256*K bits, random Hadamard incoherence processing with
+// sign vectors su/sv, one fp32 scale per output row.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/format.h"
+
+namespace eq::quant {
+
+// The row for bits in {2, 3, 4} (the registry's own copy when registered);
+// throws eq::Error otherwise.
+const FormatTraits& trellis_format(int bits);
+// A fresh row, for the registry table (lib/quant/registry.cpp).
+FormatTraits trellis_row(int bits);
+
+}  // namespace eq::quant
+
+namespace eq::quant::trellis {
+
+// splitmix64 streams of the sign vectors (ASCII "su" / "sv").
+inline constexpr uint64_t kSuStream = 0x7375;
+inline constexpr uint64_t kSvStream = 0x7376;
+
+// Row scale before the least-squares refit, as a multiple of the row's RMS in
+// the rotated basis (tuned per K on N(0,1) data; docs/formats.md).
+double initial_scale_ratio(int bits);
+
+// The steps behind the registry rows (bits = K), exposed for tests and benches.
+QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
+                                int bits, double scale_ratio);
+void dequantize_matrix(const PackedMatrix& m, int bits, float* out);
+void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate);
+size_t packed_size(int64_t rows, int64_t cols, int bits);
+
+}  // namespace eq::quant::trellis

@@ -1,0 +1,47 @@
+// Per-ISA kernels of the trellis format, chosen at run time (eq::active_isa()).
+// Only pointers and sizes cross this interface. Every variant computes
+// bit-identical results (same operation order, no FMA contraction), so packed
+// bytes never depend on the machine that quantized.
+#pragma once
+
+#include <cstdint>
+
+namespace eq::quant::trellis {
+
+struct Kernels {
+  // One Viterbi step of a bitshift trellis with 2^L states and K-bit symbols:
+  //   next[s] = min_j prev[(s >> K) | j << (L-K)] + weight * (codes[s] - target)^2
+  // ties to the smallest j. The chosen j for predecessor group r = s >> K is
+  // written as K bit planes: bit r of planes[b * plane_bytes] = bit b of j,
+  // plane_bytes = max(1, 2^(L-K) / 8).
+  void (*viterbi_step)(const float* prev, float* next, uint8_t* planes, const float* codes, int L, int K,
+                       float target, float weight);
+  // Decodes one 16x16 tile (256*K bits, docs/formats.md) with L = 16 and the
+  // 1MAD code: out[r * out_stride + c] = float(y(state_{16r+c})) * row_factor[r].
+  void (*decode_tile)(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+  // Orthonormal block Walsh–Hadamard of every row (length dim, block size `block`).
+  void (*hadamard_rows)(float* x, int64_t rows, int64_t dim, int64_t block);
+  // The same along columns: blocks of `block` consecutive rows.
+  void (*hadamard_columns)(float* x, int64_t rows, int64_t cols, int64_t block);
+  // z[m * z_stride + r] = sum_k x[m * cols + k] * strip[r * cols + k], r < 16, m < m_rows.
+  void (*strip_matmul)(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z, int64_t z_stride);
+};
+
+// The kernels for the active ISA (re-read on each call, so tests can force one).
+const Kernels& kernels();
+
+// Per-ISA tables (defined in lib/quant/kernels/<isa>/trellis_*.cpp).
+const Kernels& generic_kernels();
+const Kernels& avx2_kernels();
+const Kernels& avx512_kernels();
+
+// Scalar functions, also used by the SIMD tables for shapes they do not cover.
+void viterbi_step_generic(const float* prev, float* next, uint8_t* planes, const float* codes, int L, int K,
+                          float target, float weight);
+void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+void hadamard_rows_generic(float* x, int64_t rows, int64_t dim, int64_t block);
+void hadamard_columns_generic(float* x, int64_t rows, int64_t cols, int64_t block);
+void strip_matmul_generic(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z,
+                          int64_t z_stride);
+
+}  // namespace eq::quant::trellis

@@ -1,0 +1,189 @@
+// Trellis quantization: incoherence processing, per-tile Viterbi search (with
+// importance feedback), per-row least-squares scale refit, bit packing.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "quant/hadamard.h"
+#include "quant/trellis/codebook.h"
+#include "quant/trellis/format.h"
+#include "quant/trellis/importance.h"
+#include "quant/trellis/viterbi.h"
+
+namespace eq::quant::trellis {
+
+namespace {
+
+std::string tensor_label(const QuantizeOptions& o) {
+  return o.tensor_name.empty() ? std::string("<unnamed tensor>") : "'" + o.tensor_name + "'";
+}
+
+void check_input(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& o, int bits) {
+  if (rows <= 0 || cols <= 0 || rows % kTileDim != 0 || cols % kTileDim != 0)
+    invalid("trellis" + std::to_string(bits) + ": tensor " + tensor_label(o) + " has shape [" + std::to_string(rows) +
+            ", " + std::to_string(cols) + "]; both dimensions must be positive multiples of 16 (16x16 tiles)");
+  for (int64_t i = 0; i < rows * cols; ++i)
+    if (!std::isfinite(w[i]))
+      invalid("trellis" + std::to_string(bits) + ": tensor " + tensor_label(o) + " has a non-finite weight (" +
+              std::to_string(w[i]) + ") at [" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + "]");
+  if (o.importance)
+    for (int64_t k = 0; k < cols; ++k)
+      if (!std::isfinite(o.importance[k]) || o.importance[k] < 0)
+        invalid("trellis" + std::to_string(bits) + ": tensor " + tensor_label(o) + " has importance " +
+                std::to_string(o.importance[k]) + " at input channel " + std::to_string(k) +
+                " (must be finite and >= 0)");
+}
+
+// One tile's search: target/weight in tile sequence order, states out.
+struct TileSearch {
+  Viterbi viterbi;
+  float target[kTileSize], weight[kTileSize];
+  uint32_t states[kTileSize];
+};
+
+TileSearch& tile_search() {
+  thread_local TileSearch search;
+  return search;
+}
+
+// Runs the Viterbi search of tile (kt, nt) against `target` (rotated basis,
+// [rows, cols]) and stores the chosen states.
+void search_tile(int bits, int64_t cols, int64_t kt, int64_t nt, const float* target, const float* factor,
+                 const ImportanceFeedback& fb, uint16_t* states_out) {
+  TileSearch& ts = tile_search();
+  for (int r = 0; r < kTileDim; ++r) {
+    const int64_t n = nt * kTileDim + r;
+    const float f = factor[n];
+    for (int c = 0; c < kTileDim; ++c) {
+      const int64_t k = kt * kTileDim + c;
+      // Error in code units: (y - w/f)^2 * f^2, weighted by the column's importance.
+      ts.target[r * kTileDim + c] = f > 0 ? target[n * cols + k] / f : 0.0f;
+      ts.weight[r * kTileDim + c] = f > 0 ? f * f * fb.column_weight(k) : 0.0f;
+    }
+  }
+  TrellisProblem p{kStateBits, bits, code_table_1mad(), kTileSize, ts.target, ts.weight};
+  ts.viterbi.run_tail_biting(p, ts.states);
+  for (int i = 0; i < kTileSize; ++i) states_out[i] = static_cast<uint16_t>(ts.states[i]);
+}
+
+void pack_tile(const uint16_t* states, int bits, uint8_t* out) {
+  std::memset(out, 0, tile_bytes(bits));
+  for (int t = 0; t < kTileSize; ++t)
+    for (int b = 0; b < bits; ++b) {
+      const int pos = t * bits + b;  // most significant bit of the symbol first
+      const uint32_t bit = (states[t] >> (bits - 1 - b)) & 1u;
+      out[pos >> 3] |= static_cast<uint8_t>(bit << (7 - (pos & 7)));
+    }
+  for (int t = 0; t < kTileSize; ++t)
+    EQ_CHECK(tile_state(out, bits, t) == states[t], "trellis stream is not tail-biting consistent");
+}
+
+}  // namespace
+
+double initial_scale_ratio(int bits) {
+  switch (bits) {
+    case 2: return 0.96;
+    case 3: return 0.99;
+    default: return 1.0;
+  }
+}
+
+QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
+                                int bits, double scale_ratio) {
+  check_input(w, rows, cols, options, bits);
+  const int64_t tiles_n = rows / kTileDim, tiles_k = cols / kTileDim;
+  const std::vector<int8_t> su = random_signs(options.seed, kSuStream, cols);
+  const std::vector<int8_t> sv = random_signs(options.seed, kSvStream, rows);
+
+  // W' = H_N diag(sv) W diag(su) H_K.
+  std::vector<float> rotated(static_cast<size_t>(rows * cols));
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t k = 0; k < cols; ++k) rotated[n * cols + k] = w[n * cols + k] * static_cast<float>(su[k] * sv[n]);
+  hadamard_rows(rotated.data(), rows, cols);
+  hadamard_columns(rotated.data(), rows, cols);
+
+  // Per-row factor (scale in code units): value = y(state) * factor[n].
+  std::vector<float> factor(rows);
+  for (int64_t n = 0; n < rows; ++n) {
+    double ss = 0;
+    for (int64_t k = 0; k < cols; ++k) ss += static_cast<double>(rotated[n * cols + k]) * rotated[n * cols + k];
+    factor[n] = static_cast<float>(scale_ratio * std::sqrt(ss / static_cast<double>(cols)) / k1madStd);
+  }
+
+  const ImportanceFeedback fb(options.importance, cols);
+  std::vector<uint16_t> states(static_cast<size_t>(rows * cols));  // per tile, 256 each, tile (kt, nt) order
+  auto tile_states = [&](int64_t kt, int64_t nt) { return states.data() + (kt * tiles_n + nt) * kTileSize; };
+  ThreadPool& pool = default_pool();
+  if (!fb.active()) {
+    pool.run(static_cast<size_t>(tiles_k * tiles_n), [&](size_t i) {
+      const int64_t kt = static_cast<int64_t>(i) / tiles_n, nt = static_cast<int64_t>(i) % tiles_n;
+      search_tile(bits, cols, kt, nt, rotated.data(), factor.data(), fb, tile_states(kt, nt));
+    });
+  } else {
+    // Column tiles left to right; each target gets the feedback of the errors
+    // already made in its Hadamard block (see importance.h).
+    const float* codes = code_table_1mad();
+    std::vector<float> target(rotated);
+    std::vector<float> error(static_cast<size_t>(rows * cols), 0.0f);  // W' - W'^
+    const int64_t block = fb.block();
+    for (int64_t kt = 0; kt < tiles_k; ++kt) {
+      const int64_t c0 = kt * kTileDim, hb = c0 / block, b0 = hb * block;
+      const float* m = fb.feedback_block(hb);
+      pool.run(static_cast<size_t>(tiles_n), [&](size_t nt_index) {
+        const int64_t nt = static_cast<int64_t>(nt_index);
+        for (int64_t n = nt * kTileDim; n < (nt + 1) * kTileDim; ++n)
+          for (int64_t c = c0; c < c0 + kTileDim; ++c) {
+            double acc = rotated[n * cols + c];
+            for (int64_t a = b0; a < c0; ++a) acc += static_cast<double>(error[n * cols + a]) * m[(a - b0) * block + (c - b0)];
+            target[n * cols + c] = static_cast<float>(acc);
+          }
+        search_tile(bits, cols, kt, nt, target.data(), factor.data(), fb, tile_states(kt, nt));
+        const uint16_t* st = tile_states(kt, nt);
+        for (int r = 0; r < kTileDim; ++r)
+          for (int c = 0; c < kTileDim; ++c) {
+            const int64_t n = nt * kTileDim + r, k = c0 + c;
+            error[n * cols + k] = rotated[n * cols + k] - codes[st[r * kTileDim + c]] * factor[n];
+          }
+      });
+    }
+  }
+
+  // Least-squares refit of each row's factor for the chosen codes, under the
+  // true (importance) metric: f = <w', G y> / <y, G y>.
+  pool.run(static_cast<size_t>(tiles_n), [&](size_t nt_index) {
+    const int64_t nt = static_cast<int64_t>(nt_index);
+    std::vector<float> y(cols);
+    std::vector<double> gy(cols);
+    for (int64_t r = 0; r < kTileDim; ++r) {
+      const int64_t n = nt * kTileDim + r;
+      for (int64_t kt = 0; kt < tiles_k; ++kt)
+        for (int c = 0; c < kTileDim; ++c) y[kt * kTileDim + c] = static_cast<float>(code_1mad(tile_states(kt, nt)[r * kTileDim + c]));
+      fb.apply_g(y.data(), gy.data());
+      double num = 0, den = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        num += static_cast<double>(rotated[n * cols + k]) * gy[k];
+        den += static_cast<double>(y[k]) * gy[k];
+      }
+      if (factor[n] > 0 && den > 0 && num > 0) factor[n] = static_cast<float>(num / den);
+    }
+  });
+
+  QuantizedMatrix q;
+  q.format = &trellis_format(bits);
+  q.rows = rows;
+  q.cols = cols;
+  const int tb = tile_bytes(bits);
+  q.parts.push_back({"trellis", DType::kU8, {tiles_k, tiles_n, tb}, std::vector<uint8_t>(static_cast<size_t>(tiles_k * tiles_n * tb))});
+  for (int64_t i = 0; i < tiles_k * tiles_n; ++i) pack_tile(states.data() + i * kTileSize, bits, q.parts[0].bytes.data() + i * tb);
+  q.parts.push_back({"su", DType::kI8, {cols}, std::vector<uint8_t>(su.begin(), su.end())});
+  q.parts.push_back({"sv", DType::kI8, {rows}, std::vector<uint8_t>(sv.begin(), sv.end())});
+  std::vector<uint8_t> scale_bytes(static_cast<size_t>(rows) * 4);
+  std::memcpy(scale_bytes.data(), factor.data(), scale_bytes.size());
+  q.parts.push_back({"scales", DType::kF32, {rows}, std::move(scale_bytes)});
+  return q;
+}
+
+}  // namespace eq::quant::trellis
