@@ -36,6 +36,13 @@ struct PartView {
 
 struct FormatTraits;
 
+// The declared name, dtype and shape of one stored part for a given [rows, cols].
+struct PartSpec {
+  std::string name;
+  DType dtype = DType::kU8;
+  std::vector<int64_t> shape;
+};
+
 // A packed matrix as the kernels see it: parts in FormatTraits::parts order.
 struct PackedMatrix {
   const FormatTraits* format = nullptr;
@@ -93,6 +100,11 @@ struct FormatTraits {
   void (*matmul)(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate);
   // Exact packed size in bytes of a [rows, cols] matrix.
   size_t (*packed_bytes)(int64_t rows, int64_t cols);
+  // The parts (names, dtypes, shapes) of a [rows, cols] matrix, in `parts`
+  // order. Used by validate_packed and by readers that allocate before
+  // loading. May be left null: validate_packed then checks part names and the
+  // total byte count against packed_bytes only.
+  std::vector<PartSpec> (*part_specs)(int64_t rows, int64_t cols) = nullptr;
 };
 
 // All registered formats, in a stable order.
@@ -102,7 +114,9 @@ const FormatTraits& format_by_name(std::string_view name);
 // nullptr when unknown.
 const FormatTraits* find_format(std::string_view name);
 // Checks that `parts` match the format's declared part names, dtypes and
-// shapes for [rows, cols]; throws eq::Error naming `what` otherwise.
+// shapes for [rows, cols] (FormatTraits::part_specs), that each part's nbytes
+// matches its shape, and that the dimensions satisfy row/col_multiple; throws
+// eq::Error naming `what`, the part and the mismatch otherwise.
 void validate_packed(const PackedMatrix& m, std::string_view what);
 
 }  // namespace eq::quant

@@ -1,0 +1,158 @@
+// Affine integer quantization with an error-minimizing search per group.
+//
+// Per group: candidate inverse scales (nmax + t) / (max - min) for t in
+// [-1, 1] (as llama.cpp's make_qkx2_quants: a slightly coarser or finer grid
+// than min/max can fit the bulk better), each followed by a weighted
+// least-squares fit of (scale, bias) to the codes it produced; then a few
+// HQQ-style alternations (codes from parameters, parameters from codes). Every
+// candidate is scored after rounding scale and bias to fp16 and re-deriving
+// the codes, i.e. exactly as it will be decoded.
+#include "quant/affine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/numeric.h"
+#include "quant/packed_stream.h"
+#include "quant/quantize_common.h"
+
+namespace eq::quant {
+
+namespace {
+
+float to_f16(float v) { return f16_to_f32(f32_to_f16(std::clamp(v, -65504.0f, 65504.0f))); }
+
+struct Scored {
+  float scale = 0.0f, bias = 0.0f, err = INFINITY;
+};
+
+// Codes for (scale, bias) and their weighted error, as decoded: q * scale + bias.
+float assign_codes(const float* w, const float* h, int n, int nmax, float scale, float bias, uint8_t* codes) {
+  float err = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    int q = 0;
+    if (scale > 0.0f) q = std::clamp(static_cast<int>(std::nearbyint((w[i] - bias) / scale)), 0, nmax);
+    codes[i] = static_cast<uint8_t>(q);
+    const float d = static_cast<float>(q) * scale + bias - w[i];
+    err += h[i] * d * d;
+  }
+  return err;
+}
+
+// Weighted least squares of w ~ scale * q + bias for fixed codes; false when
+// the codes do not determine both (all equal).
+bool fit(const float* w, const float* h, int n, const uint8_t* codes, float* scale, float* bias) {
+  double a = 0, b = 0, c = 0, d = 0, e = 0;
+  for (int i = 0; i < n; ++i) {
+    const double q = codes[i], hw = h[i];
+    a += hw * q * q;
+    b += hw * q;
+    c += hw;
+    d += hw * q * w[i];
+    e += hw * w[i];
+  }
+  const double det = a * c - b * b;
+  if (!(det > 1e-12 * a * c)) return false;
+  const double s = (c * d - b * e) / det;
+  if (!(s > 0.0)) return false;
+  *scale = static_cast<float>(s);
+  *bias = static_cast<float>((a * e - b * d) / det);
+  return true;
+}
+
+}  // namespace
+
+AffineGroup search_affine_group(const float* w, const float* h, int n, int bits, uint8_t* codes) {
+  const int nmax = (1 << bits) - 1;
+  float lo = w[0], hi = w[0];
+  for (int i = 1; i < n; ++i) {
+    lo = std::min(lo, w[i]);
+    hi = std::max(hi, w[i]);
+  }
+  if (hi == lo) {  // constant (or all-zero) group: exact whenever the value is an fp16
+    std::fill(codes, codes + n, uint8_t{0});
+    return {0.0f, to_f16(lo)};
+  }
+  std::vector<uint8_t> trial(static_cast<size_t>(n));
+  Scored best;
+  auto score = [&](float scale, float bias) {
+    const float s = to_f16(scale), b = to_f16(bias);
+    const float err = assign_codes(w, h, n, nmax, s, b, trial.data());
+    if (err < best.err) {
+      best = {s, b, err};
+      std::copy(trial.begin(), trial.end(), codes);
+    }
+  };
+  score((hi - lo) / static_cast<float>(nmax), lo);  // plain min/max
+  constexpr int kSteps = 20;
+  for (int i = 0; i <= kSteps; ++i) {
+    const float iscale = (static_cast<float>(nmax) - 1.0f + 2.0f * static_cast<float>(i) / kSteps) / (hi - lo);
+    for (int j = 0; j < n; ++j)
+      trial[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(iscale * (w[j] - lo))), 0, nmax));
+    float s, b;
+    if (fit(w, h, n, trial.data(), &s, &b)) score(s, b);
+  }
+  // Alternate: parameters from the best codes, codes from the parameters.
+  std::vector<uint8_t> current(codes, codes + n);
+  for (int iter = 0; iter < 4; ++iter) {
+    const float before = best.err;
+    float s, b;
+    if (!fit(w, h, n, current.data(), &s, &b)) break;
+    score(s, b);
+    if (!(best.err < before)) break;
+    current.assign(codes, codes + n);
+  }
+  return {best.scale, best.bias};
+}
+
+template <int B, int G>
+std::vector<PartSpec> affine_part_specs(int64_t rows, int64_t cols) {
+  return {{"qweight", DType::kU32, {cols * B / 32, rows}},
+          {"scales", DType::kF16, {cols / G, rows}},
+          {"biases", DType::kF16, {cols / G, rows}}};
+}
+
+template <int B, int G>
+size_t affine_packed_bytes(int64_t rows, int64_t cols) {
+  return specs_nbytes(affine_part_specs<B, G>(rows, cols));
+}
+
+template <int B, int G>
+QuantizedMatrix quantize_affine(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
+  static const FormatTraits& format = format_by_name("int" + std::to_string(B) + "_g" + std::to_string(G));
+  check_quantize_input(format, w, rows, cols, options);
+  QuantizedMatrix out = allocate_quantized(format, rows, cols);
+  uint32_t* qweight = reinterpret_cast<uint32_t*>(out.parts[0].bytes.data());
+  uint16_t* scales = reinterpret_cast<uint16_t*>(out.parts[1].bytes.data());
+  uint16_t* biases = reinterpret_cast<uint16_t*>(out.parts[2].bytes.data());
+  float h[G];
+  uint8_t codes[G];
+  for (int64_t g = 0; g < cols / G; ++g) {
+    group_importance(options.importance, g * G, G, h);
+    for (int64_t n = 0; n < rows; ++n) {
+      const AffineGroup p = search_affine_group(w + n * cols + g * G, h, G, B, codes);
+      scales[g * rows + n] = f32_to_f16(p.scale);
+      biases[g * rows + n] = f32_to_f16(p.bias);
+      for (int i = 0; i < G; ++i) stream_put(qweight, rows, B, g * G + i, n, codes[i]);
+    }
+  }
+  return out;
+}
+
+#define EQ_INSTANTIATE_AFFINE(B, G)                                                                       \
+  template QuantizedMatrix quantize_affine<B, G>(const float*, int64_t, int64_t, const QuantizeOptions&); \
+  template std::vector<PartSpec> affine_part_specs<B, G>(int64_t, int64_t);                               \
+  template size_t affine_packed_bytes<B, G>(int64_t, int64_t);
+#define EQ_INSTANTIATE_AFFINE_BITS(B) \
+  EQ_INSTANTIATE_AFFINE(B, 32)        \
+  EQ_INSTANTIATE_AFFINE(B, 64)        \
+  EQ_INSTANTIATE_AFFINE(B, 128)
+EQ_INSTANTIATE_AFFINE_BITS(2)
+EQ_INSTANTIATE_AFFINE_BITS(3)
+EQ_INSTANTIATE_AFFINE_BITS(4)
+EQ_INSTANTIATE_AFFINE_BITS(8)
+#undef EQ_INSTANTIATE_AFFINE_BITS
+#undef EQ_INSTANTIATE_AFFINE
+
+}  // namespace eq::quant

@@ -1,0 +1,36 @@
+// FP4 (E2M1) formats: fp4_gG (fp16 scale per group of G in {16, 32, 64,
+// 128}), mxfp4 (OCP MX: group 32, E8M0 scale) and nvfp4 (group 16, E4M3 scale
+// times an fp32 tensor scale). Layouts: docs/formats.md; registry rows:
+// registry.cpp. Dequantize/matmul are the column bit-stream drivers
+// (packed_stream.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/format.h"
+
+namespace eq::quant {
+
+// fp4_gG: qweight U32 [K/8, N], scales F16 [K/G, N].
+template <int G>
+QuantizedMatrix quantize_fp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+template <int G>
+std::vector<PartSpec> fp4_part_specs(int64_t rows, int64_t cols);
+template <int G>
+size_t fp4_packed_bytes(int64_t rows, int64_t cols);
+
+// mxfp4: qweight U32 [K/8, N], scales F8_E8M0 [K/32, N]. The scale exponent is
+// the best of floor(log2 amax) - 2 and its two neighbours (weighted error).
+QuantizedMatrix quantize_mxfp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+// The OCP MX v1.0 rule alone (exponent floor(log2 amax) - 2), for comparison in bench/quant_error.
+QuantizedMatrix quantize_mxfp4_floor_rule(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+std::vector<PartSpec> mxfp4_part_specs(int64_t rows, int64_t cols);
+size_t mxfp4_packed_bytes(int64_t rows, int64_t cols);
+
+// nvfp4: qweight U32 [K/8, N], scales F8_E4M3 [K/16, N], tensor_scale F32 [1].
+QuantizedMatrix quantize_nvfp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+std::vector<PartSpec> nvfp4_part_specs(int64_t rows, int64_t cols);
+size_t nvfp4_packed_bytes(int64_t rows, int64_t cols);
+
+}  // namespace eq::quant

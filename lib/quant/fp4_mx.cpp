@@ -1,0 +1,72 @@
+// mxfp4 (OCP Microscaling v1.0): blocks of 32 E2M1 codes sharing an E8M0
+// scale 2^(byte - 127).
+#include <algorithm>
+#include <cmath>
+
+#include "quant/fp4.h"
+#include "quant/fp4_common.h"
+#include "quant/quantize_common.h"
+
+namespace eq::quant {
+
+namespace {
+
+constexpr int kGroup = 32;
+constexpr int kEmptyScaleByte = 127;  // an all-zero block stores 2^0 and codes 0
+
+// OCP: X = 2^(floor(log2 amax) - emax_elem), emax_elem = 2 for E2M1 (6 = 1.5 * 2^2).
+int floor_rule_exponent(float amax) {
+  int e;
+  std::frexp(amax, &e);  // amax = m * 2^e, m in [0.5, 1): floor(log2 amax) = e - 1
+  return e - 1 - 2;
+}
+
+QuantizedMatrix quantize_mx(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
+                            bool search_neighbours) {
+  static const FormatTraits& format = format_by_name("mxfp4");
+  check_quantize_input(format, w, rows, cols, options);
+  QuantizedMatrix out = allocate_quantized(format, rows, cols);
+  uint8_t* scales = out.parts[1].bytes.data();
+  quantize_e2m1_stream(w, rows, cols, kGroup, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
+    float amax = 0.0f;
+    for (int i = 0; i < kGroup; ++i) amax = std::max(amax, std::fabs(wg[i]));
+    if (amax == 0.0f) {
+      scales[g * rows + n] = kEmptyScaleByte;
+      return 0.0f;
+    }
+    const int e0 = floor_rule_exponent(amax);
+    int best_e = std::clamp(e0, -127, 127);
+    float best_err = e2m1_group_error(wg, h, kGroup, std::ldexp(1.0f, best_e));
+    if (search_neighbours) {
+      for (int e : {e0 - 1, e0 + 1}) {
+        if (e < -127 || e > 127) continue;
+        const float err = e2m1_group_error(wg, h, kGroup, std::ldexp(1.0f, e));
+        if (err < best_err) {
+          best_err = err;
+          best_e = e;
+        }
+      }
+    }
+    scales[g * rows + n] = static_cast<uint8_t>(best_e + 127);
+    return std::ldexp(1.0f, best_e);
+  });
+  return out;
+}
+
+}  // namespace
+
+QuantizedMatrix quantize_mxfp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
+  return quantize_mx(w, rows, cols, options, true);
+}
+
+QuantizedMatrix quantize_mxfp4_floor_rule(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
+  return quantize_mx(w, rows, cols, options, false);
+}
+
+std::vector<PartSpec> mxfp4_part_specs(int64_t rows, int64_t cols) {
+  return {{"qweight", DType::kU32, {cols / 8, rows}}, {"scales", DType::kF8_E8M0, {cols / kGroup, rows}}};
+}
+
+size_t mxfp4_packed_bytes(int64_t rows, int64_t cols) { return specs_nbytes(mxfp4_part_specs(rows, cols)); }
+
+}  // namespace eq::quant

@@ -1,0 +1,57 @@
+// nvfp4: blocks of 16 E2M1 codes sharing an fp8 E4M3 scale, times one fp32
+// scale per tensor.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/numeric.h"
+#include "quant/fp4.h"
+#include "quant/fp4_common.h"
+#include "quant/quantize_common.h"
+
+namespace eq::quant {
+
+namespace {
+
+constexpr int kGroup = 16;
+constexpr float kE4M3Max = 448.0f;
+
+// The smallest power of two >= amax / (6 * 448): every block scale amax_b / 6
+// then fits E4M3 (<= 448), and a power of two keeps e4m3 * tensor_scale exact.
+float tensor_scale_for(float amax) {
+  if (amax == 0.0f) return 1.0f;
+  const float x = amax / (6.0f * kE4M3Max);
+  int e;
+  const float m = std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
+  return std::ldexp(1.0f, m == 0.5f ? e - 1 : e);
+}
+
+}  // namespace
+
+QuantizedMatrix quantize_nvfp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
+  static const FormatTraits& format = format_by_name("nvfp4");
+  check_quantize_input(format, w, rows, cols, options);
+  QuantizedMatrix out = allocate_quantized(format, rows, cols);
+  float amax = 0.0f;
+  for (int64_t i = 0; i < rows * cols; ++i) amax = std::max(amax, std::fabs(w[i]));
+  const float ts = tensor_scale_for(amax);
+  std::memcpy(out.parts[2].bytes.data(), &ts, sizeof(float));
+  uint8_t* scales = out.parts[1].bytes.data();
+  const auto round_to_e4m3 = [ts](float s) { return fp8_e4m3_to_f32(f32_to_fp8_e4m3(s / ts, true)) * ts; };
+  quantize_e2m1_stream(w, rows, cols, kGroup, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
+    const float s = search_e2m1_scale(wg, h, kGroup, round_to_e4m3);
+    scales[g * rows + n] = f32_to_fp8_e4m3(s / ts, true);  // exact: s / ts is an E4M3 value
+    return s;
+  });
+  return out;
+}
+
+std::vector<PartSpec> nvfp4_part_specs(int64_t rows, int64_t cols) {
+  return {{"qweight", DType::kU32, {cols / 8, rows}},
+          {"scales", DType::kF8_E4M3, {cols / kGroup, rows}},
+          {"tensor_scale", DType::kF32, {1}}};
+}
+
+size_t nvfp4_packed_bytes(int64_t rows, int64_t cols) { return specs_nbytes(nvfp4_part_specs(rows, cols)); }
+
+}  // namespace eq::quant

@@ -1,0 +1,26 @@
+// Formats for critical experts and non-expert tensors, in the weight's own
+// row-major [N, K] layout (docs/formats.md, "int8 / bf16 passthrough"):
+//   int8_row: qweight I8 [N, K], scales F32 [N]; value = q * scale, q in [-127, 127].
+//   bf16:     weight BF16 [N, K] (round to nearest even).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/format.h"
+
+namespace eq::quant {
+
+QuantizedMatrix quantize_int8_row(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+void dequantize_int8_row(const PackedMatrix& m, float* out);
+void matmul_int8_row(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate);
+std::vector<PartSpec> int8_row_part_specs(int64_t rows, int64_t cols);
+size_t int8_row_packed_bytes(int64_t rows, int64_t cols);
+
+QuantizedMatrix quantize_bf16(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+void dequantize_bf16(const PackedMatrix& m, float* out);
+void matmul_bf16(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate);
+std::vector<PartSpec> bf16_part_specs(int64_t rows, int64_t cols);
+size_t bf16_packed_bytes(int64_t rows, int64_t cols);
+
+}  // namespace eq::quant

@@ -1,0 +1,50 @@
+// The per-ISA kernels of lib/quant, as a table of function pointers filled
+// from lib/quant/kernels/generic and overridden by the avx2/avx512 folders
+// (each compiled with its own flags). Only pointers and sizes cross this
+// interface.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu_features.h"
+
+namespace eq::quant {
+
+// The E2M1 (fp4) values by code: bit 3 = sign, bits 2..1 = exponent, bit 0 = mantissa.
+inline constexpr float kE2M1Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+// Panels are 16 output columns wide.
+inline constexpr int kPanelWidth = 16;
+
+// Decodes k_count consecutive k (a multiple of the code's unit: 32/bits
+// elements, or 32 for 3 bits) of 16 columns into out[k][16].
+//   qweight: the word of the first k of the first column; `ld` words between
+//            consecutive word rows (N, or 16 for a copied tail panel).
+//   scales, biases: float [k_count/group][16] (biases null for E2M1).
+using DecodePanelFn = void (*)(const uint32_t* qweight, int64_t ld, int64_t k_count, const float* scales,
+                               const float* biases, int group, float* out);
+
+struct QuantKernels {
+  DecodePanelFn decode_e2m1 = nullptr;
+  DecodePanelFn decode_uint2 = nullptr;
+  DecodePanelFn decode_uint3 = nullptr;
+  DecodePanelFn decode_uint4 = nullptr;
+  DecodePanelFn decode_uint8 = nullptr;
+  // acc[i][0..16) += sum_k x[i*ldx + k] * panel[k][0..16) for i < m_rows.
+  void (*panel_fma)(const float* panel, int64_t k_count, const float* x, int64_t ldx, int64_t m_rows,
+                    float* acc) = nullptr;
+  // sum_i a[i] * b[i].
+  float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
+  // out[i] = q[i] * scale.
+  void (*int8_to_f32)(const int8_t* q, float scale, float* out, int64_t n) = nullptr;
+
+  DecodePanelFn decode_uint(int bits) const;
+};
+
+// The kernels for `isa` (clamped to what was compiled; all three always are).
+const QuantKernels& quant_kernels(Isa isa);
+// The kernels for eq::active_isa() now.
+inline const QuantKernels& active_quant_kernels() { return quant_kernels(active_isa()); }
+
+}  // namespace eq::quant
