@@ -1,0 +1,46 @@
+// Token inputs for forward passes: token-id files for any model, plain text
+// for byte-level models (vocabulary of 256: token id = byte value).
+//   json: a flat array of ids (one sequence) or an array of arrays (one per
+//         sequence); an object {"tokens": ...} or {"input_ids": ...} also works.
+//   npy:  int32/int64 (also uint8/int16/uint16/uint32), little-endian, C order,
+//         1-D (one sequence) or 2-D (one row per sequence).
+//   u32 / i32: raw little-endian 4-byte ids, one sequence.
+// Errors name the file and the position of the offending value.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace eq::io {
+
+enum class TokenFileFormat { kAuto, kJson, kNpy, kU32, kI32 };
+
+// "auto", "json", "npy", "u32", "i32"; nullopt otherwise.
+std::optional<TokenFileFormat> parse_token_file_format(std::string_view name);
+std::string_view token_file_format_name(TokenFileFormat f);
+
+struct TokenSequences {
+  std::vector<std::vector<int32_t>> sequences;
+  int64_t total() const;
+};
+
+// kAuto picks by extension (.json, .npy, .u32/.bin, .i32), else by content
+// (NumPy magic, or '[' / '{' for JSON) and otherwise asks for --tokens-format.
+TokenSequences read_token_file(const std::string& path, TokenFileFormat format = TokenFileFormat::kAuto);
+// Parses an in-memory buffer; `label` names it in errors.
+TokenSequences parse_token_buffer(std::string_view bytes, TokenFileFormat format, const std::string& label);
+
+// Bytes of `text` as token ids 0..255.
+std::vector<int32_t> bytes_to_tokens(std::string_view text);
+// Reads a text file as byte tokens; throws eq::Error (telling the user to pass
+// token ids) when the model's vocabulary is not bytes (vocab_size != 256).
+std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size);
+
+// Throws eq::Error naming `label`, the sequence and position of the first id
+// outside [0, vocab_size).
+void check_token_range(const TokenSequences& tokens, int64_t vocab_size, const std::string& label);
+
+}  // namespace eq::io

@@ -1,0 +1,122 @@
+#include "model/forward.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "model/attention.h"
+#include "model/mlp.h"
+#include "model/ops.h"
+
+namespace eq::model {
+namespace {
+
+void rms_norm_parallel(const float* x, int64_t rows, int64_t dim, const float* w, double eps, float* y) {
+  default_pool().parallel_for(static_cast<size_t>(rows), 64, [&](size_t r0, size_t r1) {
+    rms_norm_rows(x + r0 * dim, static_cast<int64_t>(r1 - r0), dim, w, eps, y + r0 * dim);
+  });
+}
+
+void add_into(float* h, const float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) h[i] += d[i];
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& options) {
+  auto ckpt = io::Checkpoint::open(path);
+  ModelConfig config = load_config(ckpt->folder());
+  return std::make_unique<Model>(std::move(ckpt), std::move(config), options);
+}
+
+Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const ModelOptions& options)
+    : ckpt_(std::move(ckpt)), config_(std::move(config)), rope_(config_.head_dim, config_.rope_theta) {
+  check_against_checkpoint(config_, *ckpt_);
+  const bool cache = options.cache_weights.value_or(should_cache_weights(*ckpt_));
+  weights_ = std::make_unique<WeightStore>(*ckpt_, cache);
+  moe_blocks_.resize(config_.num_layers);
+  for (int64_t l = 0; l < config_.num_layers; ++l)
+    if (config_.layer_is_moe.at(l)) moe_blocks_[l] = std::make_unique<ReferenceMoeBlock>(config_, *weights_);
+}
+
+Model::~Model() = default;
+
+void Model::set_moe_block(int64_t layer, std::unique_ptr<MoeBlock> block) {
+  if (layer < 0 || layer >= config_.num_layers || !moe_blocks_[layer])
+    invalid("set_moe_block: layer " + std::to_string(layer) + " is not a MoE layer");
+  moe_blocks_[layer] = std::move(block);
+}
+
+MoeBlock& Model::moe_block(int64_t layer) {
+  if (layer < 0 || layer >= config_.num_layers || !moe_blocks_[layer])
+    invalid("moe_block: layer " + std::to_string(layer) + " is not a MoE layer");
+  return *moe_blocks_[layer];
+}
+
+void Model::check_tokens(std::span<const int32_t> tokens, int64_t seq_len, const std::string& label) const {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
+      invalid(label + ": token id " + std::to_string(tokens[i]) + " at sequence " +
+              std::to_string(static_cast<int64_t>(i) / seq_len) + ", position " +
+              std::to_string(static_cast<int64_t>(i) % seq_len) + " is outside the vocabulary [0, " +
+              std::to_string(config_.vocab_size) + ")");
+}
+
+std::vector<float> Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
+                                         KvCache& cache) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, n = batch * seq_len, start = cache.length();
+  if (batch != cache.batch() || static_cast<int64_t>(tokens.size()) != n || seq_len <= 0)
+    invalid("forward: got " + std::to_string(tokens.size()) + " tokens for batch " + std::to_string(batch) +
+            " x seq_len " + std::to_string(seq_len) + " (cache batch " + std::to_string(cache.batch()) + ")");
+  if (start + seq_len > cache.capacity())
+    invalid("forward: positions up to " + std::to_string(start + seq_len) + " exceed the KV cache capacity " +
+            std::to_string(cache.capacity()));
+  check_tokens(tokens, seq_len, "forward");
+  rope_.reserve(start + seq_len);
+
+  std::vector<float> h(n * H), xn(n * H), delta(n * H);
+  {
+    Tensor32Ptr embed = weights_->get("model.embed_tokens.weight", {c.vocab_size, H});
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(h.data() + r * H, embed->data.data() + static_cast<int64_t>(tokens[r]) * H, H * sizeof(float));
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    {
+      const AttentionWeights aw = load_attention(*weights_, c, l);
+      rms_norm_parallel(h.data(), n, H, aw.input_norm->data.data(), c.rms_norm_eps, xn.data());
+      attention_forward(c, aw, rope_, l, xn.data(), batch, seq_len, cache, delta.data());
+      add_into(h.data(), delta.data(), n * H);
+    }
+    Tensor32Ptr post_norm = load_post_attention_norm(*weights_, c, l);
+    rms_norm_parallel(h.data(), n, H, post_norm->data.data(), c.rms_norm_eps, xn.data());
+    if (moe_blocks_[l]) {
+      MoeCall call{l, batch, seq_len, start, observer_};
+      moe_blocks_[l]->forward(call, xn.data(), delta.data());
+    } else {
+      mlp_forward(load_dense_mlp(*weights_, c, l), xn.data(), n, H, delta.data());
+    }
+    add_into(h.data(), delta.data(), n * H);
+  }
+  cache.advance(seq_len);
+  Tensor32Ptr final_norm = weights_->get("model.norm.weight", {H});
+  rms_norm_parallel(h.data(), n, H, final_norm->data.data(), c.rms_norm_eps, h.data());
+  return h;
+}
+
+void Model::logits(const float* hidden, int64_t rows, float* out) const {
+  // Tied (as HF ties them): the embedding matrix, whatever lm_head.weight holds.
+  const std::string name = config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  Tensor32Ptr head = weights_->get(name, {config_.vocab_size, config_.hidden_size});
+  linear(hidden, rows, config_.hidden_size, head->data.data(), config_.vocab_size, nullptr, out);
+}
+
+std::vector<float> Model::forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len, KvCache& cache) {
+  std::vector<float> hidden = forward_hidden(tokens, batch, seq_len, cache);
+  std::vector<float> out(batch * seq_len * config_.vocab_size);
+  logits(hidden.data(), batch * seq_len, out.data());
+  return out;
+}
+
+}  // namespace eq::model

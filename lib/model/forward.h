@@ -1,0 +1,79 @@
+// The float32 reference forward pass of a MoE decoder (qwen3_moe, qwen2_moe,
+// mixtral, olmoe): token embedding; per layer
+//   h += attention(rms_norm(h, input_layernorm))
+//   h += ffn(rms_norm(h, post_attention_layernorm))   (MoeBlock or dense MLP)
+// then the final norm and lm_head (tied to the embedding when configured).
+// Processes [batch × seq_len] tokens layer by layer, so each layer's weights
+// are converted once per call; positions continue from the KV cache, so the
+// same call serves batched prefill and incremental decode.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/moe_block.h"
+#include "model/moe_observer.h"
+#include "model/rope.h"
+#include "model/weights.h"
+
+namespace eq::io {
+class Checkpoint;
+}
+
+namespace eq::model {
+
+struct ModelOptions {
+  // Keep converted float32 weights (one copy; the mapped pages are released).
+  // Unset: cache when the float32 model fits in 4 GiB (should_cache_weights).
+  std::optional<bool> cache_weights;
+};
+
+class Model {
+ public:
+  // Opens the checkpoint at `path` (folder or .safetensors) and its config.json,
+  // and checks every tensor the architecture needs.
+  static std::unique_ptr<Model> open(const std::string& path, const ModelOptions& options = {});
+  Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const ModelOptions& options = {});
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const io::Checkpoint& checkpoint() const { return *ckpt_; }
+  const WeightStore& weights() const { return *weights_; }
+
+  // Replaces the MoE block of a MoE layer (packed execution); throws for a dense layer.
+  void set_moe_block(int64_t layer, std::unique_ptr<MoeBlock> block);
+  MoeBlock& moe_block(int64_t layer);
+  // Observer for every MoE block (null to remove). Not owned.
+  void set_observer(MoeObserver* observer) { observer_ = observer; }
+
+  KvCache new_cache(int64_t batch, int64_t capacity) const { return KvCache(config_, batch, capacity); }
+
+  // tokens: [batch, seq_len] row-major, batch == cache.batch(); positions are
+  // cache.length() .. +seq_len-1 and the cache advances by seq_len.
+  // Returns the final-normalized hidden states [batch*seq_len, H].
+  std::vector<float> forward_hidden(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
+                                    KvCache& cache);
+  // logits [rows, vocab] = hidden [rows, H] · lm_headᵀ.
+  void logits(const float* hidden, int64_t rows, float* out) const;
+  // forward_hidden + logits of every position: [batch*seq_len, vocab].
+  std::vector<float> forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len, KvCache& cache);
+
+  // Throws eq::Error naming sequence and position of the first id outside [0, vocab).
+  void check_tokens(std::span<const int32_t> tokens, int64_t seq_len, const std::string& label) const;
+
+ private:
+  std::unique_ptr<io::Checkpoint> ckpt_;
+  ModelConfig config_;
+  std::unique_ptr<WeightStore> weights_;
+  RopeTable rope_;
+  std::vector<std::unique_ptr<MoeBlock>> moe_blocks_;  // null for dense layers
+  MoeObserver* observer_ = nullptr;
+};
+
+}  // namespace eq::model

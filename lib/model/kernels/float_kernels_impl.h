@@ -1,0 +1,80 @@
+// Body shared by kernels/{generic,avx2,avx512}/float_kernels.cpp. Each includer defines
+// EQ_KERNEL_ISA (generic|avx2|avx512) first. Eigen is included under a renamed
+// namespace (Eigen_<isa>) so the template instances compiled with different
+// -m flags never share a symbol name and the linker cannot swap an AVX-512
+// instance into the generic path.
+#pragma once
+
+#ifndef EQ_KERNEL_ISA
+#error "define EQ_KERNEL_ISA before including float_kernels_impl.h"
+#endif
+
+#include <cstdint>
+
+#define EQ_KERNEL_CAT2(a, b) a##b
+#define EQ_KERNEL_CAT(a, b) EQ_KERNEL_CAT2(a, b)
+#define Eigen EQ_KERNEL_CAT(Eigen_, EQ_KERNEL_ISA)
+#define EIGEN_DONT_PARALLELIZE
+#include <Eigen/Core>
+
+#include "model/kernels/float_kernels.h"
+
+namespace eq::model::kernels {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
+using MutMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+
+void nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+        int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  MutMap cm(c, m, n, Eigen::OuterStride<>(ldc));
+  if (k <= 0) {
+    if (!accumulate) cm.setZero();
+    return;
+  }
+  ConstMap am(a, m, k, Eigen::OuterStride<>(lda));
+  ConstMap bm(b, n, k, Eigen::OuterStride<>(ldb));
+  if (accumulate)
+    cm.noalias() += am * bm.transpose();
+  else
+    cm.noalias() = am * bm.transpose();
+}
+
+void nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+        int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  MutMap cm(c, m, n, Eigen::OuterStride<>(ldc));
+  if (k <= 0) {
+    if (!accumulate) cm.setZero();
+    return;
+  }
+  ConstMap am(a, m, k, Eigen::OuterStride<>(lda));
+  ConstMap bm(b, k, n, Eigen::OuterStride<>(ldb));
+  if (accumulate)
+    cm.noalias() += am * bm;
+  else
+    cm.noalias() = am * bm;
+}
+
+void softmax_impl(float* x, int64_t n) {
+  if (n <= 0) return;
+  Eigen::Map<Eigen::ArrayXf> a(x, n);
+  a = (a - a.maxCoeff()).exp();
+  a *= 1.0f / a.sum();
+}
+
+void silu_mul_impl(const float* gate, const float* up, int64_t n, float* act) {
+  Eigen::Map<const Eigen::ArrayXf> g(gate, n), u(up, n);
+  Eigen::Map<Eigen::ArrayXf> out(act, n);
+  out = g / (1.0f + (-g).exp()) * u;
+}
+
+}  // namespace
+
+KernelTable EQ_KERNEL_CAT(kernel_table_, EQ_KERNEL_ISA)() { return KernelTable{&nt, &nn, &softmax_impl, &silu_mul_impl}; }
+
+}  // namespace eq::model::kernels
+
+#undef Eigen

@@ -1,0 +1,20 @@
+// SwiGLU MLP: down(silu(gate x) ⊙ up x). Used by dense layers, the qwen2_moe
+// shared expert, and (single-threaded, on a row block) by each routed expert.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/weights.h"
+
+namespace eq::model {
+
+// x: [n, H] -> out: [n, H]; parallel over rows on the default pool.
+void mlp_forward(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out);
+
+// Single-threaded variant for a task that already runs on the pool. `scratch`
+// is resized as needed (2 * n * intermediate floats).
+void mlp_forward_serial(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out,
+                        std::vector<float>& scratch);
+
+}  // namespace eq::model

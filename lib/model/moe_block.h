@@ -1,0 +1,43 @@
+// The MoE block of one layer as a replaceable component: the forward pass
+// calls MoeBlock::forward for every MoE layer, and a packed executor swaps in
+// its own implementation per layer (Model::set_moe_block). ReferenceMoeBlock
+// is the float32 reference:
+//   logits = x · routerᵀ; p = softmax(logits) over all experts (float32);
+//   top-k of p; renormalize the k weights when the arch does (routing.h);
+//   out = Σ_j w_j · down_e(silu(gate_e x) ⊙ up_e x)   (summed in slot order j)
+//       + sigmoid(x · shared_gateᵀ) · shared_mlp(x)     (qwen2_moe only).
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.h"
+#include "model/moe_observer.h"
+#include "model/weights.h"
+
+namespace eq::model {
+
+struct MoeCall {
+  int64_t layer = 0;
+  int64_t batch = 0, seq_len = 0, start_pos = 0;  // rows = batch * seq_len
+  MoeObserver* observer = nullptr;                // may be null
+};
+
+class MoeBlock {
+ public:
+  virtual ~MoeBlock() = default;
+  // x: [rows, H] post-attention-normalized hidden states; out: [rows, H], the
+  // block output before the residual add. Reports to call.observer if set.
+  virtual void forward(const MoeCall& call, const float* x, float* out) = 0;
+};
+
+class ReferenceMoeBlock : public MoeBlock {
+ public:
+  ReferenceMoeBlock(const ModelConfig& c, const WeightStore& weights) : c_(c), w_(weights) {}
+  void forward(const MoeCall& call, const float* x, float* out) override;
+
+ private:
+  const ModelConfig& c_;
+  const WeightStore& w_;
+};
+
+}  // namespace eq::model

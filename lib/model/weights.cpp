@@ -1,0 +1,130 @@
+#include "model/weights.h"
+
+#include <sstream>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace eq::model {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream o;
+  o << '[';
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << ']';
+  return o.str();
+}
+
+}  // namespace
+
+WeightStore::WeightStore(const io::Checkpoint& ckpt, bool cache) : ckpt_(ckpt), cache_(cache) {}
+
+bool WeightStore::has(const std::string& name) const { return ckpt_.has(name); }
+
+Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>& expect_shape) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cached_.find(name);
+    if (it != cached_.end()) return it->second;
+  }
+  const io::TensorInfo& info = ckpt_.info(name);  // throws naming checkpoint + tensor
+  if (!expect_shape.empty() && info.shape != expect_shape)
+    invalid("checkpoint " + ckpt_.path() + ": tensor " + name + " has shape " + shape_str(info.shape) +
+            ", the config implies " + shape_str(expect_shape));
+  auto t = std::make_shared<Tensor32>();
+  t->shape = info.shape;
+  t->data.resize(info.numel());
+  ckpt_.view(name).to_f32(t->data.data());
+  if (!cache_) return t;
+  // The float32 copy replaces the mapped bytes: drop their pages.
+  ckpt_.shard_of(name).release(info);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = cached_.emplace(name, std::move(t));
+  return it->second;
+}
+
+Tensor32Ptr WeightStore::get_optional(const std::string& name, const std::vector<int64_t>& expect_shape) const {
+  if (!ckpt_.has(name)) return nullptr;
+  return get(name, expect_shape);
+}
+
+uint64_t WeightStore::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t b = 0;
+  for (const auto& [name, t] : cached_) b += t->data.size() * sizeof(float);
+  return b;
+}
+
+bool should_cache_weights(const io::Checkpoint& ckpt, uint64_t budget_bytes) {
+  uint64_t f32_bytes = 0;
+  for (const auto& name : ckpt.tensor_names()) f32_bytes += ckpt.info(name).numel() * sizeof(float);
+  return f32_bytes <= budget_bytes;
+}
+
+AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer) {
+  const std::string p = attn_prefix(layer);
+  const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+  AttentionWeights a;
+  a.input_norm = w.get("model.layers." + std::to_string(layer) + ".input_layernorm.weight", {H});
+  a.q = w.get(p + "q_proj.weight", {qd, H});
+  a.k = w.get(p + "k_proj.weight", {kvd, H});
+  a.v = w.get(p + "v_proj.weight", {kvd, H});
+  a.o = w.get(p + "o_proj.weight", {H, qd});
+  a.q_bias = w.get_optional(p + "q_proj.bias", {qd});
+  a.k_bias = w.get_optional(p + "k_proj.bias", {kvd});
+  a.v_bias = w.get_optional(p + "v_proj.bias", {kvd});
+  a.o_bias = w.get_optional(p + "o_proj.bias", {H});
+  if (c.attention_bias && (!a.q_bias || !a.k_bias || !a.v_bias))
+    invalid("checkpoint " + w.checkpoint().path() + ": config has attention bias but " + p +
+            "{q,k,v}_proj.bias is missing");
+  if (c.qk_norm_full) {
+    a.q_norm = w.get(p + "q_norm.weight", {qd});
+    a.k_norm = w.get(p + "k_norm.weight", {kvd});
+  } else if (c.qk_norm) {
+    a.q_norm = w.get(p + "q_norm.weight", {c.head_dim});
+    a.k_norm = w.get(p + "k_norm.weight", {c.head_dim});
+  }
+  return a;
+}
+
+Tensor32Ptr load_post_attention_norm(const WeightStore& w, const ModelConfig& c, int64_t layer) {
+  return w.get("model.layers." + std::to_string(layer) + ".post_attention_layernorm.weight", {c.hidden_size});
+}
+
+namespace {
+MlpWeights load_mlp(const WeightStore& w, const ModelConfig& c, int64_t inter, const std::string& gate,
+                    const std::string& up, const std::string& down) {
+  MlpWeights m;
+  m.intermediate = inter;
+  m.gate = w.get(gate, {inter, c.hidden_size});
+  m.up = w.get(up, {inter, c.hidden_size});
+  m.down = w.get(down, {c.hidden_size, inter});
+  return m;
+}
+}  // namespace
+
+MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer, int64_t e) {
+  return load_mlp(w, c, c.moe_intermediate_size, expert_weight_name(c, layer, e, Proj::kGate),
+                  expert_weight_name(c, layer, e, Proj::kUp), expert_weight_name(c, layer, e, Proj::kDown));
+}
+
+MoeWeights load_moe(const WeightStore& w, const ModelConfig& c, int64_t layer) {
+  MoeWeights m;
+  m.router = w.get(router_name(c, layer), {c.num_experts, c.hidden_size});
+  m.experts.reserve(c.num_experts);
+  for (int64_t e = 0; e < c.num_experts; ++e) m.experts.push_back(load_expert(w, c, layer, e));
+  if (c.shared_expert_intermediate_size > 0) {
+    m.shared_expert = load_mlp(w, c, c.shared_expert_intermediate_size, shared_expert_name(c, layer, Proj::kGate),
+                               shared_expert_name(c, layer, Proj::kUp), shared_expert_name(c, layer, Proj::kDown));
+    m.shared_expert_gate = w.get(shared_expert_gate_name(c, layer), {1, c.hidden_size});
+  }
+  return m;
+}
+
+MlpWeights load_dense_mlp(const WeightStore& w, const ModelConfig& c, int64_t layer) {
+  return load_mlp(w, c, c.intermediate_size, dense_mlp_name(c, layer, Proj::kGate),
+                  dense_mlp_name(c, layer, Proj::kUp), dense_mlp_name(c, layer, Proj::kDown));
+}
+
+}  // namespace eq::model

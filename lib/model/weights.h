@@ -1,0 +1,87 @@
+// float32 weights for the reference forward, converted from the mmap'd
+// checkpoint (bf16/fp16/fp32) when first used. With caching on, each converted
+// tensor is kept and its checkpoint pages are released, so the process holds
+// one float32 copy of what it used (never the float32 copy *and* the mapped
+// file); with caching off, a layer's weights live only while that layer runs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace eq::io {
+class Checkpoint;
+}
+
+namespace eq::model {
+
+struct Tensor32 {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+using Tensor32Ptr = std::shared_ptr<const Tensor32>;
+
+class WeightStore {
+ public:
+  // `cache`: keep converted tensors for the lifetime of the store.
+  WeightStore(const io::Checkpoint& ckpt, bool cache);
+
+  // Converts (or returns the cached) tensor; throws eq::Error naming the
+  // tensor and checkpoint when absent or when its shape differs from
+  // `expect_shape` (empty = no check). Thread-safe.
+  Tensor32Ptr get(const std::string& name, const std::vector<int64_t>& expect_shape = {}) const;
+  // nullptr when the checkpoint has no such tensor (optional biases).
+  Tensor32Ptr get_optional(const std::string& name, const std::vector<int64_t>& expect_shape = {}) const;
+  bool has(const std::string& name) const;
+
+  const io::Checkpoint& checkpoint() const { return ckpt_; }
+  bool caching() const { return cache_; }
+  // Bytes of float32 data currently cached.
+  uint64_t cached_bytes() const;
+
+ private:
+  const io::Checkpoint& ckpt_;
+  bool cache_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, Tensor32Ptr> cached_;
+};
+
+// Heuristic default for WeightStore caching: cache when the float32 copy of the
+// whole checkpoint fits in `budget_bytes` (default 4 GiB).
+bool should_cache_weights(const io::Checkpoint& ckpt, uint64_t budget_bytes = 4ull << 30);
+
+// ---- per-layer weight groups (shapes checked against the config) ----
+
+struct AttentionWeights {
+  Tensor32Ptr input_norm;              // [H]
+  Tensor32Ptr q, k, v, o;              // [nh*hd, H], [nkv*hd, H], [nkv*hd, H], [H, nh*hd]
+  Tensor32Ptr q_bias, k_bias, v_bias, o_bias;  // optional (present in the checkpoint -> used)
+  Tensor32Ptr q_norm, k_norm;          // [hd] (qwen3_moe) or [nh*hd]/[nkv*hd] (olmoe); else null
+};
+
+// One SwiGLU MLP: down(silu(gate x) * up x).
+struct MlpWeights {
+  Tensor32Ptr gate, up;  // [I, H]
+  Tensor32Ptr down;      // [H, I]
+  int64_t intermediate = 0;
+};
+
+struct MoeWeights {
+  Tensor32Ptr router;                  // [E, H]
+  std::vector<MlpWeights> experts;     // E
+  MlpWeights shared_expert;            // qwen2_moe; gate == nullptr when absent
+  Tensor32Ptr shared_expert_gate;      // [1, H]
+};
+
+AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer);
+Tensor32Ptr load_post_attention_norm(const WeightStore& w, const ModelConfig& c, int64_t layer);
+MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer, int64_t expert);
+MoeWeights load_moe(const WeightStore& w, const ModelConfig& c, int64_t layer);
+MlpWeights load_dense_mlp(const WeightStore& w, const ModelConfig& c, int64_t layer);
+
+}  // namespace eq::model
