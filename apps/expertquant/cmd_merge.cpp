@@ -1,0 +1,47 @@
+// expertquant merge PART... -o OUT: assemble --layers partial packs (lib/pack/merge).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/memory.h"
+#include "format_util.h"
+#include "pack/merge.h"
+
+namespace eq::app {
+
+namespace {
+struct MergeCliOptions {
+  pack::MergeRequest request;
+  std::string shard_size;
+  bool json = false;
+};
+}  // namespace
+
+Command add_merge(CLI::App& app) {
+  auto o = std::make_shared<MergeCliOptions>();
+  CLI::App* sub = app.add_subcommand("merge", "Assemble packed parts made with pack --layers into one packed folder");
+  sub->add_option("parts", o->request.inputs, "Packed part folders")->required();
+  sub->add_option("-o,--out", o->request.out_path, "Output folder")->required();
+  sub->add_option("--shard-size", o->shard_size, "Maximum bytes per output shard (default: the parts')");
+  sub->add_flag("--force", o->request.force, "Replace an existing output folder");
+  sub->add_flag("--json", o->json, "Print a JSON summary on stdout");
+  return {sub, [o] {
+            if (!o->shard_size.empty()) o->request.shard_size = parse_byte_size(o->shard_size, "--shard-size");
+            const pack::Manifest m = pack::run_merge(o->request);
+            if (o->json) {
+              nlohmann::ordered_json full = pack::manifest_to_json(m);
+              std::cout << nlohmann::ordered_json{{"output", o->request.out_path}, {"totals", full["totals"]}}.dump(2)
+                        << "\n";
+            } else {
+              std::printf("merged %zu part(s), %zu layers, %zu tensors into %s (%zu shard(s), %s)\n",
+                          o->request.inputs.size(), m.layers.size(), m.tensors.size(), o->request.out_path.c_str(),
+                          m.shards.size(), human_bytes(double(m.file_bytes)).c_str());
+            }
+            return 0;
+          }};
+}
+
+}  // namespace eq::app
