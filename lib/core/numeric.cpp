@@ -129,25 +129,16 @@ void f16_to_f32_avx512(const uint16_t* src, float* dst, size_t n);
 namespace {
 using ConvertFn = void (*)(const uint16_t*, float*, size_t);
 struct ConvertTable {
-  ConvertFn bf16_to_f32 = kernels::bf16_to_f32_generic;
-  ConvertFn f16_to_f32 = kernels::f16_to_f32_generic;
+  ConvertFn bf16_to_f32;
+  ConvertFn f16_to_f32;
 };
-const ConvertTable& convert_table() {
-  static const ConvertTable table = [] {
-    ConvertTable t;
-    const Isa isa = active_isa();
-    if (isa >= Isa::kAvx2) {
-      t.bf16_to_f32 = kernels::bf16_to_f32_avx2;
-      t.f16_to_f32 = kernels::f16_to_f32_avx2;
-    }
-    if (isa >= Isa::kAvx512) {
-      t.bf16_to_f32 = kernels::bf16_to_f32_avx512;
-      t.f16_to_f32 = kernels::f16_to_f32_avx512;
-    }
-    return t;
-  }();
-  return table;
-}
+constexpr ConvertTable kConvertTables[] = {
+    {kernels::bf16_to_f32_generic, kernels::f16_to_f32_generic},
+    {kernels::bf16_to_f32_avx2, kernels::f16_to_f32_avx2},
+    {kernels::bf16_to_f32_avx512, kernels::f16_to_f32_avx512},
+};
+// Looked up per call (cheap) so tests can switch ISA with set_active_isa_for_testing.
+const ConvertTable& convert_table() { return kConvertTables[static_cast<int>(active_isa())]; }
 }  // namespace
 
 void convert_to_f32(DType type, const void* src, float* dst, size_t n) {

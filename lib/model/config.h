@@ -42,6 +42,7 @@ struct ModelConfig {
   bool attention_bias = false;           // q/k/v bias (qwen2_moe)
   bool qk_norm = false;                  // per-head q/k RMSNorm (qwen3_moe)
   bool qk_norm_full = false;             // q/k RMSNorm over the whole projection (olmoe)
+  double clip_qkv = 0.0;                 // olmoe: clamp q/k/v to ±clip_qkv when > 0
   int64_t max_position_embeddings = 0;
   std::vector<bool> layer_is_moe;        // from decoder_sparse_step / mlp_only_layers
   std::string source_dtype;              // "bfloat16", ...

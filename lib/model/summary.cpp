@@ -1,0 +1,82 @@
+#include "model/summary.h"
+
+#include <filesystem>
+#include <map>
+
+#include "io/safetensors.h"
+
+namespace eq::model {
+
+nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_tensors) {
+  auto ckpt = io::Checkpoint::open(path);
+  nlohmann::ordered_json out;
+  out["path"] = path;
+  const bool has_config = std::filesystem::exists(std::filesystem::path(ckpt->folder()) / "config.json");
+  ParamBreakdown b;
+  if (has_config) {
+    ModelConfig c = load_config(ckpt->folder());
+    check_against_checkpoint(c, *ckpt);
+    b = count_parameters(c, *ckpt);
+    nlohmann::ordered_json a;
+    a["model_type"] = c.model_type;
+    a["layers"] = c.num_layers;
+    a["moe_layers"] = c.num_moe_layers();
+    a["experts"] = c.num_experts;
+    a["top_k"] = c.top_k;
+    a["hidden_size"] = c.hidden_size;
+    a["expert_intermediate_size"] = c.moe_intermediate_size;
+    a["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+    a["heads"] = c.num_heads;
+    a["kv_heads"] = c.num_kv_heads;
+    a["head_dim"] = c.head_dim;
+    a["vocab_size"] = c.vocab_size;
+    a["norm_topk_prob"] = c.norm_topk_prob;
+    a["rope_theta"] = c.rope_theta;
+    a["rms_norm_eps"] = c.rms_norm_eps;
+    a["tie_word_embeddings"] = c.tie_word_embeddings;
+    a["byte_level"] = c.byte_level();
+    out["architecture"] = a;
+  } else {
+    for (const auto& n : ckpt->tensor_names()) {
+      const auto& i = ckpt->info(n);
+      b.other += i.numel();
+      b.other_bytes += i.nbytes();
+    }
+  }
+  auto cat = [](uint64_t params, uint64_t bytes) {
+    return nlohmann::ordered_json{{"parameters", params}, {"bytes", bytes}};
+  };
+  nlohmann::ordered_json p;
+  p["total"] = cat(b.total(), b.total_bytes());
+  p["routed_experts"] = cat(b.routed_experts, b.routed_experts_bytes);
+  p["shared_experts"] = cat(b.shared_experts, b.shared_experts_bytes);
+  p["attention"] = cat(b.attention, b.attention_bytes);
+  p["embeddings_head"] = cat(b.embeddings_head, b.embeddings_head_bytes);
+  p["norms_router"] = cat(b.norms_router, b.norms_router_bytes);
+  p["dense_mlp"] = cat(b.dense_mlp, b.dense_mlp_bytes);
+  p["other"] = cat(b.other, b.other_bytes);
+  out["parameters"] = p;
+  std::map<std::string, uint64_t> dtypes;
+  for (const auto& n : ckpt->tensor_names()) dtypes[std::string(dtype_name(ckpt->info(n).dtype))] += 1;
+  out["dtypes"] = dtypes;
+  nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+  for (const auto& s : ckpt->shards())
+    shards.push_back({{"file", std::filesystem::path(s->path()).filename().string()},
+                      {"bytes", s->file_size()},
+                      {"tensors", s->tensors().size()}});
+  out["shards"] = shards;
+  out["tensor_count"] = ckpt->tensor_names().size();
+  if (list_tensors) {
+    nlohmann::ordered_json t = nlohmann::ordered_json::array();
+    for (const auto& n : ckpt->tensor_names()) {
+      const auto& i = ckpt->info(n);
+      t.push_back({{"name", n}, {"dtype", std::string(dtype_name(i.dtype))}, {"shape", i.shape},
+                   {"bytes", i.nbytes()},
+                   {"shard", std::filesystem::path(ckpt->shard_of(n).path()).filename().string()}});
+    }
+    out["tensors"] = t;
+  }
+  return out;
+}
+
+}  // namespace eq::model
