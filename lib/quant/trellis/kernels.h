@@ -10,7 +10,9 @@ namespace eq::quant::trellis {
 
 struct Kernels {
   // One Viterbi step of a bitshift trellis with 2^L states and K-bit symbols:
-  //   next[s] = min_j prev[(s >> K) | j << (L-K)] + weight * (codes[s] - target)^2
+  //   next[s] = min_j prev[(s >> K) | j << (L-K)] + weight * (codes[s] - target)^2 - weight * target^2
+  // (the last term is the same for every state, so it is dropped: two FMAs,
+  //  fma(c, fma(c, weight, -2 * weight * target), min), in every variant),
   // ties to the smallest j. The chosen j for predecessor group r = s >> K is
   // written as K bit planes: bit r of planes[b * plane_bytes] = bit b of j,
   // plane_bytes = max(1, 2^(L-K) / 8).

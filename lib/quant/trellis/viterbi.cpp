@@ -57,16 +57,21 @@ double Viterbi::run(const TrellisProblem& p, int64_t overlap, uint32_t* states) 
 }
 
 double Viterbi::run_tail_biting(const TrellisProblem& p, uint32_t* states) {
-  const int half = p.T / 2;
-  rolled_target_.resize(p.T);
-  rolled_weight_.resize(p.T);
-  rolled_states_.resize(p.T);
-  for (int i = 0; i < p.T; ++i) {
-    int src = (i - half + p.T) % p.T;  // rolled[half] = original[0]
+  // The free pass covers kOverlapWindow steps centred on position 0 (wrapping
+  // around): survivor paths of a bitshift trellis merge within a few L/K steps,
+  // so a longer pass would pick the same overlap at a higher cost.
+  const int window = std::min(p.T, kOverlapWindow);
+  const int half = window / 2;
+  rolled_target_.resize(window);
+  rolled_weight_.resize(window);
+  rolled_states_.resize(window);
+  for (int i = 0; i < window; ++i) {
+    int src = ((i - half) % p.T + p.T) % p.T;  // rolled[half] = original[0]
     rolled_target_[i] = p.target[src];
     rolled_weight_[i] = p.weight[src];
   }
   TrellisProblem rolled = p;
+  rolled.T = window;
   rolled.target = rolled_target_.data();
   rolled.weight = rolled_weight_.data();
   run(rolled, -1, rolled_states_.data());

@@ -20,6 +20,8 @@ struct TrellisProblem {
   const float* weight = nullptr;  // [T], >= 0
 };
 
+inline constexpr int kOverlapWindow = 256;
+
 class Viterbi {
  public:
   // Exact minimum over streams whose state before step 0 and last state agree
@@ -28,9 +30,10 @@ class Viterbi {
   // Writes the states (t < T) and returns the cost.
   double run(const TrellisProblem& p, int64_t overlap, uint32_t* states);
 
-  // Tail-biting in two passes (QTIP): a free pass over the sequence rotated by
-  // T/2 picks the overlap at position 0 (where that pass is far from its own
-  // ends), then a constrained pass finds the best circular stream with it.
+  // Tail-biting in two passes (as QTIP): a free pass over the circular
+  // sequence around position 0 (positions -64..63, so position 0 is far from
+  // that pass's own ends) picks the overlap, then a constrained pass finds the
+  // best circular stream with it.
   double run_tail_biting(const TrellisProblem& p, uint32_t* states);
 
  private:

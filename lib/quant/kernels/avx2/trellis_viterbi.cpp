@@ -14,7 +14,7 @@ void viterbi_step_avx2(const float* prev, float* next, uint8_t* planes, const fl
   if (groups < 8) return viterbi_step_generic(prev, next, planes, codes, L, K, target, weight);
   const uint32_t fan = 1u << K;
   const size_t plane_bytes = groups / 8;
-  const __m256 vtarget = _mm256_set1_ps(target);
+  const __m256 vlinear = _mm256_set1_ps(-2.0f * weight * target);
   const __m256 vweight = _mm256_set1_ps(weight);
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256i expand[16];
@@ -38,9 +38,8 @@ void viterbi_step_avx2(const float* prev, float* next, uint8_t* planes, const fl
     const uint32_t s0 = r0 << K;
     for (uint32_t q = 0; q < fan; ++q) {
       __m256 m = _mm256_permutevar8x32_ps(best, expand[q]);
-      __m256 diff = _mm256_sub_ps(_mm256_loadu_ps(codes + s0 + 8 * q), vtarget);
-      __m256 err = _mm256_mul_ps(_mm256_mul_ps(diff, diff), vweight);
-      _mm256_storeu_ps(next + s0 + 8 * q, _mm256_add_ps(m, err));
+      __m256 code = _mm256_loadu_ps(codes + s0 + 8 * q);
+      _mm256_storeu_ps(next + s0 + 8 * q, _mm256_fmadd_ps(code, _mm256_fmadd_ps(code, vweight, vlinear), m));
     }
   }
 }

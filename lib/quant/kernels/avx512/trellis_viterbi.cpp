@@ -19,7 +19,7 @@ void viterbi_step_avx512(const float* prev, float* next, uint8_t* planes, const 
   if (groups < 16) return viterbi_step_generic(prev, next, planes, codes, L, K, target, weight);
   const uint32_t fan = 1u << K;
   const size_t plane_bytes = groups / 8;
-  const __m512 vtarget = _mm512_set1_ps(target);
+  const __m512 vlinear = _mm512_set1_ps(-2.0f * weight * target);
   const __m512 vweight = _mm512_set1_ps(weight);
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i expand[16];  // lane l of output vector q takes the minimum of group (16q + l) >> K
@@ -42,9 +42,8 @@ void viterbi_step_avx512(const float* prev, float* next, uint8_t* planes, const 
     const uint32_t s0 = r0 << K;
     for (uint32_t q = 0; q < fan; ++q) {
       __m512 m = _mm512_permutexvar_ps(expand[q], best);
-      __m512 diff = _mm512_sub_ps(_mm512_loadu_ps(codes + s0 + 16 * q), vtarget);
-      __m512 err = _mm512_mul_ps(_mm512_mul_ps(diff, diff), vweight);
-      _mm512_storeu_ps(next + s0 + 16 * q, _mm512_add_ps(m, err));
+      __m512 code = _mm512_loadu_ps(codes + s0 + 16 * q);
+      _mm512_storeu_ps(next + s0 + 16 * q, _mm512_fmadd_ps(code, _mm512_fmadd_ps(code, vweight, vlinear), m));
     }
   }
 }

@@ -1,5 +1,6 @@
 // Scalar Viterbi step (the reference; any L). See quant/trellis/kernels.h.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -12,6 +13,7 @@ void viterbi_step_generic(const float* prev, float* next, uint8_t* planes, const
   const uint32_t groups = 1u << (L - K);
   const uint32_t fan = 1u << K;
   const size_t plane_bytes = std::max<size_t>(1, groups / 8);
+  const float linear = -2.0f * weight * target;
   std::memset(planes, 0, plane_bytes * K);
   for (uint32_t r = 0; r < groups; ++r) {
     // Predecessors of the states (r << K) | b are r + j * groups: one strided group.
@@ -27,9 +29,7 @@ void viterbi_step_generic(const float* prev, float* next, uint8_t* planes, const
     for (int b = 0; b < K; ++b) planes[b * plane_bytes + (r >> 3)] |= static_cast<uint8_t>(((arg >> b) & 1u) << (r & 7));
     for (uint32_t b = 0; b < fan; ++b) {
       uint32_t s = (r << K) | b;
-      float diff = codes[s] - target;
-      float sq = diff * diff;
-      next[s] = best + sq * weight;
+      next[s] = std::fma(codes[s], std::fma(codes[s], weight, linear), best);
     }
   }
 }
