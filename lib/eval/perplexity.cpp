@@ -59,7 +59,7 @@ PerplexityResult perplexity(model::Model& model, const std::vector<std::vector<i
   // Per-window sums, added in a fixed order (longest windows first, file order
   // within a length), so a run is reproducible for any thread count.
   std::vector<int32_t> batch_tokens;
-  std::vector<float> logits;
+  model::FloatBuffer logits;
   for (auto it = by_length.rbegin(); it != by_length.rend(); ++it) {
     const int64_t len = it->first;
     const auto& windows = it->second;
@@ -69,7 +69,7 @@ PerplexityResult perplexity(model::Model& model, const std::vector<std::vector<i
       for (int64_t b = 0; b < nb; ++b)
         std::copy(windows[w0 + b].tokens, windows[w0 + b].tokens + len, batch_tokens.begin() + b * len);
       model::KvCache cache = model.new_cache(nb, len);
-      const std::vector<float> hidden = model.forward_hidden(batch_tokens, nb, len, cache);
+      const model::FloatBuffer hidden = model.forward_hidden(batch_tokens, nb, len, cache);
       const int64_t H = model.config().hidden_size;
       const int64_t rows_per_call = std::max<int64_t>(1, kLogitRowBudget / vocab);
       for (int64_t b = 0; b < nb; ++b) {

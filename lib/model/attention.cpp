@@ -41,7 +41,7 @@ void attention_forward(const ModelConfig& c, const AttentionWeights& w, const Ro
   const int64_t qd = nh * hd, kvd = nkv * hd, n = batch * seq_len, start = cache.length();
   auto data = [](const Tensor32Ptr& t) { return t ? t->data.data() : nullptr; };
 
-  std::vector<float> q(n * qd), k(n * kvd), v(n * kvd);
+  FloatBuffer q(n * qd), k(n * kvd), v(n * kvd);
   linear(x, n, H, w.q->data.data(), qd, data(w.q_bias), q.data());
   linear(x, n, H, w.k->data.data(), kvd, data(w.k_bias), k.data());
   linear(x, n, H, w.v->data.data(), kvd, data(w.v_bias), v.data());
@@ -64,14 +64,14 @@ void attention_forward(const ModelConfig& c, const AttentionWeights& w, const Ro
   });
 
   // One task per (sequence, head): scores = q kᵀ / sqrt(hd), causal softmax, · v.
-  std::vector<float> ctx(n * qd);
+  FloatBuffer ctx(n * qd);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t group = nh / nkv;
   default_pool().run(static_cast<size_t>(batch * nh), [&](size_t task) {
     const int64_t b = static_cast<int64_t>(task) / nh, h = static_cast<int64_t>(task) % nh, g = h / group;
     const float* kb = cache.keys(layer, b, 0) + g * hd;
     const float* vb = cache.values(layer, b, 0) + g * hd;
-    std::vector<float> scores;
+    FloatBuffer scores;
     for (int64_t t0 = 0; t0 < seq_len; t0 += kQueryBlock) {
       const int64_t t1 = std::min(seq_len, t0 + kQueryBlock), rows = t1 - t0;
       const int64_t keys = start + t1;  // keys visible to the block's last row

@@ -63,7 +63,7 @@ void Model::check_tokens(std::span<const int32_t> tokens, int64_t seq_len, const
               std::to_string(config_.vocab_size) + ")");
 }
 
-std::vector<float> Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
+FloatBuffer Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
                                          KvCache& cache) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, n = batch * seq_len, start = cache.length();
@@ -76,7 +76,7 @@ std::vector<float> Model::forward_hidden(std::span<const int32_t> tokens, int64_
   check_tokens(tokens, seq_len, "forward");
   rope_.reserve(start + seq_len);
 
-  std::vector<float> h(n * H), xn(n * H), delta(n * H);
+  FloatBuffer h(n * H), xn(n * H), delta(n * H);
   {
     Tensor32Ptr embed = weights_->get("model.embed_tokens.weight", {c.vocab_size, H});
     for (int64_t r = 0; r < n; ++r)
@@ -112,9 +112,9 @@ void Model::logits(const float* hidden, int64_t rows, float* out) const {
   linear(hidden, rows, config_.hidden_size, head->data.data(), config_.vocab_size, nullptr, out);
 }
 
-std::vector<float> Model::forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len, KvCache& cache) {
-  std::vector<float> hidden = forward_hidden(tokens, batch, seq_len, cache);
-  std::vector<float> out(batch * seq_len * config_.vocab_size);
+FloatBuffer Model::forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len, KvCache& cache) {
+  FloatBuffer hidden = forward_hidden(tokens, batch, seq_len, cache);
+  FloatBuffer out(batch * seq_len * config_.vocab_size);
   logits(hidden.data(), batch * seq_len, out.data());
   return out;
 }

@@ -57,12 +57,12 @@ class Model {
   // tokens: [batch, seq_len] row-major, batch == cache.batch(); positions are
   // cache.length() .. +seq_len-1 and the cache advances by seq_len.
   // Returns the final-normalized hidden states [batch*seq_len, H].
-  std::vector<float> forward_hidden(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
+  FloatBuffer forward_hidden(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
                                     KvCache& cache);
   // logits [rows, vocab] = hidden [rows, H] · lm_headᵀ.
   void logits(const float* hidden, int64_t rows, float* out) const;
   // forward_hidden + logits of every position: [batch*seq_len, vocab].
-  std::vector<float> forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len, KvCache& cache);
+  FloatBuffer forward(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len, KvCache& cache);
 
   // Throws eq::Error naming sequence and position of the first id outside [0, vocab).
   void check_tokens(std::span<const int32_t> tokens, int64_t seq_len, const std::string& label) const;

@@ -59,8 +59,8 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
   KvCache cache = model.new_cache(1, P + options.max_new_tokens);
 
   auto t = Clock::now();
-  const std::vector<float> hidden = model.forward_hidden(prompt, 1, P, cache);
-  std::vector<float> logits(vocab);
+  const FloatBuffer hidden = model.forward_hidden(prompt, 1, P, cache);
+  FloatBuffer logits(vocab);
   model.logits(hidden.data() + (P - 1) * model.config().hidden_size, 1, logits.data());
   res.prefill_seconds = seconds_since(t);
 

@@ -10,8 +10,8 @@ KvCache::KvCache(const ModelConfig& c, int64_t batch, int64_t capacity)
     invalid("KV cache: batch and capacity must be positive (got " + std::to_string(batch) + ", " +
             std::to_string(capacity) + ")");
   const size_t per_layer = static_cast<size_t>(batch) * capacity * kv_dim_;
-  k_.assign(c.num_layers, std::vector<float>(per_layer));
-  v_.assign(c.num_layers, std::vector<float>(per_layer));
+  k_.assign(c.num_layers, FloatBuffer(per_layer));
+  v_.assign(c.num_layers, FloatBuffer(per_layer));
 }
 
 void KvCache::advance(int64_t n) {

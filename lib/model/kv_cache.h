@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/float_buffer.h"
 
 namespace eq::model {
 
@@ -30,14 +31,14 @@ class KvCache {
   uint64_t bytes() const;
 
  private:
-  float* at(std::vector<std::vector<float>>& s, int64_t layer, int64_t seq, int64_t pos) {
+  float* at(std::vector<FloatBuffer>& s, int64_t layer, int64_t seq, int64_t pos) {
     return s[layer].data() + (seq * capacity_ + pos) * kv_dim_;
   }
-  const float* at(const std::vector<std::vector<float>>& s, int64_t layer, int64_t seq, int64_t pos) const {
+  const float* at(const std::vector<FloatBuffer>& s, int64_t layer, int64_t seq, int64_t pos) const {
     return s[layer].data() + (seq * capacity_ + pos) * kv_dim_;
   }
   int64_t batch_, capacity_, kv_dim_, length_ = 0;
-  std::vector<std::vector<float>> k_, v_;
+  std::vector<FloatBuffer> k_, v_;
 };
 
 }  // namespace eq::model

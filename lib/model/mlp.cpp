@@ -7,7 +7,7 @@ namespace eq::model {
 
 void mlp_forward(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out) {
   const int64_t I = w.intermediate;
-  std::vector<float> gate(n * I), up(n * I);
+  FloatBuffer gate(n * I), up(n * I);
   linear(x, n, hidden, w.gate->data.data(), I, nullptr, gate.data());
   linear(x, n, hidden, w.up->data.data(), I, nullptr, up.data());
   kernels::silu_mul(gate.data(), up.data(), n * I, gate.data());
@@ -15,7 +15,7 @@ void mlp_forward(const MlpWeights& w, const float* x, int64_t n, int64_t hidden,
 }
 
 void mlp_forward_serial(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out,
-                        std::vector<float>& scratch) {
+                        FloatBuffer& scratch) {
   const int64_t I = w.intermediate;
   scratch.resize(2 * n * I);
   float* gate = scratch.data();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/float_buffer.h"
 #include "model/weights.h"
 
 namespace eq::model {
@@ -15,6 +16,6 @@ void mlp_forward(const MlpWeights& w, const float* x, int64_t n, int64_t hidden,
 // Single-threaded variant for a task that already runs on the pool. `scratch`
 // is resized as needed (2 * n * intermediate floats).
 void mlp_forward_serial(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out,
-                        std::vector<float>& scratch);
+                        FloatBuffer& scratch);
 
 }  // namespace eq::model

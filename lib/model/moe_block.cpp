@@ -27,7 +27,7 @@ void ReferenceMoeBlock::forward(const MoeCall& call, const float* x, float* out)
   const int64_t n = call.batch * call.seq_len, H = c_.hidden_size, E = c_.num_experts, K = c_.top_k;
   const int64_t layer = call.layer;
 
-  std::vector<float> logits(n * E);
+  FloatBuffer logits(n * E);
   Tensor32Ptr router = w_.get(router_name(c_, layer), {E, H});
   linear(x, n, H, router->data.data(), E, nullptr, logits.data());
   const Routing routing = route_tokens(logits.data(), n, E, K, renormalizes_top_k(c_));
@@ -43,11 +43,11 @@ void ReferenceMoeBlock::forward(const MoeCall& call, const float* x, float* out)
     experts[e] = load_expert(w_, c_, layer, e);
     for (int64_t s = b; s < end; s += kExpertRowChunk) tasks.push_back({e, s, std::min(end, s + kExpertRowChunk)});
   }
-  std::vector<float> slot_out(n * K * H);  // each slot's unweighted expert output
+  FloatBuffer slot_out(n * K * H);  // each slot's unweighted expert output
   default_pool().run(tasks.size(), [&](size_t i) {
     const ExpertTask& t = tasks[i];
     const int64_t rows = t.end - t.begin;
-    std::vector<float> xin(rows * H), y(rows * H), scratch;
+    FloatBuffer xin(rows * H), y(rows * H), scratch;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t token = groups.slots[t.begin + r] / K;
       std::memcpy(xin.data() + r * H, x + token * H, H * sizeof(float));
@@ -70,7 +70,7 @@ void ReferenceMoeBlock::forward(const MoeCall& call, const float* x, float* out)
     }
   });
 
-  std::vector<float> shared;
+  FloatBuffer shared;
   if (c_.shared_expert_intermediate_size > 0) {
     const int64_t I = c_.shared_expert_intermediate_size;
     MlpWeights se;
@@ -80,7 +80,7 @@ void ReferenceMoeBlock::forward(const MoeCall& call, const float* x, float* out)
     se.down = w_.get(shared_expert_name(c_, layer, Proj::kDown), {H, I});
     const Tensor32Ptr se_gate = w_.get(shared_expert_gate_name(c_, layer), {1, H});
     shared.resize(n * H);
-    std::vector<float> gate_logit(n);
+    FloatBuffer gate_logit(n);
     mlp_forward(se, x, n, H, shared.data());
     linear(x, n, H, se_gate->data.data(), 1, nullptr, gate_logit.data());
     for (int64_t t = 0; t < n; ++t) {

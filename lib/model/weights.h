@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/float_buffer.h"
 
 namespace eq::io {
 class Checkpoint;
@@ -22,7 +23,7 @@ namespace eq::model {
 
 struct Tensor32 {
   std::vector<int64_t> shape;
-  std::vector<float> data;
+  FloatBuffer data;
 };
 using Tensor32Ptr = std::shared_ptr<const Tensor32>;
 

@@ -41,7 +41,8 @@ struct Recorder : MoeObserver {
   }
 };
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+template <typename A, typename B>
+double max_abs_diff(const A& a, const B& b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
   return m;
@@ -66,7 +67,7 @@ TEST_P(ReferenceTest, TensorsMatch) {
   Recorder rec;
   model->set_observer(&rec);
   KvCache cache = model->new_cache(B, T);
-  const std::vector<float> logits = model->forward(tokens, B, T, cache);
+  const auto logits = model->forward(tokens, B, T, cache);
 
   const std::vector<float> ref_logits = ref_f32("logits");
   ASSERT_EQ(logits.size(), ref_logits.size());

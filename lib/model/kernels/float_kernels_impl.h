@@ -62,7 +62,11 @@ void softmax_impl(float* x, int64_t n) {
   if (n <= 0) return;
   Eigen::Map<Eigen::ArrayXf> a(x, n);
   a = (a - a.maxCoeff()).exp();
-  a *= 1.0f / a.sum();
+  // Summed in index order: Eigen's vectorized sum() peels by address
+  // alignment, which would make the result depend on where the row lives.
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  a *= 1.0f / sum;
 }
 
 void silu_mul_impl(const float* gate, const float* up, int64_t n, float* act) {
