@@ -87,7 +87,7 @@ double initial_scale_ratio(int bits) {
   switch (bits) {
     case 2: return 0.96;
     case 3: return 0.99;
-    default: return 1.0;
+    default: return 1.04;
   }
 }
 
