@@ -57,7 +57,7 @@ FormatTraits affine_row(std::string_view name, std::string_view description) {
 // never rename or reorder-and-reuse a name; add new ones.
 const std::vector<FormatTraits> kRegistryRows = {
     // ---- fp4 (E2M1) with an fp16 scale per group of G along K: lib/quant/fp4.cpp
-    fp4_row<16>("fp4_g16", "FP4 E2M1, fp16 scale per 16 weights along K (4.5 bits)"),
+    fp4_row<16>("fp4_g16", "FP4 E2M1, fp16 scale per 16 weights along K (5 bits)"),
     fp4_row<32>("fp4_g32", "FP4 E2M1, fp16 scale per 32 weights along K (4.5 bits)"),
     fp4_row<64>("fp4_g64", "FP4 E2M1, fp16 scale per 64 weights along K (4.25 bits)"),
     fp4_row<128>("fp4_g128", "FP4 E2M1, fp16 scale per 128 weights along K (4.125 bits)"),
