@@ -85,9 +85,9 @@ void pack_tile(const uint16_t* states, int bits, uint8_t* out) {
 
 double initial_scale_ratio(int bits) {
   switch (bits) {
-    case 2: return 0.96;
-    case 3: return 0.99;
-    default: return 1.04;
+    case 2: return 1.02;
+    case 3: return 1.06;
+    default: return 1.10;
   }
 }
 

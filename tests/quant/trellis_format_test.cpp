@@ -1,0 +1,191 @@
+// The trellis2/3/4 formats end to end: golden vector, round-trip quality on
+// N(0,1) (the MSE bounds), importance weighting, matmul against a
+// float64 reference, identical bytes on every ISA, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "quant/trellis/codebook.h"
+#include "quant/trellis/format.h"
+
+namespace eq::quant {
+namespace {
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
+    if (isa <= detected_isa()) isas.push_back(isa);
+  return isas;
+}
+
+std::vector<float> gaussian(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+std::vector<float> round_trip(const FormatTraits& f, const std::vector<float>& w, int64_t rows, int64_t cols,
+                              const QuantizeOptions& o = {}) {
+  QuantizedMatrix q = f.quantize(w.data(), rows, cols, o);
+  EXPECT_EQ(q.nbytes(), f.packed_bytes(rows, cols));
+  std::vector<float> out(w.size());
+  f.dequantize(q.view(), out.data());
+  return out;
+}
+
+TEST(TrellisFormat, RegistryRowsDescribeTheLayout) {
+  for (int bits : {2, 3, 4}) {
+    const FormatTraits& f = trellis_format(bits);
+    EXPECT_EQ(f.name, "trellis" + std::to_string(bits));
+    EXPECT_EQ(&f, find_format(f.name)) << "registered row is the one returned";
+    EXPECT_EQ(f.family, "trellis");
+    EXPECT_EQ(f.weight_bits, bits);
+    ASSERT_EQ(f.parts.size(), 4u);
+    EXPECT_EQ(f.parts[0], "trellis");
+    EXPECT_EQ(f.packed_bytes(32, 48), size_t(6 * 32 * bits + 48 + 32 + 4 * 32));
+  }
+  EXPECT_THROW(trellis_format(5), Error);
+}
+
+// Mean squared error on i.i.d. N(0,1) weights against the bounds
+// (QTIP-level; rate-distortion bound 2^-2K). 64K weights, fixed seed.
+TEST(TrellisFormat, MseOnGaussianMeetsBounds) {
+  const int64_t rows = 128, cols = 512;
+  const std::vector<float> w = gaussian(rows * cols, 2024);
+  const double bounds[] = {0.0692, 0.0178, 0.00463};
+  for (int bits : {2, 3, 4}) {
+    const std::vector<float> out = round_trip(trellis_format(bits), w, rows, cols);
+    double se = 0;
+    for (size_t i = 0; i < w.size(); ++i) se += double(w[i] - out[i]) * (w[i] - out[i]);
+    const double mse = se / double(w.size());
+    EXPECT_LE(mse, bounds[bits - 2]) << "trellis" << bits;
+    EXPECT_GE(mse, std::pow(2.0, -2 * bits)) << "below the rate-distortion bound: the measurement is broken";
+    std::printf("trellis%d MSE on N(0,1), %lld weights: %.5f\n", bits, static_cast<long long>(w.size()), mse);
+  }
+}
+
+TEST(TrellisFormat, ImportanceReducesWeightedError) {
+  // Skewed channels: an eighth of the inputs carry 50x the activation energy.
+  const int64_t rows = 64, cols = 256;
+  const std::vector<float> w = gaussian(rows * cols, 11);
+  std::vector<float> importance(cols);
+  std::mt19937 rng(12);
+  for (int64_t k = 0; k < cols; ++k) importance[k] = (rng() % 8 == 0) ? 50.0f : 1.0f;
+  auto weighted_error = [&](const std::vector<float>& out) {
+    double e = 0;
+    for (int64_t n = 0; n < rows; ++n)
+      for (int64_t k = 0; k < cols; ++k) e += importance[k] * double(w[n * cols + k] - out[n * cols + k]) * (w[n * cols + k] - out[n * cols + k]);
+    return e;
+  };
+  const FormatTraits& f = trellis_format(2);
+  QuantizeOptions plain, weighted;
+  weighted.importance = importance.data();
+  const double e_plain = weighted_error(round_trip(f, w, rows, cols, plain));
+  const double e_weighted = weighted_error(round_trip(f, w, rows, cols, weighted));
+  std::printf("weighted error: uniform %.1f, with importance %.1f\n", e_plain, e_weighted);
+  EXPECT_LT(e_weighted, 0.85 * e_plain);
+}
+
+TEST(TrellisFormat, ZerosRoundTripExactly) {
+  for (int bits : {2, 3, 4}) {
+    std::vector<float> w(32 * 48, 0.0f);
+    for (float v : round_trip(trellis_format(bits), w, 32, 48)) ASSERT_EQ(v, 0.0f);
+  }
+  // A zero row inside a non-zero matrix stays zero.
+  std::vector<float> w = gaussian(16 * 32, 3);
+  std::vector<float> out = round_trip(trellis_format(3), w, 16, 32);
+  double se = 0;
+  for (size_t i = 0; i < w.size(); ++i) se += double(w[i] - out[i]) * (w[i] - out[i]);
+  EXPECT_LT(se / w.size(), 0.05);
+}
+
+TEST(TrellisFormat, RejectsBadInputNamingTensorAndPosition) {
+  const FormatTraits& f = trellis_format(2);
+  QuantizeOptions o;
+  o.tensor_name = "layers.3.experts.7.up_proj";
+  std::vector<float> w = gaussian(32 * 32, 4);
+  w[17 * 32 + 5] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    f.quantize(w.data(), 32, 32, o);
+    FAIL() << "NaN accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.3.experts.7.up_proj"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[17, 5]"), std::string::npos) << e.what();
+  }
+  w[17 * 32 + 5] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(f.quantize(w.data(), 32, 32, o), Error);
+  std::vector<float> odd(24 * 32, 1.0f);
+  try {
+    f.quantize(odd.data(), 24, 32, o);
+    FAIL() << "24 rows accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiples of 16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("up_proj"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(f.quantize(odd.data(), 32, 24, o), Error);
+}
+
+TEST(TrellisFormat, MatmulMatchesFloat64ReferenceOnEveryIsa) {
+  const int64_t rows = 48, cols = 80;  // odd tile counts, Hadamard blocks 16 and 16
+  const std::vector<float> w = gaussian(rows * cols, 5);
+  for (int bits : {2, 4}) {
+    const FormatTraits& f = trellis_format(bits);
+    QuantizedMatrix q = f.quantize(w.data(), rows, cols, {});
+    std::vector<float> wq(rows * cols);
+    f.dequantize(q.view(), wq.data());
+    for (int64_t m_rows : {1, 3, 37}) {
+      const std::vector<float> x = gaussian(m_rows * cols, 100 + m_rows);
+      std::vector<double> ref(m_rows * rows, 0.0);
+      for (int64_t i = 0; i < m_rows; ++i)
+        for (int64_t n = 0; n < rows; ++n)
+          for (int64_t k = 0; k < cols; ++k) ref[i * rows + n] += double(x[i * cols + k]) * wq[n * cols + k];
+      for (Isa isa : supported_isas()) {
+        set_active_isa_for_testing(isa);
+        std::vector<float> y(m_rows * rows, 1.0f);
+        f.matmul(q.view(), x.data(), m_rows, y.data(), /*accumulate=*/true);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i] + 1.0, 1e-3 * (1 + std::abs(ref[i]))) << isa_name(isa) << " M=" << m_rows;
+        f.matmul(q.view(), x.data(), m_rows, y.data(), /*accumulate=*/false);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-3 * (1 + std::abs(ref[i]))) << isa_name(isa);
+      }
+      set_active_isa_for_testing(detected_isa());
+    }
+  }
+}
+
+TEST(TrellisFormat, SameBytesAndValuesOnEveryIsa) {
+  const int64_t rows = 16, cols = 48;  // 3 tiles: small enough for the scalar search
+  const std::vector<float> w = gaussian(rows * cols, 6);
+  std::vector<float> importance(cols);
+  for (int64_t k = 0; k < cols; ++k) importance[k] = 1.0f + float(k % 5);
+  QuantizeOptions o;
+  o.importance = importance.data();
+  std::vector<uint8_t> ref_bytes;
+  std::vector<float> ref_out;
+  for (Isa isa : supported_isas()) {
+    set_active_isa_for_testing(isa);
+    QuantizedMatrix q = trellis_format(3).quantize(w.data(), rows, cols, o);
+    std::vector<float> out(rows * cols);
+    trellis_format(3).dequantize(q.view(), out.data());
+    std::vector<uint8_t> bytes;
+    for (const auto& p : q.parts) bytes.insert(bytes.end(), p.bytes.begin(), p.bytes.end());
+    if (ref_bytes.empty()) {
+      ref_bytes = bytes;
+      ref_out = out;
+    } else {
+      EXPECT_EQ(bytes, ref_bytes) << isa_name(isa);
+      EXPECT_EQ(out, ref_out) << isa_name(isa);
+    }
+  }
+  set_active_isa_for_testing(detected_isa());
+}
+
+}  // namespace
+}  // namespace eq::quant
