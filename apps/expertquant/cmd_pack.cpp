@@ -95,7 +95,7 @@ void print_summary(const pack::Manifest& m, const std::string& out, uint64_t fin
 
 }  // namespace
 
-nlohmann::ordered_json pack_summary_json(const pack::Manifest& m, const std::string& out, uint64_t final_peak) {
+static nlohmann::ordered_json pack_summary_json(const pack::Manifest& m, const std::string& out, uint64_t final_peak) {
   nlohmann::ordered_json full = pack::manifest_to_json(m);
   nlohmann::ordered_json j;
   j["output"] = out;

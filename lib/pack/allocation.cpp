@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_guard.h"
+#include "io/text_file.h"
 #include "quant/format.h"
 
 namespace eq::pack {
@@ -17,16 +19,32 @@ namespace {
 
 constexpr std::string_view kClassNames[kNumClasses] = {"critical", "standard", "deprioritized", "pruned"};
 
+// Allocation and profile files list one short entry per expert: 1 GiB is far
+// beyond any real model and is refused before reading.
+constexpr uint64_t kMaxPolicyFileBytes = 1ull << 30;
+
+json parse_json(std::string_view text, const std::string& label) {
+  io::check_json_depth(text, label);
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    invalid(label + ": not valid JSON: " + e.what());
+  }
+}
+
 json read_json_file(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorKind::kIo, what + " " + path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    invalid(what + " " + path + ": not valid JSON: " + e.what());
-  }
+  in.close();
+  return parse_json(io::read_file_bytes(path, kMaxPolicyFileBytes), what + " " + path);
+}
+
+// A short rendering of a value for an error message (dump() of a big value
+// would copy the whole file into the message).
+std::string brief(const json& v) {
+  if (v.is_structured()) return v.is_array() ? "an array" : "an object";
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 80) + "..." : s;
 }
 
 std::string format_list() {
@@ -58,9 +76,9 @@ Allocation parse_allocation(const json& j, const std::string& label) {
   if (!j.is_object()) invalid(label + ": an allocation must be a JSON object");
   if (!j.contains("version")) bad("version", "missing (this reader understands version 1)");
   if (!j["version"].is_number_integer() || j["version"].get<int64_t>() != kAllocationVersion)
-    bad("version", "unsupported value " + j["version"].dump() + " (this reader understands version 1)");
+    bad("version", "unsupported value " + brief(j["version"]) + " (this reader understands version 1)");
   if (j.contains("schema") && j["schema"] != kAllocationSchema)
-    bad("schema", "expected \"" + std::string(kAllocationSchema) + "\", got " + j["schema"].dump());
+    bad("schema", "expected \"" + std::string(kAllocationSchema) + "\", got " + brief(j["schema"]));
   if (!j.contains("layers") || !j["layers"].is_array()) bad("layers", "missing or not an array");
 
   Allocation a;
@@ -72,10 +90,19 @@ Allocation parse_allocation(const json& j, const std::string& label) {
       bad(lpath + ".layer", "missing or not a non-negative integer");
     LayerAllocation la;
     la.layer = lj["layer"].get<int64_t>();
-    if (a.find(la.layer)) bad(lpath + ".layer", "layer " + std::to_string(la.layer) + " listed twice");
+    // Ascending order makes the previous entry the only possible duplicate
+    // (a search of all earlier layers would be quadratic in the file size).
+    if (!a.layers.empty() && la.layer == a.layers.back().layer)
+      bad(lpath + ".layer", "layer " + std::to_string(la.layer) + " listed twice");
     if (!a.layers.empty() && la.layer < a.layers.back().layer)
       bad(lpath + ".layer", "layers must be listed in ascending order");
+    if (la.layer >= model::kMaxConfigLayers)
+      bad(lpath + ".layer", "layer " + std::to_string(la.layer) + " is beyond the supported " +
+                                std::to_string(model::kMaxConfigLayers) + " layers");
     if (!lj.contains("experts") || !lj["experts"].is_array()) bad(lpath + ".experts", "missing or not an array");
+    if (int64_t(lj["experts"].size()) > model::kMaxConfigExperts)
+      bad(lpath + ".experts", std::to_string(lj["experts"].size()) + " entries, more than the supported " +
+                                  std::to_string(model::kMaxConfigExperts) + " experts per layer");
     for (size_t ei = 0; ei < lj["experts"].size(); ++ei) {
       const json& ej = lj["experts"][ei];
       const std::string epath = lpath + ".experts[" + std::to_string(ei) + "]";
@@ -103,6 +130,10 @@ Allocation parse_allocation(const json& j, const std::string& label) {
     a.layers.push_back(std::move(la));
   }
   return a;
+}
+
+Allocation parse_allocation_text(std::string_view text, const std::string& label) {
+  return parse_allocation(parse_json(text, label), label);
 }
 
 Allocation load_allocation(const std::string& path) {

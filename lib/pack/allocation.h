@@ -44,6 +44,8 @@ struct Allocation {
 // Parses and validates the schema (not the model): errors name `label` and the
 // JSON path of the bad field ("layers[2].experts[5].format").
 Allocation parse_allocation(const nlohmann::json& j, const std::string& label);
+// Parses allocation JSON text (depth-guarded JSON, then parse_allocation).
+Allocation parse_allocation_text(std::string_view text, const std::string& label);
 // Reads an allocation file.
 Allocation load_allocation(const std::string& path);
 

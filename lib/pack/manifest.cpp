@@ -7,8 +7,11 @@
 #include <set>
 #include <sstream>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "io/json_guard.h"
+#include "io/text_file.h"
 
 namespace eq::pack {
 
@@ -312,6 +315,16 @@ Manifest parse_manifest(const json& j, const std::string& label) {
   m.source.num_experts = r.i64(src, "num_experts", "source");
   m.source.hidden_size = r.i64(src, "hidden_size", "source");
   m.source.moe_intermediate_size = r.i64(src, "moe_intermediate_size", "source");
+  // Same bounds as config.json: nothing below is sized from these, but the
+  // loader and merge allocate per layer and per expert.
+  if (m.source.num_layers < 0 || m.source.num_layers > model::kMaxConfigLayers)
+    r.bad("source.num_layers", "must be in [0, " + std::to_string(model::kMaxConfigLayers) + "]");
+  if (m.source.num_experts < 0 || m.source.num_experts > model::kMaxConfigExperts)
+    r.bad("source.num_experts", "must be in [0, " + std::to_string(model::kMaxConfigExperts) + "]");
+  if (m.source.hidden_size < 0 || m.source.hidden_size > model::kMaxConfigDim)
+    r.bad("source.hidden_size", "must be in [0, " + std::to_string(model::kMaxConfigDim) + "]");
+  if (m.source.moe_intermediate_size < 0 || m.source.moe_intermediate_size > model::kMaxConfigDim)
+    r.bad("source.moe_intermediate_size", "must be in [0, " + std::to_string(model::kMaxConfigDim) + "]");
 
   const json& pol = r.req(j, "policy", "");
   m.policy.kind = r.str(pol, "kind", "policy");
@@ -364,14 +377,15 @@ Manifest parse_manifest(const json& j, const std::string& label) {
     if (!dt) r.bad(p + ".dtype", "unknown dtype");
     t.dtype = *dt;
     const json& shape = r.array(tj, "shape", p);
-    uint64_t numel = 1;
     for (const auto& d : shape) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) r.bad(p + ".shape", "dimensions must be non-negative integers");
       t.shape.push_back(d.get<int64_t>());
-      numel *= uint64_t(d.get<int64_t>());
     }
+    const auto numel = checked_numel(t.shape);
+    const auto nbytes = numel ? checked_mul(*numel, dtype_size(t.dtype)) : std::nullopt;
+    if (!nbytes) r.bad(p + ".shape", "byte size overflows 64 bits");
     t.bytes = r.u64(tj, "bytes", p);
-    if (t.bytes != numel * dtype_size(t.dtype)) r.bad(p + ".bytes", "does not equal shape x dtype size");
+    if (t.bytes != *nbytes) r.bad(p + ".bytes", "does not equal shape x dtype size");
     t.bytes_before = r.u64(tj, "bytes_before", p);
     t.xxh64 = r.hash(tj, "xxh64", p);
     t.shard = static_cast<int>(r.i64(tj, "shard", p));
@@ -458,8 +472,11 @@ Manifest parse_manifest(const json& j, const std::string& label) {
         part.xxh64 = r.hash(parts[pi], "xxh64", pp);
         auto it = tensor_index.find(part.tensor);
         if (it == tensor_index.end()) r.bad(pp + ".tensor", "names no tensor in 'tensors'");
-        if (part.offset + part.bytes > m.tensors[it->second].bytes) r.bad(pp + ".offset", "range exceeds the tensor");
-        sum += part.bytes;
+        const auto part_end = checked_add(part.offset, part.bytes);
+        if (!part_end || *part_end > m.tensors[it->second].bytes) r.bad(pp + ".offset", "range exceeds the tensor");
+        const auto new_sum = checked_add(sum, part.bytes);
+        if (!new_sum) r.bad(pp + ".bytes", "the parts' byte counts overflow 64 bits");
+        sum = *new_sum;
         e.parts.push_back(std::move(part));
       }
       if (sum != e.bytes_after) r.bad(ep + ".bytes_after", "does not equal the sum of its parts");
@@ -489,20 +506,24 @@ Manifest parse_manifest(const json& j, const std::string& label) {
   return m;
 }
 
+Manifest parse_manifest_text(std::string_view text, const std::string& label) {
+  io::check_json_depth(text, label);
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    invalid(label + ": not valid JSON: " + e.what());
+  }
+  return parse_manifest(j, label);
+}
+
 Manifest load_manifest(const std::string& path) {
   std::filesystem::path p = path;
   if (std::filesystem::is_directory(p)) p /= kManifestFile;
   std::ifstream in(p, std::ios::binary);
   if (!in) fail(ErrorKind::kIo, "manifest " + p.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    invalid("manifest " + p.string() + ": not valid JSON: " + e.what());
-  }
-  return parse_manifest(j, "manifest " + p.string());
+  in.close();
+  return parse_manifest_text(io::read_file_bytes(p.string(), kMaxManifestBytes), "manifest " + p.string());
 }
 
 }  // namespace eq::pack

@@ -134,6 +134,11 @@ nlohmann::ordered_json manifest_to_json(const Manifest& m);
 // Validates types, required fields, references (group/slot/tensor names) and
 // that stored totals equal the sums of the entries; errors name `label` and the field.
 Manifest parse_manifest(const nlohmann::json& j, const std::string& label);
+// Parses manifest.json text (depth-guarded JSON, then parse_manifest).
+Manifest parse_manifest_text(std::string_view text, const std::string& label);
+// A manifest.json larger than this is refused before it is read: a 1,000-layer
+// x 1,024-expert model needs well under 2 GiB of manifest.
+inline constexpr uint64_t kMaxManifestBytes = 2ull << 30;
 // `path`: a manifest.json or a packed folder containing one.
 Manifest load_manifest(const std::string& path);
 std::string shard_file_name(int index, int count);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -43,7 +44,12 @@ void commit_output(const std::string& partial, const std::string& out) {
     if (ec) fail(ErrorKind::kIo, "cannot move existing " + out + " aside: " + ec.message());
   }
   fs::rename(partial, out, ec);
-  if (ec) fail(ErrorKind::kIo, "cannot rename " + partial + " to " + out + ": " + ec.message());
+  if (ec) {
+    // Put the previous output back: a failed run must leave it as it was.
+    std::error_code restore_ec;
+    if (!old.empty()) fs::rename(old, out, restore_ec);
+    fail(ErrorKind::kIo, "cannot rename " + partial + " to " + out + ": " + ec.message());
+  }
   fs::path parent = fs::absolute(out).parent_path();
   io::fsync_dir(parent.string());
   if (!old.empty()) fs::remove_all(old, ec);
@@ -182,28 +188,35 @@ void write_manifest(const std::string& folder, const Manifest& m) {
     io::write_all(fd, text.data(), text.size(), tmp);
     text.clear();
   };
-  for (auto it = top.begin(); it != top.end(); ++it) {
-    if (it.key() == "tensors" || it.key() == "layers") {
-      key(it.key());
-      text += "[";
-      Manifest one = head;
-      const size_t n = it.key() == "tensors" ? m.tensors.size() : m.layers.size();
-      for (size_t i = 0; i < n; ++i) {
-        one.tensors.clear();
-        one.layers.clear();
-        if (it.key() == "tensors") one.tensors.push_back(m.tensors[i]);
-        else one.layers.push_back(m.layers[i]);
-        text += (i ? ",\n    " : "\n    ") + manifest_to_json(one)[it.key()][0].dump();
-        flush();
+  try {
+    for (auto it = top.begin(); it != top.end(); ++it) {
+      if (it.key() == "tensors" || it.key() == "layers") {
+        key(it.key());
+        text += "[";
+        Manifest one = head;
+        const size_t n = it.key() == "tensors" ? m.tensors.size() : m.layers.size();
+        for (size_t i = 0; i < n; ++i) {
+          one.tensors.clear();
+          one.layers.clear();
+          if (it.key() == "tensors") one.tensors.push_back(m.tensors[i]);
+          else one.layers.push_back(m.layers[i]);
+          text += (i ? ",\n    " : "\n    ") + manifest_to_json(one)[it.key()][0].dump();
+          flush();
+        }
+        text += n ? "\n  ]" : "]";
+      } else {
+        key(it.key());
+        text += it.value().dump();
       }
-      text += n ? "\n  ]" : "]";
-    } else {
-      key(it.key());
-      text += it.value().dump();
     }
+    text += "\n}\n";
+    flush();
+  } catch (...) {
+    // No half-written manifest.json.tmp left behind, no leaked descriptor.
+    ::close(fd);
+    std::remove(tmp.c_str());
+    throw;
   }
-  text += "\n}\n";
-  flush();
   io::commit_file(fd, tmp, path);
 }
 

@@ -130,7 +130,7 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
 
   uint64_t unit_max = 0;  // largest single-thread unit outside the groups
   uint64_t src_elem = 2;
-  auto add_plain = [&](const std::string& name, int64_t layer) {
+  auto add_plain = [&](const std::string& name, int64_t layer, std::vector<PlannedTensor>& dst) {
     const io::TensorInfo& info = ckpt.info(name);
     src_elem = std::max<uint64_t>(src_elem, dtype_size(info.dtype));
     if (attn && is_attention_or_head(name) && info.shape.size() == 2 && dtype_is_float(info.dtype)) {
@@ -154,7 +154,7 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
         t.format = attn;
         t.part = l.parts[i].name;
         t.part_index = int(i);
-        plan.tensors.push_back(std::move(t));
+        dst.push_back(std::move(t));
       }
       unit_max = std::max(unit_max, per_matrix_bytes(l, dtype_size(info.dtype)) + info.nbytes());
       return;
@@ -167,21 +167,22 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
     t.nbytes = t.bytes_before = info.nbytes();
     t.layer = layer;
     t.source = name;
-    plan.tensors.push_back(std::move(t));
+    dst.push_back(std::move(t));
     unit_max = std::max(unit_max, info.nbytes() + 2 * kPage);
   };
 
   // Tensors outside the layers travel with the part that holds layer 0.
   plan.has_globals = first == 0;
   if (plan.has_globals)
-    for (const auto& name : by_layer[-1]) add_plain(name, -1);
+    for (const auto& name : by_layer[-1]) add_plain(name, -1, plan.tensors);
 
   // Groups of one format per layer, formats in registry order.
   uint64_t experts_in_range = 0;
+  std::map<int64_t, std::vector<PlannedTensor>> layer_plain;  // written before the layer's groups
   for (int64_t L = first; L <= last; ++L) {
     LayerPlan lp;
     lp.layer = L;
-    for (const auto& name : by_layer[L]) add_plain(name, L);
+    for (const auto& name : by_layer[L]) add_plain(name, L, layer_plain[L]);
     const LayerAllocation* la = a.find(L);
     lp.moe = la != nullptr;
     if (la) {
@@ -204,8 +205,10 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
   }
 
   // Threads and group splits under the bound: fewer threads before giving up.
+  size_t plain_tensors = plan.tensors.size();
+  for (const auto& [L, v] : layer_plain) plain_tensors += v.size();
   const uint64_t fixed = kFixedOverhead + experts_in_range * kPerExpertRecord +
-                         (plan.tensors.size() + experts_in_range) * kPerTensorRecord;
+                         (plain_tensors + experts_in_range) * kPerTensorRecord;
   int threads = std::max(1, o.max_threads);
   for (;; --threads) {
     bool fits = fixed + unit_max <= o.max_memory;
@@ -246,6 +249,7 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
       }
     }
     lp.groups = std::move(split);
+    for (auto& t : layer_plain[lp.layer]) plan.tensors.push_back(std::move(t));
     for (size_t gi = 0; gi < lp.groups.size(); ++gi) {
       GroupPlan& g = lp.groups[gi];
       g.id = int(gi);
