@@ -5,6 +5,19 @@
 
 namespace eq {
 
+namespace {
+// True while this thread executes chunks of a pool job. A nested run() from
+// inside a chunk (e.g. a quantizer that threads over tiles, called by pack's
+// per-expert tasks) then runs inline instead of deadlocking on the pool.
+thread_local bool t_in_pool_job = false;
+
+struct InJobScope {
+  bool saved = t_in_pool_job;
+  InJobScope() { t_in_pool_job = true; }
+  ~InJobScope() { t_in_pool_job = saved; }
+};
+}  // namespace
+
 int hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
@@ -25,6 +38,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::drain(const std::function<void(size_t)>* fn, size_t chunks) {
+  InJobScope scope;
   for (;;) {
     size_t i = next_.fetch_add(1, std::memory_order_relaxed);
     if (i >= chunks) break;
@@ -62,7 +76,7 @@ void ThreadPool::worker_loop() {
 
 void ThreadPool::run(size_t chunks, const std::function<void(size_t)>& fn) {
   if (chunks == 0) return;
-  if (workers_.empty() || chunks == 1) {
+  if (workers_.empty() || chunks == 1 || t_in_pool_job) {
     for (size_t i = 0; i < chunks; ++i) fn(i);
     return;
   }

@@ -28,7 +28,8 @@ class ThreadPool {
 
   // Runs fn(chunk_index) for chunk_index in [0, chunks), on all threads
   // including the caller; returns when all are done. Exceptions from fn are
-  // rethrown (the first one) in the caller.
+  // rethrown (the first one) in the caller. A run() nested inside a chunk
+  // executes its chunks inline on the calling thread.
   void run(size_t chunks, const std::function<void(size_t)>& fn);
 
   // Convenience: splits [0, n) into chunks of `grain` and calls fn(begin, end).
