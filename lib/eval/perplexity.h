@@ -19,7 +19,7 @@ namespace eq::eval {
 struct PerplexityOptions {
   int64_t ctx = 512;
   // Windows of equal length run together as one batch (bigger expert matmuls).
-  int64_t batch_windows = 8;
+  int64_t batch_windows = 4;
   // Called after each batch with (tokens scored so far, total to score).
   std::function<void(int64_t, int64_t)> progress;
 };

@@ -33,8 +33,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
 Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const ModelOptions& options)
     : ckpt_(std::move(ckpt)), config_(std::move(config)), rope_(config_.head_dim, config_.rope_theta) {
   check_against_checkpoint(config_, *ckpt_);
-  const bool cache = options.cache_weights.value_or(should_cache_weights(*ckpt_));
-  weights_ = std::make_unique<WeightStore>(*ckpt_, cache);
+  weights_ = std::make_unique<WeightStore>(*ckpt_, options.cache_experts);
   moe_blocks_.resize(config_.num_layers);
   for (int64_t l = 0; l < config_.num_layers; ++l)
     if (config_.layer_is_moe.at(l)) moe_blocks_[l] = std::make_unique<ReferenceMoeBlock>(config_, *weights_);

@@ -29,9 +29,9 @@ class Checkpoint;
 namespace eq::model {
 
 struct ModelOptions {
-  // Keep converted float32 weights (one copy; the mapped pages are released).
-  // Unset: cache when the float32 model fits in 4 GiB (should_cache_weights).
-  std::optional<bool> cache_weights;
+  // Keep the float32 routed experts too (WeightStore): faster decode, about
+  // 2x a bf16 checkpoint resident. Off by default.
+  bool cache_experts = false;
 };
 
 class Model {

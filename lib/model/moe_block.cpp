@@ -13,13 +13,9 @@
 namespace eq::model {
 namespace {
 
-// Rows of one expert handled by one task (large experts are split so both
-// cores stay busy; the split depends only on the row count).
+// Rows of one expert per matmul call (bounds the gather buffers; the split
+// depends only on the row count).
 constexpr int64_t kExpertRowChunk = 128;
-
-struct ExpertTask {
-  int64_t expert, begin, end;  // range in ExpertGroups::slots
-};
 
 }  // namespace
 
@@ -33,28 +29,27 @@ void ReferenceMoeBlock::forward(const MoeCall& call, const float* x, float* out)
   const Routing routing = route_tokens(logits.data(), n, E, K, renormalizes_top_k(c_));
   const ExpertGroups groups = group_by_expert(routing, E);
 
-  // Convert the used experts' weights on this thread (cached by the store, or
-  // alive only for this call), then run them in parallel.
-  std::vector<MlpWeights> experts(E);
-  std::vector<ExpertTask> tasks;
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t b = groups.offsets[e], end = groups.offsets[e + 1];
-    if (b == end) continue;
-    experts[e] = load_expert(w_, c_, layer, e);
-    for (int64_t s = b; s < end; s += kExpertRowChunk) tasks.push_back({e, s, std::min(end, s + kExpertRowChunk)});
-  }
+  // One task per used expert: it converts that expert's weights (unless the
+  // store caches them) and runs its rows in chunks, so conversion is parallel
+  // too and at most one expert per thread is alive in float32.
+  std::vector<int64_t> used;
+  for (int64_t e = 0; e < E; ++e)
+    if (groups.offsets[e + 1] > groups.offsets[e]) used.push_back(e);
   FloatBuffer slot_out(n * K * H);  // each slot's unweighted expert output
-  default_pool().run(tasks.size(), [&](size_t i) {
-    const ExpertTask& t = tasks[i];
-    const int64_t rows = t.end - t.begin;
-    FloatBuffer xin(rows * H), y(rows * H), scratch;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t token = groups.slots[t.begin + r] / K;
-      std::memcpy(xin.data() + r * H, x + token * H, H * sizeof(float));
+  default_pool().run(used.size(), [&](size_t i) {
+    const int64_t e = used[i];
+    const MlpWeights ew = load_expert(w_, c_, layer, e);
+    FloatBuffer xin, y, scratch;
+    for (int64_t b = groups.offsets[e]; b < groups.offsets[e + 1]; b += kExpertRowChunk) {
+      const int64_t rows = std::min(kExpertRowChunk, groups.offsets[e + 1] - b);
+      xin.resize(rows * H);
+      y.resize(rows * H);
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(xin.data() + r * H, x + (groups.slots[b + r] / K) * H, H * sizeof(float));
+      mlp_forward_serial(ew, xin.data(), rows, H, y.data(), scratch);
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(slot_out.data() + groups.slots[b + r] * H, y.data() + r * H, H * sizeof(float));
     }
-    mlp_forward_serial(experts[t.expert], xin.data(), rows, H, y.data(), scratch);
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(slot_out.data() + groups.slots[t.begin + r] * H, y.data() + r * H, H * sizeof(float));
   });
 
   // Combine in slot order (independent of which thread ran which expert).

@@ -18,11 +18,12 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-WeightStore::WeightStore(const io::Checkpoint& ckpt, bool cache) : ckpt_(ckpt), cache_(cache) {}
+WeightStore::WeightStore(const io::Checkpoint& ckpt, bool cache_experts)
+    : ckpt_(ckpt), cache_experts_(cache_experts) {}
 
 bool WeightStore::has(const std::string& name) const { return ckpt_.has(name); }
 
-Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>& expect_shape) const {
+Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>& expect_shape, bool expert) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cached_.find(name);
@@ -36,9 +37,9 @@ Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>
   t->shape = info.shape;
   t->data.resize(info.numel());
   ckpt_.view(name).to_f32(t->data.data());
-  if (!cache_) return t;
   // The float32 copy replaces the mapped bytes: drop their pages.
   ckpt_.shard_of(name).release(info);
+  if (expert && !cache_experts_) return t;
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = cached_.emplace(name, std::move(t));
   return it->second;
@@ -54,12 +55,6 @@ uint64_t WeightStore::cached_bytes() const {
   uint64_t b = 0;
   for (const auto& [name, t] : cached_) b += t->data.size() * sizeof(float);
   return b;
-}
-
-bool should_cache_weights(const io::Checkpoint& ckpt, uint64_t budget_bytes) {
-  uint64_t f32_bytes = 0;
-  for (const auto& name : ckpt.tensor_names()) f32_bytes += ckpt.info(name).numel() * sizeof(float);
-  return f32_bytes <= budget_bytes;
 }
 
 AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer) {
@@ -94,19 +89,20 @@ Tensor32Ptr load_post_attention_norm(const WeightStore& w, const ModelConfig& c,
 
 namespace {
 MlpWeights load_mlp(const WeightStore& w, const ModelConfig& c, int64_t inter, const std::string& gate,
-                    const std::string& up, const std::string& down) {
+                    const std::string& up, const std::string& down, bool expert = false) {
   MlpWeights m;
   m.intermediate = inter;
-  m.gate = w.get(gate, {inter, c.hidden_size});
-  m.up = w.get(up, {inter, c.hidden_size});
-  m.down = w.get(down, {c.hidden_size, inter});
+  m.gate = w.get(gate, {inter, c.hidden_size}, expert);
+  m.up = w.get(up, {inter, c.hidden_size}, expert);
+  m.down = w.get(down, {c.hidden_size, inter}, expert);
   return m;
 }
 }  // namespace
 
 MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer, int64_t e) {
   return load_mlp(w, c, c.moe_intermediate_size, expert_weight_name(c, layer, e, Proj::kGate),
-                  expert_weight_name(c, layer, e, Proj::kUp), expert_weight_name(c, layer, e, Proj::kDown));
+                  expert_weight_name(c, layer, e, Proj::kUp), expert_weight_name(c, layer, e, Proj::kDown),
+                  /*expert=*/true);
 }
 
 MoeWeights load_moe(const WeightStore& w, const ModelConfig& c, int64_t layer) {

@@ -1,8 +1,11 @@
 // float32 weights for the reference forward, converted from the mmap'd
-// checkpoint (bf16/fp16/fp32) when first used. With caching on, each converted
-// tensor is kept and its checkpoint pages are released, so the process holds
-// one float32 copy of what it used (never the float32 copy *and* the mapped
-// file); with caching off, a layer's weights live only while that layer runs.
+// checkpoint (bf16/fp16/fp32) when used. A converted tensor is either cached
+// for the life of the store or handed out and dropped after use; either way
+// its checkpoint pages are released after conversion, so the process never
+// holds the float32 copy *and* the mapped bytes. By default the small
+// non-expert tensors are cached and routed experts (most of the bytes) are
+// converted per use, which keeps peak RSS near one layer of float32 experts
+// plus activations (a bf16->f32 conversion costs far less than the matmuls).
 #pragma once
 
 #include <cstdint>
@@ -29,32 +32,32 @@ using Tensor32Ptr = std::shared_ptr<const Tensor32>;
 
 class WeightStore {
  public:
-  // `cache`: keep converted tensors for the lifetime of the store.
-  WeightStore(const io::Checkpoint& ckpt, bool cache);
+  // `cache_experts`: also keep routed-expert tensors (faster repeated decode,
+  // ~2x a bf16 checkpoint resident). Non-expert tensors are always kept.
+  WeightStore(const io::Checkpoint& ckpt, bool cache_experts);
 
   // Converts (or returns the cached) tensor; throws eq::Error naming the
   // tensor and checkpoint when absent or when its shape differs from
   // `expect_shape` (empty = no check). Thread-safe.
-  Tensor32Ptr get(const std::string& name, const std::vector<int64_t>& expect_shape = {}) const;
+  // `expert`: a routed-expert tensor (cached only with cache_experts).
+  Tensor32Ptr get(const std::string& name, const std::vector<int64_t>& expect_shape = {},
+                  bool expert = false) const;
   // nullptr when the checkpoint has no such tensor (optional biases).
   Tensor32Ptr get_optional(const std::string& name, const std::vector<int64_t>& expect_shape = {}) const;
   bool has(const std::string& name) const;
 
   const io::Checkpoint& checkpoint() const { return ckpt_; }
-  bool caching() const { return cache_; }
+  bool caches_experts() const { return cache_experts_; }
   // Bytes of float32 data currently cached.
   uint64_t cached_bytes() const;
 
  private:
   const io::Checkpoint& ckpt_;
-  bool cache_;
+  bool cache_experts_;
   mutable std::mutex mu_;
   mutable std::map<std::string, Tensor32Ptr> cached_;
 };
 
-// Heuristic default for WeightStore caching: cache when the float32 copy of the
-// whole checkpoint fits in `budget_bytes` (default 4 GiB).
-bool should_cache_weights(const io::Checkpoint& ckpt, uint64_t budget_bytes = 4ull << 30);
 
 // ---- per-layer weight groups (shapes checked against the config) ----
 

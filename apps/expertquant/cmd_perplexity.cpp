@@ -1,0 +1,121 @@
+// expertquant perplexity: perplexity and bits per token (bits per byte for
+// byte-level models) of the float32 reference model over a text or token file,
+// with the reference window rule (lib/eval/perplexity.h).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "eval/perplexity.h"
+#include "format_util.h"
+#include "io/safetensors.h"
+#include "io/text_file.h"
+#include "io/tokens.h"
+#include "model/forward.h"
+#include "progress.h"
+
+namespace eq::app {
+namespace {
+
+struct PerplexityCliOptions {
+  std::string model, text, tokens, tokens_format = "auto";
+  int64_t ctx = 512, batch = 4, max_tokens = 0;
+  int threads = 0;
+  bool json = false, verbose = false;
+};
+
+int run_perplexity(const PerplexityCliOptions& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  if (o.text.empty() == o.tokens.empty()) invalid("give exactly one of --text FILE or --tokens FILE");
+  auto model = model::Model::open(o.model);
+  const model::ModelConfig& c = model->config();
+
+  io::TokenSequences input;
+  const std::string& source = o.text.empty() ? o.tokens : o.text;
+  if (!o.text.empty()) {
+    if (!c.byte_level())
+      invalid(o.text + ": plain text needs a byte-level model (vocabulary of 256); this model's vocabulary is " +
+              std::to_string(c.vocab_size) + " tokens: tokenize the text and pass token ids with --tokens");
+    input.sequences.push_back(io::bytes_to_tokens(io::read_file_bytes(o.text)));
+  } else {
+    const auto format = io::parse_token_file_format(o.tokens_format);
+    if (!format) invalid("--tokens-format: expected auto, json, npy, u32 or i32, got '" + o.tokens_format + "'");
+    input = io::read_token_file(o.tokens, *format);
+  }
+  if (o.max_tokens > 0)
+    for (auto& s : input.sequences)
+      if (static_cast<int64_t>(s.size()) > o.max_tokens) s.resize(o.max_tokens);
+  io::check_token_range(input, c.vocab_size, source);
+
+  eval::PerplexityOptions po;
+  po.ctx = o.ctx;
+  po.batch_windows = o.batch;
+  ProgressBar bar("perplexity", static_cast<uint64_t>(input.total()), o.verbose);
+  po.progress = [&](int64_t done, int64_t total) {
+    bar.update(static_cast<uint64_t>(done), std::to_string(done) + "/" + std::to_string(total) + " tokens");
+  };
+  const eval::PerplexityResult r = eval::perplexity(*model, input.sequences, po);
+  bar.finish();
+
+  const char* unit = c.byte_level() ? "bits_per_byte" : "bits_per_token";
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["model"] = o.model;
+    j["input"] = source;
+    j["ctx"] = o.ctx;
+    j["windows"] = r.windows;
+    j["tokens"] = r.tokens;
+    j["scored_tokens"] = r.scored_tokens;
+    j["total_bits"] = r.total_nats / std::log(2.0);
+    j["perplexity"] = r.perplexity();
+    j[unit] = r.bits_per_token();
+    j["seconds"] = r.seconds;
+    j["tokens_per_second"] = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
+    j["peak_rss_bytes"] = peak_rss_bytes();
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("%s: %s scored tokens in %lld windows of up to %lld\n", source.c_str(),
+                with_commas(static_cast<uint64_t>(r.scored_tokens)).c_str(), static_cast<long long>(r.windows),
+                static_cast<long long>(o.ctx));
+    std::printf("perplexity      %.4f\n", r.perplexity());
+    std::printf("%-15s %.6f\n", c.byte_level() ? "bits per byte" : "bits per token", r.bits_per_token());
+  }
+  if (o.verbose) {
+    const double ckpt = static_cast<double>(model->checkpoint().total_tensor_bytes());
+    const double peak = static_cast<double>(peak_rss_bytes());
+    std::fprintf(stderr,
+                 "%.1f s (%.0f tokens/s), %d threads, float32 weights cached %s, checkpoint %s, peak RSS %s "
+                 "(%.2fx the checkpoint)\n",
+                 r.seconds, r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0, default_pool().size(),
+                 human_bytes(static_cast<double>(model->weights().cached_bytes())).c_str(), human_bytes(ckpt).c_str(),
+                 human_bytes(peak).c_str(), ckpt > 0 ? peak / ckpt : 0.0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_perplexity(CLI::App& app) {
+  auto o = std::make_shared<PerplexityCliOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "perplexity", "Perplexity and bits per token (per byte for byte models) of the reference model");
+  sub->add_option("--model", o->model, "Checkpoint folder or .safetensors file")->required();
+  sub->add_option("--text", o->text, "Plain text, one byte per token (byte-level models; .zst ok)");
+  sub->add_option("--tokens", o->tokens, "Token ids: JSON array (flat or per sequence), .npy, raw u32/i32");
+  sub->add_option("--tokens-format", o->tokens_format, "auto (default), json, npy, u32, i32");
+  sub->add_option("--ctx", o->ctx, "Window length: non-overlapping windows, first token of each not scored (512)");
+  sub->add_option("--batch", o->batch, "Windows run together per forward call (default 4)");
+  sub->add_option("--max-tokens", o->max_tokens, "Use only the first N tokens of each sequence (0 = all)");
+  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  sub->add_flag("--json", o->json, "Print the result as JSON");
+  sub->add_flag("-v,--verbose", o->verbose, "Timing, weight cache and peak memory on stderr");
+  return {sub, [o] { return run_perplexity(*o); }};
+}
+
+}  // namespace eq::app
