@@ -22,5 +22,6 @@ Command add_inspect(CLI::App& app);
 Command add_pack(CLI::App& app);
 Command add_verify(CLI::App& app);
 Command add_merge(CLI::App& app);
+Command add_perplexity(CLI::App& app);
 
 }  // namespace eq::app
