@@ -167,14 +167,12 @@ void stream_dequantize_reference(const PackedMatrix& m, float* out) {
 
 void stream_dequantize(const PackedMatrix& m, float* out) {
   const int64_t K = m.cols;
+  const QuantKernels& kern = active_quant_kernels();
   auto none = [](int64_t, int64_t) {};
   for_each_panel(
       m,
       [&](int64_t n0, int64_t nb, int64_t k0, int64_t kcur, const float* panel) {
-        for (int64_t j = 0; j < nb; ++j) {
-          float* row = out + (n0 + j) * K + k0;
-          for (int64_t k = 0; k < kcur; ++k) row[k] = panel[k * kPanelWidth + j];
-        }
+        kern.panel_to_rows(panel, kcur, nb, out + n0 * K + k0, K);
       },
       none, none);
 }

@@ -16,6 +16,7 @@ namespace kernels {
   EQ_DECLARE_DECODE(decode_uint8_##isa)                                                        \
   void panel_fma_##isa(const float*, int64_t, const float*, int64_t, int64_t, float*);         \
   float dot_##isa(const float*, const float*, int64_t);                                        \
+  void panel_to_rows_##isa(const float*, int64_t, int64_t, float*, int64_t);                    \
   void int8_to_f32_##isa(const int8_t*, float, float*, int64_t);
 EQ_DECLARE_ISA(generic)
 EQ_DECLARE_ISA(avx2)
@@ -34,6 +35,7 @@ namespace {
   t.decode_uint8 = kernels::decode_uint8_##isa;  \
   t.panel_fma = kernels::panel_fma_##isa;        \
   t.dot = kernels::dot_##isa;                    \
+  t.panel_to_rows = kernels::panel_to_rows_##isa; \
   t.int8_to_f32 = kernels::int8_to_f32_##isa;
 
 QuantKernels make_table(Isa isa) {

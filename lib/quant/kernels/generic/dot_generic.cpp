@@ -28,3 +28,12 @@ void int8_to_f32_generic(const int8_t* q, float scale, float* out, int64_t n) {
 }
 
 }  // namespace eq::quant::kernels
+
+namespace eq::quant::kernels {
+
+void panel_to_rows_generic(const float* panel, int64_t k_count, int64_t nb, float* out, int64_t ldo) {
+  for (int64_t j = 0; j < nb; ++j)
+    for (int64_t k = 0; k < k_count; ++k) out[j * ldo + k] = panel[k * kPanelWidth + j];
+}
+
+}  // namespace eq::quant::kernels
