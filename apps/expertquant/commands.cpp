@@ -5,6 +5,7 @@ namespace eq::app {
 std::vector<Command> add_all_commands(CLI::App& app) {
   std::vector<Command> c;
   c.push_back(add_inspect(app));
+  c.push_back(add_profile(app));
   c.push_back(add_pack(app));
   c.push_back(add_verify(app));
   c.push_back(add_merge(app));

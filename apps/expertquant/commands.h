@@ -19,6 +19,7 @@ struct Command {
 std::vector<Command> add_all_commands(CLI::App& app);
 
 Command add_inspect(CLI::App& app);
+Command add_profile(CLI::App& app);
 Command add_pack(CLI::App& app);
 Command add_verify(CLI::App& app);
 Command add_merge(CLI::App& app);

@@ -1,0 +1,224 @@
+// expertquant profile: calibration pass -> profile.json (lib/profile), or
+// --merge of profiles of disjoint calibration slices.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "format_util.h"
+#include "io/atomic_file.h"
+#include "profile/heatmap.h"
+#include "profile/run.h"
+
+namespace eq::app {
+
+namespace {
+
+struct ProfileCliOptions {
+  profile::ProfileRequest request;
+  std::string calib, hidden, router_logits, policy, out, heatmap, target_size;
+  std::vector<std::string> merge;
+  double target_bits = 0;
+  int64_t min_tokens = -1;
+  int threads = 0;
+  bool no_sensitivity = false, summary = false, json = false, verbose = false;
+};
+
+// Tokens/s (pass) or experts/s (sensitivity) with an ETA, redrawn in place on
+// a terminal; one line per phase and every ~10% when --verbose elsewhere.
+class PhaseProgress {
+ public:
+  explicit PhaseProgress(bool verbose) : tty_(isatty(2) != 0), verbose_(verbose) {}
+  void update(const std::string& phase, int64_t done, int64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (phase != phase_) {
+      phase_ = phase;
+      start_ = now;
+      last_pct_ = -10;
+    }
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double rate = secs > 0 ? double(done) / secs : 0;
+    const double eta = rate > 0 ? double(total - done) / rate : 0;
+    const char* unit = phase == "pass" ? "tokens" : "experts";
+    const int pct = total ? int(100.0 * double(done) / double(total)) : 100;
+    if (tty_) {
+      if (now - last_draw_ < std::chrono::milliseconds(100) && done < total) return;
+      last_draw_ = now;
+      std::string bar(size_t(pct * 24 / 100), '#');
+      bar.resize(24, '.');
+      std::fprintf(stderr, "\r\033[Kprofile %-11s [%s] %3d%% %s/%s %.1f %s/s ETA %.0fs", phase.c_str(), bar.c_str(),
+                   pct, with_commas(uint64_t(done)).c_str(), with_commas(uint64_t(total)).c_str(), rate, unit, eta);
+      std::fflush(stderr);
+      drawn_ = true;
+    } else if (verbose_ && (pct >= last_pct_ + 10 || done == total)) {
+      last_pct_ = pct;
+      std::fprintf(stderr, "profile: %s %s/%s %s (%.1f %s/s)\n", phase.c_str(), with_commas(uint64_t(done)).c_str(),
+                   with_commas(uint64_t(total)).c_str(), unit, rate, unit);
+    }
+  }
+  void finish() {
+    if (tty_ && drawn_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool tty_, verbose_, drawn_ = false;
+  std::string phase_;
+  int last_pct_ = 0;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+std::string bits_or_dash(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", v);
+  return b;
+}
+
+void print_summary(const profile::Profile& p) {
+  const auto& s = p.stats;
+  const auto metrics = profile::expert_metrics(s, p.policy);
+  const model::ModelConfig dims = p.dims();
+  std::printf("%-6s %10s %5s %5s %5s %5s %8s %9s %6s %10s\n", "layer", "tokens", "crit", "std", "depr", "prun",
+              "bits/w", "covered", "never", "max share");
+  for (size_t li = 0; li < s.layers.size(); ++li) {
+    const auto& ls = s.layers[li];
+    int64_t counts[4] = {}, covered = 0, never = 0;
+    uint64_t bytes = 0;
+    double max_share = 0;
+    for (size_t e = 0; e < ls.experts.size(); ++e) {
+      const auto& d = p.classification.layers[li][e];
+      ++counts[int(d.cls)];
+      bytes += profile::expert_bytes(dims, d.format);
+      covered += !metrics[li][e].under_covered;
+      never += ls.experts[e].tokens == 0;
+      max_share = std::max(max_share, metrics[li][e].share);
+    }
+    const double bits = 8.0 * double(bytes) / double(3 * s.hidden * s.intermediate * s.num_experts);
+    std::printf("%-6lld %10s %5lld %5lld %5lld %5lld %8s %4lld/%-4lld %6lld %9.2f%%\n", (long long)ls.layer,
+                with_commas(uint64_t(ls.tokens)).c_str(), (long long)counts[0], (long long)counts[1],
+                (long long)counts[2], (long long)counts[3], bits_or_dash(bits).c_str(), (long long)covered,
+                (long long)s.num_experts, (long long)never, 100 * max_share);
+  }
+  const auto& c = p.classification;
+  int64_t t[4] = {};
+  for (const auto& row : c.layers)
+    for (const auto& d : row) ++t[int(d.cls)];
+  std::printf("%-6s %10s %5lld %5lld %5lld %5lld %8s\n", "total", "", (long long)t[0], (long long)t[1],
+              (long long)t[2], (long long)t[3], bits_or_dash(c.avg_bits).c_str());
+  std::printf("\nmode %s", c.mode.c_str());
+  if (c.mode == "budget") std::printf(" (target %.3f bits)", c.target_bits);
+  std::printf(": %.3f bits per expert weight, expert bytes %s", c.avg_bits, human_bytes(double(c.expert_bytes)).c_str());
+  if (!std::isnan(c.predicted_error)) std::printf(", predicted error %.4g", c.predicted_error);
+  std::printf("\nformats: critical %s, standard %s, deprioritized %s; pass %.2f s, sensitivity %.2f s\n",
+              p.policy.class_format[0].c_str(), p.policy.class_format[1].c_str(), p.policy.class_format[2].c_str(),
+              p.seconds_pass, p.seconds_sensitivity);
+}
+
+nlohmann::ordered_json summary_json(const profile::Profile& p, const std::string& out) {
+  nlohmann::ordered_json full = profile::profile_to_json(p);
+  nlohmann::ordered_json j;
+  j["output"] = out;
+  j["calibration"] = full["calibration"];
+  j["timing"] = full["timing"];
+  j["classification"] = full["classification"];
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const auto& l : full["layers"])
+    layers.push_back({{"layer", l["layer"]}, {"tokens", l["tokens"]}, {"class_counts", l["class_counts"]},
+                      {"coverage", l["coverage"]}});
+  j["layers"] = layers;
+  return j;
+}
+
+}  // namespace
+
+Command add_profile(CLI::App& app) {
+  auto o = std::make_shared<ProfileCliOptions>();
+  CLI::App* sub = app.add_subcommand("profile", "Measure expert usage and quantization sensitivity, classify experts");
+  sub->add_option("--model", o->request.model_path, "Checkpoint folder");
+  auto* calib = sub->add_option("--calib", o->calib, "Calibration text (byte models) or token ids (.json/.npy/.u32)");
+  auto* hidden = sub->add_option("--hidden", o->hidden, "Captured router inputs: safetensors with moe_input.L");
+  auto* logits = sub->add_option("--router-logits", o->router_logits,
+                                 "router_logits.L safetensors, or a --save-trace .zst (usage only)");
+  auto* merge = sub->add_option("--merge", o->merge, "Merge profiles of disjoint calibration slices")->expected(1, -1);
+  calib->excludes(hidden, logits, merge);
+  hidden->excludes(logits, merge);
+  logits->excludes(merge);
+  sub->add_option("-o,--out", o->out, "Output profile.json (written atomically)")->required();
+  sub->add_option("--ctx", o->request.ctx, "Calibration window length in tokens (default 512)");
+  sub->add_option("--max-tokens", o->request.max_tokens, "Use at most this many calibration tokens");
+  sub->add_option("--tokens-format", o->request.tokens_format, "auto, json, npy, u32, i32");
+  sub->add_option("--policy", o->policy, "Policy file (configs/*.json; default: the built-in configs/default.json)");
+  sub->add_option("--min-tokens", o->min_tokens, "Experts routed fewer times are under-covered (overrides the policy)");
+  auto* tb = sub->add_option("--target-bits", o->target_bits, "Bit budget: average bits per expert weight");
+  auto* ts = sub->add_option("--target-size", o->target_size, "Bit budget: total expert bytes (512M, 4G, ...)");
+  tb->excludes(ts);
+  sub->add_flag("--no-sensitivity", o->no_sensitivity, "Skip the sensitivity measurement (usage statistics only)");
+  sub->add_option("--save-trace", o->request.save_trace, "Write the per-token routing, zstd-compressed");
+  sub->add_option("--heatmap", o->heatmap, "Write an SVG heatmap of layers x experts");
+  sub->add_flag("--summary", o->summary, "Print the per-layer table");
+  sub->add_flag("--json", o->json, "Print a JSON summary on stdout");
+  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  sub->add_flag("-v,--verbose", o->verbose, "Log progress on stderr even when it is not a terminal");
+  return {sub, [o] {
+            if (o->threads > 0) set_num_threads(o->threads);
+            uint64_t target_bytes = 0;
+            if (!o->target_size.empty()) target_bytes = parse_byte_size(o->target_size, "--target-size");
+            if (o->target_bits < 0) invalid("--target-bits must be positive");
+            profile::Profile p;
+            profile::ProfileRunInfo info;
+            if (!o->merge.empty()) {
+              std::vector<profile::Profile> parts;
+              for (const auto& f : o->merge) parts.push_back(profile::read_profile(f));
+              p = profile::merge_profiles(parts, o->merge);
+              if (!o->policy.empty()) p.policy = profile::load_policy(o->policy);
+              if (o->min_tokens >= 0) p.policy.min_tokens = o->min_tokens;
+              const bool keep_budget = o->target_bits == 0 && target_bytes == 0 && p.classification.mode == "budget";
+              profile::reclassify(p, keep_budget ? p.classification.target_bits : o->target_bits, target_bytes);
+            } else {
+              auto& r = o->request;
+              if (r.model_path.empty()) invalid("profile: --model is required (or use --merge)");
+              const int sources = !o->calib.empty() + !o->hidden.empty() + !o->router_logits.empty();
+              if (sources != 1) invalid("profile: give exactly one of --calib, --hidden, --router-logits");
+              if (!o->calib.empty()) r.source = profile::SourceKind::kCalib, r.input_path = o->calib;
+              if (!o->hidden.empty()) r.source = profile::SourceKind::kHidden, r.input_path = o->hidden;
+              if (!o->router_logits.empty()) r.source = profile::SourceKind::kRouterLogits, r.input_path = o->router_logits;
+              r.policy = o->policy.empty() ? profile::default_policy() : profile::load_policy(o->policy);
+              r.min_tokens = o->min_tokens;
+              r.sensitivity = !o->no_sensitivity;
+              r.budget = {o->target_bits, target_bytes};
+              PhaseProgress bar(o->verbose);
+              r.progress = [&](const std::string& phase, int64_t d, int64_t t) { bar.update(phase, d, t); };
+              p = profile::run_profile(r, &info);
+              bar.finish();
+            }
+            profile::write_profile(p, o->out);
+            if (!o->heatmap.empty()) io::write_file_atomic(o->heatmap, profile::heatmap_svg(p));
+            if (o->json) {
+              auto j = summary_json(p, o->out);
+              if (info.trace_raw_bytes)
+                j["trace"] = {{"path", o->request.save_trace}, {"raw_bytes", info.trace_raw_bytes},
+                              {"compressed_bytes", info.trace_compressed_bytes}};
+              std::cout << j.dump(2) << "\n";
+              return 0;
+            }
+            if (o->summary) print_summary(p);
+            if (info.trace_raw_bytes)
+              std::printf("trace %s: %s -> %s (zstd ratio %.2f)\n", o->request.save_trace.c_str(),
+                          human_bytes(double(info.trace_raw_bytes)).c_str(),
+                          human_bytes(double(info.trace_compressed_bytes)).c_str(),
+                          double(info.trace_raw_bytes) / double(std::max<uint64_t>(1, info.trace_compressed_bytes)));
+            std::printf("wrote %s%s%s\n", o->out.c_str(), p.importance_file.empty() ? "" : " and ",
+                        p.importance_file.c_str());
+            return 0;
+          }};
+}
+
+}  // namespace eq::app

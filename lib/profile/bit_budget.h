@@ -1,0 +1,33 @@
+// Bit-budget allocation: choose a format (or pruning) for every expert so the
+// total predicted error Σ rel_mse(format) × error weight is minimal under a
+// byte budget (--target-bits B over all expert weights, or --target-size).
+//
+// Greedy on marginal error per byte: every expert starts at its lowest-error
+// candidate, then the move with the smallest error increase per byte saved
+// (along each expert's lower convex hull of (bytes, error)) is applied until
+// the budget holds; a final pass spends any slack on the best upgrades that
+// still fit. With E·L experts each moving by at most a few bytes-per-weight
+// steps, the achieved average lands within one expert's step of the target.
+// Guard rails are honoured: under-covered experts keep the policy's class,
+// pruning respects max_pruned_fraction / max_pruned_usage_share /
+// min_kept_experts, and max_critical_fraction caps formats above standard.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.h"
+#include "profile/classify.h"
+
+namespace eq::profile {
+
+struct BitBudget {
+  double target_bits = 0;     // average bits per expert weight (scales included, pruned = 0)
+  uint64_t target_bytes = 0;  // alternatively: total expert bytes (used when target_bits == 0)
+};
+
+// Throws eq::Error when the budget is below what the guard rails allow or the
+// table has no sensitivity measurements.
+Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityTable& sens, const Policy& policy,
+                                   const model::ModelConfig& c, const BitBudget& budget);
+
+}  // namespace eq::profile

@@ -1,0 +1,72 @@
+// profile.json (schema: docs/profile.md, versioned) and its importance
+// sidecar: the in-memory Profile, writing (atomic), reading, and merging
+// profiles of disjoint calibration slices.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+#include "profile/classify.h"
+#include "profile/policy.h"
+#include "profile/routing_stats.h"
+#include "profile/sensitivity.h"
+
+namespace eq::profile {
+
+inline constexpr int kProfileVersion = 1;
+inline constexpr std::string_view kProfileSchema = "expertquant.profile";
+
+struct CalibrationSlice {
+  std::string kind;  // "text", "tokens", "hidden", "router_logits", "trace"
+  std::string path;
+  std::string xxh64;  // of the file's bytes (decompressed)
+  int64_t tokens = 0, windows = 0, ctx = 0;
+  double seconds = 0;
+};
+
+struct ModelFingerprint {
+  std::string path, model_type;
+  std::string config_xxh64, tensor_index_xxh64;  // config.json bytes; sorted "name dtype shape" lines
+  int64_t num_layers = 0;
+  bool operator==(const ModelFingerprint& o) const {
+    return model_type == o.model_type && config_xxh64 == o.config_xxh64 && tensor_index_xxh64 == o.tensor_index_xxh64;
+  }
+};
+
+struct Profile {
+  ModelFingerprint model;
+  std::vector<CalibrationSlice> calibration;
+  RoutingStats stats;
+  SensitivityTable sensitivity;
+  Policy policy;
+  Classification classification;
+  double seconds_pass = 0, seconds_sensitivity = 0;
+  std::string importance_file;  // file name beside profile.json ("" = none)
+
+  // The dims summarize()/expert_bytes() need, rebuilt from the statistics.
+  model::ModelConfig dims() const;
+};
+
+ModelFingerprint fingerprint_model(const std::string& model_path);
+
+nlohmann::ordered_json profile_to_json(const Profile& p);
+// Writes `path` atomically and, when the statistics have energies, the
+// sidecar "<stem>.importance.safetensors" beside it (F64 sums, exact merge).
+void write_profile(Profile& p, const std::string& path);
+// Reads profile.json (and its sidecar's energies). Errors name path and field.
+Profile read_profile(const std::string& path);
+
+// Statistics add exactly; sensitivity becomes the sample-weighted mean;
+// calibration slices are concatenated. The classification is redone by the
+// caller (reclassify). Throws eq::Error when models or sources differ.
+Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std::string>& labels);
+
+// Classification by the profile's policy: thresholds, or a bit budget when
+// target_bits/target_bytes is set.
+void reclassify(Profile& p, double target_bits, uint64_t target_bytes);
+
+}  // namespace eq::profile

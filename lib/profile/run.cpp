@@ -1,0 +1,227 @@
+#include "profile/run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "io/safetensors.h"
+#include "io/text_file.h"
+#include "profile/input_file.h"
+#include "io/tokens.h"
+#include "model/forward.h"
+#include "model/ops.h"
+#include "model/routing.h"
+#include "profile/collector.h"
+#include "profile/trace.h"
+
+namespace eq::profile {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Rows of captured inputs / logits processed per step (bounds the float32 copy).
+constexpr int64_t kCapturedRows = 4096;
+
+std::vector<std::vector<int32_t>> read_calib_tokens(const std::string& path, const model::ModelConfig& c,
+                                                    const std::string& format, CalibrationSlice& slice) {
+  const std::string bytes = read_input_file(path);
+  slice.xxh64 = hash_hex(xxhash64(bytes));
+  const auto fmt = io::parse_token_file_format(format);
+  if (!fmt) invalid("--tokens-format: unknown value '" + format + "' (auto, json, npy, u32, i32)");
+  // A byte-level model reads plain text unless the file is recognizably a token file.
+  const bool token_file = *fmt != io::TokenFileFormat::kAuto || path.ends_with(".json") || path.ends_with(".npy") ||
+                          path.ends_with(".u32") || path.ends_with(".i32") || path.ends_with(".bin");
+  if (c.byte_level() && !token_file) {
+    slice.kind = "text";
+    return {io::bytes_to_tokens(bytes)};
+  }
+  if (!c.byte_level() && *fmt == io::TokenFileFormat::kAuto && !token_file && !bytes.empty() && bytes[0] != '[' &&
+      bytes[0] != '{' && bytes.compare(0, 6, "\x93NUMPY") != 0)
+    invalid("--calib " + path + ": the model's vocabulary is not bytes (vocab_size " + std::to_string(c.vocab_size) +
+            "): pass token ids (.json, .npy, .u32) instead of text");
+  slice.kind = "tokens";
+  io::TokenSequences seqs = io::parse_token_buffer(bytes, *fmt, "--calib " + path);
+  io::check_token_range(seqs, c.vocab_size, "--calib " + path);
+  return std::move(seqs.sequences);
+}
+
+void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& collector, CalibrationSlice& slice) {
+  if (r.ctx < 1) invalid("--ctx must be at least 1, got " + std::to_string(r.ctx));
+  auto seqs = read_calib_tokens(r.input_path, model.config(), r.tokens_format, slice);
+  // Windows of ctx tokens (the last of a sequence shorter), capped at max_tokens.
+  struct Window {
+    const int32_t* tokens;
+    int64_t length;
+  };
+  std::map<int64_t, std::vector<Window>> by_length;
+  int64_t total = 0;
+  for (const auto& s : seqs)
+    for (int64_t b = 0; b < int64_t(s.size()); b += r.ctx) {
+      int64_t len = std::min<int64_t>(r.ctx, int64_t(s.size()) - b);
+      if (r.max_tokens > 0) len = std::min(len, r.max_tokens - total);
+      if (len <= 0) break;
+      by_length[len].push_back({s.data() + b, len});
+      total += len;
+      ++slice.windows;
+    }
+  slice.tokens = total;
+  slice.ctx = r.ctx;
+  model.set_observer(&collector);
+  int64_t done = 0;
+  std::vector<int32_t> batch;
+  // Longest windows first, file order within a length: a fixed order for any thread count.
+  for (auto it = by_length.rbegin(); it != by_length.rend(); ++it) {
+    const int64_t len = it->first;
+    const auto& windows = it->second;
+    for (size_t w0 = 0; w0 < windows.size(); w0 += size_t(r.batch_windows)) {
+      const int64_t nb = std::min<int64_t>(r.batch_windows, int64_t(windows.size() - w0));
+      batch.resize(nb * len);
+      for (int64_t b = 0; b < nb; ++b)
+        std::copy(windows[w0 + b].tokens, windows[w0 + b].tokens + len, batch.begin() + b * len);
+      model::KvCache cache = model.new_cache(nb, len);
+      model.forward_hidden(batch, nb, len, cache);
+      done += nb * len;
+      if (r.progress) r.progress("pass", done, total);
+    }
+  }
+  model.set_observer(nullptr);
+}
+
+void run_hidden(const ProfileRequest& r, const model::ModelConfig& c, const model::WeightStore& weights,
+                ProfileCollector& collector, CalibrationSlice& slice) {
+  const auto file = io::SafetensorsFile::open(r.input_path);
+  slice.kind = "hidden";
+  const auto layers = moe_layers(c);
+  int64_t total = 0, done = 0;
+  for (int64_t l : layers) {
+    const std::string name = "moe_input." + std::to_string(l);
+    const io::TensorInfo* t = file->find(name);
+    if (!t) invalid("--hidden " + r.input_path + ": tensor " + name + " missing (MoE layer " + std::to_string(l) + ")");
+    if (t->shape.size() != 2 || t->shape[1] != c.hidden_size)
+      invalid("--hidden " + r.input_path + ": tensor " + name + ": shape must be [tokens, " +
+              std::to_string(c.hidden_size) + "]");
+    total += t->shape[0];
+  }
+  Xxhash64 h;
+  for (int64_t l : layers) {
+    const io::TensorInfo& t = *file->find("moe_input." + std::to_string(l));
+    const std::vector<float> x = file->view(t).to_f32();
+    h.update(x.data(), x.size() * sizeof(float));
+    const int64_t T = t.shape[0], H = c.hidden_size, E = c.num_experts;
+    const model::Tensor32Ptr router = weights.get(model::router_name(c, l), {E, H});
+    std::vector<float> logits;
+    for (int64_t r0 = 0; r0 < T; r0 += kCapturedRows) {
+      const int64_t n = std::min(kCapturedRows, T - r0);
+      logits.resize(n * E);
+      model::linear(x.data() + r0 * H, n, H, router->data.data(), E, nullptr, logits.data());
+      const model::Routing routing = model::route_tokens(logits.data(), n, E, c.top_k, model::renormalizes_top_k(c));
+      collector.observe(l, n, x.data() + r0 * H, logits.data(), routing.expert_ids.data(), routing.weights.data());
+      done += n;
+      if (r.progress) r.progress("pass", done, total);
+    }
+    if (l == layers.front()) slice.tokens = T;
+  }
+  slice.xxh64 = hash_hex(h.digest());
+}
+
+void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, ProfileCollector& collector,
+                       CalibrationSlice& slice) {
+  const int64_t E = c.num_experts;
+  if (is_trace_file(r.input_path)) {
+    slice.kind = "trace";
+    slice.xxh64 = hash_hex(xxhash64(read_input_file(r.input_path)));
+    std::map<int64_t, int64_t> per_layer;
+    const TraceHeader h = read_trace(r.input_path, [&](int64_t layer, int64_t n, const int32_t* ids, const float* g) {
+      collector.observe(layer, n, nullptr, nullptr, ids, g);
+      per_layer[layer] += n;
+    });
+    if (h.num_experts != E || h.top_k != c.top_k)
+      invalid("--router-logits " + r.input_path + ": trace has " + std::to_string(h.num_experts) + " experts, top-" +
+              std::to_string(h.top_k) + "; the model has " + std::to_string(E) + ", top-" + std::to_string(c.top_k));
+    slice.tokens = per_layer.empty() ? 0 : per_layer.begin()->second;
+    return;
+  }
+  const auto file = io::SafetensorsFile::open(r.input_path);
+  slice.kind = "router_logits";
+  Xxhash64 h;
+  for (int64_t l : moe_layers(c)) {
+    const std::string name = "router_logits." + std::to_string(l);
+    const io::TensorInfo* t = file->find(name);
+    if (!t) invalid("--router-logits " + r.input_path + ": tensor " + name + " missing");
+    if (t->shape.size() != 2 || t->shape[1] != E)
+      invalid("--router-logits " + r.input_path + ": tensor " + name + ": shape must be [tokens, " +
+              std::to_string(E) + "]");
+    const std::vector<float> logits = file->view(*t).to_f32();
+    h.update(logits.data(), logits.size() * sizeof(float));
+    const int64_t T = t->shape[0];
+    for (int64_t r0 = 0; r0 < T; r0 += kCapturedRows) {
+      const int64_t n = std::min(kCapturedRows, T - r0);
+      const model::Routing routing =
+          model::route_tokens(logits.data() + r0 * E, n, E, c.top_k, model::renormalizes_top_k(c));
+      collector.observe(l, n, nullptr, logits.data() + r0 * E, routing.expert_ids.data(), routing.weights.data());
+    }
+    slice.tokens = T;
+  }
+  slice.xxh64 = hash_hex(h.digest());
+}
+
+}  // namespace
+
+Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
+  Profile p;
+  p.policy = r.policy;
+  if (r.min_tokens >= 0) p.policy.min_tokens = r.min_tokens;
+  p.model = fingerprint_model(r.model_path);
+  const std::unique_ptr<model::Model> model = model::Model::open(r.model_path);
+  const model::ModelConfig& c = model->config();
+  check_policy_for_model(p.policy, c, "policy");
+
+  const bool with_inputs = r.source != SourceKind::kRouterLogits;
+  const int64_t layers = int64_t(moe_layers(c).size());
+  const int64_t capacity = with_inputs && r.sensitivity
+                               ? sample_capacity(p.policy.max_samples, p.policy.max_sample_bytes, layers,
+                                                 c.num_experts, c.hidden_size)
+                               : 0;
+  std::unique_ptr<TraceWriter> trace;
+  if (!r.save_trace.empty()) trace = std::make_unique<TraceWriter>(r.save_trace, c.num_experts, c.top_k);
+  const bool has_probs = !(r.source == SourceKind::kRouterLogits && is_trace_file(r.input_path));
+  ProfileCollector collector(c, with_inputs ? &model->weights() : nullptr, has_probs, capacity, p.policy.seed,
+                             trace.get());
+
+  CalibrationSlice slice;
+  slice.path = r.input_path;
+  const auto t0 = Clock::now();
+  switch (r.source) {
+    case SourceKind::kCalib: run_calib(r, *model, collector, slice); break;
+    case SourceKind::kHidden: run_hidden(r, c, model->weights(), collector, slice); break;
+    case SourceKind::kRouterLogits: run_router_logits(r, c, collector, slice); break;
+  }
+  slice.seconds = since(t0);
+  p.seconds_pass = slice.seconds;
+  p.calibration.push_back(slice);
+  if (trace) {
+    trace->finish();
+    if (info) {
+      info->trace_raw_bytes = trace->raw_bytes();
+      info->trace_compressed_bytes = trace->compressed_bytes();
+    }
+  }
+  p.stats = std::move(collector.stats());
+
+  if (with_inputs && r.sensitivity) {
+    SensitivityOptions so;
+    so.min_samples = p.policy.min_samples;
+    so.proxies = p.policy.proxies;
+    if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
+    p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), p.policy.candidates, so);
+    p.seconds_sensitivity = p.sensitivity.seconds;
+  }
+  reclassify(p, r.budget.target_bits, r.budget.target_bytes);
+  return p;
+}
+
+}  // namespace eq::profile

@@ -1,0 +1,44 @@
+// One profiling run, from a source to a classified Profile:
+//   calib:          token windows (text for byte models, token ids otherwise)
+//                   through the float32 reference forward, every MoE block observed;
+//   hidden:         captured router inputs moe_input.L [tokens, H]; router and
+//                   experts evaluated from the checkpoint layer by layer;
+//   router_logits:  router_logits.L [tokens, E] or a --save-trace file: usage only.
+// Then sensitivity (when expert inputs were seen) and classification.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "profile/bit_budget.h"
+#include "profile/profile.h"
+
+namespace eq::profile {
+
+enum class SourceKind { kCalib, kHidden, kRouterLogits };
+
+struct ProfileRequest {
+  std::string model_path;
+  SourceKind source = SourceKind::kCalib;
+  std::string input_path;       // the calib / hidden / router-logits file
+  std::string tokens_format = "auto";
+  int64_t ctx = 512;            // calib window length (tokens), like perplexity
+  int64_t max_tokens = 0;       // 0 = the whole file
+  int64_t batch_windows = 8;
+  Policy policy;
+  int64_t min_tokens = -1;      // overrides policy.min_tokens when >= 0
+  bool sensitivity = true;
+  BitBudget budget;
+  std::string save_trace;       // write the routing trace here (.zst)
+  // (phase, done, total): phase "pass" counts tokens, "sensitivity" experts.
+  std::function<void(const std::string&, int64_t, int64_t)> progress;
+};
+
+struct ProfileRunInfo {
+  uint64_t trace_raw_bytes = 0, trace_compressed_bytes = 0;
+};
+
+Profile run_profile(const ProfileRequest& request, ProfileRunInfo* info = nullptr);
+
+}  // namespace eq::profile

@@ -1,0 +1,159 @@
+#include "profile/sensitivity.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <Eigen/Core>
+
+#include "core/error.h"
+#include "model/weights.h"
+#include "quant/format.h"
+
+namespace eq::profile {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMatrix>;
+
+// y = down(silu(gate x) ⊙ up x) for x [rows, H].
+RowMatrix swiglu(const float* gate, const float* up, const float* down, const float* x, int64_t rows, int64_t H,
+                 int64_t I) {
+  const ConstMap xm(x, rows, H);
+  RowMatrix g = xm * ConstMap(gate, I, H).transpose();
+  const RowMatrix u = xm * ConstMap(up, I, H).transpose();
+  for (int64_t i = 0; i < g.size(); ++i) {
+    const float a = g.data()[i];
+    g.data()[i] = a / (1.0f + std::exp(-a)) * u.data()[i];
+  }
+  return g * ConstMap(down, H, I).transpose();
+}
+
+std::vector<float> round_trip(const std::string& format, const float* w, int64_t rows, int64_t cols,
+                              const std::vector<float>& importance, const std::string& name) {
+  const quant::FormatTraits& f = quant::format_by_name(format);
+  quant::QuantizeOptions o;
+  o.importance = importance.empty() ? nullptr : importance.data();
+  o.tensor_name = name;
+  const quant::QuantizedMatrix q = f.quantize(w, rows, cols, o);
+  std::vector<float> out(rows * cols);
+  f.dequantize(q.view(), out.data());
+  return out;
+}
+
+std::vector<float> to_float(const std::vector<double>& v) {
+  double total = 0;
+  for (double d : v) total += d;
+  if (total <= 0) return {};  // never routed: quantized unweighted, as pack does
+  return std::vector<float>(v.begin(), v.end());
+}
+
+}  // namespace
+
+std::string_view sample_source_name(SampleSource s) {
+  switch (s) {
+    case SampleSource::kRouted: return "routed";
+    case SampleSource::kForced: return "forced";
+    default: return "none";
+  }
+}
+
+SampleSource parse_sample_source(std::string_view s) {
+  if (s == "routed") return SampleSource::kRouted;
+  if (s == "forced") return SampleSource::kForced;
+  if (s == "none") return SampleSource::kNone;
+  invalid("unknown sensitivity sample source \"" + std::string(s) + "\" (routed, forced, none)");
+}
+
+int SensitivityTable::index_of(const std::string& format) const {
+  for (size_t i = 0; i < formats.size(); ++i)
+    if (formats[i] == format) return int(i);
+  return -1;
+}
+
+double expert_rel_mse(const model::ModelConfig& c, const float* gate_w, const float* up_w,
+                      const float* down_w, const float* x, const float* gates, int64_t rows,
+                      const std::string& format, const std::vector<float>& importance_in,
+                      const std::vector<float>& importance_mid, const std::string& prefix) {
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
+  const RowMatrix y = swiglu(gate_w, up_w, down_w, x, rows, H, I);
+  const auto qg = round_trip(format, gate_w, I, H, importance_in, prefix + "gate_proj");
+  const auto qu = round_trip(format, up_w, I, H, importance_in, prefix + "up_proj");
+  const auto qd = round_trip(format, down_w, H, I, importance_mid, prefix + "down_proj");
+  const RowMatrix yq = swiglu(qg.data(), qu.data(), qd.data(), x, rows, H, I);
+  double num = 0, den = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double g2 = double(gates[r]) * double(gates[r]);
+    double e = 0, s = 0;
+    for (int64_t i = 0; i < H; ++i) {
+      const double d = double(yq(r, i)) - double(y(r, i));
+      e += d * d;
+      s += double(y(r, i)) * double(y(r, i));
+    }
+    num += g2 * e;
+    den += g2 * s;
+  }
+  return den > 0 ? num / den : 0.0;
+}
+
+SensitivityTable measure_sensitivity(const model::ModelConfig& c, const model::WeightStore& weights,
+                                     const RoutingStats& stats, const ExpertSampler& sampler,
+                                     const std::vector<std::string>& formats, const SensitivityOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SensitivityTable table;
+  table.formats = formats;
+  table.format_seconds.assign(formats.size(), 0.0);
+  table.proxy_of.assign(formats.size(), "");
+  std::vector<int> source_index(formats.size());
+  for (size_t f = 0; f < formats.size(); ++f) {
+    source_index[f] = int(f);
+    for (const auto& [from, to] : options.proxies)
+      if (from == formats[f]) {
+        table.proxy_of[f] = to;
+        source_index[f] = table.index_of(to);
+        if (source_index[f] < 0) invalid("sensitivity: proxy " + to + " of " + from + " is not measured");
+      }
+  }
+  const int64_t E = c.num_experts;
+  const int64_t total = int64_t(stats.layers.size()) * E;
+  int64_t done = 0;
+  for (size_t li = 0; li < stats.layers.size(); ++li) {
+    const LayerStats& ls = stats.layers[li];
+    std::vector<ExpertSensitivity> row(E);
+    for (int64_t e = 0; e < E; ++e) {
+      ExpertSensitivity& s = row[e];
+      s.rel_mse.assign(formats.size(), std::numeric_limits<double>::quiet_NaN());
+      const InputSample* sample = &sampler.expert(int64_t(li), e);
+      s.source = SampleSource::kRouted;
+      if (sample->rows < std::min(options.min_samples, sampler.capacity())) {
+        sample = &sampler.layer(int64_t(li));
+        s.source = SampleSource::kForced;
+      }
+      if (sample->rows == 0) {
+        s.source = SampleSource::kNone;
+      } else {
+        s.samples = sample->rows;
+        const model::MlpWeights w = model::load_expert(weights, c, ls.layer, e);
+        const ExpertStats& es = ls.experts[e];
+        const auto imp_in = to_float(es.energy_in), imp_mid = to_float(es.energy_mid);
+        const std::string prefix =
+            "model.layers." + std::to_string(ls.layer) + ".mlp.experts." + std::to_string(e) + ".";
+        for (size_t f = 0; f < formats.size(); ++f) {
+          if (!table.proxy_of[f].empty()) continue;
+          const auto f0 = std::chrono::steady_clock::now();
+          s.rel_mse[f] = expert_rel_mse(c, w.gate->data.data(), w.up->data.data(), w.down->data.data(), sample->x.data(),
+                                        sample->gate.data(), sample->rows, formats[f], imp_in, imp_mid, prefix);
+          table.format_seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+        }
+        for (size_t f = 0; f < formats.size(); ++f) s.rel_mse[f] = s.rel_mse[source_index[f]];
+      }
+      ++done;
+      if (options.progress) options.progress(done, total);
+    }
+    table.layers.push_back(std::move(row));
+  }
+  table.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return table;
+}
+
+}  // namespace eq::profile

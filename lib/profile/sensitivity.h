@@ -1,0 +1,71 @@
+// Quantization sensitivity: for each expert and each candidate format, the
+// gate-weighted relative output error when only that expert's three matrices
+// are quantized (with its own activation energies as importance, exactly as
+// pack will quantize it):
+//   rel_mse = Σ_i g_i² ‖ŷ_i − y_i‖² / Σ_i g_i² ‖y_i‖²
+// over the expert's sample of routed inputs (ExpertSampler). Experts with
+// fewer than min_samples routed rows are measured on the layer's sample of all
+// calibration tokens forced through the expert (g = 1): source "forced".
+// rel_mse × the expert's gated output energy is its additive contribution to
+// the block's output error — what the bit-budget allocator minimizes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "profile/expert_sampler.h"
+#include "profile/routing_stats.h"
+
+namespace eq::model {
+class WeightStore;
+}
+
+namespace eq::profile {
+
+enum class SampleSource { kNone, kRouted, kForced };
+std::string_view sample_source_name(SampleSource s);
+SampleSource parse_sample_source(std::string_view s);  // throws eq::Error for unknown names
+
+struct ExpertSensitivity {
+  SampleSource source = SampleSource::kNone;
+  int64_t samples = 0;
+  std::vector<double> rel_mse;  // per SensitivityTable::formats; NaN when not measured
+};
+
+struct SensitivityTable {
+  std::vector<std::string> formats;
+  std::vector<std::vector<ExpertSensitivity>> layers;  // [layer index][expert], same order as RoutingStats::layers
+  double seconds = 0;
+  double seconds_per_format(size_t f) const { return f < format_seconds.size() ? format_seconds[f] : 0.0; }
+  std::vector<double> format_seconds;  // time spent quantizing + evaluating each format
+  std::vector<std::string> proxy_of;   // per format: the format measured in its place ("" = itself)
+
+  bool empty() const { return layers.empty(); }
+  // Index of `format` in formats, or -1.
+  int index_of(const std::string& format) const;
+};
+
+struct SensitivityOptions {
+  int64_t min_samples = 16;
+  // format -> measured format standing in for it (Policy::proxies).
+  std::vector<std::pair<std::string, std::string>> proxies;
+  // (experts done, total experts)
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+SensitivityTable measure_sensitivity(const model::ModelConfig& config, const model::WeightStore& weights,
+                                     const RoutingStats& stats, const ExpertSampler& sampler,
+                                     const std::vector<std::string>& formats, const SensitivityOptions& options);
+
+// Relative MSE of one expert quantized to `format` on inputs x [rows, H] with
+// gate weights; importance vectors may be empty (unweighted).
+double expert_rel_mse(const model::ModelConfig& config, const float* gate_w, const float* up_w,
+                      const float* down_w, const float* x,
+                      const float* gates, int64_t rows, const std::string& format,
+                      const std::vector<float>& importance_in, const std::vector<float>& importance_mid,
+                      const std::string& tensor_prefix);
+
+}  // namespace eq::profile

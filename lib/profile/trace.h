@@ -1,0 +1,51 @@
+// Routing trace: the per-token routing of every MoE layer (top-k expert ids
+// and gate weights), zstd-compressed, written by `profile --save-trace` and
+// read back by `profile --router-logits FILE.zst` (usage statistics without
+// re-running the model). Layout of the decompressed stream (little-endian):
+//   header: "EQTRACE1" | u32 num_experts | u32 top_k
+//   blocks: u32 layer | u32 tokens | u16 ids[tokens*top_k] | f32 gates[tokens*top_k]
+// Blocks appear in the order the layers ran; tokens of one layer continue
+// from its previous block. Written through a streaming zstd context to
+// "<path>.tmp" and renamed when finished.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace eq::profile {
+
+class TraceWriter {
+ public:
+  TraceWriter(const std::string& path, int64_t num_experts, int64_t top_k, int level = 3);
+  ~TraceWriter();  // removes the temporary file unless finish() succeeded
+  // Thread-compatible (one caller at a time).
+  void write_block(int64_t layer, int64_t tokens, const int32_t* ids, const float* gates);
+  void finish();
+  uint64_t raw_bytes() const { return raw_bytes_; }
+  uint64_t compressed_bytes() const { return compressed_bytes_; }
+
+ private:
+  void push(const void* data, size_t n, bool end);
+  std::string path_, tmp_path_;
+  int64_t top_k_ = 0;
+  int fd_ = -1;
+  void* cctx_ = nullptr;
+  uint64_t raw_bytes_ = 0, compressed_bytes_ = 0;
+  bool finished_ = false;
+};
+
+struct TraceHeader {
+  int64_t num_experts = 0, top_k = 0;
+};
+
+// Reads a trace; calls on_block(layer, tokens, ids, gates) per block. Throws
+// eq::Error naming the file and byte offset of a malformed block.
+TraceHeader read_trace(const std::string& path,
+                       const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block);
+
+// True when the file starts (after decompression) with the trace magic.
+bool is_trace_file(const std::string& path);
+
+}  // namespace eq::profile

@@ -1,0 +1,51 @@
+// Policy parsing: the shipped default equals the built-in one, and every bad
+// field is reported by name.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "profile/policy.h"
+#include "test_support.h"
+
+namespace eq::profile {
+namespace {
+
+TEST(Policy, ShippedDefaultEqualsBuiltIn) {
+  const Policy file = load_policy((test::source_dir() / "configs/default.json").string());
+  EXPECT_EQ(file.to_json().dump(), default_policy().to_json().dump());
+  EXPECT_EQ(file.class_format[0], "int8_row");
+  EXPECT_GE(file.candidates.size(), 3u);
+}
+
+TEST(Policy, RoundTripsThroughJson) {
+  const Policy p = default_policy();
+  const Policy q = parse_policy(nlohmann::json::parse(p.to_json().dump()), "round trip");
+  EXPECT_EQ(p.to_json().dump(), q.to_json().dump());
+}
+
+void expect_error_naming(const std::string& text, const std::string& field) {
+  try {
+    parse_policy(nlohmann::json::parse(text), "policy t.json");
+    FAIL() << "no error for " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
+TEST(Policy, ErrorsNameTheField) {
+  const std::string base = R"("version": 1, "formats": {"critical": "int8_row", "standard": "fp4_g32", "deprioritized": "int2_g64"})";
+  expect_error_naming("{" + base + R"(, "thresholds": {"pruned": {"max_usage_ratio": -1}}})",
+                      "thresholds.pruned.max_usage_ratio");
+  expect_error_naming("{" + base + R"(, "guard_rails": {"max_pruned_fraction": 2}})", "guard_rails.max_pruned_fraction");
+  expect_error_naming("{" + base + R"(, "candidates": ["int9"]})", "candidates[0]");
+  expect_error_naming("{" + base + R"(, "colour": 1})", "colour");
+  expect_error_naming(R"({"version": 1, "formats": {"critical": "int8_row", "standard": "fp4_g32"}})",
+                      "formats.deprioritized");
+  expect_error_naming("{" + base + R"(, "coverage": {"under_covered_class": "pruned"}})",
+                      "coverage.under_covered_class");
+  expect_error_naming(R"({"formats": {}})", "version");
+}
+
+}  // namespace
+}  // namespace eq::profile
