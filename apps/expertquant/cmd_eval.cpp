@@ -1,0 +1,177 @@
+// expertquant eval: quality and latency of a packed model against the
+// unquantized one (lib/eval), printed as tables and written as JSON / HTML.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "eval/collapse.h"
+#include "eval/latency.h"
+#include "eval/quality.h"
+#include "eval/report.h"
+#include "eval_inputs.h"
+#include "exec/moe_inputs.h"
+#include "exec/packed_model.h"
+#include "io/atomic_file.h"
+#include "progress.h"
+
+namespace eq::app {
+namespace {
+
+struct EvalCliOptions {
+  std::string packed, model, baseline, json_out, html_out, sweep, dispatch = "mask-combine,sorted,auto";
+  TextInputs inputs;
+  ExecFlags exec;
+  int64_t ctx = 512, batch_windows = 4;
+  int reps = 5, warmup = 1, threads = 0;
+  int64_t prompts_per_domain = 3, new_tokens = 96, prompt_tokens = 64;
+  int64_t decode_tokens = 32, prefill_tokens = 256;
+  bool no_verify = false, no_quality = false, no_collapse = false, no_latency = false, no_model_step = false;
+  bool verbose = false;
+};
+
+std::vector<std::shared_ptr<const exec::Dispatch>> make_dispatches(const std::string& list, int64_t cutoff) {
+  std::vector<std::shared_ptr<const exec::Dispatch>> out;
+  size_t i = 0;
+  while (i <= list.size()) {
+    const size_t j = std::min(list.find(',', i), list.size());
+    const std::string name = list.substr(i, j - i);
+    const auto kind = exec::parse_dispatch_kind(name);
+    if (!kind) invalid("--dispatch: unknown strategy '" + name + "' (mask-combine, sorted, auto)");
+    out.push_back(exec::make_dispatch(*kind, cutoff));
+    i = j + 1;
+  }
+  return out;
+}
+
+eval::LatencyResult run_latency(exec::PackedModel& pm, const std::vector<eval::LabeledTokens>& texts,
+                                const std::vector<std::shared_ptr<const exec::Dispatch>>& dispatches,
+                                const eval::LatencyOptions& lo, const char* what, bool verbose) {
+  const int64_t rows = *std::max_element(lo.sweep.begin(), lo.sweep.end());
+  if (verbose) std::fprintf(stderr, "eval: capturing MoE inputs of %s (%lld rows)\n", what, static_cast<long long>(rows));
+  const std::vector<int32_t>& text = texts.front().tokens;
+  const exec::MoeInputs inputs = exec::capture_moe_inputs(pm, text, rows, lo.ctx);
+  return eval::measure_latency(pm, inputs, text, dispatches, lo);
+}
+
+int run_eval(EvalCliOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.threads > 0) set_num_threads(o.threads);
+  const exec::RuntimeConfig rt = resolve_runtime(o.exec);
+  exec::PackedModelOptions po;
+  po.model_path = o.model;
+  po.verify = !o.no_verify;
+  auto pm = exec::PackedModel::open(o.packed, po);
+  const model::ModelConfig& c = pm->config();
+  pm->set_dispatch(exec::make_dispatch(exec::DispatchKind::kAuto, rt.sort_cutoff));
+  if (o.verbose)
+    std::fprintf(stderr, "eval: loaded %s in %.2f s (%s verified); auto sort_cutoff %lld from %s\n", o.packed.c_str(),
+                 pm->load_stats().seconds, format_bytes(pm->load_stats().verified_bytes).c_str(),
+                 static_cast<long long>(rt.sort_cutoff), rt.source.c_str());
+  const std::vector<eval::LabeledTokens> texts = read_inputs(o.inputs, c.vocab_size);
+
+  eval::EvalReport r;
+  r.tool_version = EQ_VERSION;
+  r.model_path = o.model.empty() ? pm->manifest().source.path : o.model;
+  r.machine = {std::string(cpu_model_name()), std::string(isa_name(active_isa())), default_pool().size(), 0};
+  r.packed = eval::summarize_pack(pm->manifest(), o.packed);
+  r.ctx = o.ctx;
+  r.byte_level = c.byte_level();
+  for (const auto& t : texts) r.texts.push_back(t.label);
+
+  if (!o.no_quality) {
+    int64_t total = 0;
+    for (const auto& t : texts) total += static_cast<int64_t>(t.tokens.size());
+    ProgressBar bar("quality", static_cast<uint64_t>(total), o.verbose);
+    eval::QualityOptions qo;
+    qo.ctx = o.ctx;
+    qo.batch_windows = o.batch_windows;
+    qo.progress = [&](int64_t done, int64_t) { bar.update(static_cast<uint64_t>(done), "tokens scored"); };
+    r.quality = eval::compare_quality(*pm, texts, qo);
+    bar.finish();
+  }
+  if (!o.no_collapse) {
+    eval::CollapseOptions co;
+    co.prompts_per_domain = o.prompts_per_domain;
+    co.new_tokens = o.new_tokens;
+    co.prompt_tokens = o.prompt_tokens;
+    r.collapse_thresholds = co.thresholds;
+    if (o.verbose) std::fprintf(stderr, "eval: collapse checks\n");
+    r.collapse = eval::run_collapse_checks(*pm, eval::domain_prompts(texts, co, c.byte_level()), co);
+  }
+  if (!o.no_latency) {
+    eval::LatencyOptions lo;
+    if (!o.sweep.empty()) lo.sweep = parse_int_list(o.sweep, "--sweep");
+    lo.reps = o.reps;
+    lo.warmup = o.warmup;
+    lo.model_step = !o.no_model_step;
+    lo.ctx = o.ctx;
+    lo.decode_tokens = o.decode_tokens;
+    lo.prefill_tokens = o.prefill_tokens;
+    if (o.verbose) lo.progress = [](const std::string& s) { std::fprintf(stderr, "eval: %s\n", s.c_str()); };
+    const auto dispatches = make_dispatches(o.dispatch, rt.sort_cutoff);
+    r.latency = run_latency(*pm, texts, dispatches, lo, "packed", o.verbose);
+    if (!o.baseline.empty()) {
+      auto base = exec::PackedModel::open(o.baseline, po);
+      if (base->manifest().source.fingerprint != pm->manifest().source.fingerprint)
+        invalid("--baseline " + o.baseline + ": packed from a different checkpoint than " + o.packed);
+      r.baseline = eval::summarize_pack(base->manifest(), o.baseline);
+      r.baseline_latency = run_latency(*base, texts, dispatches, lo, "baseline", o.verbose);
+    }
+  }
+  r.machine.peak_rss_bytes = peak_rss_bytes();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::fputs(eval::report_table(r).c_str(), stdout);
+  if (!o.json_out.empty()) {
+    const std::string text = eval::report_to_json(r).dump(2) + "\n";
+    if (o.json_out == "-")
+      std::fputs(text.c_str(), stdout);
+    else
+      io::write_file_atomic(o.json_out, text);
+  }
+  if (!o.html_out.empty()) io::write_file_atomic(o.html_out, eval::report_html(r));
+  return 0;
+}
+
+}  // namespace
+
+Command add_eval(CLI::App& app) {
+  auto o = std::make_shared<EvalCliOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "eval", "Quality (bpb, KL, top-1, per-layer error, collapse) and latency per dispatch of a packed model");
+  sub->add_option("--packed", o->packed, "Packed model folder (expertquant pack -o)")->required();
+  sub->add_option("--model", o->model, "Source checkpoint (default: the manifest's source.path)");
+  add_text_options(sub, o->inputs, "Use at most N tokens of each text (0 = all)");
+  sub->add_option("--ctx", o->ctx, "Window length for scoring (perplexity window rule; default 512)");
+  sub->add_option("--batch-windows", o->batch_windows, "Windows scored together (default 4)");
+  sub->add_option("--dispatch", o->dispatch, "Strategies to time, comma-separated (default mask-combine,sorted,auto)");
+  add_exec_options(sub, o->exec);
+  sub->add_option("--baseline", o->baseline, "A uniform pack of the same model, timed side by side");
+  sub->add_option("--sweep", o->sweep, "Token counts M to time (default 1,2,4,...,1024)");
+  sub->add_option("--reps", o->reps, "Timed repetitions per point (default 5)");
+  sub->add_option("--warmup", o->warmup, "Untimed warm-up runs per point (default 1)");
+  sub->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps (default 32)");
+  sub->add_option("--prefill-tokens", o->prefill_tokens, "Tokens of the timed prefill (default 256)");
+  sub->add_option("--prompts-per-domain", o->prompts_per_domain, "Collapse-check prompts per text (default 3)");
+  sub->add_option("--new-tokens", o->new_tokens, "Greedy tokens per collapse check (default 96)");
+  sub->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length of a collapse check (default 64)");
+  sub->add_flag("--no-quality", o->no_quality, "Skip bpb / KL / top-1 / per-layer error");
+  sub->add_flag("--no-collapse", o->no_collapse, "Skip the collapse checks");
+  sub->add_flag("--no-latency", o->no_latency, "Skip the latency sweep");
+  sub->add_flag("--no-model-step", o->no_model_step, "Time MoE layers only, not whole forward steps");
+  sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
+  sub->add_option("--json", o->json_out, "Write the report as JSON to FILE ('-' = stdout; docs/report.md)");
+  sub->add_option("--html", o->html_out, "Write a self-contained HTML report to FILE");
+  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr");
+  return {sub, [o] { return run_eval(*o); }};
+}
+
+}  // namespace eq::app

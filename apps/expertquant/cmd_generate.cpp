@@ -1,0 +1,117 @@
+// expertquant generate: continue a prompt with the reference model (--model)
+// or a packed model (--packed, lib/exec), greedy or sampled.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "eval_inputs.h"
+#include "exec/packed_model.h"
+#include "io/text_file.h"
+#include "io/tokens.h"
+#include "model/forward.h"
+#include "model/generate.h"
+
+namespace eq::app {
+namespace {
+
+struct GenerateCliOptions {
+  std::string model, packed, prompt, prompt_file, tokens_file, dispatch = "auto";
+  ExecFlags exec;
+  model::GenerateOptions gen;
+  int threads = 0;
+  bool no_verify = false, json = false;
+};
+
+int run_generate(GenerateCliOptions& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  if (o.model.empty() && o.packed.empty()) invalid("give --model CHECKPOINT or --packed FOLDER");
+  std::unique_ptr<exec::PackedModel> pm;
+  std::unique_ptr<model::Model> ref;
+  model::Model* m = nullptr;
+  std::string dispatch_name = "reference";
+  if (!o.packed.empty()) {
+    exec::PackedModelOptions po;
+    po.model_path = o.model;
+    po.verify = !o.no_verify;
+    pm = exec::PackedModel::open(o.packed, po);
+    const auto kind = exec::parse_dispatch_kind(o.dispatch);
+    if (!kind) invalid("--dispatch: unknown strategy '" + o.dispatch + "' (mask-combine, sorted, auto)");
+    pm->set_dispatch(exec::make_dispatch(*kind, resolve_runtime(o.exec).sort_cutoff));
+    dispatch_name = o.dispatch;
+    m = &pm->model();
+  } else {
+    ref = model::Model::open(o.model);
+    m = ref.get();
+  }
+  const model::ModelConfig& c = m->config();
+  std::vector<int32_t> prompt;
+  const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.tokens_file.empty();
+  if (sources != 1) invalid("give exactly one of --prompt, --prompt-file, --tokens");
+  if (!o.tokens_file.empty()) {
+    io::TokenSequences s = io::read_token_file(o.tokens_file);
+    io::check_token_range(s, c.vocab_size, o.tokens_file);
+    if (s.sequences.size() != 1) invalid(o.tokens_file + ": expected one sequence, got " + std::to_string(s.sequences.size()));
+    prompt = s.sequences[0];
+  } else {
+    if (!c.byte_level())
+      invalid("--prompt/--prompt-file need a byte-level model (vocab 256); give token ids with --tokens");
+    prompt = io::bytes_to_tokens(o.prompt.empty() ? io::read_file_bytes(o.prompt_file) : o.prompt);
+  }
+  if (prompt.empty()) invalid("empty prompt");
+  const bool stream = !o.json && c.byte_level();
+  const model::GenerateResult r = model::generate(*m, prompt, o.gen, [&](int32_t t) {
+    if (stream) {
+      std::fputc(t, stdout);
+      std::fflush(stdout);
+    }
+  });
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["model"] = o.model;
+    j["packed"] = o.packed.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.packed);
+    j["dispatch"] = dispatch_name;
+    j["prompt_tokens"] = r.prompt_tokens;
+    j["tokens"] = r.tokens;
+    j["prefill_tokens_per_second"] = r.prefill_tokens_per_second();
+    j["decode_tokens_per_second"] = r.decode_tokens_per_second();
+    std::cout << j.dump(2) << "\n";
+  } else {
+    if (!c.byte_level()) {
+      for (int32_t t : r.tokens) std::printf("%d ", t);
+    }
+    std::printf("\n");
+    std::fprintf(stderr, "%lld prompt + %zu new tokens (%s); prefill %.1f tok/s, decode %.1f tok/s\n",
+                 static_cast<long long>(r.prompt_tokens), r.tokens.size(), dispatch_name.c_str(),
+                 r.prefill_tokens_per_second(), r.decode_tokens_per_second());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_generate(CLI::App& app) {
+  auto o = std::make_shared<GenerateCliOptions>();
+  CLI::App* sub = app.add_subcommand("generate", "Continue a prompt with the reference model or a packed model");
+  sub->add_option("--model", o->model, "Checkpoint (with --packed: the source, default the manifest's source.path)");
+  sub->add_option("--packed", o->packed, "Run this packed model folder");
+  sub->add_option("--prompt", o->prompt, "Prompt text (byte-level models)");
+  sub->add_option("--prompt-file", o->prompt_file, "Prompt from a file (byte-level models; .zst ok)");
+  sub->add_option("--tokens", o->tokens_file, "Prompt token ids (json, npy, u32, i32; one sequence)");
+  sub->add_option("-n,--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate (default 32)");
+  sub->add_option("--temperature", o->gen.temperature, "0 = greedy (default)");
+  sub->add_option("--top-p", o->gen.top_p, "Nucleus sampling mass (default 1)");
+  sub->add_option("--seed", o->gen.seed, "Sampling seed");
+  sub->add_option("--dispatch", o->dispatch, "With --packed: mask-combine, sorted or auto (default)");
+  add_exec_options(sub, o->exec);
+  sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
+  sub->add_flag("--json", o->json, "Print tokens and speeds as JSON");
+  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  return {sub, [o] { return run_generate(*o); }};
+}
+
+}  // namespace eq::app

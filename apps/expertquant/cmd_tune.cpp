@@ -1,0 +1,78 @@
+// expertquant tune: measure the sorted-vs-per-token crossover of auto
+// dispatch on this machine for a packed model and write sort_cutoff
+// (lib/exec/tune.h) to a runtime config.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "eval_inputs.h"
+#include "exec/moe_inputs.h"
+#include "exec/packed_model.h"
+#include "exec/tune.h"
+#include "io/atomic_file.h"
+
+namespace eq::app {
+namespace {
+
+struct TuneCliOptions {
+  std::string packed, model, out = "configs/runtime.json", sweep;
+  TextInputs inputs;
+  int reps = 7, warmup = 1, threads = 0;
+  int64_t ctx = 512;
+  bool no_verify = false, dry_run = false, verbose = false;
+};
+
+int run_tune(TuneCliOptions& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  exec::PackedModelOptions po;
+  po.model_path = o.model;
+  po.verify = !o.no_verify;
+  auto pm = exec::PackedModel::open(o.packed, po);
+  const auto texts = read_inputs(o.inputs, pm->config().vocab_size);
+  exec::TuneOptions to;
+  if (!o.sweep.empty()) to.sweep = parse_int_list(o.sweep, "--sweep");
+  to.reps = o.reps;
+  to.warmup = o.warmup;
+  if (o.verbose) to.progress = [](const std::string& s) { std::fprintf(stderr, "tune: %s\n", s.c_str()); };
+  const int64_t rows = *std::max_element(to.sweep.begin(), to.sweep.end());
+  const exec::MoeInputs inputs = exec::capture_moe_inputs(*pm, texts.front().tokens, rows, o.ctx);
+  const exec::TuneResult r = exec::tune_sort_cutoff(*pm, inputs, to);
+
+  std::printf("%6s %14s %14s %9s\n", "M", "per-token ms", "sorted ms", "ratio");
+  for (const auto& p : r.points)
+    std::printf("%6lld %14.3f %14.3f %8.2fx%s\n", static_cast<long long>(p.m), p.per_token.median * 1e3,
+                p.sorted.median * 1e3, p.sorted.median > 0 ? p.per_token.median / p.sorted.median : 0.0,
+                p.m == r.sort_cutoff ? "  <- sort_cutoff" : "");
+  std::printf("sort_cutoff = %lld (auto sorts when M > %lld)\n", static_cast<long long>(r.sort_cutoff),
+              static_cast<long long>(r.sort_cutoff));
+  if (!o.dry_run) {
+    io::write_file_atomic(o.out, exec::runtime_config_to_json(r.config).dump(2) + "\n");
+    std::printf("wrote %s\n", o.out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_tune(CLI::App& app) {
+  auto o = std::make_shared<TuneCliOptions>();
+  CLI::App* sub = app.add_subcommand("tune", "Measure the sort/no-sort crossover of auto dispatch and write sort_cutoff");
+  sub->add_option("--packed", o->packed, "Packed model folder")->required();
+  sub->add_option("--model", o->model, "Source checkpoint (default: the manifest's source.path)");
+  add_text_options(sub, o->inputs, "Use at most N tokens of the text (0 = all)");
+  sub->add_option("-o,--out", o->out, "Runtime config to write (default configs/runtime.json)");
+  sub->add_option("--sweep", o->sweep, "Token counts M to time (default 1,2,4,...,256)");
+  sub->add_option("--reps", o->reps, "Timed repetitions per point and branch (default 7)");
+  sub->add_option("--warmup", o->warmup, "Untimed warm-up runs per point (default 1)");
+  sub->add_option("--ctx", o->ctx, "Window length when reading the text (default 512)");
+  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
+  sub->add_flag("--dry-run", o->dry_run, "Print the measurement, write nothing");
+  sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr");
+  return {sub, [o] { return run_tune(*o); }};
+}
+
+}  // namespace eq::app

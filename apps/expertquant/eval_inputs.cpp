@@ -1,0 +1,85 @@
+#include "eval_inputs.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/tokens.h"
+
+namespace eq::app {
+
+void add_text_options(CLI::App* sub, TextInputs& in, const std::string& max_tokens_help) {
+  sub->add_option("--text", in.texts, "Evaluation text (byte-level models; .zst ok); repeat for several domains");
+  sub->add_option("--tokens", in.token_files, "Evaluation token file (json, npy, u32, i32); repeatable");
+  sub->add_option("--max-tokens", in.max_tokens, max_tokens_help);
+}
+
+std::string domain_label(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (const char* ext : {".zst", ".txt", ".json", ".npy", ".u32", ".i32", ".bin"})
+    if (name.size() > std::string(ext).size() && name.ends_with(ext)) name.resize(name.size() - std::string(ext).size());
+  if (name.starts_with("eval_") && name.size() > 5) name = name.substr(5);
+  return name;
+}
+
+std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab_size) {
+  std::vector<eval::LabeledTokens> out;
+  auto cap = [&](std::vector<int32_t>& t) {
+    if (in.max_tokens > 0 && static_cast<int64_t>(t.size()) > in.max_tokens) t.resize(static_cast<size_t>(in.max_tokens));
+  };
+  for (const std::string& p : in.texts) {
+    eval::LabeledTokens t{domain_label(p), io::read_text_tokens(p, vocab_size)};
+    cap(t.tokens);
+    out.push_back(std::move(t));
+  }
+  for (const std::string& p : in.token_files) {
+    io::TokenSequences seqs = io::read_token_file(p);
+    io::check_token_range(seqs, vocab_size, p);
+    eval::LabeledTokens t{domain_label(p), {}};
+    for (const auto& s : seqs.sequences) t.tokens.insert(t.tokens.end(), s.begin(), s.end());
+    cap(t.tokens);
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) invalid("give evaluation input with --text FILE or --tokens FILE");
+  for (const auto& t : out)
+    if (t.tokens.size() < 2) invalid(t.label + ": fewer than 2 tokens");
+  return out;
+}
+
+void add_exec_options(CLI::App* sub, ExecFlags& f) {
+  sub->add_option("--runtime-config", f.runtime_config,
+                  "runtime.json with sort_cutoff (default: $EXPERTQUANT_RUNTIME_CONFIG, ./configs/runtime.json, "
+                  "or configs/ beside the build folder)");
+  sub->add_option("--sort-cutoff", f.sort_cutoff, "auto dispatch sorts when M > this (overrides the runtime config)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {
+  exec::RuntimeConfig r =
+      f.runtime_config.empty() ? exec::default_runtime_config() : exec::load_runtime_config(f.runtime_config);
+  if (f.sort_cutoff >= 0) {
+    r.sort_cutoff = f.sort_cutoff;
+    r.source = "--sort-cutoff";
+  }
+  return r;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what) {
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    const size_t j = std::min(text.find(',', i), text.size());
+    const std::string item = text.substr(i, j - i);
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v <= 0) throw 1;
+      out.push_back(v);
+    } catch (...) {
+      invalid(what + ": '" + item + "' is not a positive integer (expected a list like 1,2,4,8)");
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace eq::app

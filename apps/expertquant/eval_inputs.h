@@ -1,0 +1,38 @@
+// Inputs shared by eval, tune and generate: evaluation texts / token files
+// into labeled token sequences, and the executor options (dispatch, cutoff,
+// runtime config) as CLI flags.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "eval/quality.h"
+#include "exec/dispatch.h"
+#include "exec/runtime_config.h"
+
+namespace eq::app {
+
+struct TextInputs {
+  std::vector<std::string> texts, token_files;
+  int64_t max_tokens = 0;  // per text; 0 = all
+};
+void add_text_options(CLI::App* sub, TextInputs& in, const std::string& max_tokens_help);
+// "data/corpus/eval_prose.txt.zst" -> "prose"; token files keep their stem.
+std::string domain_label(const std::string& path);
+std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab_size);
+
+struct ExecFlags {
+  std::string runtime_config;
+  int64_t sort_cutoff = -1;  // -1: from the runtime config
+};
+void add_exec_options(CLI::App* sub, ExecFlags& f);
+exec::RuntimeConfig resolve_runtime(const ExecFlags& f);
+
+// "1,2,4" -> {1, 2, 4}; throws eq::Error naming `what`.
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
+
+}  // namespace eq::app

@@ -1,0 +1,188 @@
+#include "eval/quality.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "exec/packed_model.h"
+#include "exec/packed_moe_block.h"
+#include "exec/timing.h"
+#include "model/moe_observer.h"
+
+namespace eq::eval {
+namespace {
+
+// Runs the packed block on each reference block's input and accumulates the
+// error of its output against the reference output.
+class LayerErrorObserver : public model::MoeObserver {
+ public:
+  explicit LayerErrorObserver(exec::PackedModel& pm) : pm_(pm) {}
+  struct Acc {
+    double diff2 = 0, ref2 = 0, cos_sum = 0, cos_min = 1;
+    int64_t tokens = 0;
+  };
+  void on_moe_block(const model::MoeObservation& obs) override {
+    const int64_t n = obs.tokens, H = obs.hidden;
+    packed_out_.resize(static_cast<size_t>(n * H));
+    model::MoeCall call{obs.layer, obs.batch, obs.seq_len, obs.start_pos, nullptr};
+    pm_.block(obs.layer).forward(call, obs.input, packed_out_.data());
+    Acc& a = acc_[obs.layer];
+    for (int64_t t = 0; t < n; ++t) {
+      const float* r = obs.output + t * H;
+      const float* p = packed_out_.data() + t * H;
+      double d2 = 0, rr = 0, pp = 0, rp = 0;
+      for (int64_t i = 0; i < H; ++i) {
+        const double dr = r[i], dp = p[i];
+        d2 += (dp - dr) * (dp - dr);
+        rr += dr * dr;
+        pp += dp * dp;
+        rp += dr * dp;
+      }
+      a.diff2 += d2;
+      a.ref2 += rr;
+      const double cos = (rr > 0 && pp > 0) ? rp / std::sqrt(rr * pp) : (rr == pp ? 1.0 : 0.0);
+      a.cos_sum += cos;
+      a.cos_min = std::min(a.cos_min, cos);
+      ++a.tokens;
+    }
+  }
+  std::vector<LayerError> result() const {
+    std::vector<LayerError> out;
+    for (const auto& [layer, a] : acc_) {
+      LayerError e;
+      e.layer = layer;
+      e.tokens = a.tokens;
+      e.rel_l2 = a.ref2 > 0 ? std::sqrt(a.diff2 / a.ref2) : std::sqrt(a.diff2);
+      e.cosine_mean = a.tokens ? a.cos_sum / static_cast<double>(a.tokens) : 0;
+      e.cosine_min = a.tokens ? a.cos_min : 0;
+      out.push_back(e);
+    }
+    return out;
+  }
+
+ private:
+  exec::PackedModel& pm_;
+  std::map<int64_t, Acc> acc_;
+  model::FloatBuffer packed_out_;
+};
+
+struct TextAcc {
+  double nats_ref = 0, nats_packed = 0;
+  int64_t agree = 0;
+  std::vector<double> kl;
+};
+
+// log-softmax of one row in double.
+void log_softmax(const float* logits, int64_t v, std::vector<double>& out) {
+  out.resize(static_cast<size_t>(v));
+  double mx = logits[0];
+  for (int64_t i = 1; i < v; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < v; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  for (int64_t i = 0; i < v; ++i) out[static_cast<size_t>(i)] = static_cast<double>(logits[i]) - lse;
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+TextQuality finish(const std::string& label, TextAcc& a) {
+  TextQuality q;
+  q.label = label;
+  q.scored_tokens = static_cast<int64_t>(a.kl.size());
+  if (a.kl.empty()) return q;
+  const double n = static_cast<double>(a.kl.size());
+  q.bits_reference = a.nats_ref / n / std::log(2.0);
+  q.bits_packed = a.nats_packed / n / std::log(2.0);
+  double sum = 0;
+  for (double k : a.kl) sum += k;
+  q.kl_mean = sum / n;
+  q.kl_p99 = exec::percentile(a.kl, 0.99);
+  q.kl_max = *std::max_element(a.kl.begin(), a.kl.end());
+  q.top1_agreement = static_cast<double>(a.agree) / n;
+  return q;
+}
+
+}  // namespace
+
+QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTokens>& texts,
+                              const QualityOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (options.ctx < 2) invalid("quality: ctx " + std::to_string(options.ctx) + " must be >= 2");
+  model::Model& m = pm.model();
+  const int64_t V = m.config().vocab_size;
+  int64_t total = 0;
+  for (const LabeledTokens& t : texts) {
+    m.check_tokens(t.tokens, std::max<int64_t>(1, static_cast<int64_t>(t.tokens.size())), t.label);
+    for (size_t b = 0; b < t.tokens.size(); b += static_cast<size_t>(options.ctx))
+      total += std::max<int64_t>(0, std::min<int64_t>(options.ctx, static_cast<int64_t>(t.tokens.size() - b)) - 1);
+  }
+  LayerErrorObserver layer_obs(pm);
+  TextAcc all;
+  QualityResult r;
+  int64_t done = 0;
+  std::vector<double> lr, lp;
+  for (const LabeledTokens& text : texts) {
+    TextAcc acc;
+    const int64_t n = static_cast<int64_t>(text.tokens.size());
+    // Windows of equal length run together (all full windows, then the tail).
+    std::vector<std::pair<int64_t, int64_t>> windows;  // (start, length)
+    for (int64_t b = 0; b < n; b += options.ctx) windows.push_back({b, std::min(options.ctx, n - b)});
+    for (size_t w0 = 0; w0 < windows.size();) {
+      size_t w1 = w0;
+      while (w1 < windows.size() && w1 - w0 < static_cast<size_t>(options.batch_windows) &&
+             windows[w1].second == windows[w0].second)
+        ++w1;
+      const int64_t len = windows[w0].second, batch = static_cast<int64_t>(w1 - w0);
+      std::vector<int32_t> toks;
+      for (size_t w = w0; w < w1; ++w)
+        toks.insert(toks.end(), text.tokens.begin() + windows[w].first,
+                    text.tokens.begin() + windows[w].first + len);
+      w0 = w1;
+      if (len < 2) continue;
+      pm.use_reference(true);
+      m.set_observer(&layer_obs);
+      model::KvCache cache_r = m.new_cache(batch, len);
+      const auto logits_r = m.forward(toks, batch, len, cache_r);
+      m.set_observer(nullptr);
+      pm.use_reference(false);
+      model::KvCache cache_p = m.new_cache(batch, len);
+      const auto logits_p = m.forward(toks, batch, len, cache_p);
+      for (int64_t s = 0; s < batch; ++s)
+        for (int64_t i = 0; i + 1 < len; ++i) {
+          const int64_t row = s * len + i;
+          const int32_t next = toks[static_cast<size_t>(row + 1)];
+          const float* a = logits_r.data() + row * V;
+          const float* b = logits_p.data() + row * V;
+          log_softmax(a, V, lr);
+          log_softmax(b, V, lp);
+          acc.nats_ref -= lr[static_cast<size_t>(next)];
+          acc.nats_packed -= lp[static_cast<size_t>(next)];
+          double kl = 0;
+          for (int64_t v = 0; v < V; ++v) kl += std::exp(lr[static_cast<size_t>(v)]) * (lr[static_cast<size_t>(v)] - lp[static_cast<size_t>(v)]);
+          acc.kl.push_back(std::max(0.0, kl));
+          acc.agree += argmax(a, V) == argmax(b, V);
+        }
+      done += batch * (len - 1);
+      if (options.progress) options.progress(done, total);
+    }
+    all.nats_ref += acc.nats_ref;
+    all.nats_packed += acc.nats_packed;
+    all.agree += acc.agree;
+    all.kl.insert(all.kl.end(), acc.kl.begin(), acc.kl.end());
+    r.texts.push_back(finish(text.label, acc));
+  }
+  pm.use_reference(false);
+  r.overall = finish("all", all);
+  r.layers = layer_obs.result();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace eq::eval

@@ -1,0 +1,62 @@
+// Quality of a packed model against the unquantized one on evaluation text,
+// in one pass over the text with the perplexity window rule (perplexity.h):
+//  * per MoE layer: relative L2 error ‖P − R‖ / ‖R‖ and cosine of the packed
+//    block's output P against the unquantized block's R on the same inputs
+//    (the reference model's residual stream), over every token;
+//  * per domain and overall: bits per token (bits per byte for byte-level
+//    models) of both models, the KL divergence KL(reference ‖ packed) of the
+//    next-token distributions (mean, p99, max over scored positions), and
+//    top-1 agreement (argmax equal, lowest id on ties).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace eq::exec {
+class PackedModel;
+}
+
+namespace eq::eval {
+
+struct LabeledTokens {
+  std::string label;  // the domain ("prose", "c", ...)
+  std::vector<int32_t> tokens;
+};
+
+struct QualityOptions {
+  int64_t ctx = 512;
+  int64_t batch_windows = 4;
+  // Called with (tokens scored so far, total to score).
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+struct LayerError {
+  int64_t layer = 0;
+  int64_t tokens = 0;
+  double rel_l2 = 0;       // ‖P − R‖_F / ‖R‖_F over all tokens
+  double cosine_mean = 0;  // mean over tokens of cos(P_t, R_t)
+  double cosine_min = 0;
+};
+
+struct TextQuality {
+  std::string label;
+  int64_t scored_tokens = 0;
+  double bits_reference = 0, bits_packed = 0;  // per scored token
+  double kl_mean = 0, kl_p99 = 0, kl_max = 0;  // nats
+  double top1_agreement = 0;                   // fraction in [0, 1]
+};
+
+struct QualityResult {
+  TextQuality overall;
+  std::vector<TextQuality> texts;
+  std::vector<LayerError> layers;
+  double seconds = 0;
+};
+
+// Leaves `pm` running its packed blocks.
+QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTokens>& texts,
+                              const QualityOptions& options = {});
+
+}  // namespace eq::eval

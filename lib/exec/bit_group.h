@@ -1,0 +1,52 @@
+// The packed experts of one MoE layer as the executor sees them: experts
+// grouped by format into BitGroups (one stacked tensor per projection and
+// part, a slot per expert), an expert-id -> (group, slot) map, and the pruned
+// experts, which the router never selects. Everything points into the mmap'd
+// shards of the packed folder; nothing is copied.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "quant/format.h"
+
+namespace eq::exec {
+
+// One expert's three projections: gate, up [I, H] and down [H, I].
+struct ExpertWeights {
+  quant::PackedMatrix gate, up, down;
+};
+
+struct BitGroup {
+  int id = 0;
+  const quant::FormatTraits* format = nullptr;
+  std::vector<int64_t> expert_ids;    // slot -> expert id
+  std::vector<ExpertWeights> slots;   // slot -> weights
+  uint64_t bytes = 0;                 // packed bytes of all its experts
+};
+
+struct ExpertLocation {
+  int group = -1, slot = -1;  // -1: pruned
+};
+
+struct PackedLayer {
+  int64_t layer = 0;
+  int64_t num_experts = 0;
+  std::vector<BitGroup> groups;
+  std::vector<ExpertLocation> experts;  // index = expert id
+  // Ascending ids of the experts that were not pruned; routing picks among
+  // these only (empty pruned set: every expert).
+  std::vector<int32_t> survivors;
+  bool any_pruned() const { return static_cast<int64_t>(survivors.size()) != num_experts; }
+
+  const ExpertWeights& expert(int32_t e) const {
+    const ExpertLocation& at = experts[static_cast<size_t>(e)];
+    return groups[static_cast<size_t>(at.group)].slots[static_cast<size_t>(at.slot)];
+  }
+  const quant::FormatTraits& format_of(int32_t e) const {
+    return *groups[static_cast<size_t>(experts[static_cast<size_t>(e)].group)].format;
+  }
+};
+
+}  // namespace eq::exec

@@ -1,0 +1,234 @@
+#include "exec/packed_model.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "exec/packed_moe_block.h"
+#include "io/safetensors.h"
+#include "pack/packer.h"
+
+namespace eq::exec {
+namespace {
+
+// The Model owns one block per MoE layer; this one holds both the reference
+// and the packed block so eval can run either through the same forward pass.
+class SwitchMoeBlock : public model::MoeBlock {
+ public:
+  SwitchMoeBlock(std::unique_ptr<model::MoeBlock> reference, std::unique_ptr<PackedMoeBlock> packed,
+                 const bool* use_reference)
+      : reference_(std::move(reference)), packed_(std::move(packed)), use_reference_(use_reference) {}
+  void forward(const model::MoeCall& call, const float* x, float* out) override {
+    if (*use_reference_)
+      reference_->forward(call, x, out);
+    else
+      packed_->forward(call, x, out);
+  }
+  PackedMoeBlock* packed() { return packed_.get(); }
+
+ private:
+  std::unique_ptr<model::MoeBlock> reference_;
+  std::unique_ptr<PackedMoeBlock> packed_;
+  const bool* use_reference_;
+};
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Every tensor the manifest lists is in the folder with its dtype, shape and
+// size; with `verify`, its bytes hash to the recorded checksum.
+uint64_t check_tensors(const pack::Manifest& m, const io::Checkpoint& packed, const io::Checkpoint& source,
+                       const std::string& folder, bool verify) {
+  uint64_t hashed = 0;
+  for (const pack::ManifestTensor& t : m.tensors) {
+    const std::string where = folder + ": tensor '" + t.name + "'";
+    if (!packed.has(t.name)) invalid(where + " listed in manifest.json is missing from the shards");
+    const io::TensorInfo& info = packed.info(t.name);
+    if (info.dtype != t.dtype || info.shape != t.shape || info.nbytes() != t.bytes)
+      invalid(where + ": shards hold " + std::string(dtype_name(info.dtype)) + " " + shape_str(info.shape) +
+              ", manifest.json says " + std::string(dtype_name(t.dtype)) + " " + shape_str(t.shape));
+    if (!verify) continue;
+    const uint64_t h = xxhash64(packed.view(t.name).bytes());
+    hashed += info.nbytes();
+    if (h != t.xxh64)
+      invalid(where + ": checksum " + hash_hex(h) + " differs from manifest.json " + hash_hex(t.xxh64) +
+              " (corrupt shard; run `expertquant verify`)");
+    if (t.kind == "copy") {
+      const std::string& src = t.source.empty() ? t.name : t.source;
+      if (!source.has(src)) invalid(source.path() + ": tensor '" + src + "' copied into " + folder + " is missing");
+      const uint64_t hs = xxhash64(source.view(src).bytes());
+      hashed += source.info(src).nbytes();
+      if (hs != t.xxh64)
+        invalid(source.path() + ": tensor '" + src + "' differs from its copy in " + folder +
+                " (the non-expert weights are read from the source checkpoint; pass the --model it was packed from)");
+    }
+  }
+  return hashed;
+}
+
+quant::PackedMatrix expert_matrix(const pack::ManifestExpert& me, int proj, const quant::FormatTraits& f,
+                                  int64_t rows, int64_t cols, const io::Checkpoint& packed, const std::string& what) {
+  quant::PackedMatrix m;
+  m.format = &f;
+  m.rows = rows;
+  m.cols = cols;
+  std::vector<quant::PartSpec> specs;
+  if (f.part_specs) specs = f.part_specs(rows, cols);
+  for (const pack::ManifestPart& p : me.parts) {
+    if (p.proj != proj) continue;
+    const io::TensorInfo& info = packed.info(p.tensor);
+    if (p.offset + p.bytes > info.nbytes())
+      invalid(what + ": part '" + p.part + "' bytes [" + std::to_string(p.offset) + ", " +
+              std::to_string(p.offset + p.bytes) + ") exceed tensor '" + p.tensor + "'");
+    quant::PartView v;
+    v.data = packed.view(p.tensor).data + p.offset;
+    v.dtype = info.dtype;
+    v.nbytes = p.bytes;
+    const size_t i = m.parts.size();
+    if (i < specs.size())
+      v.shape = specs[i].shape;
+    else
+      v.shape.assign(info.shape.begin() + 1, info.shape.end());
+    m.parts.push_back(std::move(v));
+  }
+  quant::validate_packed(m, what);
+  return m;
+}
+
+PackedLayer build_layer(const pack::ManifestLayer& ml, const model::ModelConfig& c, const io::Checkpoint& packed,
+                        const std::string& folder) {
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts;
+  const std::string lw = folder + ": layer " + std::to_string(ml.layer);
+  if (static_cast<int64_t>(ml.experts.size()) != E)
+    invalid(lw + ": manifest lists " + std::to_string(ml.experts.size()) + " experts, config has " +
+            std::to_string(E));
+  PackedLayer pl;
+  pl.layer = ml.layer;
+  pl.num_experts = E;
+  pl.experts.assign(static_cast<size_t>(E), {});
+  std::map<int, int> index_of_group;
+  for (const pack::ManifestGroup& g : ml.groups) {
+    const std::string gw = lw + " group " + std::to_string(g.id);
+    BitGroup bg;
+    bg.id = static_cast<int>(pl.groups.size());
+    bg.format = &quant::format_by_name(g.format);
+    bg.expert_ids = g.expert_ids;
+    index_of_group[g.id] = bg.id;
+    // The stacked ids tensor must agree with the manifest's slot order.
+    const io::TensorInfo& ids = packed.info(g.expert_ids_tensor);
+    if (ids.dtype != DType::kI32 || ids.numel() != g.expert_ids.size())
+      invalid(gw + ": tensor '" + g.expert_ids_tensor + "' is not I32 [" + std::to_string(g.expert_ids.size()) + "]");
+    const int32_t* stored = reinterpret_cast<const int32_t*>(packed.view(g.expert_ids_tensor).data);
+    for (size_t s = 0; s < g.expert_ids.size(); ++s) {
+      const int64_t e = g.expert_ids[s];
+      int32_t v;
+      std::memcpy(&v, stored + s, sizeof v);
+      if (v != e)
+        invalid(gw + ": tensor '" + g.expert_ids_tensor + "' slot " + std::to_string(s) + " holds expert " +
+                std::to_string(v) + ", manifest.json says " + std::to_string(e));
+      if (e < 0 || e >= E) invalid(gw + ": expert id " + std::to_string(e) + " out of range");
+      const pack::ManifestExpert& me = ml.experts[static_cast<size_t>(e)];
+      const std::string ew = lw + " expert " + std::to_string(e);
+      if (me.group != g.id || me.slot != static_cast<int>(s) || me.format != g.format)
+        invalid(ew + ": manifest entry (group " + std::to_string(me.group) + ", slot " + std::to_string(me.slot) +
+                ", format " + me.format + ") disagrees with group " + std::to_string(g.id) + " slot " +
+                std::to_string(s));
+      ExpertWeights w;
+      w.gate = expert_matrix(me, 0, *bg.format, I, H, packed, ew + " gate");
+      w.up = expert_matrix(me, 1, *bg.format, I, H, packed, ew + " up");
+      w.down = expert_matrix(me, 2, *bg.format, H, I, packed, ew + " down");
+      bg.slots.push_back(std::move(w));
+      bg.bytes += me.bytes_after;
+      pl.experts[static_cast<size_t>(e)] = {bg.id, static_cast<int>(s)};
+    }
+    pl.groups.push_back(std::move(bg));
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const pack::ManifestExpert& me = ml.experts[static_cast<size_t>(e)];
+    const bool pruned = me.cls == pack::ExpertClass::kPruned;
+    const bool placed = pl.experts[static_cast<size_t>(e)].group >= 0;
+    if (pruned && placed) invalid(lw + " expert " + std::to_string(e) + ": pruned but stored in a group");
+    if (!pruned && !placed) invalid(lw + " expert " + std::to_string(e) + ": not pruned and in no group");
+    if (!pruned) pl.survivors.push_back(static_cast<int32_t>(e));
+  }
+  if (static_cast<int64_t>(pl.survivors.size()) < c.top_k)
+    invalid(lw + ": only " + std::to_string(pl.survivors.size()) + " experts survive pruning, top_k is " +
+            std::to_string(c.top_k));
+  return pl;
+}
+
+}  // namespace
+
+PackedModel::~PackedModel() = default;
+
+std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const PackedModelOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<PackedModel> pm(new PackedModel());
+  pm->folder_ = folder;
+  pm->manifest_ = pack::load_manifest(folder);
+  const pack::Manifest& m = pm->manifest_;
+  if (!m.complete || !m.has_globals)
+    invalid(folder + ": a partial pack (layers " + std::to_string(m.first_layer) + "-" + std::to_string(m.last_layer) +
+            "); combine the parts with `expertquant merge` first");
+  if (!m.policy.attn_format.empty())
+    unsupported(folder + ": packed with --attn-format " + m.policy.attn_format +
+                "; the executor runs quantized experts only (attention and lm_head must be copies)");
+  pm->packed_ = io::Checkpoint::open(folder);
+
+  const std::string source = options.model_path.empty() ? m.source.path : options.model_path;
+  if (source.empty()) invalid(folder + ": manifest.json has no source.path; pass --model");
+  pm->model_ = model::Model::open(source, options.model_options);
+  const model::ModelConfig& c = pm->model_->config();
+  const uint64_t fp = pack::source_fingerprint(pm->model_->checkpoint());
+  if (fp != m.source.fingerprint)
+    invalid(source + ": fingerprint " + hash_hex(fp) + " differs from the source of " + folder + " (" +
+            hash_hex(m.source.fingerprint) + ", " + m.source.path + ")");
+
+  pm->stats_.verified_bytes = check_tensors(m, *pm->packed_, pm->model_->checkpoint(), folder, options.verify);
+
+  pm->dispatch_ = make_dispatch(DispatchKind::kSorted, 0);
+  pm->blocks_.assign(static_cast<size_t>(c.num_layers), nullptr);
+  for (const pack::ManifestLayer& ml : m.layers) {
+    if (!ml.moe) continue;
+    if (ml.layer < 0 || ml.layer >= c.num_layers || !c.layer_is_moe[static_cast<size_t>(ml.layer)])
+      invalid(folder + ": manifest layer " + std::to_string(ml.layer) + " is not a MoE layer of the model");
+    pm->layers_.push_back(build_layer(ml, c, *pm->packed_, folder));
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.layer_is_moe[static_cast<size_t>(l)]) {
+      bool found = false;
+      for (const PackedLayer& pl : pm->layers_) found = found || pl.layer == l;
+      if (!found) invalid(folder + ": MoE layer " + std::to_string(l) + " is missing from manifest.json");
+    }
+  for (const PackedLayer& pl : pm->layers_) {
+    for (const BitGroup& g : pl.groups) pm->stats_.expert_bytes += g.bytes;
+    auto packed = std::make_unique<PackedMoeBlock>(c, pm->model_->weights(), pl, pm->dispatch_);
+    pm->blocks_[static_cast<size_t>(pl.layer)] = packed.get();
+    auto reference = std::make_unique<model::ReferenceMoeBlock>(c, pm->model_->weights());
+    pm->model_->set_moe_block(pl.layer,
+                              std::make_unique<SwitchMoeBlock>(std::move(reference), std::move(packed), &pm->reference_));
+  }
+  pm->stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return pm;
+}
+
+PackedMoeBlock& PackedModel::block(int64_t layer) {
+  if (layer < 0 || layer >= static_cast<int64_t>(blocks_.size()) || !blocks_[static_cast<size_t>(layer)])
+    invalid("packed model " + folder_ + ": layer " + std::to_string(layer) + " is not a MoE layer");
+  return *blocks_[static_cast<size_t>(layer)];
+}
+
+void PackedModel::set_dispatch(std::shared_ptr<const Dispatch> dispatch) {
+  dispatch_ = std::move(dispatch);
+  for (PackedMoeBlock* b : blocks_)
+    if (b) b->set_dispatch(dispatch_);
+}
+
+void PackedModel::use_reference(bool on) { reference_ = on; }
+
+}  // namespace eq::exec

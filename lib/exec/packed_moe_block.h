@@ -1,0 +1,47 @@
+// model::MoeBlock over packed experts: the router in float32 (the same math as
+// the reference, restricted to the experts that were not pruned), a Dispatch
+// strategy for the routed experts, the gate-weighted combine in slot order,
+// and the qwen2_moe shared expert from the unquantized weights.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "exec/bit_group.h"
+#include "exec/dispatch.h"
+#include "model/config.h"
+#include "model/float_buffer.h"
+#include "model/moe_block.h"
+#include "model/routing.h"
+#include "model/weights.h"
+
+namespace eq::exec {
+
+// Router over the survivors only: softmax over the experts that were not
+// pruned (a pruned expert's probability is exactly 0 and the rest
+// renormalize), top-k among them, ids mapped back to expert ids.
+model::Routing route_survivors(const model::ModelConfig& c, const PackedLayer& layer, const float* logits,
+                               int64_t tokens);
+
+class PackedMoeBlock : public model::MoeBlock {
+ public:
+  // `layer` and `weights` must outlive the block. The dispatch is shared
+  // (strategies are stateless).
+  PackedMoeBlock(const model::ModelConfig& c, const model::WeightStore& weights, const PackedLayer& layer,
+                 std::shared_ptr<const Dispatch> dispatch);
+  void forward(const model::MoeCall& call, const float* x, float* out) override;
+
+  void set_dispatch(std::shared_ptr<const Dispatch> dispatch) { dispatch_ = std::move(dispatch); }
+  const Dispatch& dispatch() const { return *dispatch_; }
+  const PackedLayer& layer() const { return layer_; }
+
+ private:
+  const model::ModelConfig& c_;
+  const model::WeightStore& w_;
+  const PackedLayer& layer_;
+  std::shared_ptr<const Dispatch> dispatch_;
+  DispatchScratch scratch_;
+  model::FloatBuffer slot_out_;
+};
+
+}  // namespace eq::exec

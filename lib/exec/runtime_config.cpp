@@ -1,0 +1,66 @@
+#include "exec/runtime_config.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/text_file.h"
+
+namespace eq::exec {
+
+RuntimeConfig parse_runtime_config(const nlohmann::json& j, const std::string& label) {
+  auto bad = [&](const std::string& field, const std::string& what) { invalid(label + ": " + field + ": " + what); };
+  if (!j.is_object()) bad("(top level)", "not a JSON object");
+  if (j.contains("schema") && j["schema"] != kRuntimeSchema)
+    bad("schema", "expected \"" + std::string(kRuntimeSchema) + "\", got " + j["schema"].dump());
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != kRuntimeVersion)
+    bad("version", "missing or unsupported (this reader understands version 1)");
+  RuntimeConfig r;
+  r.source = label;
+  if (!j.contains("sort_cutoff") || !j["sort_cutoff"].is_number_integer() || j["sort_cutoff"].get<int64_t>() < 0)
+    bad("sort_cutoff", "missing or not an integer >= 0");
+  r.sort_cutoff = j["sort_cutoff"].get<int64_t>();
+  if (j.contains("tuned")) r.tuned = j["tuned"];
+  return r;
+}
+
+RuntimeConfig load_runtime_config(const std::string& path) {
+  const std::string text = io::read_file_bytes(path, 1 << 24);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    invalid(path + ": not valid JSON (" + e.what() + ")");
+  }
+  return parse_runtime_config(j, path);
+}
+
+std::string find_runtime_config() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("EXPERTQUANT_RUNTIME_CONFIG"); env && *env) return env;
+  std::error_code ec;
+  if (fs::exists("configs/runtime.json", ec)) return "configs/runtime.json";
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path beside = exe.parent_path().parent_path() / "configs" / "runtime.json";
+    if (fs::exists(beside, ec)) return beside.string();
+  }
+  return {};
+}
+
+RuntimeConfig default_runtime_config() {
+  const std::string path = find_runtime_config();
+  if (path.empty()) return RuntimeConfig{kDefaultSortCutoff, "built-in default", {}};
+  return load_runtime_config(path);
+}
+
+nlohmann::ordered_json runtime_config_to_json(const RuntimeConfig& r) {
+  nlohmann::ordered_json j;
+  j["schema"] = kRuntimeSchema;
+  j["version"] = kRuntimeVersion;
+  j["sort_cutoff"] = r.sort_cutoff;
+  if (!r.tuned.is_null()) j["tuned"] = r.tuned;
+  return j;
+}
+
+}  // namespace eq::exec

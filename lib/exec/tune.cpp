@@ -1,0 +1,65 @@
+#include "exec/tune.h"
+
+#include <algorithm>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "exec/packed_model.h"
+#include "exec/packed_moe_block.h"
+
+namespace eq::exec {
+
+TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const TuneOptions& options) {
+  if (options.sweep.empty()) invalid("tune: empty M sweep");
+  const int64_t max_m = *std::max_element(options.sweep.begin(), options.sweep.end());
+  if (max_m > inputs.rows) invalid("tune: M up to " + std::to_string(max_m) + " needs that many captured rows");
+  const int64_t H = inputs.hidden;
+  // Per-token = auto with an infinite cutoff; sorted = auto with cutoff 0.
+  auto per_token = std::make_shared<AutoDispatch>(INT64_MAX);
+  auto sorted = std::make_shared<SortedDispatch>();
+  const std::shared_ptr<const Dispatch> saved = pm.dispatch_ptr();
+  std::vector<float> out;
+  auto step = [&](int64_t m) {
+    out.resize(static_cast<size_t>(m * H));
+    for (const PackedLayer& l : pm.layers()) {
+      model::MoeCall call{l.layer, 1, m, 0, nullptr};
+      pm.block(l.layer).forward(call, inputs.by_layer.at(l.layer).data(), out.data());
+    }
+  };
+  TuneResult r;
+  for (int64_t m : options.sweep) {
+    if (options.progress) options.progress("tune M=" + std::to_string(m));
+    std::vector<double> tp, ts;
+    for (int i = 0; i < options.warmup + options.reps; ++i) {
+      pm.set_dispatch(per_token);
+      const TimingStats a = time_repeated([&] { step(m); }, 0, 1);
+      pm.set_dispatch(sorted);
+      const TimingStats b = time_repeated([&] { step(m); }, 0, 1);
+      if (i >= options.warmup) tp.push_back(a.median), ts.push_back(b.median);
+    }
+    r.points.push_back({m, summarize_times(tp), summarize_times(ts)});
+  }
+  pm.set_dispatch(saved);
+  r.sort_cutoff = 0;
+  for (const TunePoint& p : r.points) {
+    if (p.sorted.median < p.per_token.median) break;
+    r.sort_cutoff = p.m;
+  }
+  r.config.sort_cutoff = r.sort_cutoff;
+  r.config.source = "tune";
+  nlohmann::json rec;
+  rec["packed"] = pm.folder();
+  rec["cpu"] = std::string(cpu_model_name());
+  rec["isa"] = std::string(isa_name(active_isa()));
+  rec["threads"] = default_pool().size();
+  rec["rule"] = "largest M before the first M where sorted is faster (median of all MoE layers per step)";
+  nlohmann::json pts = nlohmann::json::array();
+  for (const TunePoint& p : r.points)
+    pts.push_back({{"m", p.m}, {"per_token_ms", p.per_token.median * 1e3}, {"sorted_ms", p.sorted.median * 1e3}});
+  rec["points"] = pts;
+  r.config.tuned = rec;
+  return r;
+}
+
+}  // namespace eq::exec

@@ -1,0 +1,44 @@
+// expertquant tune: measure, on this machine and this packed model, where the
+// sorted branch starts to beat the unsorted per-token branch, and pick
+// sort_cutoff from it (seed 000: "pick the cutoff by measuring the
+// crossover"). Every MoE layer runs on real inputs for each M of the sweep,
+// both branches alternately so drifting machine load hits both alike.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/moe_inputs.h"
+#include "exec/runtime_config.h"
+#include "exec/timing.h"
+
+namespace eq::exec {
+
+class PackedModel;
+
+struct TuneOptions {
+  std::vector<int64_t> sweep = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  int warmup = 1, reps = 7;
+  std::function<void(const std::string&)> progress;
+};
+
+struct TunePoint {
+  int64_t m = 0;
+  TimingStats per_token, sorted;  // one MoE step: all MoE layers, seconds
+};
+
+struct TuneResult {
+  std::vector<TunePoint> points;
+  // The largest M of the sweep below the first M at which sorted is faster
+  // (0 when sorted already wins at the smallest M).
+  int64_t sort_cutoff = 0;
+  RuntimeConfig config;  // sort_cutoff + the measurement record
+};
+
+TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const TuneOptions& options);
+
+}  // namespace eq::exec

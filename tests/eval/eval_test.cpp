@@ -1,0 +1,189 @@
+// lib/eval: quality metrics, collapse heuristics, latency harness structure,
+// report rendering, and `expertquant eval` end to end. No timing thresholds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "eval/collapse.h"
+#include "eval/latency.h"
+#include "eval/perplexity.h"
+#include "eval/quality.h"
+#include "eval/report.h"
+#include "exec/moe_inputs.h"
+#include "exec/packed_model.h"
+#include "io/text_file.h"
+#include "io/tokens.h"
+#include "exec/packed_fixture.h"
+
+namespace eq::eval {
+namespace {
+
+std::vector<LabeledTokens> two_texts(size_t n) {
+  std::vector<LabeledTokens> out;
+  for (const char* d : {"c", "prose"}) {
+    out.push_back({d, test::corpus_tokens(d, n)});
+  }
+  return out;
+}
+
+TEST(Collapse, RepeatedNgramCoverage) {
+  std::vector<int32_t> loop;
+  for (int i = 0; i < 60; ++i) loop.push_back("abcdef"[i % 6]);
+  EXPECT_GT(repeated_ngram_coverage(loop, 8), 0.95);
+  std::vector<int32_t> distinct;
+  for (int i = 0; i < 60; ++i) distinct.push_back(i);
+  EXPECT_EQ(repeated_ngram_coverage(distinct, 8), 0.0);
+  EXPECT_EQ(repeated_ngram_coverage({1, 2}, 8), 0.0);
+}
+
+TEST(Collapse, ClassDivergence) {
+  const auto a = io::bytes_to_tokens("the quick brown fox jumps over the lazy dog\n");
+  EXPECT_NEAR(class_divergence(a, a, true, 256), 0.0, 1e-12);
+  const auto digits = io::bytes_to_tokens("0123456789012345678901234567890123456789012");
+  EXPECT_GT(class_divergence(a, digits, true, 256), 0.5);
+  EXPECT_LE(class_divergence(a, digits, true, 256), 1.0);
+}
+
+TEST(Quality, Bf16PackMatchesTheReference) {
+  auto pm = exec::PackedModel::open(test::bf16_pack(), test::open_options(false));
+  const auto texts = two_texts(300);
+  QualityOptions o;
+  o.ctx = 128;
+  const QualityResult q = compare_quality(*pm, texts, o);
+  EXPECT_EQ(q.overall.scored_tokens, 2 * (300 - 3));  // windows 128, 128, 44: one unscored token each
+  EXPECT_NEAR(q.overall.bits_packed, q.overall.bits_reference, 1e-5);
+  EXPECT_LT(q.overall.kl_max, 1e-8);
+  EXPECT_EQ(q.overall.top1_agreement, 1.0);
+  ASSERT_EQ(q.layers.size(), 4u);
+  for (const LayerError& e : q.layers) {
+    EXPECT_LT(e.rel_l2, 1e-5) << "layer " << e.layer;
+    EXPECT_GT(e.cosine_min, 0.99999) << "layer " << e.layer;
+  }
+  // The reference bits equal eval::perplexity's (same window rule).
+  pm->use_reference(true);
+  PerplexityOptions po;
+  po.ctx = 128;
+  const PerplexityResult p = perplexity(pm->model(), {texts[0].tokens}, po);
+  EXPECT_NEAR(q.texts[0].bits_reference, p.bits_per_token(), 1e-6);
+  pm->use_reference(false);
+}
+
+TEST(Quality, MixedPackHasMeasurableError) {
+  auto pm = exec::PackedModel::open(test::mixed_pack(), test::open_options(false));
+  QualityOptions o;
+  o.ctx = 128;
+  const QualityResult q = compare_quality(*pm, two_texts(260), o);
+  EXPECT_GT(q.overall.kl_mean, 0.0);
+  EXPECT_GE(q.overall.kl_p99, q.overall.kl_mean * 0.5);
+  EXPECT_GT(q.overall.top1_agreement, 0.3);
+  for (const LayerError& e : q.layers) {
+    EXPECT_GT(e.rel_l2, 0.0);
+    EXPECT_LT(e.rel_l2, 1.0);
+  }
+}
+
+TEST(Latency, SweepFillsEveryStrategyAndPoint) {
+  auto pm = exec::PackedModel::open(test::mixed_pack(), test::open_options(false));
+  const auto text = two_texts(200)[0].tokens;
+  const exec::MoeInputs in = exec::capture_moe_inputs(*pm, text, 8, 64);
+  LatencyOptions o;
+  o.sweep = {1, 8};
+  o.reps = 1;
+  o.warmup = 0;
+  o.decode_tokens = 4;
+  o.decode_prompt = 4;
+  o.prefill_tokens = 16;
+  const std::vector<std::shared_ptr<const exec::Dispatch>> ds = {
+      exec::make_dispatch(exec::DispatchKind::kMaskCombine, 0), exec::make_dispatch(exec::DispatchKind::kSorted, 0),
+      exec::make_dispatch(exec::DispatchKind::kAuto, 4)};
+  const LatencyResult r = measure_latency(*pm, in, text, ds, o);
+  ASSERT_EQ(r.strategies.size(), 3u);
+  for (const auto& s : r.strategies) {
+    ASSERT_EQ(s.points.size(), 2u);
+    for (const auto& p : s.points) {
+      EXPECT_EQ(p.per_layer.size(), 4u);
+      EXPECT_GT(p.moe_step.median, 0.0);
+      EXPECT_GT(p.model_step.median, 0.0);
+      EXPECT_GT(p.bytes.weights, 0u);
+    }
+    EXPECT_GT(s.decode_tokens_per_second, 0.0);
+    EXPECT_GT(s.prefill_tokens_per_second, 0.0);
+  }
+  EXPECT_FALSE(r.strategies[2].points[0].sorted_branch);  // auto, M = 1 <= 4
+  EXPECT_TRUE(r.strategies[2].points[1].sorted_branch);   // auto, M = 8 > 4
+  // Mask-combine streams every group's weights: more bytes than sorted.
+  EXPECT_GT(r.strategies[0].points[1].bytes.total(), r.strategies[1].points[1].bytes.total());
+}
+
+// Runs the CLI once for the report tests below.
+const std::filesystem::path& cli_report_dir() {
+  static const std::filesystem::path dir = [] {
+    const auto d = test::temp_dir("eval-cli");
+    const std::string text = test::shared_dir().empty()
+                                 ? (test::data_dir() / "corpus" / "eval_python.txt.zst").string()
+                                 : (test::shared_dir() / "corpus" / "eval_python.txt").string();
+    const std::string cmd = test::binary() + " eval --packed " + test::mixed_pack() + " --text " + text +
+                            " --max-tokens 400 --ctx 128 --sweep 1,4 --reps 1 --warmup 0 --decode-tokens 4"
+                            " --prefill-tokens 16 --prompts-per-domain 1 --new-tokens 16 --baseline " +
+                            test::bf16_pack() + " --json " + (d / "report.json").string() + " --html " +
+                            (d / "report.html").string();
+    std::string out;
+    const int rc = test::run_command(cmd, &out);
+    std::ofstream((d / "stdout.txt").string()) << out;
+    if (rc != 0) ADD_FAILURE() << cmd << "\n" << out;
+    return d;
+  }();
+  return dir;
+}
+
+TEST(EvalCli, WritesJsonWithEveryStrategy) {
+  std::ifstream f(cli_report_dir() / "report.json");
+  ASSERT_TRUE(f.good());
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["schema"], "expertquant.eval_report");
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_TRUE(j["quality"]["overall"]["kl_mean"].is_number());
+  EXPECT_EQ(j["collapse"]["total"], 1);
+  ASSERT_EQ(j["latency"]["strategies"].size(), 3u);
+  EXPECT_EQ(j["latency"]["strategies"][0]["dispatch"], "mask-combine");
+  EXPECT_EQ(j["latency"]["ratios"]["mask_combine_over_sorted"].size(), 2u);
+  EXPECT_EQ(j["baseline_latency"]["strategies"].size(), 3u);
+  EXPECT_EQ(j["packed_over_baseline"].size(), 6u);
+  EXPECT_EQ(j["packed"]["classes"].size(), 4u);
+  std::ifstream so(cli_report_dir() / "stdout.txt");
+  std::stringstream ss;
+  ss << so.rdbuf();
+  EXPECT_NE(ss.str().find("mask-combine"), std::string::npos);
+  EXPECT_NE(ss.str().find("collapse "), std::string::npos);
+}
+
+TEST(EvalCli, HtmlIsSelfContained) {
+  std::ifstream f(cli_report_dir() / "report.html");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string html = ss.str();
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("id='quality'"), std::string::npos);
+  EXPECT_NE(html.find("aria-label='class heatmap'"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+}
+
+TEST(EvalCli, HtmlRendersInHeadlessChromium) {
+  const char* chromium = "/usr/bin/chromium";
+  if (!std::filesystem::exists(chromium)) GTEST_SKIP() << "/usr/bin/chromium not installed: HTML render test skipped";
+  const auto png = cli_report_dir() / "report.png";
+  std::string out;
+  const int rc = test::run_command(std::string(chromium) +
+                                       " --headless --no-sandbox --disable-gpu --window-size=1200,2000 --screenshot=" +
+                                       png.string() + " file://" + (cli_report_dir() / "report.html").string(),
+                                   &out);
+  EXPECT_EQ(rc, 0) << out;
+  ASSERT_TRUE(std::filesystem::exists(png)) << out;
+  EXPECT_GT(std::filesystem::file_size(png), 10000u);
+}
+
+}  // namespace
+}  // namespace eq::eval

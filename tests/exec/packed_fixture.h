@@ -1,0 +1,93 @@
+// Packed copies of the bundled model for executor and eval tests, made once
+// per test binary: a mixed pack (int8_row, fp4_g32, trellis2, int2_g32 and
+// pruned experts, so every layer has several bit groups) and a uniform bf16
+// passthrough pack.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+#include "exec/packed_model.h"
+#include "io/atomic_file.h"
+#include "io/text_file.h"
+#include "io/tokens.h"
+#include "model/config.h"
+#include "pack/packer.h"
+#include "test_support.h"
+
+namespace eq::test {
+
+inline std::string tinymoe_path() { return (data_dir() / "tinymoe").string(); }
+
+// Expert e of layer l: pruned when (e + l) % 16 == 15, else one of four
+// formats by e % 4 (a class to match).
+inline nlohmann::json mixed_allocation(const model::ModelConfig& c) {
+  static const char* kFormats[4] = {"int8_row", "fp4_g32", "trellis2", "int2_g32"};
+  static const char* kClasses[4] = {"critical", "standard", "deprioritized", "deprioritized"};
+  nlohmann::json layers = nlohmann::json::array();
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    nlohmann::json experts = nlohmann::json::array();
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      if ((e + l) % 16 == 15)
+        experts.push_back({{"class", "pruned"}});
+      else
+        experts.push_back({{"class", kClasses[e % 4]}, {"format", kFormats[e % 4]}});
+    }
+    layers.push_back({{"layer", l}, {"experts", experts}});
+  }
+  return {{"schema", "expertquant.allocation"}, {"version", 1}, {"layers", layers}};
+}
+
+inline std::string pack_once(const std::string& tag, const std::string& uniform) {
+  const std::filesystem::path dir = temp_dir("exec-" + tag);
+  pack::PackRequest rq;
+  rq.model_path = tinymoe_path();
+  rq.out_path = (dir / "packed").string();
+  if (uniform.empty()) {
+    const std::string alloc = (dir / "allocation.json").string();
+    io::write_file_atomic(alloc, mixed_allocation(model::load_config(rq.model_path)).dump(1));
+    rq.allocation_path = alloc;
+  } else {
+    rq.uniform_format = uniform;
+  }
+  // One thread while packing: the packer runs trellis quantization inside its
+  // own pool tasks, and eq::ThreadPool is not reentrant.
+  set_num_threads(1);
+  pack::run_pack(rq);
+  set_num_threads(0);
+  return rq.out_path;
+}
+
+// An evaluation text of the corpus as byte tokens: the plain copy in
+// ../shared/corpus when present, else the bundled data/corpus/*.zst.
+inline std::vector<int32_t> corpus_tokens(const std::string& domain, size_t max_tokens) {
+  const std::filesystem::path shared = shared_dir();
+  const std::filesystem::path plain = shared.empty() ? std::filesystem::path() : shared / "corpus" / ("eval_" + domain + ".txt");
+  const std::string path = !plain.empty() && std::filesystem::exists(plain)
+                               ? plain.string()
+                               : (data_dir() / "corpus" / ("eval_" + domain + ".txt.zst")).string();
+  std::vector<int32_t> t = io::bytes_to_tokens(io::read_file_bytes(path));
+  t.resize(std::min(max_tokens, t.size()));
+  return t;
+}
+
+inline exec::PackedModelOptions open_options(bool verify, const std::string& model = {}) {
+  exec::PackedModelOptions o;
+  o.verify = verify;
+  o.model_path = model;
+  return o;
+}
+
+inline const std::string& mixed_pack() {
+  static const std::string path = pack_once("mixed", "");
+  return path;
+}
+inline const std::string& bf16_pack() {
+  static const std::string path = pack_once("bf16", "bf16");
+  return path;
+}
+
+}  // namespace eq::test
