@@ -26,7 +26,7 @@ struct ExpertState {
   int64_t e = 0;
   std::vector<Option> hull;  // lower convex hull, bytes descending, error ascending
   size_t at = 0;             // current position on the hull
-  bool fixed = false;
+  bool fixed = false;  // under-covered
 };
 
 // Lower convex hull of the options, from the lowest-error one down to the
@@ -84,6 +84,19 @@ Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityT
   const int64_t max_critical = int64_t(std::floor(p.max_critical_fraction * double(E) + 1e-9));
   const int64_t kept_floor = p.kept_floor(stats.top_k);
 
+  std::vector<double> prior(stats.layers.size(), 0.0);
+  for (size_t li = 0; li < stats.layers.size(); ++li) {
+    std::vector<double> w;
+    for (const auto& m : metrics[li])
+      if (!m.under_covered) w.push_back(m.error_weight);
+    if (!w.empty()) {
+      std::nth_element(w.begin(), w.begin() + w.size() / 2, w.end());
+      prior[li] = w[w.size() / 2];
+    } else {
+      prior[li] = 1.0 / double(E);
+    }
+  }
+
   std::vector<ExpertState> experts;
   for (size_t li = 0; li < stats.layers.size(); ++li)
     for (int64_t e = 0; e < E; ++e) {
@@ -92,19 +105,21 @@ Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityT
       s.e = e;
       const ExpertMetrics& m = metrics[li][e];
       const ExpertSensitivity& es = sens.layers[li][e];
+      std::vector<Option> opts;
+      // Under-covered experts are budgeted like the others but never pruned,
+      // and their error weight is the layer's median (a prior), not their own
+      // near-zero measurement: too few tokens to call them unimportant.
+      ExpertMetrics mm = m;
       if (m.under_covered) {
-        const std::string f = p.class_format[int(p.under_covered_class)];
-        s.hull = {{f, expert_bytes(c, f), expert_error(m, &es, sens, f), false}};
+        mm.error_weight = prior[li];
         s.fixed = true;
-      } else {
-        std::vector<Option> opts;
-        for (const auto& f : sens.formats)
-          opts.push_back({f, expert_bytes(c, f), expert_error(m, &es, sens, f),
-                          quant::format_by_name(f).bits_per_weight > standard_bits + 1e-9});
-        if (m.share <= p.max_pruned_usage_share && max_pruned > 0 && E - 1 >= kept_floor)
-          opts.push_back({"", 0, expert_error(m, &es, sens, ""), false});
-        s.hull = lower_hull(std::move(opts));
       }
+      for (const auto& f : sens.formats)
+        opts.push_back({f, expert_bytes(c, f), expert_error(mm, &es, sens, f),
+                        quant::format_by_name(f).bits_per_weight > standard_bits + 1e-9});
+      if (!m.under_covered && m.share <= p.max_pruned_usage_share && max_pruned > 0 && E - 1 >= kept_floor)
+        opts.push_back({"", 0, expert_error(m, &es, sens, ""), false});
+      s.hull = lower_hull(std::move(opts));
       experts.push_back(std::move(s));
     }
 
@@ -200,17 +215,12 @@ Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityT
     const Option& o = s.hull[s.at];
     ExpertDecision& d = out.layers[s.li][s.e];
     d.format = o.format;
-    if (s.fixed) {
-      d.cls = p.under_covered_class;
-      d.rule = "under-covered: " + std::to_string(stats.layers[s.li].experts[s.e].tokens) +
-               " tokens < coverage.min_tokens " + std::to_string(p.min_tokens) + " (kept, not budgeted)";
-    } else {
-      d.cls = class_of_format(p, o.format);
-      char b[160];
-      std::snprintf(b, sizeof b, "budget: %s chosen by marginal error per byte (predicted error %.3g)",
-                    o.format.empty() ? "pruning" : o.format.c_str(), o.error);
-      d.rule = b;
-    }
+    d.cls = class_of_format(p, o.format);
+    char b[200];
+    std::snprintf(b, sizeof b, "budget: %s chosen by marginal error per byte (predicted error %.3g)%s",
+                  o.format.empty() ? "pruning" : o.format.c_str(), o.error,
+                  s.fixed ? "; under-covered: never pruned, error weighted by the layer median" : "");
+    d.rule = b;
   }
   return out;
 }

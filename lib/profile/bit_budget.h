@@ -8,8 +8,9 @@
 // the budget holds; a final pass spends any slack on the best upgrades that
 // still fit. With E·L experts each moving by at most a few bytes-per-weight
 // steps, the achieved average lands within one expert's step of the target.
-// Guard rails are honoured: under-covered experts keep the policy's class,
-// pruning respects max_pruned_fraction / max_pruned_usage_share /
+// Guard rails are honoured: under-covered experts are never pruned and their
+// error is weighted by the layer's median expert (a prior, since their own
+// measurement rests on too few tokens); pruning respects max_pruned_fraction / max_pruned_usage_share /
 // min_kept_experts, and max_critical_fraction caps formats above standard.
 #pragma once
 

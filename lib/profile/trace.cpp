@@ -4,6 +4,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -27,6 +28,8 @@ uint32_t get_u32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8
 TraceWriter::TraceWriter(const std::string& path, int64_t num_experts, int64_t top_k, int level)
     : path_(path), tmp_path_(path + ".tmp"), top_k_(top_k) {
   if (num_experts > 65536) unsupported("trace " + path + ": more than 65536 experts per layer");
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
   fd_ = io::create_file(tmp_path_);
   ZSTD_CCtx* c = ZSTD_createCCtx();
   if (!c) fail(ErrorKind::kResource, "trace " + path + ": cannot create a zstd context");

@@ -118,6 +118,7 @@ TEST(Profile, FeedsPackAllocationAndImportance) {
   r.sensitivity = true;
   r.policy.candidates = {"int8_row", "fp4_g32", "int2_g64"};
   r.policy.class_format[2] = "int2_g64";
+  r.policy.proxies.clear();
   r.policy.max_samples = 16;
   r.policy.min_samples = 4;
   Profile p = run_profile(r);
