@@ -135,7 +135,6 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
     pm.set_dispatch(dispatches[d]);
     StrategyLatency& s = r.strategies[d];
     std::vector<double> per_step;
-    double total = 0;
     for (int run = 0; run < 1 + std::min(o.warmup, 1); ++run) {
       const bool timed = run == std::min(o.warmup, 1);
       model::KvCache cache = model.new_cache(1, prompt + steps);
@@ -143,14 +142,12 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
       for (int64_t i = 0; i < steps; ++i) {
         const auto ts = Clock::now();
         (void)model.forward(std::span<const int32_t>(text.data() + prompt + i, 1), 1, 1, cache);
-        if (timed) {
-          per_step.push_back(since(ts));
-          total += per_step.back();
-        }
+        if (timed) per_step.push_back(since(ts));
       }
     }
     s.decode_step = exec::summarize_times(per_step);
-    s.decode_tokens_per_second = total > 0 ? static_cast<double>(steps) / total : 0;
+    // From the median step: robust to a step that waited for another process.
+    s.decode_tokens_per_second = s.decode_step.median > 0 ? 1.0 / s.decode_step.median : 0;
     s.prefill = exec::time_repeated(
         [&] {
           model::KvCache cache = model.new_cache(1, pre);

@@ -53,6 +53,7 @@ struct StrategyLatency {
   std::vector<LatencyPoint> points;
   exec::TimingStats decode_step, prefill;
   int64_t prefill_tokens = 0;
+  // 1 / median decode step; prefill_tokens / median prefill time.
   double decode_tokens_per_second = 0, prefill_tokens_per_second = 0;
 };
 
