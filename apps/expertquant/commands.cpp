@@ -10,6 +10,9 @@ std::vector<Command> add_all_commands(CLI::App& app) {
   c.push_back(add_verify(app));
   c.push_back(add_merge(app));
   c.push_back(add_perplexity(app));
+  c.push_back(add_generate(app));
+  c.push_back(add_eval(app));
+  c.push_back(add_tune(app));
   return c;
 }
 

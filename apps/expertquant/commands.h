@@ -24,5 +24,8 @@ Command add_pack(CLI::App& app);
 Command add_verify(CLI::App& app);
 Command add_merge(CLI::App& app);
 Command add_perplexity(CLI::App& app);
+Command add_generate(CLI::App& app);
+Command add_eval(CLI::App& app);
+Command add_tune(CLI::App& app);
 
 }  // namespace eq::app

@@ -43,7 +43,7 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
   pm.set_dispatch(saved);
   r.sort_cutoff = 0;
   for (const TunePoint& p : r.points) {
-    if (p.sorted.median < p.per_token.median) break;
+    if (p.sorted.median * (1.0 + options.tie_margin) < p.per_token.median) break;
     r.sort_cutoff = p.m;
   }
   r.config.sort_cutoff = r.sort_cutoff;
@@ -53,7 +53,8 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
   rec["cpu"] = std::string(cpu_model_name());
   rec["isa"] = std::string(isa_name(active_isa()));
   rec["threads"] = default_pool().size();
-  rec["rule"] = "largest M before the first M where sorted is faster (median of all MoE layers per step)";
+  rec["rule"] = "largest M before the first M where sorted is faster by more than tie_margin (medians of one MoE step)";
+  rec["tie_margin"] = options.tie_margin;
   nlohmann::json pts = nlohmann::json::array();
   for (const TunePoint& p : r.points)
     pts.push_back({{"m", p.m}, {"per_token_ms", p.per_token.median * 1e3}, {"sorted_ms", p.sorted.median * 1e3}});

@@ -23,6 +23,9 @@ class PackedModel;
 struct TuneOptions {
   std::vector<int64_t> sweep = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int warmup = 1, reps = 7;
+  // Sorted must beat per-token by this fraction to count as faster: within
+  // the noise the unsorted branch wins (it needs no sort or gather buffer).
+  double tie_margin = 0.05;
   std::function<void(const std::string&)> progress;
 };
 
@@ -34,7 +37,7 @@ struct TunePoint {
 struct TuneResult {
   std::vector<TunePoint> points;
   // The largest M of the sweep below the first M at which sorted is faster
-  // (0 when sorted already wins at the smallest M).
+  // by more than tie_margin (0 when it already is at the smallest M).
   int64_t sort_cutoff = 0;
   RuntimeConfig config;  // sort_cutoff + the measurement record
 };
