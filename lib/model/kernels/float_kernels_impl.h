@@ -15,6 +15,15 @@
 #define EQ_KERNEL_CAT(a, b) EQ_KERNEL_CAT2(a, b)
 #define Eigen EQ_KERNEL_CAT(Eigen_, EQ_KERNEL_ISA)
 #define EIGEN_DONT_PARALLELIZE
+// GCC 12 reports a false "may be used uninitialized" inside the AVX-512
+// intrinsic headers (their _mm512_undefined_* placeholders) once Eigen's
+// packet code is inlined; the location is the intrinsic header, so the
+// suppression must be in force where that header is included.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
 #include <Eigen/Core>
 
 #include "model/kernels/float_kernels.h"
