@@ -33,7 +33,7 @@ struct EvalCliOptions {
   int64_t prompts_per_domain = 3, new_tokens = 96, prompt_tokens = 64;
   int64_t decode_tokens = 32, prefill_tokens = 256;
   bool no_verify = false, no_quality = false, no_collapse = false, no_latency = false, no_model_step = false;
-  bool verbose = false;
+  bool verbose = false, summary = false;
 };
 
 std::vector<std::shared_ptr<const exec::Dispatch>> make_dispatches(const std::string& list, int64_t cutoff) {
@@ -128,7 +128,17 @@ int run_eval(EvalCliOptions& o) {
   r.machine.peak_rss_bytes = peak_rss_bytes();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  std::fputs(eval::report_table(r).c_str(), stdout);
+  if (o.summary) {
+    std::printf("quality   %s\n", eval::quality_line(r).c_str());
+    if (r.latency)
+      for (const auto& s : r.latency->strategies)
+        if (s.dispatch == "auto")
+          std::printf("auto      decode %.1f tok/s, prefill %.1f tok/s (sort_cutoff %lld, from %s)\n",
+                      s.decode_tokens_per_second, s.prefill_tokens_per_second, static_cast<long long>(s.sort_cutoff),
+                      rt.source.c_str());
+  } else {
+    std::fputs(eval::report_table(r).c_str(), stdout);
+  }
   if (!o.json_out.empty()) {
     const std::string text = eval::report_to_json(r).dump(2) + "\n";
     if (o.json_out == "-")
@@ -170,6 +180,7 @@ Command add_eval(CLI::App& app) {
   sub->add_option("--json", o->json_out, "Write the report as JSON to FILE ('-' = stdout; docs/report.md)");
   sub->add_option("--html", o->html_out, "Write a self-contained HTML report to FILE");
   sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  sub->add_flag("--summary", o->summary, "Print only the quality line and auto's decode/prefill speed");
   sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr");
   return {sub, [o] { return run_eval(*o); }};
 }
