@@ -54,7 +54,7 @@ constexpr const char* kClassColors[] = {"#d62728", "#1f77b4", "#ffbf00", "#bbbbb
 
 // Median MoE-step time against M, log-log, one line per strategy (baseline dashed).
 void latency_chart(std::string& out, const LatencyResult& l, const LatencyResult* base) {
-  const double W = 640, Hh = 360, left = 60, right = 150, top = 20, bottom = 40;
+  const double W = 720, Hh = 360, left = 60, right = 190, top = 20, bottom = 40;
   double tmin = 1e30, tmax = 0;
   int64_t mmin = INT64_MAX, mmax = 0;
   auto scan = [&](const LatencyResult& r) {
