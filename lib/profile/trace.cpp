@@ -74,9 +74,16 @@ void TraceWriter::write_block(int64_t layer, int64_t tokens, const int32_t* ids,
     b.push_back(uint8_t(v));
     b.push_back(uint8_t(v >> 8));
   }
-  const size_t at = b.size();
-  b.resize(at + tokens * top_k_ * sizeof(float));
-  std::memcpy(b.data() + at, gates, tokens * top_k_ * sizeof(float));  // x86-64: little-endian
+  // Gates as 4 byte planes (all low bytes, ..., all sign/exponent bytes):
+  // the high bytes of weights in [0, 1] repeat, and zstd finds that only
+  // when they sit together.
+  const size_t slots = size_t(tokens * top_k_), at = b.size();
+  b.resize(at + slots * sizeof(float));
+  for (size_t i = 0; i < slots; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, gates + i, sizeof bits);
+    for (size_t k = 0; k < 4; ++k) b[at + k * slots + i] = uint8_t(bits >> (8 * k));
+  }
   push(b.data(), b.size(), false);
 }
 
@@ -116,7 +123,12 @@ TraceHeader read_trace(const std::string& path,
         invalid("trace " + path + ": block at byte " + std::to_string(at) + ": expert id " + std::to_string(ids[i]) +
                 " >= num_experts");
     }
-    std::memcpy(gates.data(), q + 2 * slots, slots * sizeof(float));
+    const uint8_t* planes = q + 2 * slots;
+    for (size_t i = 0; i < slots; ++i) {
+      const uint32_t bits = uint32_t(planes[i]) | uint32_t(planes[slots + i]) << 8 |
+                            uint32_t(planes[2 * slots + i]) << 16 | uint32_t(planes[3 * slots + i]) << 24;
+      std::memcpy(&gates[i], &bits, sizeof bits);
+    }
     on_block(layer, tokens, ids.data(), gates.data());
     at += 8 + 6 * slots;
   }

@@ -3,7 +3,9 @@
 // read back by `profile --router-logits FILE.zst` (usage statistics without
 // re-running the model). Layout of the decompressed stream (little-endian):
 //   header: "EQTRACE1" | u32 num_experts | u32 top_k
-//   blocks: u32 layer | u32 tokens | u16 ids[tokens*top_k] | f32 gates[tokens*top_k]
+//   blocks: u32 layer | u32 tokens | u16 ids[tokens*top_k] | gates: the f32
+//           bit patterns of tokens*top_k weights as 4 byte planes (byte 0 of
+//           every gate, then byte 1, 2, 3)
 // Blocks appear in the order the layers ran; tokens of one layer continue
 // from its previous block. Written through a streaming zstd context to
 // "<path>.tmp" and renamed when finished.

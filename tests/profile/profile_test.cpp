@@ -14,6 +14,8 @@
 #include "model/config.h"
 #include "pack/allocation.h"
 #include "pack/importance.h"
+#include "core/thread_pool.h"
+#include "profile/heatmap.h"
 #include "profile/input_file.h"
 #include "profile/run.h"
 #include "profile/trace.h"
@@ -173,6 +175,45 @@ TEST(Profile, HiddenAndRouterLogitsAgreeWithReferenceCaptures) {
     for (float v : out) energy += double(v) * double(v);
     EXPECT_NEAR(ph.stats.layers[li].routed_output_energy, energy, 1e-3 * energy) << "layer " << li;
   }
+}
+
+}  // namespace
+}  // namespace eq::profile
+
+namespace eq::profile {
+namespace {
+
+// Statistics are bit-identical for any thread count (each expert's sums are
+// added in token order by one task).
+TEST(Profile, DeterministicForAnyThreadCount) {
+  ProfileRequest r = calib_request((test::data_dir() / "corpus/calib_small.txt.zst").string());
+  r.max_tokens = 4 * 512;
+  set_num_threads(1);
+  const Profile one = run_profile(r);
+  set_num_threads(2);
+  const Profile two = run_profile(r);
+  set_num_threads(0);
+  auto strip = [](const Profile& p) {
+    auto j = profile_to_json(p);
+    j.erase("timing");
+    j["calibration"].erase("slices");
+    return j.dump();
+  };
+  EXPECT_EQ(strip(one), strip(two));
+  for (size_t li = 0; li < one.stats.layers.size(); ++li)
+    for (size_t e = 0; e < one.stats.layers[li].experts.size(); ++e)
+      EXPECT_EQ(one.stats.layers[li].experts[e].energy_in, two.stats.layers[li].experts[e].energy_in);
+}
+
+TEST(Profile, HeatmapIsSvgWithOneCellPerExpert) {
+  ProfileRequest r = calib_request((test::data_dir() / "corpus/calib_small.txt.zst").string());
+  r.max_tokens = 512;
+  const Profile p = run_profile(r);
+  const std::string svg = heatmap_svg(p);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  size_t cells = 0;
+  for (size_t at = svg.find("<title>layer"); at != std::string::npos; at = svg.find("<title>layer", at + 1)) ++cells;
+  EXPECT_EQ(cells, p.stats.layers.size() * size_t(p.stats.num_experts));
 }
 
 }  // namespace
