@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "eval_inputs.h"
 #include "exec/packed_model.h"
+#include "io/prompt_text.h"
 #include "io/text_file.h"
 #include "io/tokens.h"
 #include "model/forward.h"
@@ -24,7 +25,7 @@ struct GenerateCliOptions {
   ExecFlags exec;
   model::GenerateOptions gen;
   int threads = 0;
-  bool no_verify = false, json = false;
+  bool no_verify = false, json = false, raw_prompt = false;
 };
 
 int run_generate(GenerateCliOptions& o) {
@@ -60,7 +61,10 @@ int run_generate(GenerateCliOptions& o) {
   } else {
     if (!c.byte_level())
       invalid("--prompt/--prompt-file need a byte-level model (vocab 256); give token ids with --tokens");
-    prompt = io::bytes_to_tokens(o.prompt.empty() ? io::read_file_bytes(o.prompt_file) : o.prompt);
+    // --prompt decodes C escapes ("import os\nimport"); files and --raw-prompt are sent byte for byte.
+    const std::string text = !o.prompt.empty() ? (o.raw_prompt ? o.prompt : io::unescape_prompt(o.prompt))
+                                               : io::read_file_bytes(o.prompt_file);
+    prompt = io::bytes_to_tokens(text);
   }
   if (prompt.empty()) invalid("empty prompt");
   const bool stream = !o.json && c.byte_level();
@@ -99,7 +103,8 @@ Command add_generate(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("generate", "Continue a prompt with the reference model or a packed model");
   sub->add_option("--model", o->model, "Checkpoint (with --packed: the source, default the manifest's source.path)");
   sub->add_option("--packed", o->packed, "Run this packed model folder");
-  sub->add_option("--prompt", o->prompt, "Prompt text (byte-level models)");
+  sub->add_option("--prompt", o->prompt, "Prompt text (byte-level models); C escapes such as \\n and \\xHH are decoded");
+  sub->add_flag("--raw-prompt", o->raw_prompt, "Send --prompt byte for byte (no escape decoding)");
   sub->add_option("--prompt-file", o->prompt_file, "Prompt from a file (byte-level models; .zst ok)");
   sub->add_option("--tokens", o->tokens_file, "Prompt token ids (json, npy, u32, i32; one sequence)");
   sub->add_option("-n,--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate (default 32)");

@@ -25,9 +25,10 @@ std::vector<uint8_t> zstd_decompress(const void* data, size_t n, const std::stri
   std::vector<uint8_t> out;
   std::vector<uint8_t> buf(ZSTD_DStreamOutSize());
   ZSTD_inBuffer in{data, n, 0};
-  size_t last = 1;
-  while (in.pos < in.size) {
+  size_t last = 1;  // 0 once a frame is complete and fully flushed
+  while (in.pos < in.size || last != 0) {
     ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
+    const size_t before = in.pos;
     last = ZSTD_decompressStream(ds, &ob, &in);
     if (ZSTD_isError(last)) {
       std::string msg = ZSTD_getErrorName(last);
@@ -39,15 +40,8 @@ std::vector<uint8_t> zstd_decompress(const void* data, size_t n, const std::stri
       ZSTD_freeDStream(ds);
       fail(ErrorKind::kResource, label + ": decompresses to more than " + std::to_string(max_bytes) + " bytes");
     }
-    if (last == 0 && in.pos < in.size) ZSTD_initDStream(ds);  // concatenated frames
-  }
-  // Flush whatever is still buffered.
-  for (;;) {
-    ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
-    last = ZSTD_decompressStream(ds, &ob, &in);
-    if (ZSTD_isError(last)) break;
-    out.insert(out.end(), buf.data(), buf.data() + ob.pos);
-    if (ob.pos < ob.size) break;
+    // Input exhausted, frame unfinished and nothing produced: the data ends early.
+    if (last != 0 && in.pos == in.size && in.pos == before && ob.pos == 0) break;
   }
   ZSTD_freeDStream(ds);
   if (last != 0) invalid(label + ": truncated zstd data");

@@ -37,6 +37,11 @@ TEST(ForwardCli, GenerateReferenceContinuation) {
       binary() + " generate --model " + qwen_small() + " --prompt \"import os\nimport\" --max-new-tokens 32 2>/dev/null";
   ASSERT_EQ(run_command(cmd, &out), 0) << out;
   EXPECT_EQ(out.substr(0, 32), " sys\nimport sys\nimport sys\nimpor");
+  // As a user types it: backslash-n inside the quotes is decoded to a newline.
+  const std::string typed = binary() + " generate --model " + qwen_small() +
+                            " --prompt 'import os\\nimport' --max-new-tokens 32 2>/dev/null";
+  ASSERT_EQ(run_command(typed, &out), 0) << out;
+  EXPECT_EQ(out.substr(0, 32), " sys\nimport sys\nimport sys\nimpor");
 }
 
 TEST(ForwardCli, OutOfRangeTokenIsAnErrorNamingThePosition) {
