@@ -2,6 +2,7 @@
 // subcommands; each lives in its own cmd_*.cpp and registers through commands.h.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -9,6 +10,9 @@
 #include "core/error.h"
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) the kernel would kill us with SIGXFSZ
+  // mid-write; ignored, the write fails with EFBIG and we report it and clean up.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"expertquant: profile, pack and evaluate mixed-precision Mixture-of-Experts checkpoints"};
   app.set_version_flag("--version", std::string("expertquant ") + EQ_VERSION);
   app.require_subcommand(1);

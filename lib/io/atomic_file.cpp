@@ -3,19 +3,65 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "core/error.h"
 
 namespace eq::io {
 
+namespace {
+
+// Test hook (docs/reliability.md, "Fault injection"): with
+// EQ_FAULT_WRITE_AFTER_BYTES=N in the environment, write_all behaves as if the
+// disk filled up after N bytes written by this process: the write that would
+// pass N writes what fits, then fails with ENOSPC. Read once per process; a
+// malformed value disables the hook. Lets the hardening tests check that every
+// writer (shards, index, manifest, configs, reports) fails cleanly at any byte.
+uint64_t fault_write_budget() {
+  static const uint64_t budget = [] {
+    const char* v = std::getenv("EQ_FAULT_WRITE_AFTER_BYTES");
+    if (!v || !*v) return std::numeric_limits<uint64_t>::max();
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0') return std::numeric_limits<uint64_t>::max();
+    return static_cast<uint64_t>(n);
+  }();
+  return budget;
+}
+
+std::atomic<uint64_t> g_bytes_written{0};
+
+// How many of the next `n` bytes the fault hook lets through (all of them
+// when the hook is off), and charges them.
+size_t fault_allowance(size_t n) {
+  const uint64_t budget = fault_write_budget();
+  if (budget == std::numeric_limits<uint64_t>::max()) return n;
+  uint64_t done = g_bytes_written.load();
+  uint64_t allowed;
+  do {
+    allowed = done >= budget ? 0 : std::min<uint64_t>(n, budget - done);
+  } while (!g_bytes_written.compare_exchange_weak(done, done + allowed));
+  return static_cast<size_t>(allowed);
+}
+
+}  // namespace
+
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
+    const size_t allowed = fault_allowance(n);
+    if (allowed == 0)
+      fail(ErrorKind::kIo, path + ": write failed: " + std::strerror(ENOSPC) +
+                               " (injected by EQ_FAULT_WRITE_AFTER_BYTES)");
+    ssize_t w = ::write(fd, p, allowed);
     if (w < 0) {
       if (errno == EINTR) continue;
       fail(ErrorKind::kIo, path + ": write failed: " + std::strerror(errno));

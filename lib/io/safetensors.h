@@ -73,6 +73,15 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// model.safetensors.index.json: {"metadata": {...}, "weight_map": {tensor: shard}}.
+// Parses and validates the text: JSON object, non-empty "weight_map" of string
+// values that are plain file names inside the checkpoint folder. Returns
+// tensor -> shard file name; errors name `label`.
+std::map<std::string, std::string> parse_shard_index(std::string_view text, const std::string& label);
+// An index file larger than this is refused before it is read (a real one
+// lists a few thousand tensors and is well under 10 MB).
+inline constexpr uint64_t kMaxShardIndexBytes = 1ull << 30;
+
 // A checkpoint: a single model.safetensors, a sharded set described by
 // model.safetensors.index.json, or one explicit .safetensors file.
 class Checkpoint {

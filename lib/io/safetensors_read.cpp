@@ -10,7 +10,9 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/numeric.h"
+#include "io/json_guard.h"
 #include "io/safetensors.h"
+#include "io/text_file.h"
 
 namespace eq::io {
 
@@ -43,6 +45,7 @@ json parse_header(std::span<const uint8_t> header, const std::string& label) {
   std::string_view text(reinterpret_cast<const char*>(header.data()), header.size());
   if (text.empty() || text[0] != '{') bad(label, "header does not start with '{'");
   if (text.find('\0') != std::string_view::npos) bad(label, "header contains a NUL byte");
+  check_json_depth(text, label);
   std::string duplicate;
   std::set<std::string> seen;
   json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -55,7 +58,7 @@ json parse_header(std::span<const uint8_t> header, const std::string& label) {
   json j;
   try {
     j = json::parse(text.begin(), text.end(), cb);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     bad(label, std::string("header is not valid UTF-8 JSON: ") + e.what());
   }
   if (!duplicate.empty()) bad(label, "tensor name '" + duplicate + "' appears twice in the header");
@@ -185,6 +188,30 @@ void SafetensorsFile::release(const TensorInfo& t) const {
 
 namespace fs = std::filesystem;
 
+std::map<std::string, std::string> parse_shard_index(std::string_view text, const std::string& label) {
+  check_json_depth(text, label);
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
+    invalid(label + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    invalid(label + ": missing object 'weight_map'");
+  std::map<std::string, std::string> weight_map;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) invalid(label + ": weight_map entry '" + it.key() + "' is not a string");
+    const std::string shard = it.value().get<std::string>();
+    if (shard.find('/') != std::string::npos || shard == ".." || shard == "." || shard.empty() ||
+        shard.find('\0') != std::string::npos)
+      invalid(label + ": weight_map entry '" + it.key() + "' names shard '" + shard +
+              "' outside the checkpoint folder");
+    weight_map[it.key()] = shard;
+  }
+  if (weight_map.empty()) invalid(label + ": weight_map is empty");
+  return weight_map;
+}
+
 std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
   auto c = std::unique_ptr<Checkpoint>(new Checkpoint());
   c->path_ = path;
@@ -193,42 +220,30 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
   std::vector<std::string> files;
   std::map<std::string, std::string> weight_map;  // tensor -> shard file name
   std::string index_path;
-  if (fs::is_directory(path)) {
+  // error_code overloads throughout: a name the OS rejects (too long, no
+  // permission) is an eq::Error naming it, not a std::filesystem_error.
+  if (fs::is_directory(path, ec)) {
     c->folder_ = path;
     index_path = (fs::path(path) / "model.safetensors.index.json").string();
-    if (fs::exists(index_path)) {
-      std::ifstream in(index_path);
-      json j;
-      try {
-        j = json::parse(in);
-      } catch (const json::parse_error& e) {
-        invalid(index_path + ": not valid JSON: " + e.what());
-      }
-      if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-        invalid(index_path + ": missing object 'weight_map'");
+    if (fs::exists(index_path, ec)) {
+      weight_map = parse_shard_index(read_file_bytes(index_path, kMaxShardIndexBytes), index_path);
       std::set<std::string> shard_set;
-      for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-        if (!it.value().is_string()) invalid(index_path + ": weight_map entry '" + it.key() + "' is not a string");
-        const std::string shard = it.value().get<std::string>();
-        if (shard.find('/') != std::string::npos || shard == ".." || shard.empty())
-          invalid(index_path + ": weight_map entry '" + it.key() + "' names shard '" + shard +
-                  "' outside the checkpoint folder");
-        weight_map[it.key()] = shard;
-        shard_set.insert(shard);
-      }
-      if (shard_set.empty()) invalid(index_path + ": weight_map is empty");
+      for (const auto& [tensor, shard] : weight_map) shard_set.insert(shard);
       for (const auto& s : shard_set) {
         const std::string p = (fs::path(path) / s).string();
-        if (!fs::exists(p)) invalid(index_path + ": shard '" + s + "' listed in weight_map is missing");
+        if (!fs::exists(p, ec))
+          invalid(index_path + ": shard '" + s + "' listed in weight_map is missing" +
+                  (ec ? " (" + ec.message() + ")" : std::string()));
         files.push_back(p);
       }
-    } else if (fs::exists(fs::path(path) / "model.safetensors")) {
+    } else if (fs::exists(fs::path(path) / "model.safetensors", ec)) {
       index_path.clear();
       files.push_back((fs::path(path) / "model.safetensors").string());
     } else {
       index_path.clear();
-      for (const auto& e : fs::directory_iterator(path))
-        if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+      for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().extension() == ".safetensors") files.push_back(it->path().string());
+      if (ec) fail(ErrorKind::kIo, path + ": cannot list the folder: " + ec.message());
       if (files.size() != 1)
         invalid(path + ": expected model.safetensors.index.json, model.safetensors or exactly one .safetensors file, found " +
                 std::to_string(files.size()) + " .safetensors files");

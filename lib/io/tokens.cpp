@@ -1,15 +1,16 @@
 #include "io/tokens.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
-#include <regex>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/checked_math.h"
 #include "core/error.h"
+#include "io/json_guard.h"
 
 namespace eq::io {
 namespace {
@@ -17,6 +18,11 @@ namespace {
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorKind::kIo, "cannot open token file " + path);
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxTokenFileBytes)
+    fail(ErrorKind::kResource, path + ": token file of " + std::to_string(size) + " bytes exceeds the limit of " +
+                                   std::to_string(kMaxTokenFileBytes) + " (split it into several files)");
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) fail(ErrorKind::kIo, "error reading " + path);
   return s;
@@ -43,10 +49,17 @@ TokenFileFormat detect(const std::string& path, std::string_view bytes) {
                  "json|npy|u32|i32");
 }
 
-int32_t checked_id(long double v, const std::string& label, const std::string& where) {
-  if (v < 0 || v > std::numeric_limits<int32_t>::max())
-    invalid(label + ": token id " + std::to_string(static_cast<long long>(v)) + " at " + where +
-            " is outside [0, 2^31)");
+// `where` describes the position; it is only called to build an error
+// message (formatting it for every id would dominate the parse).
+// `v` holds an int64 or uint64 exactly (64-bit mantissa).
+template <typename Where>
+int32_t checked_id(long double v, const std::string& label, Where&& where) {
+  if (v < 0 || v > std::numeric_limits<int32_t>::max()) {
+    // Above 2^63 a cast to long long is undefined: format by sign.
+    const std::string id = v < 0 ? std::to_string(static_cast<long long>(v))
+                                 : std::to_string(static_cast<unsigned long long>(v));
+    invalid(label + ": token id " + id + " at " + where() + " is outside [0, 2^31)");
+  }
   return static_cast<int32_t>(v);
 }
 
@@ -55,9 +68,9 @@ std::vector<int32_t> json_row(const nlohmann::json& a, const std::string& label,
   out.reserve(a.size());
   for (size_t i = 0; i < a.size(); ++i) {
     const auto& v = a[i];
-    const std::string where = prefix + "[" + std::to_string(i) + "]";
+    auto where = [&] { return prefix + "[" + std::to_string(i) + "]"; };
     if (!v.is_number_integer())
-      invalid(label + ": element " + where + " is not an integer token id (" + std::string(v.type_name()) + ")");
+      invalid(label + ": element " + where() + " is not an integer token id (" + std::string(v.type_name()) + ")");
     if (v.is_number_unsigned())
       out.push_back(checked_id(static_cast<long double>(v.get<uint64_t>()), label, where));
     else
@@ -67,10 +80,11 @@ std::vector<int32_t> json_row(const nlohmann::json& a, const std::string& label,
 }
 
 TokenSequences parse_json(std::string_view bytes, const std::string& label) {
+  check_json_depth(bytes, label);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     invalid(label + ": invalid JSON token file (" + e.what() + ")");
   }
   if (j.is_object()) {
@@ -99,6 +113,50 @@ T load_le(const char* p) {
   return v;
 }
 
+// The .npy header is a Python dict literal, e.g.
+//   {'descr': '<i4', 'fortran_order': False, 'shape': (2, 512), }
+// Returns the text after "'<key>':" (spaces skipped), or nullopt. A small
+// scanner rather than std::regex: libstdc++'s regex recurses per character
+// and overflows the stack on long headers.
+std::optional<std::string_view> npy_field(std::string_view header, std::string_view key) {
+  const std::string quoted = "'" + std::string(key) + "'";
+  size_t at = header.find(quoted);
+  if (at == std::string_view::npos) return std::nullopt;
+  at += quoted.size();
+  while (at < header.size() && (header[at] == ' ' || header[at] == '\t')) ++at;
+  if (at >= header.size() || header[at] != ':') return std::nullopt;
+  ++at;
+  while (at < header.size() && (header[at] == ' ' || header[at] == '\t')) ++at;
+  return header.substr(at);
+}
+
+// "2, 512" or "512," or "" -> dimensions; rejects anything but digits,
+// spaces and commas, and dimensions of more than 18 digits.
+std::vector<uint64_t> parse_npy_shape(std::string_view text, const std::string& label) {
+  std::vector<uint64_t> dims;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    if (i == text.size()) break;
+    if (text[i] < '0' || text[i] > '9') invalid(label + ": .npy shape '" + std::string(text) + "' is not a tuple of integers");
+    uint64_t v = 0;
+    int digits = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      if (++digits > 18) invalid(label + ": .npy shape dimension too large");
+      v = v * 10 + static_cast<uint64_t>(text[i] - '0');
+      ++i;
+    }
+    dims.push_back(v);
+    if (dims.size() > 8) invalid(label + ": .npy shape has too many dimensions");
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    if (i < text.size()) {
+      if (text[i] != ',') invalid(label + ": .npy shape '" + std::string(text) + "' is not a tuple of integers");
+      ++i;
+    }
+  }
+  return dims;
+}
+
 TokenSequences parse_npy(std::string_view bytes, const std::string& label) {
   if (bytes.size() < 10 || bytes.substr(0, 6) != kNpyMagic) invalid(label + ": not a .npy file (bad magic)");
   const uint8_t major = static_cast<uint8_t>(bytes[6]);
@@ -114,46 +172,50 @@ TokenSequences parse_npy(std::string_view bytes, const std::string& label) {
     unsupported(label + ": .npy format version " + std::to_string(major) + " is not supported");
   }
   if (header_at + header_len > bytes.size()) invalid(label + ": truncated .npy header");
-  const std::string header(bytes.substr(header_at, header_len));
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')")))
+  const std::string_view header = bytes.substr(header_at, header_len);
+  const auto descr = npy_field(header, "descr");
+  if (!descr || descr->size() < 2 || descr->front() != '\'' || descr->find('\'', 1) == std::string_view::npos)
     invalid(label + ": .npy header has no 'descr'");
-  const std::string descr = m[1];
-  if (std::regex_search(header, std::regex(R"('fortran_order'\s*:\s*True)")))
+  const std::string dtype(descr->substr(1, descr->find('\'', 1) - 1));
+  const auto fortran = npy_field(header, "fortran_order");
+  if (fortran && fortran->substr(0, 4) == "True")
     unsupported(label + ": Fortran-ordered .npy arrays are not supported (save with C order)");
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
+  const auto shape_text = npy_field(header, "shape");
+  if (!shape_text || shape_text->empty() || shape_text->front() != '(' ||
+      shape_text->find(')') == std::string_view::npos)
     invalid(label + ": .npy header has no 'shape'");
-  std::vector<int64_t> shape;
-  {
-    std::stringstream ss(m[1].str());
-    std::string item;
-    while (std::getline(ss, item, ','))
-      if (item.find_first_not_of(" \t") != std::string::npos) shape.push_back(std::stoll(item));
-  }
+  const std::vector<uint64_t> shape = parse_npy_shape(shape_text->substr(1, shape_text->find(')') - 1), label);
   if (shape.empty() || shape.size() > 2)
     invalid(label + ": .npy token arrays must be 1-D or 2-D, got " + std::to_string(shape.size()) + "-D");
 
   int width = 0;
   bool is_signed = true;
-  if (descr == "<i4") width = 4;
-  else if (descr == "<i8") width = 8;
-  else if (descr == "<u4") width = 4, is_signed = false;
-  else if (descr == "<i2") width = 2;
-  else if (descr == "<u2") width = 2, is_signed = false;
-  else if (descr == "|u1" || descr == "<u1") width = 1, is_signed = false;
-  else unsupported(label + ": .npy dtype '" + descr + "' is not a supported token id type (int32, int64, uint8/16/32, int16; little-endian)");
+  if (dtype == "<i4") width = 4;
+  else if (dtype == "<i8") width = 8;
+  else if (dtype == "<u4") width = 4, is_signed = false;
+  else if (dtype == "<i2") width = 2;
+  else if (dtype == "<u2") width = 2, is_signed = false;
+  else if (dtype == "|u1" || dtype == "<u1") width = 1, is_signed = false;
+  else unsupported(label + ": .npy dtype '" + dtype + "' is not a supported token id type (int32, int64, uint8/16/32, int16; little-endian)");
 
-  const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.size() == 2 ? shape[1] : shape[0];
+  const uint64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.size() == 2 ? shape[1] : shape[0];
   const std::string_view data = bytes.substr(header_at + header_len);
-  if (static_cast<uint64_t>(rows) * cols * width != data.size())
-    invalid(label + ": .npy data holds " + std::to_string(data.size()) + " bytes, shape implies " +
-            std::to_string(rows * cols * width));
+  // The shape is checked against the bytes actually present before anything
+  // is sized from it: a header may claim billions of tokens.
+  const auto count = checked_mul(rows, cols);
+  const auto nbytes = count ? checked_mul(*count, static_cast<uint64_t>(width)) : std::nullopt;
+  if (!nbytes || *nbytes != data.size())
+    invalid(label + ": .npy data holds " + std::to_string(data.size()) + " bytes, shape (" + std::to_string(rows) +
+            (shape.size() == 2 ? ", " + std::to_string(cols) : std::string(",")) + ") of " + dtype + " implies " +
+            (nbytes ? std::to_string(*nbytes) : std::string("more than 2^64")));
+  if (cols == 0 && rows > 1)  // zero bytes of data, but as many vectors as the header says
+    invalid(label + ": .npy shape declares " + std::to_string(rows) + " empty sequences");
   TokenSequences t;
   t.sequences.resize(rows);
-  for (int64_t r = 0; r < rows; ++r) {
+  for (uint64_t r = 0; r < rows; ++r) {
     auto& seq = t.sequences[r];
     seq.resize(cols);
-    for (int64_t c = 0; c < cols; ++c) {
+    for (uint64_t c = 0; c < cols; ++c) {
       const char* p = data.data() + (r * cols + c) * width;
       long double v = 0;
       switch (width) {
@@ -162,8 +224,10 @@ TokenSequences parse_npy(std::string_view bytes, const std::string& label) {
         case 4: v = is_signed ? load_le<int32_t>(p) : load_le<uint32_t>(p); break;
         case 8: v = static_cast<long double>(load_le<int64_t>(p)); break;
       }
-      const std::string where = shape.size() == 2 ? "[" + std::to_string(r) + "][" + std::to_string(c) + "]"
-                                                  : "[" + std::to_string(c) + "]";
+      auto where = [&] {
+        return shape.size() == 2 ? "[" + std::to_string(r) + "][" + std::to_string(c) + "]"
+                                 : "[" + std::to_string(c) + "]";
+      };
       seq[c] = checked_id(v, label, where);
     }
   }
@@ -180,7 +244,9 @@ TokenSequences parse_raw(std::string_view bytes, bool is_signed, const std::stri
   for (size_t i = 0; i < seq.size(); ++i) {
     const char* p = bytes.data() + 4 * i;
     const long double v = is_signed ? load_le<int32_t>(p) : load_le<uint32_t>(p);
-    seq[i] = checked_id(v, label, "index " + std::to_string(i) + " (byte offset " + std::to_string(4 * i) + ")");
+    seq[i] = checked_id(v, label, [&] {
+      return "index " + std::to_string(i) + " (byte offset " + std::to_string(4 * i) + ")";
+    });
   }
   return t;
 }

@@ -27,6 +27,10 @@ struct TokenSequences {
   int64_t total() const;
 };
 
+// A token file larger than this is refused before it is read (2^30 int32 ids;
+// split bigger inputs into several files).
+inline constexpr uint64_t kMaxTokenFileBytes = 4ull << 30;
+
 // kAuto picks by extension (.json, .npy, .u32/.bin, .i32), else by content
 // (NumPy magic, or '[' / '{' for JSON) and otherwise asks for --tokens-format.
 TokenSequences read_token_file(const std::string& path, TokenFileFormat format = TokenFileFormat::kAuto);

@@ -6,7 +6,9 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/json_guard.h"
 #include "io/safetensors.h"
+#include "io/text_file.h"
 
 namespace eq::model {
 
@@ -63,6 +65,21 @@ bool get_bool(const json& j, const char* key, const std::string& path, bool fall
   return it->get<bool>();
 }
 
+// json::value() throws nlohmann's type_error when the field has another type;
+// this names the file and field instead.
+std::string get_string(const json& j, const char* key, const std::string& path, const std::string& fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_string()) invalid(path + ": field '" + key + "' must be a string");
+  return it->get<std::string>();
+}
+
+void check_max(int64_t v, int64_t max, const char* what, const std::string& path) {
+  if (v > max)
+    fail(ErrorKind::kResource, path + ": " + what + " is " + std::to_string(v) + ", more than the supported " +
+                                   std::to_string(max));
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
@@ -103,7 +120,12 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   c.num_kv_heads = get_int(j, "num_key_value_heads", path, c.num_heads);
   if (c.num_heads == 0 || c.hidden_size == 0 || c.num_layers == 0 || c.vocab_size == 0)
     invalid(path + ": hidden_size, num_hidden_layers, num_attention_heads and vocab_size must be positive");
+  check_max(c.vocab_size, kMaxConfigDim, "vocab_size", path);
+  check_max(c.hidden_size, kMaxConfigDim, "hidden_size", path);
+  check_max(c.num_layers, kMaxConfigLayers, "num_hidden_layers", path);
+  check_max(c.num_heads, kMaxConfigDim, "num_attention_heads", path);
   c.head_dim = get_int(j, "head_dim", path, c.hidden_size / c.num_heads);
+  check_max(c.head_dim, kMaxConfigDim, "head_dim", path);
   if (c.num_kv_heads == 0 || c.num_heads % c.num_kv_heads != 0)
     invalid(path + ": num_attention_heads (" + std::to_string(c.num_heads) +
             ") must be a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) + ")");
@@ -114,13 +136,18 @@ ModelConfig parse_config(const json& j, const std::string& path) {
     c.num_experts = get_int(j, "num_local_experts", path);
   else
     invalid(path + ": neither 'num_experts' nor 'num_local_experts' is present");
+  check_max(c.num_experts, kMaxConfigExperts, "the number of experts", path);
+  check_max(c.num_experts * c.num_layers, kMaxConfigLayerExperts, "num_hidden_layers x experts", path);
   c.top_k = get_int(j, "num_experts_per_tok", path);
   if (c.num_experts == 0 || c.top_k == 0 || c.top_k > c.num_experts)
     invalid(path + ": need 0 < num_experts_per_tok (" + std::to_string(c.top_k) + ") <= experts (" +
             std::to_string(c.num_experts) + ")");
   c.moe_intermediate_size = get_int(j, r->expert_size_key, path);
+  check_max(c.moe_intermediate_size, kMaxConfigDim, r->expert_size_key, path);
   c.intermediate_size = get_int(j, "intermediate_size", path, 0);
+  check_max(c.intermediate_size, kMaxConfigDim, "intermediate_size", path);
   if (c.arch == Arch::kQwen2Moe) c.shared_expert_intermediate_size = get_int(j, "shared_expert_intermediate_size", path, 0);
+  check_max(c.shared_expert_intermediate_size, kMaxConfigDim, "shared_expert_intermediate_size", path);
   c.norm_topk_prob = c.arch == Arch::kMixtral ? true : get_bool(j, "norm_topk_prob", path, r->default_norm_topk);
   c.rope_theta = r->default_rope_theta;
   if (j.contains("rope_theta") && !j["rope_theta"].is_null())
@@ -129,11 +156,12 @@ ModelConfig parse_config(const json& j, const std::string& path) {
     c.rope_theta = get_double(j["rope_parameters"], "rope_theta", path + " rope_parameters", c.rope_theta);
   if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
     const auto& rs = j["rope_scaling"];
-    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+    std::string type = get_string(rs, "rope_type", path + " rope_scaling",
+                                  get_string(rs, "type", path + " rope_scaling", "default"));
     if (type != "default") unsupported(path + ": rope_scaling type '" + type + "' is not supported");
   }
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
-    std::string type = j["rope_parameters"].value("rope_type", std::string("default"));
+    std::string type = get_string(j["rope_parameters"], "rope_type", path + " rope_parameters", "default");
     if (type != "default") unsupported(path + ": rope_parameters.rope_type '" + type + "' is not supported");
   }
   c.rms_norm_eps = get_double(j, "rms_norm_eps", path, r->default_eps);
@@ -143,7 +171,7 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   c.qk_norm_full = c.arch == Arch::kOlmoe;
   if (c.arch == Arch::kOlmoe) c.clip_qkv = get_double(j, "clip_qkv", path, 0.0);
   c.max_position_embeddings = get_int(j, "max_position_embeddings", path, 0);
-  c.source_dtype = j.value("dtype", j.value("torch_dtype", std::string("unknown")));
+  c.source_dtype = get_string(j, "dtype", path, get_string(j, "torch_dtype", path, "unknown"));
   if (c.source_dtype.empty()) c.source_dtype = "unknown";
 
   // Which layers are MoE (qwen*: decoder_sparse_step and mlp_only_layers).
@@ -164,17 +192,24 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   return c;
 }
 
+ModelConfig parse_config_text(std::string_view text, const std::string& path) {
+  io::check_json_depth(text, path);
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
+    invalid(path + ": not valid JSON: " + e.what());
+  }
+  return parse_config(j, path);
+}
+
 ModelConfig load_config(const std::string& folder) {
   const std::string path = folder + "/config.json";
   std::ifstream in(path);
   if (!in) fail(ErrorKind::kIo, path + ": cannot open (a checkpoint folder needs config.json)");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    invalid(path + ": not valid JSON: " + e.what());
-  }
-  return parse_config(j, path);
+  in.close();
+  // A config.json is a few kilobytes; 64 MiB is far beyond any real one.
+  return parse_config_text(io::read_file_bytes(path, 64ull << 20), path);
 }
 
 std::string attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".self_attn."; }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -55,8 +56,18 @@ struct ModelConfig {
 // Parses config.json text; `path` names the file in errors. Throws eq::Error
 // listing the supported model types for an unknown one.
 ModelConfig parse_config(const nlohmann::json& j, const std::string& path);
+// Parses config.json text (depth-guarded JSON, then parse_config).
+ModelConfig parse_config_text(std::string_view text, const std::string& path);
 // Reads <folder>/config.json.
 ModelConfig load_config(const std::string& folder);
+
+// Bounds on what a config may declare, checked before anything is sized from
+// it (per-layer tables, per-expert allocations). Generous: the largest MoE
+// models have ~100 layers, 512 experts per layer and 256k-token vocabularies.
+inline constexpr int64_t kMaxConfigLayers = 4096;
+inline constexpr int64_t kMaxConfigExperts = 65536;
+inline constexpr int64_t kMaxConfigLayerExperts = 1 << 22;  // num_layers x num_experts
+inline constexpr int64_t kMaxConfigDim = 1 << 24;          // vocab, hidden and intermediate sizes, heads
 std::string arch_name(Arch a);
 std::vector<std::string> supported_model_types();
 

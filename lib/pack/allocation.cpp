@@ -27,7 +27,7 @@ json parse_json(std::string_view text, const std::string& label) {
   io::check_json_depth(text, label);
   try {
     return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     invalid(label + ": not valid JSON: " + e.what());
   }
 }

@@ -511,7 +511,7 @@ Manifest parse_manifest_text(std::string_view text, const std::string& label) {
   json j;
   try {
     j = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     invalid(label + ": not valid JSON: " + e.what());
   }
   return parse_manifest(j, label);
