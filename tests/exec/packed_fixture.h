@@ -4,7 +4,12 @@
 // passthrough pack.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -41,23 +46,40 @@ inline nlohmann::json mixed_allocation(const model::ModelConfig& c) {
   return {{"schema", "expertquant.allocation"}, {"version", 1}, {"layers", layers}};
 }
 
+// Packs are cached beside the test binaries (ctest runs every test in its own
+// process) and rebuilt when the test binary changes (it links the library
+// statically, so any library change relinks it). A file lock serializes
+// processes that run in parallel.
 inline std::string pack_once(const std::string& tag, const std::string& uniform) {
-  const std::filesystem::path dir = temp_dir("exec-" + tag);
+  namespace fs = std::filesystem;
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  const fs::path dir = fs::path(binary()).parent_path() / "test-packs" / (exe.filename().string() + "-" + tag);
+  fs::create_directories(dir);
+  const int lock = ::open((dir / "lock").c_str(), O_CREAT | O_RDWR, 0644);
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  const std::string stamp = std::to_string(fs::last_write_time(exe).time_since_epoch().count());
   pack::PackRequest rq;
   rq.model_path = tinymoe_path();
   rq.out_path = (dir / "packed").string();
-  if (uniform.empty()) {
-    const std::string alloc = (dir / "allocation.json").string();
-    io::write_file_atomic(alloc, mixed_allocation(model::load_config(rq.model_path)).dump(1));
-    rq.allocation_path = alloc;
-  } else {
-    rq.uniform_format = uniform;
+  std::string have;
+  if (std::ifstream f(dir / "stamp"); f) std::getline(f, have);
+  if (have != stamp || !fs::exists(dir / "packed" / "manifest.json")) {
+    if (uniform.empty()) {
+      const std::string alloc = (dir / "allocation.json").string();
+      io::write_file_atomic(alloc, mixed_allocation(model::load_config(rq.model_path)).dump(1));
+      rq.allocation_path = alloc;
+    } else {
+      rq.uniform_format = uniform;
+    }
+    rq.force = true;
+    // One thread while packing: the packer runs trellis quantization inside
+    // its own pool tasks, and eq::ThreadPool is not reentrant.
+    set_num_threads(1);
+    pack::run_pack(rq);
+    set_num_threads(0);
+    io::write_file_atomic((dir / "stamp").string(), stamp + "\n");
   }
-  // One thread while packing: the packer runs trellis quantization inside its
-  // own pool tasks, and eq::ThreadPool is not reentrant.
-  set_num_threads(1);
-  pack::run_pack(rq);
-  set_num_threads(0);
+  if (lock >= 0) ::close(lock);
   return rq.out_path;
 }
 
