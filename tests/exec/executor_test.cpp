@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
 #include <set>
 
@@ -24,6 +25,16 @@ namespace {
 
 std::vector<int32_t> eval_tokens(size_t n) {
   return test::corpus_tokens("c", n);
+}
+
+// ‖a − b‖₂ / ‖b‖₂ over all logits (the relative error of the whole output).
+double rel_l2(const model::FloatBuffer& a, const model::FloatBuffer& b) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    m += static_cast<double>(b[i]) * b[i];
+  }
+  return m > 0 ? std::sqrt(d / m) : std::sqrt(d);
 }
 
 // max |a - b| / max |b|
@@ -124,7 +135,9 @@ TEST(Dispatch, StrategiesProduceTheSameLogits) {
     pm->set_dispatch(d);
     const model::FloatBuffer got = run_logits(*pm);
     ASSERT_EQ(got.size(), base.size());
-    EXPECT_LE(rel_diff(got, base), 1e-5) << label(*d);
+    const double diff = rel_diff(got, base);
+    std::printf("  %-20s max |logit diff| / max |logit| vs sorted = %.3g\n", label(*d).c_str(), diff);
+    EXPECT_LE(diff, 1e-5) << label(*d);
   }
 }
 
@@ -169,7 +182,12 @@ TEST(PackedModel, Bf16PassthroughReproducesTheReference) {
   for (const auto& d : all_strategies()) {
     pm->set_dispatch(d);
     const model::FloatBuffer got = run_logits(*pm);
-    EXPECT_LE(rel_diff(got, ref), 1e-6) << label(*d);
+    // Not bit-for-bit: the bf16 format's matmul sums each dot product in a
+    // different order than the reference's float GEMM.
+    const double diff = rel_l2(got, ref);
+    std::printf("  %-20s bf16 pack vs reference: |logits diff|_2 / |logits|_2 = %.3g (max-norm %.3g)\n",
+                label(*d).c_str(), diff, rel_diff(got, ref));
+    EXPECT_LE(diff, 1e-6) << label(*d);
   }
 }
 
