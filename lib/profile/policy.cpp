@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/json_guard.h"
 #include "io/text_file.h"
 #include "quant/format.h"
 
@@ -61,7 +62,7 @@ class Reader {
 
 }  // namespace
 
-Policy parse_policy(const json& j, const std::string& label) {
+Policy parse_policy(const json& j, const std::string& label) try {
   Reader r(label);
   r.object(j, "", {"schema", "version", "name", "description", "formats", "candidates", "coverage", "sensitivity",
                    "thresholds", "guard_rails"});
@@ -168,6 +169,10 @@ Policy parse_policy(const json& j, const std::string& label) {
     p.max_critical_fraction = r.number(g, "guard_rails", "max_critical_fraction", p.max_critical_fraction, 0, 1);
   }
   return p;
+} catch (const nlohmann::json::exception& e) {
+  // A field of the wrong type (nlohmann type_error/out_of_range) is bad input,
+  // reported like every other error: naming the file.
+  invalid(label + ": " + e.what());
 }
 
 Policy default_policy() {
@@ -213,10 +218,11 @@ Policy default_policy() {
 
 Policy load_policy(const std::string& path) {
   const std::string text = io::read_file_bytes(path, 1 << 24);
+  io::check_json_depth(text, "policy " + path);
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     invalid("policy " + path + ": not valid JSON: " + e.what());
   }
   return parse_policy(j, "policy " + path);

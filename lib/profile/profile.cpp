@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "io/atomic_file.h"
+#include "io/json_guard.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "pack/importance.h"
@@ -212,12 +213,14 @@ void write_profile(Profile& p, const std::string& path) {
   io::write_file_atomic(path, profile_to_json(p).dump(1) + "\n");
 }
 
-Profile read_profile(const std::string& path) {
+Profile read_profile(const std::string& path) try {
   const std::string label = "profile " + path;
+  const std::string text = io::read_file_bytes(path, 1ull << 32);
+  io::check_json_depth(text, label);
   json j;
   try {
-    j = json::parse(io::read_file_bytes(path, 1ull << 32));
-  } catch (const json::parse_error& e) {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     invalid(label + ": not valid JSON: " + e.what());
   }
   if (!j.is_object() || j.value("schema", "") != kProfileSchema)
@@ -321,6 +324,10 @@ Profile read_profile(const std::string& path) {
       }
   }
   return p;
+} catch (const nlohmann::json::exception& e) {
+  // A field of the wrong type (nlohmann type_error/out_of_range) is bad input,
+  // reported like every other error: naming the file.
+  invalid("profile " + path + ": " + e.what());
 }
 
 Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std::string>& labels) {
