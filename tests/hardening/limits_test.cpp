@@ -49,7 +49,7 @@ const std::string kTinyConfig = R"({"model_type": "qwen3_moe", "vocab_size": 256
   "num_local_experts": 32, "num_experts_per_tok": 4, "moe_intermediate_size": 64, "intermediate_size": 256})";
 
 TEST(Limits, SafetensorsHugeShapeRejectedBeforeAllocation) {
-  // 2^40 x 2^40 f32 overflows 64 bits; 2^31 x 2^31 does not but the file holds no data.
+  // 2^40 x 2^40 f32 overflows 64 bits; 2^31 x 2^30 f32 (2^63 bytes) does not, but the file holds no data.
   expect_error([] {
     io::SafetensorsFile::validate_buffer(
         safetensors_with_header(R"({"w":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})"),
@@ -58,7 +58,7 @@ TEST(Limits, SafetensorsHugeShapeRejectedBeforeAllocation) {
   expect_error([] {
     io::SafetensorsFile::validate_buffer(
         safetensors_with_header(
-            R"({"w":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,18446744073709551612]}})"),
+            R"({"w":{"dtype":"F32","shape":[2147483648,1073741824],"data_offsets":[0,9223372036854775808]}})"),
         "huge");
   }, "truncated");
   std::vector<uint8_t> claims_terabyte_header(16, 0);
@@ -80,7 +80,7 @@ TEST(Limits, TokenFileClaimingBillionsOfTokens) {
   expect_error([&] { io::parse_token_buffer(npy("<i4", "(4000000000,)"), io::TokenFileFormat::kNpy, "t.npy"); },
                "implies 16000000000");
   // rows x cols x width wraps 64 bits to 0 bytes: must not be taken for an empty file.
-  expect_error([&] { io::parse_token_buffer(npy("<i8", "(2305843009213693952, 8)"), io::TokenFileFormat::kNpy, "t.npy"); },
+  expect_error([&] { io::parse_token_buffer(npy("<i8", "(576460752303423488, 64)"), io::TokenFileFormat::kNpy, "t.npy"); },
                "more than 2^64");
   expect_error([&] { io::parse_token_buffer(npy("<i4", "(1000000000000000, 0)"), io::TokenFileFormat::kNpy, "t.npy"); },
                "empty sequences");
