@@ -192,6 +192,9 @@ TEST(PackCli, BadInputsFailClearlyWithoutOutput) {
 }
 
 TEST(PackCli, PeakRssStaysUnderQuarterOfCheckpoint) {
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "RSS bounds do not hold under AddressSanitizer (shadow memory, quarantine)";
+#endif
   EQ_REQUIRE_SHARED();
   const fs::path dir = temp_dir("pack_rss");
   const uint64_t bound = checkpoint_bytes(small_model()) / 4;
