@@ -9,7 +9,6 @@
 #include "core/hash.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
-#include "profile/input_file.h"
 #include "io/tokens.h"
 #include "model/forward.h"
 #include "model/ops.h"
@@ -28,7 +27,7 @@ constexpr int64_t kCapturedRows = 4096;
 
 std::vector<std::vector<int32_t>> read_calib_tokens(const std::string& path, const model::ModelConfig& c,
                                                     const std::string& format, CalibrationSlice& slice) {
-  const std::string bytes = read_input_file(path);
+  const std::string bytes = io::read_file_bytes(path);
   slice.xxh64 = hash_hex(xxhash64(bytes));
   const auto fmt = io::parse_token_file_format(format);
   if (!fmt) invalid("--tokens-format: unknown value '" + format + "' (auto, json, npy, u32, i32)");
@@ -133,7 +132,7 @@ void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, Pro
   const int64_t E = c.num_experts;
   if (is_trace_file(r.input_path)) {
     slice.kind = "trace";
-    slice.xxh64 = hash_hex(xxhash64(read_input_file(r.input_path)));
+    slice.xxh64 = hash_hex(xxhash64(io::read_file_bytes(r.input_path)));
     std::map<int64_t, int64_t> per_layer;
     const TraceHeader h = read_trace(r.input_path, [&](int64_t layer, int64_t n, const int32_t* ids, const float* g) {
       collector.observe(layer, n, nullptr, nullptr, ids, g);

@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "profile/input_file.h"
+#include "io/text_file.h"
 
 namespace eq::profile {
 namespace {
@@ -97,7 +97,7 @@ void TraceWriter::finish() {
 
 TraceHeader read_trace(const std::string& path,
                        const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block) {
-  const std::string bytes = read_input_file(path);
+  const std::string bytes = io::read_file_bytes(path);
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   const size_t n = bytes.size();
   if (n < 16 || std::memcmp(p, kMagic, 8) != 0) invalid("trace " + path + ": not a routing trace (bad magic)");

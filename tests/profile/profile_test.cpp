@@ -16,7 +16,6 @@
 #include "pack/importance.h"
 #include "core/thread_pool.h"
 #include "profile/heatmap.h"
-#include "profile/input_file.h"
 #include "profile/run.h"
 #include "profile/trace.h"
 #include "test_support.h"
@@ -48,7 +47,7 @@ void expect_near_rel(double a, double b, const std::string& what) {
 }
 
 TEST(Profile, MergeOfHalvesEqualsWhole) {
-  const std::string text = read_input_file((test::data_dir() / "corpus/calib_small.txt.zst").string());
+  const std::string text = io::read_file_bytes((test::data_dir() / "corpus/calib_small.txt.zst").string());
   // Cut at a window boundary so both runs see the same 512-token windows.
   const size_t limit = std::min<size_t>(text.size(), 64 * 512);
   const size_t half = (limit / 2 / 512) * 512;

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "profile/input_file.h"
+#include "io/text_file.h"
 #include "profile/run.h"
 #include "test_support.h"
 
@@ -27,7 +27,7 @@ namespace {
 void check_counts(const std::string& model_name) {
   const auto model = test::shared_dir() / "models" / model_name;
   const nlohmann::json ref =
-      nlohmann::json::parse(read_input_file((model / "reference/reference.json").string()))["expert_counts"];
+      nlohmann::json::parse(io::read_file_bytes((model / "reference/reference.json").string()))["expert_counts"];
   ProfileRequest r;
   r.model_path = model.string();
   r.source = SourceKind::kCalib;
