@@ -58,6 +58,9 @@ void check_counts(const std::string& model_name) {
 
 TEST(ReferenceCounts, TinyMoeCalibMixed) {
   EQ_REQUIRE_SHARED();
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
+#endif
   check_counts("tinymoe");
 }
 
