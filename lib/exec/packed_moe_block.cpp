@@ -4,6 +4,7 @@
 
 #include "core/thread_pool.h"
 #include "model/mlp.h"
+#include "model/moe_combine.h"
 #include "model/ops.h"
 
 namespace eq::exec {
@@ -41,60 +42,10 @@ void PackedMoeBlock::forward(const model::MoeCall& call, const float* x, float* 
   MoeWork work{&layer_, x, n, H, K, routing.expert_ids.data(), slot_out_.data()};
   dispatch_->run(work, scratch_);
 
-  // Combine in slot order, as the reference does (independent of the strategy).
-  default_pool().parallel_for(static_cast<size_t>(n), 64, [&](size_t t0, size_t t1) {
-    for (size_t t = t0; t < t1; ++t) {
-      float* o = out + t * H;
-      std::fill(o, o + H, 0.0f);
-      for (int64_t j = 0; j < K; ++j) {
-        const float wj = routing.weights[t * K + j];
-        const float* y = slot_out_.data() + (t * K + j) * H;
-        for (int64_t i = 0; i < H; ++i) o[i] += wj * y[i];
-      }
-    }
-  });
-
-  model::FloatBuffer shared;
-  if (c_.shared_expert_intermediate_size > 0) {
-    const int64_t I = c_.shared_expert_intermediate_size;
-    model::MlpWeights se;
-    se.intermediate = I;
-    se.gate = w_.get(model::shared_expert_name(c_, l, model::Proj::kGate), {I, H});
-    se.up = w_.get(model::shared_expert_name(c_, l, model::Proj::kUp), {I, H});
-    se.down = w_.get(model::shared_expert_name(c_, l, model::Proj::kDown), {H, I});
-    const model::Tensor32Ptr se_gate = w_.get(model::shared_expert_gate_name(c_, l), {1, H});
-    shared.resize(static_cast<size_t>(n * H));
-    model::FloatBuffer gate_logit(static_cast<size_t>(n));
-    model::mlp_forward(se, x, n, H, shared.data());
-    model::linear(x, n, H, se_gate->data.data(), 1, nullptr, gate_logit.data());
-    for (int64_t t = 0; t < n; ++t) {
-      const float g = 1.0f / (1.0f + std::exp(-gate_logit[t]));
-      for (int64_t i = 0; i < H; ++i) {
-        shared[t * H + i] *= g;
-        out[t * H + i] += shared[t * H + i];
-      }
-    }
-  }
-
-  if (call.observer) {
-    model::MoeObservation obs;
-    obs.layer = l;
-    obs.tokens = n;
-    obs.batch = call.batch;
-    obs.seq_len = call.seq_len;
-    obs.start_pos = call.start_pos;
-    obs.hidden = H;
-    obs.num_experts = E;
-    obs.top_k = K;
-    obs.input = x;
-    obs.router_logits = logits.data();
-    obs.expert_ids = routing.expert_ids.data();
-    obs.gate_weights = routing.weights.data();
-    obs.expert_outputs = call.observer->wants_expert_outputs() ? slot_out_.data() : nullptr;
-    obs.shared_output = shared.empty() ? nullptr : shared.data();
-    obs.output = out;
-    call.observer->on_moe_block(obs);
-  }
+  // Combine, shared expert and observer exactly as the reference block does.
+  model::combine_slots(routing, slot_out_.data(), n, K, H, out);
+  const model::FloatBuffer shared = model::add_shared_expert(c_, w_, l, x, n, out);
+  model::report_moe_block(call, c_, x, logits.data(), routing, slot_out_.data(), shared, out);
 }
 
 }  // namespace eq::exec

@@ -1,0 +1,74 @@
+#include "model/moe_combine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "model/mlp.h"
+#include "model/ops.h"
+
+namespace eq::model {
+
+void combine_slots(const Routing& routing, const float* slot_out, int64_t tokens, int64_t top_k, int64_t hidden,
+                   float* out) {
+  default_pool().parallel_for(static_cast<size_t>(tokens), 64, [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      float* o = out + t * hidden;
+      std::fill(o, o + hidden, 0.0f);
+      for (int64_t j = 0; j < top_k; ++j) {
+        const float wj = routing.weights[t * top_k + j];
+        const float* y = slot_out + (t * top_k + j) * hidden;
+        for (int64_t i = 0; i < hidden; ++i) o[i] += wj * y[i];
+      }
+    }
+  });
+}
+
+FloatBuffer add_shared_expert(const ModelConfig& c, const WeightStore& w, int64_t layer, const float* x,
+                              int64_t tokens, float* out) {
+  FloatBuffer shared;
+  if (c.shared_expert_intermediate_size == 0) return shared;
+  const int64_t I = c.shared_expert_intermediate_size, H = c.hidden_size;
+  MlpWeights se;
+  se.intermediate = I;
+  se.gate = w.get(shared_expert_name(c, layer, Proj::kGate), {I, H});
+  se.up = w.get(shared_expert_name(c, layer, Proj::kUp), {I, H});
+  se.down = w.get(shared_expert_name(c, layer, Proj::kDown), {H, I});
+  const Tensor32Ptr se_gate = w.get(shared_expert_gate_name(c, layer), {1, H});
+  shared.resize(static_cast<size_t>(tokens * H));
+  FloatBuffer gate_logit(static_cast<size_t>(tokens));
+  mlp_forward(se, x, tokens, H, shared.data());
+  linear(x, tokens, H, se_gate->data.data(), 1, nullptr, gate_logit.data());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float g = 1.0f / (1.0f + std::exp(-gate_logit[t]));
+    for (int64_t i = 0; i < H; ++i) {
+      shared[t * H + i] *= g;
+      out[t * H + i] += shared[t * H + i];
+    }
+  }
+  return shared;
+}
+
+void report_moe_block(const MoeCall& call, const ModelConfig& c, const float* x, const float* router_logits,
+                      const Routing& routing, const float* slot_out, const FloatBuffer& shared, const float* out) {
+  if (!call.observer) return;
+  MoeObservation obs;
+  obs.layer = call.layer;
+  obs.tokens = call.batch * call.seq_len;
+  obs.batch = call.batch;
+  obs.seq_len = call.seq_len;
+  obs.start_pos = call.start_pos;
+  obs.hidden = c.hidden_size;
+  obs.num_experts = c.num_experts;
+  obs.top_k = c.top_k;
+  obs.input = x;
+  obs.router_logits = router_logits;
+  obs.expert_ids = routing.expert_ids.data();
+  obs.gate_weights = routing.weights.data();
+  obs.expert_outputs = call.observer->wants_expert_outputs() ? slot_out : nullptr;
+  obs.shared_output = shared.empty() ? nullptr : shared.data();
+  obs.output = out;
+  call.observer->on_moe_block(obs);
+}
+
+}  // namespace eq::model
