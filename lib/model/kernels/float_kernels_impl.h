@@ -35,8 +35,10 @@ using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 using ConstMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using MutMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 
-void nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-        int64_t ldc, bool accumulate) {
+// C[m, n] (+)= A[m, k] · op(B): op(B) = Bᵀ with B stored [n, k] when TransB, else B stored [k, n].
+template <bool TransB>
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+          int64_t ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
   MutMap cm(c, m, n, Eigen::OuterStride<>(ldc));
   if (k <= 0) {
@@ -44,27 +46,26 @@ void nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const floa
     return;
   }
   ConstMap am(a, m, k, Eigen::OuterStride<>(lda));
-  ConstMap bm(b, n, k, Eigen::OuterStride<>(ldb));
-  if (accumulate)
-    cm.noalias() += am * bm.transpose();
+  auto product = [&](auto&& bop) {
+    if (accumulate)
+      cm.noalias() += am * bop;
+    else
+      cm.noalias() = am * bop;
+  };
+  if constexpr (TransB)
+    product(ConstMap(b, n, k, Eigen::OuterStride<>(ldb)).transpose());
   else
-    cm.noalias() = am * bm.transpose();
+    product(ConstMap(b, k, n, Eigen::OuterStride<>(ldb)));
+}
+
+void nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+        int64_t ldc, bool accumulate) {
+  gemm<true>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 void nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
         int64_t ldc, bool accumulate) {
-  if (m <= 0 || n <= 0) return;
-  MutMap cm(c, m, n, Eigen::OuterStride<>(ldc));
-  if (k <= 0) {
-    if (!accumulate) cm.setZero();
-    return;
-  }
-  ConstMap am(a, m, k, Eigen::OuterStride<>(lda));
-  ConstMap bm(b, k, n, Eigen::OuterStride<>(ldb));
-  if (accumulate)
-    cm.noalias() += am * bm;
-  else
-    cm.noalias() = am * bm;
+  gemm<false>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 void softmax_impl(float* x, int64_t n) {
