@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "exec/bit_group.h"
+#include "exec/mlp_kernel.h"
 #include "model/float_buffer.h"
 
 namespace eq::exec {
@@ -40,6 +41,7 @@ struct MoeWork {
   int64_t tokens = 0, hidden = 0, top_k = 0;
   const int32_t* expert_ids = nullptr;  // [tokens * top_k], never a pruned expert
   float* slot_out = nullptr;            // [tokens * top_k, hidden], overwritten
+  MlpKernel kernel = MlpKernel::kBatch; // chosen from `tokens` by the caller (mlp_kernel.h)
 };
 
 // Buffers reused across calls of one block (a gather buffer, per-group

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "exec/bit_group.h"
+#include "exec/mlp_kernel.h"
 #include "model/float_buffer.h"
 
 namespace eq::exec {
@@ -28,10 +29,11 @@ struct ExpertBatch {
   int64_t rows = 0;
 };
 
-// Runs all batches; batches write disjoint outputs, so the result does not
-// depend on the order or thread. Batches larger than a chunk are split by
-// rows so both cores stay busy.
-void run_expert_batches(std::span<const ExpertBatch> batches);
+// Runs all batches through the kernel family `kernel` (chosen per MoE call
+// from its token count, mlp_kernel.h); batches write disjoint outputs, so the
+// result does not depend on the order or thread. Work is split into chunks
+// so both cores stay busy even when one expert dominates.
+void run_expert_batches(std::span<const ExpertBatch> batches, MlpKernel kernel);
 
 // Whether a format's matmul already runs on eq::default_pool(): such batches
 // must run on the calling thread (the pool is not reentrant).

@@ -229,6 +229,11 @@ void PackedModel::set_dispatch(std::shared_ptr<const Dispatch> dispatch) {
     if (b) b->set_dispatch(dispatch_);
 }
 
+void PackedModel::set_mlp_kernel_thresholds(const MlpKernelThresholds& t) {
+  for (PackedMoeBlock* b : blocks_)
+    if (b) b->set_mlp_kernel_thresholds(t);
+}
+
 void PackedModel::use_reference(bool on) { reference_ = on; }
 
 }  // namespace eq::exec

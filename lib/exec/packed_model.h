@@ -64,6 +64,8 @@ class PackedModel {
   void set_dispatch(std::shared_ptr<const Dispatch> dispatch);
   const Dispatch& dispatch() const { return *dispatch_; }
   const std::shared_ptr<const Dispatch>& dispatch_ptr() const { return dispatch_; }
+  // Sets which token counts run the decode kernels in every packed block.
+  void set_mlp_kernel_thresholds(const MlpKernelThresholds& t);
   // Runs the unquantized reference MoE blocks instead (same Model, same
   // non-expert weights): the baseline eval compares against.
   void use_reference(bool on);

@@ -40,6 +40,7 @@ void PackedMoeBlock::forward(const model::MoeCall& call, const float* x, float* 
 
   slot_out_.resize(static_cast<size_t>(n * K * H));
   MoeWork work{&layer_, x, n, H, K, routing.expert_ids.data(), slot_out_.data()};
+  work.kernel = select_mlp_kernel(n, thresholds_);
   dispatch_->run(work, scratch_);
 
   // Combine, shared expert and observer exactly as the reference block does.

@@ -33,6 +33,7 @@ class PackedMoeBlock : public model::MoeBlock {
 
   void set_dispatch(std::shared_ptr<const Dispatch> dispatch) { dispatch_ = std::move(dispatch); }
   const Dispatch& dispatch() const { return *dispatch_; }
+  void set_mlp_kernel_thresholds(const MlpKernelThresholds& t) { thresholds_ = t; }
   const PackedLayer& layer() const { return layer_; }
 
  private:
@@ -40,6 +41,7 @@ class PackedMoeBlock : public model::MoeBlock {
   const model::WeightStore& w_;
   const PackedLayer& layer_;
   std::shared_ptr<const Dispatch> dispatch_;
+  MlpKernelThresholds thresholds_;
   DispatchScratch scratch_;
   model::FloatBuffer slot_out_;
 };

@@ -1,0 +1,13 @@
+// The batch expert-MLP kernel (MlpKernel::kBatch): each expert's contiguous
+// rows times its format's matmul, gate and up, SiLU-gated product, down.
+#pragma once
+
+#include <span>
+
+#include "exec/expert_mlp.h"
+
+namespace eq::exec {
+
+void run_batch_mlp(std::span<const ExpertBatch> batches);
+
+}  // namespace eq::exec
