@@ -54,26 +54,34 @@ size_t packed_size(int64_t rows, int64_t cols, int bits) {
 
 void dequantize_matrix(const PackedMatrix& m, int bits, float* out) {
   const TrellisParts p = parts_of(m, bits);
-  const int64_t rows = m.rows, cols = m.cols, tiles_n = rows / kTileDim, tiles_k = cols / kTileDim;
+  const int64_t rows = m.rows, cols = m.cols, tiles_n = rows / kTileDim;
   const int64_t block_n = hadamard_block_size(rows), block_k = hadamard_block_size(cols);
   std::vector<float> su(cols);
   for (int64_t k = 0; k < cols; ++k) su[k] = p.su[k];
-  // Row blocks of the N-side Hadamard are independent: decode, transform both
-  // sides and apply the signs while the block is in cache.
-  default_pool().run(static_cast<size_t>(rows / block_n), [&](size_t bi) {
+  // The transform is block-diagonal on both sides, so each [block_n, block_k]
+  // sub-matrix (at most 128 x 128 floats = 64 KB) is independent: decode its
+  // tiles into a buffer that stays in L2, transform rows and columns there and
+  // write it out once with the signs applied. Working on whole 128-row strips
+  // instead (1 MB at K = 2048) streamed every pass through L3 and ran 2-3x
+  // slower. The arithmetic per element is unchanged (bit-identical output).
+  const int64_t blocks_k = cols / block_k;
+  default_pool().run(static_cast<size_t>(rows / block_n * blocks_k), [&](size_t index) {
     const Kernels& kern = kernels();
-    const int64_t n0 = static_cast<int64_t>(bi) * block_n;
-    float* blk = out + n0 * cols;
+    const int64_t n0 = static_cast<int64_t>(index) / blocks_k * block_n;
+    const int64_t k0 = static_cast<int64_t>(index) % blocks_k * block_k;
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(block_n * block_k));
     for (int64_t nt = n0 / kTileDim; nt < (n0 + block_n) / kTileDim; ++nt)
-      for (int64_t kt = 0; kt < tiles_k; ++kt)
+      for (int64_t kt = k0 / kTileDim; kt < (k0 + block_k) / kTileDim; ++kt)
         kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
-                         out + nt * kTileDim * cols + kt * kTileDim, cols);
-    kern.hadamard_rows(blk, block_n, cols, block_k);
-    kern.hadamard_columns(blk, block_n, cols, block_n);
+                         buf.data() + (nt * kTileDim - n0) * block_k + (kt * kTileDim - k0), block_k);
+    kern.hadamard_rows(buf.data(), block_n, block_k, block_k);
+    kern.hadamard_columns(buf.data(), block_n, block_k, block_n);
     for (int64_t r = 0; r < block_n; ++r) {
       const float sv = p.sv[n0 + r];
-      float* row = blk + r * cols;
-      for (int64_t k = 0; k < cols; ++k) row[k] *= su[k] * sv;
+      const float* src = buf.data() + r * block_k;
+      float* row = out + (n0 + r) * cols + k0;
+      for (int64_t k = 0; k < block_k; ++k) row[k] = src[k] * (su[k0 + k] * sv);
     }
   });
 }
