@@ -139,14 +139,17 @@ int run_eval(EvalCliOptions& o) {
   } else {
     std::fputs(eval::report_table(r).c_str(), stdout);
   }
+  // --json and --html are one output: both files are replaced, or neither when a write fails.
+  std::vector<io::FileText> files;
   if (!o.json_out.empty()) {
     const std::string text = eval::report_to_json(r).dump(2) + "\n";
     if (o.json_out == "-")
       std::fputs(text.c_str(), stdout);
     else
-      io::write_file_atomic(o.json_out, text);
+      files.push_back({o.json_out, text});
   }
-  if (!o.html_out.empty()) io::write_file_atomic(o.html_out, eval::report_html(r));
+  if (!o.html_out.empty()) files.push_back({o.html_out, eval::report_html(r)});
+  if (!files.empty()) io::write_files_atomic(files);
   return 0;
 }
 

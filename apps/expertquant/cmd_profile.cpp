@@ -199,8 +199,10 @@ Command add_profile(CLI::App& app) {
               p = profile::run_profile(r, &info);
               bar.finish();
             }
-            profile::write_profile(p, o->out);
-            if (!o->heatmap.empty()) io::write_file_atomic(o->heatmap, profile::heatmap_svg(p));
+            // profile.json, its sidecar and the heatmap: all replaced, or none when a write fails.
+            std::vector<io::FileText> also;
+            if (!o->heatmap.empty()) also.push_back({o->heatmap, profile::heatmap_svg(p)});
+            profile::write_profile(p, o->out, also);
             if (o->json) {
               auto j = summary_json(p, o->out);
               if (info.trace_raw_bytes)

@@ -1,6 +1,7 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,24 +19,39 @@ namespace eq::io {
 
 namespace {
 
-// Test hook (docs/reliability.md, "Fault injection"): with
+// Test hooks (docs/reliability.md, "Fault injection"): with
 // EQ_FAULT_WRITE_AFTER_BYTES=N in the environment, write_all behaves as if the
 // disk filled up after N bytes written by this process: the write that would
-// pass N writes what fits, then fails with ENOSPC. Read once per process; a
-// malformed value disables the hook. Lets the hardening tests check that every
-// writer (shards, index, manifest, configs, reports) fails cleanly at any byte.
-uint64_t fault_write_budget() {
-  static const uint64_t budget = [] {
-    const char* v = std::getenv("EQ_FAULT_WRITE_AFTER_BYTES");
-    if (!v || !*v) return std::numeric_limits<uint64_t>::max();
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno != 0 || *end != '\0') return std::numeric_limits<uint64_t>::max();
-    return static_cast<uint64_t>(n);
+// pass N writes what fits, then fails with ENOSPC. EQ_FAULT_KILL_AFTER_BYTES=N
+// instead kills the process with SIGKILL at that point (a crash or `kill -9`
+// in the middle of writing an output). Read once per process; a malformed
+// value disables the hook. Lets the hardening tests check that every writer
+// (shards, index, manifest, configs, profiles, reports) fails cleanly at any byte.
+struct FaultHook {
+  uint64_t budget = std::numeric_limits<uint64_t>::max();
+  bool kill = false;
+};
+
+const FaultHook& fault_hook() {
+  static const FaultHook hook = [] {
+    FaultHook h;
+    auto read = [](const char* name, uint64_t* out) {
+      const char* v = std::getenv(name);
+      if (!v || !*v) return false;
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long n = std::strtoull(v, &end, 10);
+      if (errno != 0 || *end != '\0') return false;
+      *out = static_cast<uint64_t>(n);
+      return true;
+    };
+    if (!read("EQ_FAULT_WRITE_AFTER_BYTES", &h.budget) && read("EQ_FAULT_KILL_AFTER_BYTES", &h.budget)) h.kill = true;
+    return h;
   }();
-  return budget;
+  return hook;
 }
+
+uint64_t fault_write_budget() { return fault_hook().budget; }
 
 std::atomic<uint64_t> g_bytes_written{0};
 
@@ -58,9 +74,11 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     const size_t allowed = fault_allowance(n);
-    if (allowed == 0)
+    if (allowed == 0) {
+      if (fault_hook().kill) ::kill(::getpid(), SIGKILL);
       fail(ErrorKind::kIo, path + ": write failed: " + std::strerror(ENOSPC) +
                                " (injected by EQ_FAULT_WRITE_AFTER_BYTES)");
+    }
     ssize_t w = ::write(fd, p, allowed);
     if (w < 0) {
       if (errno == EINTR) continue;
@@ -112,6 +130,48 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
     std::remove(tmp.c_str());
     throw;
   }
+}
+
+void write_files_atomic(const std::vector<FileText>& files, const std::vector<StagedFile>& staged) {
+  std::vector<std::string> tmps;
+  auto discard = [&] {
+    for (const auto& t : tmps) std::remove(t.c_str());
+    for (const auto& s : staged) std::remove(s.staged_path.c_str());
+  };
+  try {
+    for (const auto& f : files) {
+      const std::string tmp = f.path + ".tmp";
+      const int fd = create_file(tmp);
+      tmps.push_back(tmp);
+      try {
+        write_all(fd, f.contents.data(), f.contents.size(), tmp);
+        if (::fsync(fd) != 0) fail(ErrorKind::kIo, tmp + ": fsync failed: " + std::strerror(errno));
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      if (::close(fd) != 0) fail(ErrorKind::kIo, tmp + ": close failed: " + std::strerror(errno));
+    }
+  } catch (...) {
+    discard();
+    throw;
+  }
+  // Everything is complete on disk: now the renames, staged files first.
+  std::vector<std::pair<std::string, std::string>> renames;
+  for (const auto& s : staged) renames.emplace_back(s.staged_path, s.final_path);
+  for (size_t i = 0; i < files.size(); ++i) renames.emplace_back(tmps[i], files[i].path);
+  for (const auto& [from, to] : renames)
+    if (std::rename(from.c_str(), to.c_str()) != 0) {
+      const int e = errno;
+      discard();
+      fail(ErrorKind::kIo, "cannot rename " + from + " to " + to + ": " + std::strerror(e));
+    }
+  std::vector<std::string> dirs;
+  for (const auto& [from, to] : renames) {
+    const std::string d = std::filesystem::path(to).parent_path().string();
+    if (std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
+  }
+  for (const auto& d : dirs) fsync_dir(d);
 }
 
 }  // namespace eq::io

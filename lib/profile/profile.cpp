@@ -188,8 +188,9 @@ ordered_json profile_to_json(const Profile& p) {
   return j;
 }
 
-void write_profile(Profile& p, const std::string& path) {
+void write_profile(Profile& p, const std::string& path, const std::vector<io::FileText>& also) {
   p.importance_file.clear();
+  std::vector<io::StagedFile> staged;
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   if (p.stats.has_outputs) {
@@ -208,9 +209,15 @@ void write_profile(Profile& p, const std::string& path) {
         add(pack::ImportanceSide::kIn, es.energy_in);
         add(pack::ImportanceSide::kMid, es.energy_mid);
       }
-    io::write_safetensors(side, tensors, {{"producer", "expertquant profile"}});
+    // Staged under a temporary name and renamed only together with
+    // profile.json: a failed write never pairs a previous profile.json with a
+    // new sidecar (or leaves either half-written).
+    io::write_safetensors(side + ".partial", tensors, {{"producer", "expertquant profile"}});
+    staged.push_back({side + ".partial", side});
   }
-  io::write_file_atomic(path, profile_to_json(p).dump(1) + "\n");
+  std::vector<io::FileText> files{{path, profile_to_json(p).dump(1) + "\n"}};
+  files.insert(files.end(), also.begin(), also.end());
+  io::write_files_atomic(files, staged);
 }
 
 Profile read_profile(const std::string& path) try {

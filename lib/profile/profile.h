@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
 #include "model/config.h"
 #include "profile/classify.h"
 #include "profile/policy.h"
@@ -54,9 +55,11 @@ struct Profile {
 ModelFingerprint fingerprint_model(const std::string& model_path);
 
 nlohmann::ordered_json profile_to_json(const Profile& p);
-// Writes `path` atomically and, when the statistics have energies, the
-// sidecar "<stem>.importance.safetensors" beside it (F64 sums, exact merge).
-void write_profile(Profile& p, const std::string& path);
+// Writes `path` and, when the statistics have energies, the sidecar
+// "<stem>.importance.safetensors" beside it (F64 sums, exact merge), plus the
+// `also` files (e.g. the heatmap) as one output: all are replaced or, when a
+// write fails, none (io::write_files_atomic).
+void write_profile(Profile& p, const std::string& path, const std::vector<io::FileText>& also = {});
 // Reads profile.json (and its sidecar's energies). Errors name path and field.
 Profile read_profile(const std::string& path);
 
