@@ -74,6 +74,7 @@ Manifest run_merge(const MergeRequest& rq) {
     decls.push_back({order[i].t->name, order[i].t->dtype, order[i].t->shape, order[i].t->bytes, shard[i]});
 
   const std::string partial = begin_output(rq.out_path, rq.force);
+  const PartialOutputGuard partial_guard(partial);  // removes OUT.partial if anything below throws
   ShardedOutput out(partial, std::move(decls), num_shards);
   std::map<std::pair<size_t, int>, std::unique_ptr<io::SafetensorsFile>> open;
   for (size_t i = 0; i < order.size(); ++i) {

@@ -55,6 +55,11 @@ void commit_output(const std::string& partial, const std::string& out) {
   if (!old.empty()) fs::remove_all(old, ec);
 }
 
+PartialOutputGuard::~PartialOutputGuard() {
+  std::error_code ec;
+  fs::remove_all(partial_, ec);  // best effort: the error being reported is the original one
+}
+
 ShardedOutput::ShardedOutput(std::string folder, std::vector<OutputTensor> tensors, int num_shards)
     : folder_(std::move(folder)), tensors_(std::move(tensors)), num_shards_(num_shards) {}
 

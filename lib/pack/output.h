@@ -28,6 +28,24 @@ std::string begin_output(const std::string& out, bool force);
 // partial -> OUT, removes the old folder.
 void commit_output(const std::string& partial, const std::string& out);
 
+// Removes OUT.partial when the pack or merge fails (an exception unwinds past
+// it): a failed run leaves no partial folder behind. Declared right after
+// begin_output, before the ShardedOutput writing into the folder (so that one
+// closes its files first). After commit_output the folder is gone (renamed),
+// so the destructor finds nothing to remove. Only a killed process leaves
+// OUT.partial: it has no manifest.json, nothing opens it as a pack, and the
+// next run removes it.
+class PartialOutputGuard {
+ public:
+  explicit PartialOutputGuard(std::string partial) : partial_(std::move(partial)) {}
+  ~PartialOutputGuard();
+  PartialOutputGuard(const PartialOutputGuard&) = delete;
+  PartialOutputGuard& operator=(const PartialOutputGuard&) = delete;
+
+ private:
+  std::string partial_;
+};
+
 struct OutputTensor {
   std::string name;
   DType dtype = DType::kU8;

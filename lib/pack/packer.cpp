@@ -261,6 +261,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
   m.shard_size = po.shard_size;
 
   const std::string partial = begin_output(rq.out_path, rq.force);
+  const PartialOutputGuard partial_guard(partial);  // removes OUT.partial if anything below throws
   // The bound counts bytes above what the process holds now (binary, libraries,
   // checkpoint index, plan); the kernel's peak mark restarts here when it can.
   release_all(*ckpt);
