@@ -129,5 +129,39 @@ TEST(WriteFaults, AtomicSmallFileFailsCleanly) {
   }
 }
 
+// One output made of several files (profile.json + sidecar, report JSON +
+// HTML): a failure in any of them changes none of the final names.
+TEST(WriteFaults, MultiFileOutputIsAllOrNothing) {
+  const fs::path dir = test::temp_dir("multi-faults");
+  const fs::path a = dir / "report.json", b = dir / "report.html", side = dir / "p.importance.safetensors";
+  auto write_all_three = [&](char fill) {
+    write_sample(side.string() + ".partial", static_cast<uint8_t>(fill));  // 4 KiB + header, staged
+    io::write_files_atomic({{a.string(), std::string(3000, fill)}, {b.string(), std::string(6000, fill)}},
+                           {{side.string() + ".partial", side.string()}});
+  };
+  write_all_three('o');
+  const std::string before_a = slurp(a), before_b = slurp(b), before_side = slurp(side);
+  // Per-file limits: 0 and 2000 cut the staged sidecar; 5000 lets the sidecar
+  // (4.2 KB) and the first file through and cuts the second.
+  for (uint64_t limit : {0ull, 2000ull, 5000ull}) {
+    SCOPED_TRACE("RLIMIT_FSIZE " + std::to_string(limit));
+    const ChildResult r = run_limited(limit, [&] { write_all_three('n'); });
+    EXPECT_EQ(r.exit_code, static_cast<int>(ErrorKind::kIo)) << r.message;
+    EXPECT_NE(r.message.find("write failed"), std::string::npos) << r.message;
+    EXPECT_EQ(slurp(a), before_a) << "a file of the failed output replaced its previous version";
+    EXPECT_EQ(slurp(b), before_b);
+    EXPECT_EQ(slurp(side), before_side);
+    size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+    EXPECT_EQ(entries, 3u) << "a temporary or staged file was left behind";
+  }
+  // Without a limit all three are replaced.
+  ASSERT_EQ(run_limited(RLIM_INFINITY, [&] { write_all_three('n'); }).exit_code, 0);
+  EXPECT_EQ(slurp(a), std::string(3000, 'n'));
+  EXPECT_EQ(slurp(b), std::string(6000, 'n'));
+  EXPECT_NE(slurp(side), before_side);
+  EXPECT_FALSE(fs::exists(side.string() + ".partial"));
+}
+
 }  // namespace
 }  // namespace eq
