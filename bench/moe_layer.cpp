@@ -1,0 +1,305 @@
+// One MoE layer call (expert MLPs only: dispatch + gate/up/SwiGLU/down, no
+// router or combine) at real layer shapes, per format mix, dispatch strategy
+// and token count M, against the machine's ceilings measured in the same run
+// (STREAM-style triad, Eigen fp32 GEMM). Layers: lib/exec/synthetic_layer.h
+// (random codes at preset shapes; the shared qwen3moe-small layer quantized
+// from its real weights). Routing: top-k distinct random experts per token
+// over all experts, a different draw for every call, so the weights come from
+// DRAM (not cache) whenever the layer exceeds L3.
+//
+//   effective GB/s = packed bytes of the distinct experts a call routes to ÷ median time
+//   GFLOP/s        = 2·3·H·I per token–slot pair (useful flops) ÷ median time
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "eval/ceilings.h"
+#include "exec/dispatch.h"
+#include "exec/dispatch_cost.h"
+#include "exec/runtime_config.h"
+#include "exec/synthetic_layer.h"
+#include "exec/timing.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace {
+
+using namespace eq;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+struct Cell {
+  std::string shape, mix, dispatch, fill;
+  int64_t m = 0;
+  exec::TimingStats t;
+  double active_bytes = 0, flops = 0;
+};
+
+// The small shared model's layer: shape from its config, weights from its checkpoint.
+struct RealLayer {
+  std::unique_ptr<io::Checkpoint> ckpt;
+  std::unique_ptr<model::WeightStore> store;
+  model::ModelConfig config;
+  exec::LayerShape shape;
+  exec::ExpertSource source;
+};
+
+std::unique_ptr<RealLayer> open_real_layer(const std::string& folder, int64_t layer) {
+  auto r = std::make_unique<RealLayer>();
+  r->config = model::load_config(folder);
+  r->ckpt = io::Checkpoint::open(folder);
+  r->store = std::make_unique<model::WeightStore>(*r->ckpt, false);
+  const model::ModelConfig& c = r->config;
+  r->shape = {"qwen3moe-small", c.num_experts, c.top_k, c.hidden_size, c.moe_intermediate_size};
+  RealLayer* self = r.get();
+  r->source = [self, layer](int64_t e, std::vector<float>& g, std::vector<float>& u, std::vector<float>& d) {
+    const model::MlpWeights w = model::load_expert(*self->store, self->config, layer, e);
+    g.assign(w.gate->data.begin(), w.gate->data.end());
+    u.assign(w.up->data.begin(), w.up->data.end());
+    d.assign(w.down->data.begin(), w.down->data.end());
+  };
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench/moe_layer: MoE layer expert-MLP time per format mix, dispatch and M, vs triad and Eigen"};
+  std::string shapes_arg = "qwen3-30b-a3b,e512,qwen3moe-small", mixes_arg, dispatch_arg = "mask-combine,sorted,auto";
+  std::string ms_arg = "1,8,64,512", small_model;
+  int threads = 0, reps = 7, warmup = 1, small_layer = 0;
+  double budget = 4.0;
+  int64_t sort_cutoff = -1, decode_max_tokens = 0;
+  uint64_t triad_mb = 256, seed = 42;
+  bool json = false;
+  app.add_option("--shapes", shapes_arg,
+                 "Comma list: qwen3-30b-a3b, mixtral-8x7b, e512, qwen3moe-small, or all (default leaves out "
+                 "mixtral-8x7b: 360 GFLOP per M=512 call)");
+  app.add_option("--mixes", mixes_arg, "Comma list of format mixes (default all: bf16,int8_row,fp4_g32,trellis2,"
+                                       "trellis3,trellis4,mix842,mix842t)");
+  app.add_option("--dispatch", dispatch_arg, "Comma list of dispatch strategies");
+  app.add_option("--ms", ms_arg, "Comma list of token counts M per call");
+  app.add_option("--threads", threads, "Worker threads (default: all cores)");
+  app.add_option("--reps", reps, "Timed calls per cell at most (median, p90)");
+  app.add_option("--warmup", warmup, "Untimed calls per cell");
+  app.add_option("--budget", budget, "Seconds of timed calls per cell: fewer reps (never < 3) when a call is slow");
+  app.add_option("--sort-cutoff", sort_cutoff, "auto's sort cutoff (default: configs/runtime.json)");
+  app.add_option("--decode-max-tokens", decode_max_tokens, "Calls with M <= this use the decode kernel (mlp_kernel.h)");
+  app.add_option("--triad-mb", triad_mb, "MiB per triad array (three arrays; keep >> L3)");
+  app.add_option("--small-model", small_model, "qwen3moe-small folder (default $EQ_SHARED_DIR or /work/shared)");
+  app.add_option("--small-layer", small_layer, "Layer of qwen3moe-small to use");
+  app.add_option("--seed", seed, "Seed of the codes and routing");
+  app.add_flag("--json", json, "Print JSON instead of the table");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) set_num_threads(threads);
+
+  try {
+    if (shapes_arg == "all") shapes_arg = "qwen3-30b-a3b,mixtral-8x7b,e512,qwen3moe-small";
+    std::vector<const exec::FormatMix*> mixes;
+    if (mixes_arg.empty())
+      for (const exec::FormatMix& m : exec::preset_format_mixes()) mixes.push_back(&m);
+    for (const std::string& n : split(mixes_arg)) {
+      const exec::FormatMix* m = exec::find_format_mix(n);
+      if (!m) invalid("unknown mix '" + n + "'");
+      mixes.push_back(m);
+    }
+    std::vector<exec::DispatchKind> kinds;
+    for (const std::string& n : split(dispatch_arg)) {
+      auto k = exec::parse_dispatch_kind(n);
+      if (!k) invalid("unknown dispatch '" + n + "'");
+      kinds.push_back(*k);
+    }
+    std::vector<int64_t> ms;
+    for (const std::string& n : split(ms_arg)) ms.push_back(std::stoll(n));
+    if (sort_cutoff < 0) sort_cutoff = exec::default_runtime_config().sort_cutoff;
+    const exec::MlpKernelThresholds thresholds{decode_max_tokens};
+    if (small_model.empty()) {
+      const char* env = std::getenv("EQ_SHARED_DIR");
+      small_model = std::string(env ? env : "/work/shared") + "/models/qwen3moe-small";
+    }
+
+    const std::string load_before = load_average();
+    const int pool_threads = default_pool().size();
+    const eval::Ceiling triad = eval::triad_bandwidth(triad_mb << 20, 5);
+    const eval::Ceiling gemm = eval::eigen_gemm_peak(512, 768, 2048, 5);
+    if (!json)
+      std::printf("cpu %s, isa %s, %d threads, load %s\ntriad %.1f GB/s (best of 5; median %.1f), 3 x %llu MiB\n"
+                  "eigen sgemm 512x768x2048 %.1f GFLOP/s (best of 5; median %.1f)\nsort_cutoff %lld, decode kernel "
+                  "for M <= %lld\n\n",
+                  std::string(cpu_model_name()).c_str(), std::string(isa_name(active_isa())).c_str(), pool_threads,
+                  load_before.c_str(), triad.best, triad.median, static_cast<unsigned long long>(triad_mb), gemm.best,
+                  gemm.median, static_cast<long long>(sort_cutoff), static_cast<long long>(decode_max_tokens));
+
+    std::vector<Cell> cells;
+    std::map<std::string, std::string> fills;
+    std::map<std::string, double> layer_gb;
+    for (const std::string& shape_name : split(shapes_arg)) {
+      std::unique_ptr<RealLayer> real;
+      exec::LayerShape shape;
+      if (shape_name == "qwen3moe-small") {
+        if (!std::ifstream(small_model + "/config.json")) {
+          std::fprintf(stderr, "moe_layer: %s absent, skipping qwen3moe-small\n", small_model.c_str());
+          continue;
+        }
+        real = open_real_layer(small_model, small_layer);
+        shape = real->shape;
+      } else {
+        const exec::LayerShape* s = exec::find_layer_shape(shape_name);
+        if (!s) invalid("unknown shape '" + shape_name + "'");
+        shape = *s;
+      }
+      const int64_t H = shape.hidden, I = shape.intermediate, K = shape.top_k;
+      for (const exec::FormatMix* mix : mixes) {
+        auto layer = exec::make_synthetic_layer(shape, *mix, seed, real ? real->source : exec::ExpertSource{});
+        const std::string key = shape.name + "/" + mix->name;
+        fills[key] = layer->fill();
+        layer_gb[key] = static_cast<double>(layer->packed_bytes()) / 1e9;
+        if (!json)
+          std::fprintf(stderr, "%s: %.3f GB packed, %zu groups, %s\n", key.c_str(), layer_gb[key],
+                       layer->layer().groups.size(), layer->fill().c_str());
+        for (int64_t M : ms) {
+          // The same routing draws for every mix and dispatch of this shape and M.
+          std::vector<std::vector<int32_t>> routings;
+          std::vector<double> bytes;
+          for (int r = 0; r < warmup + reps; ++r) {
+            routings.push_back(exec::random_expert_ids(shape.experts, K, M, seed * 7919 + M * 104729 + r));
+            std::vector<char> seen(static_cast<size_t>(shape.experts), 0);
+            double b = 0;
+            for (int32_t e : routings.back())
+              if (!seen[e]++) b += static_cast<double>(exec::expert_bytes(layer->layer().expert(e)));
+            bytes.push_back(b);
+          }
+          std::vector<float> x(static_cast<size_t>(M * H));
+          for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+          model::FloatBuffer out(static_cast<size_t>(M * K * H));
+          for (exec::DispatchKind kind : kinds) {
+            auto dispatch = exec::make_dispatch(kind, sort_cutoff);
+            exec::DispatchScratch scratch;
+            auto call = [&](size_t r) {
+              exec::MoeWork w{&layer->layer(), x.data(), M, H, K, routings[r].data(), out.data()};
+              w.kernel = exec::select_mlp_kernel(M, thresholds);
+              dispatch->run(w, scratch);
+            };
+            double warm = 0;
+            for (int r = 0; r < warmup; ++r) {
+              const auto t0 = std::chrono::steady_clock::now();
+              call(static_cast<size_t>(r));
+              warm = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            }
+            const int n = warm > 0 ? std::clamp(static_cast<int>(budget / warm), std::min(3, reps), reps) : reps;
+            std::vector<double> t;
+            double b = 0;
+            for (int r = 0; r < n; ++r) {
+              const auto t0 = std::chrono::steady_clock::now();
+              call(static_cast<size_t>(warmup + r));
+              t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+              b += bytes[static_cast<size_t>(warmup + r)];
+            }
+            Cell c{shape.name, mix->name, std::string(exec::dispatch_kind_name(kind)), layer->fill(), M,
+                   exec::summarize_times(t), b / n, 6.0 * H * I * M * K};
+            if (!json)
+              std::printf("%-15s %-9s %-13s M=%-4lld %10.3f ms (p90 %8.3f, n=%d) %7.2f GB/s = %5.1f%% triad  "
+                          "%7.1f GFLOP/s = %5.1f%% eigen\n",
+                          c.shape.c_str(), c.mix.c_str(), c.dispatch.c_str(), static_cast<long long>(M),
+                          c.t.median * 1e3, c.t.p90 * 1e3, c.t.reps, c.active_bytes / c.t.median / 1e9,
+                          100 * c.active_bytes / c.t.median / 1e9 / triad.best, c.flops / c.t.median / 1e9,
+                          100 * c.flops / c.t.median / 1e9 / gemm.best);
+            std::fflush(stdout);
+            cells.push_back(std::move(c));
+          }
+        }
+      }
+    }
+
+    // Derived figures: mask-combine ÷ sorted, and the mixed-bits target
+    // (mixed sorted ≤ 1.05 × fp4_g32 sorted × mixed bytes ÷ fp4 bytes).
+    auto find = [&](const std::string& s, const std::string& mix, const std::string& d, int64_t m) -> const Cell* {
+      for (const Cell& c : cells)
+        if (c.shape == s && c.mix == mix && c.dispatch == d && c.m == m) return &c;
+      return nullptr;
+    };
+    nlohmann::ordered_json derived = nlohmann::ordered_json::array();
+    for (const Cell& c : cells) {
+      if (c.dispatch != "sorted") continue;
+      nlohmann::ordered_json d{{"shape", c.shape}, {"mix", c.mix}, {"m", c.m}};
+      if (const Cell* mc = find(c.shape, c.mix, "mask-combine", c.m)) d["mask_combine_over_sorted"] = mc->t.median / c.t.median;
+      const Cell* u = find(c.shape, "fp4_g32", "sorted", c.m);
+      if (u && c.mix.rfind("mix", 0) == 0) {
+        const double bound = u->t.median * c.active_bytes / u->active_bytes;
+        d["mixed_over_bytes_scaled_fp4"] = c.t.median / bound;
+        d["mixed_target_met"] = c.t.median <= 1.05 * bound;
+      }
+      derived.push_back(d);
+    }
+    const std::string load_after = load_average();
+
+    if (json) {
+      nlohmann::ordered_json j;
+      j["bench"] = "moe_layer";
+      j["command"] = [&] {
+        std::string s;
+        for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+        return s;
+      }();
+      j["machine"] = {{"cpu", cpu_model_name()}, {"isa", isa_name(active_isa())}, {"threads", pool_threads},
+                      {"load_before", load_before}, {"load_after", load_after}};
+      j["ceilings"] = {{"triad_gbs", triad.best}, {"triad_gbs_median", triad.median},
+                       {"triad_array_mib", triad_mb}, {"eigen_sgemm", "512x768x2048"},
+                       {"eigen_gflops", gemm.best}, {"eigen_gflops_median", gemm.median}};
+      j["settings"] = {{"sort_cutoff", sort_cutoff}, {"decode_max_tokens", decode_max_tokens},
+                       {"reps_max", reps}, {"warmup", warmup}, {"budget_s", budget}, {"seed", seed}};
+      j["layers"] = nlohmann::ordered_json::object();
+      for (const auto& [k, f] : fills) j["layers"][k] = {{"fill", f}, {"packed_gb", layer_gb[k]}};
+      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+      for (const Cell& c : cells) {
+        const double gbs = c.active_bytes / c.t.median / 1e9, gf = c.flops / c.t.median / 1e9;
+        rows.push_back({{"shape", c.shape}, {"mix", c.mix}, {"dispatch", c.dispatch}, {"m", c.m},
+                        {"median_ms", c.t.median * 1e3}, {"p90_ms", c.t.p90 * 1e3}, {"reps", c.t.reps},
+                        {"active_bytes", c.active_bytes}, {"gbs", gbs}, {"triad_ratio", gbs / triad.best},
+                        {"gflops", gf}, {"eigen_ratio", gf / gemm.best}});
+      }
+      j["results"] = rows;
+      j["derived"] = derived;
+      std::printf("%s\n", j.dump(1).c_str());
+    } else {
+      std::printf("\nmask-combine / sorted, mixed sorted / (fp4_g32 sorted x bytes ratio) [target <= 1.05]\n");
+      for (const auto& d : derived) {
+        std::printf("%-15s %-9s M=%-4lld", d["shape"].get<std::string>().c_str(), d["mix"].get<std::string>().c_str(),
+                    static_cast<long long>(d["m"].get<int64_t>()));
+        if (d.contains("mask_combine_over_sorted")) std::printf("  mc/sorted %5.2fx", d["mask_combine_over_sorted"].get<double>());
+        if (d.contains("mixed_over_bytes_scaled_fp4"))
+          std::printf("  mixed/scaled-fp4 %5.2f %s", d["mixed_over_bytes_scaled_fp4"].get<double>(),
+                      d["mixed_target_met"].get<bool>() ? "met" : "MISSED");
+        std::printf("\n");
+      }
+      std::printf("load before %s, after %s\n", load_before.c_str(), load_after.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench/moe_layer: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
