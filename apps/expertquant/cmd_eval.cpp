@@ -78,7 +78,10 @@ int run_eval(EvalCliOptions& o) {
 
   eval::EvalReport r;
   r.tool_version = EQ_VERSION;
-  r.model_path = o.model.empty() ? pm->manifest().source.path : o.model;
+  r.model_path = o.model;
+  if (!pm->has_reference())
+    r.comparison_skipped = "no --model: the packed model ran alone (its own bits per byte/token and latency); the "
+                           "unquantized reference, KL, top-1, per-layer error and collapse checks need --model";
   r.machine = {std::string(cpu_model_name()), std::string(isa_name(active_isa())), default_pool().size(), 0};
   r.packed = eval::summarize_pack(pm->manifest(), o.packed);
   r.ctx = o.ctx;
@@ -96,7 +99,7 @@ int run_eval(EvalCliOptions& o) {
     r.quality = eval::compare_quality(*pm, texts, qo);
     bar.finish();
   }
-  if (!o.no_collapse) {
+  if (!o.no_collapse && pm->has_reference()) {
     eval::CollapseOptions co;
     co.prompts_per_domain = o.prompts_per_domain;
     co.new_tokens = o.new_tokens;
@@ -118,7 +121,9 @@ int run_eval(EvalCliOptions& o) {
     const auto dispatches = make_dispatches(o.dispatch, rt.sort_cutoff);
     r.latency = run_latency(*pm, texts, dispatches, lo, "packed", o.verbose);
     if (!o.baseline.empty()) {
-      auto base = exec::PackedModel::open(o.baseline, po);
+      exec::PackedModelOptions bo = po;
+      bo.model_path.clear();  // timed only: no reference needed
+      auto base = exec::PackedModel::open(o.baseline, bo);
       if (base->manifest().source.fingerprint != pm->manifest().source.fingerprint)
         invalid("--baseline " + o.baseline + ": packed from a different checkpoint than " + o.packed);
       r.baseline = eval::summarize_pack(base->manifest(), o.baseline);
@@ -160,7 +165,9 @@ Command add_eval(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "eval", "Quality (bpb, KL, top-1, per-layer error, collapse) and latency per dispatch of a packed model");
   sub->add_option("--packed", o->packed, "Packed model folder (expertquant pack -o)")->required();
-  sub->add_option("--model", o->model, "Source checkpoint (default: the manifest's source.path)");
+  sub->add_option("--model", o->model,
+                  "Unquantized source checkpoint to compare against (without it: the packed model's own bpb and "
+                  "latency; comparisons skipped)");
   add_text_options(sub, o->inputs, "Use at most N tokens of each text (0 = all)");
   sub->add_option("--ctx", o->ctx, "Window length for scoring (perplexity window rule; default 512)");
   sub->add_option("--batch-windows", o->batch_windows, "Windows scored together (default 4)");

@@ -76,7 +76,7 @@ int run_generate(GenerateCliOptions& o) {
   });
   if (o.json) {
     nlohmann::ordered_json j;
-    j["model"] = o.model;
+    j["model"] = o.model.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.model);
     j["packed"] = o.packed.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.packed);
     j["dispatch"] = dispatch_name;
     j["prompt_tokens"] = r.prompt_tokens;
@@ -101,7 +101,8 @@ int run_generate(GenerateCliOptions& o) {
 Command add_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateCliOptions>();
   CLI::App* sub = app.add_subcommand("generate", "Continue a prompt with the reference model or a packed model");
-  sub->add_option("--model", o->model, "Checkpoint (with --packed: the source, default the manifest's source.path)");
+  sub->add_option("--model", o->model,
+                  "Checkpoint to run (with --packed: optional, the source, checked against the packed config)");
   sub->add_option("--packed", o->packed, "Run this packed model folder");
   sub->add_option("--prompt", o->prompt, "Prompt text (byte-level models); C escapes such as \\n and \\xHH are decoded");
   sub->add_flag("--raw-prompt", o->raw_prompt, "Send --prompt byte for byte (no escape decoding)");

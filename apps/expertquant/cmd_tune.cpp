@@ -61,7 +61,7 @@ Command add_tune(CLI::App& app) {
   auto o = std::make_shared<TuneCliOptions>();
   CLI::App* sub = app.add_subcommand("tune", "Measure the sort/no-sort crossover of auto dispatch and write sort_cutoff");
   sub->add_option("--packed", o->packed, "Packed model folder")->required();
-  sub->add_option("--model", o->model, "Source checkpoint (default: the manifest's source.path)");
+  sub->add_option("--model", o->model, "Source checkpoint (optional; checked against the packed config)");
   add_text_options(sub, o->inputs, "Use at most N tokens of the text (0 = all)");
   sub->add_option("-o,--out", o->out, "Runtime config to write (default configs/runtime.json)");
   sub->add_option("--sweep", o->sweep, "Token counts M to time (default 1,2,4,...,256)");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/error.h"
 #include "exec/packed_model.h"
 #include "model/generate.h"
 
@@ -95,6 +96,9 @@ std::vector<CollapsePrompt> domain_prompts(const std::vector<LabeledTokens>& tex
 
 std::vector<CollapseCheck> run_collapse_checks(exec::PackedModel& pm, const std::vector<CollapsePrompt>& prompts,
                                                const CollapseOptions& options) {
+  if (!pm.has_reference())
+    invalid("collapse checks compare against the unquantized model: load the packed model with its source (--model)");
+  pm.use_reference(false);
   model::Model& m = pm.model();
   const bool byte_level = m.config().byte_level();
   const int n = byte_level ? 8 : 4;
@@ -107,7 +111,7 @@ std::vector<CollapseCheck> run_collapse_checks(exec::PackedModel& pm, const std:
     c.offset = p.offset;
     c.prompt = p.tokens;
     pm.use_reference(true);
-    c.reference = model::generate(m, p.tokens, g).tokens;
+    c.reference = model::generate(pm.model(), p.tokens, g).tokens;
     pm.use_reference(false);
     c.packed = model::generate(m, p.tokens, g).tokens;
     c.loop_reference = repeated_ngram_coverage(c.reference, n);

@@ -39,13 +39,13 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
   if (o.sweep.empty()) invalid("latency: empty M sweep");
   const int64_t max_m = *std::max_element(o.sweep.begin(), o.sweep.end());
   if (max_m > inputs.rows) invalid("latency: M up to " + std::to_string(max_m) + " needs that many captured rows");
+  pm.use_reference(false);
   model::Model& model = pm.model();
   const model::ModelConfig& c = model.config();
   const int64_t H = c.hidden_size;
   int64_t max_seq = o.ctx;
   if (c.max_position_embeddings > 0) max_seq = std::min(max_seq, c.max_position_embeddings);
   const std::shared_ptr<const exec::Dispatch> saved = pm.dispatch_ptr();
-  pm.use_reference(false);
 
   LatencyResult r;
   r.folder = pm.folder();

@@ -115,6 +115,9 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
                               const QualityOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (options.ctx < 2) invalid("quality: ctx " + std::to_string(options.ctx) + " must be >= 2");
+  // Without the unquantized model only the packed model's own bits are scored.
+  const bool compare = pm.has_reference();
+  pm.use_reference(false);
   model::Model& m = pm.model();
   const int64_t V = m.config().vocab_size;
   int64_t total = 0;
@@ -146,24 +149,32 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
                     text.tokens.begin() + windows[w].first + len);
       w0 = w1;
       if (len < 2) continue;
-      pm.use_reference(true);
-      m.set_observer(&layer_obs);
-      model::KvCache cache_r = m.new_cache(batch, len);
-      const auto logits_r = m.forward(toks, batch, len, cache_r);
-      m.set_observer(nullptr);
-      pm.use_reference(false);
+      model::FloatBuffer logits_r;
+      if (compare) {
+        pm.use_reference(true);
+        model::Model& ref = pm.model();
+        ref.set_observer(&layer_obs);
+        model::KvCache cache_r = ref.new_cache(batch, len);
+        logits_r = ref.forward(toks, batch, len, cache_r);
+        ref.set_observer(nullptr);
+        pm.use_reference(false);
+      }
       model::KvCache cache_p = m.new_cache(batch, len);
       const auto logits_p = m.forward(toks, batch, len, cache_p);
       for (int64_t s = 0; s < batch; ++s)
         for (int64_t i = 0; i + 1 < len; ++i) {
           const int64_t row = s * len + i;
           const int32_t next = toks[static_cast<size_t>(row + 1)];
-          const float* a = logits_r.data() + row * V;
           const float* b = logits_p.data() + row * V;
-          log_softmax(a, V, lr);
           log_softmax(b, V, lp);
-          acc.nats_ref -= lr[static_cast<size_t>(next)];
           acc.nats_packed -= lp[static_cast<size_t>(next)];
+          if (!compare) {
+            acc.kl.push_back(0.0);  // counts the scored position
+            continue;
+          }
+          const float* a = logits_r.data() + row * V;
+          log_softmax(a, V, lr);
+          acc.nats_ref -= lr[static_cast<size_t>(next)];
           double kl = 0;
           for (int64_t v = 0; v < V; ++v) kl += std::exp(lr[static_cast<size_t>(v)]) * (lr[static_cast<size_t>(v)] - lp[static_cast<size_t>(v)]);
           acc.kl.push_back(std::max(0.0, kl));
@@ -179,6 +190,7 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
     r.texts.push_back(finish(text.label, acc));
   }
   pm.use_reference(false);
+  r.compared = compare;
   r.overall = finish("all", all);
   r.layers = layer_obs.result();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -49,13 +49,18 @@ struct TextQuality {
 };
 
 struct QualityResult {
+  // False when the packed model ran alone (no unquantized model loaded): only
+  // bits_packed and scored_tokens are measured; the reference, KL, top-1 and
+  // per-layer fields are not (zero here, null in the report).
+  bool compared = true;
   TextQuality overall;
   std::vector<TextQuality> texts;
   std::vector<LayerError> layers;
   double seconds = 0;
 };
 
-// Leaves `pm` running its packed blocks.
+// Leaves `pm` running its packed blocks. Without a reference model loaded
+// (PackedModel::has_reference) scores the packed model alone.
 QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTokens>& texts,
                               const QualityOptions& options = {});
 

@@ -32,11 +32,17 @@ ojson timing_json(const exec::TimingStats& t) {
   return {{"median", t.median * 1e3}, {"p90", t.p90 * 1e3}, {"min", t.min * 1e3}, {"reps", t.reps}};
 }
 
-ojson text_json(const TextQuality& q, bool byte_level) {
+ojson text_json(const TextQuality& q, bool byte_level, bool compared) {
   ojson j;
   j["label"] = q.label;
   j["scored_tokens"] = q.scored_tokens;
   j["unit"] = byte_level ? "bits_per_byte" : "bits_per_token";
+  if (!compared) {  // the packed model alone: nothing to compare with
+    j["bits_reference"] = nullptr;
+    j["bits_packed"] = q.bits_packed;
+    for (const char* k : {"bits_delta_percent", "kl_mean", "kl_p99", "kl_max", "top1_agreement"}) j[k] = nullptr;
+    return j;
+  }
   j["bits_reference"] = q.bits_reference;
   j["bits_packed"] = q.bits_packed;
   j["bits_delta_percent"] = q.bits_reference > 0 ? 100.0 * (q.bits_packed / q.bits_reference - 1.0) : 0.0;
@@ -164,7 +170,14 @@ nlohmann::ordered_json report_to_json(const EvalReport& r) {
                   {"isa", r.machine.isa},
                   {"threads", r.machine.threads},
                   {"peak_rss_bytes", r.machine.peak_rss_bytes}};
-  j["model"] = r.model_path;
+  j["model"] = r.model_path.empty() ? ojson(nullptr) : ojson(r.model_path);
+  if (r.comparison_skipped.empty())
+    j["comparison"] = {{"status", "done"}, {"reference", r.model_path}};
+  else
+    j["comparison"] = {{"status", "skipped"},
+                       {"reference", nullptr},
+                       {"reason", r.comparison_skipped},
+                       {"skipped", {"bits_reference", "kl", "top1_agreement", "layers", "collapse"}}};
   j["packed"] = pack_json(r.packed);
   j["baseline"] = r.baseline ? pack_json(*r.baseline) : ojson(nullptr);
   if (r.quality) {
@@ -173,9 +186,10 @@ nlohmann::ordered_json report_to_json(const EvalReport& r) {
     qj["ctx"] = r.ctx;
     qj["texts"] = r.texts;
     qj["seconds"] = q.seconds;
-    qj["overall"] = text_json(q.overall, r.byte_level);
+    qj["compared"] = q.compared;
+    qj["overall"] = text_json(q.overall, r.byte_level, q.compared);
     ojson per = ojson::array();
-    for (const auto& t : q.texts) per.push_back(text_json(t, r.byte_level));
+    for (const auto& t : q.texts) per.push_back(text_json(t, r.byte_level, q.compared));
     qj["per_text"] = per;
     ojson layers = ojson::array();
     for (const LayerError& e : q.layers)
@@ -242,7 +256,11 @@ std::string quality_line(const EvalReport& r) {
   std::string s;
   char buf[512];
   const char* unit = r.byte_level ? "bpb" : "bits/token";
-  if (r.quality) {
+  if (r.quality && !r.quality->compared) {
+    std::snprintf(buf, sizeof buf, "%s %.4f (packed model alone; no --model: no reference, KL, top-1)", unit,
+                  r.quality->overall.bits_packed);
+    s += buf;
+  } else if (r.quality) {
     const TextQuality& q = r.quality->overall;
     std::snprintf(buf, sizeof buf, "%s %.4f -> %.4f (%+.2f%%), KL mean %.4f p99 %.4f, top-1 %.1f%%", unit,
                   q.bits_reference, q.bits_packed,

@@ -43,7 +43,11 @@ PackSummary summarize_pack(const pack::Manifest& m, const std::string& folder);
 
 struct EvalReport {
   std::string tool_version;
-  std::string model_path;
+  std::string model_path;  // the unquantized source compared against; empty = none
+  // Set when the packed model ran alone (no --model): why the comparison with
+  // the unquantized model, and so KL, top-1, per-layer error and the collapse
+  // checks, were skipped.
+  std::string comparison_skipped;
   MachineInfo machine;
   PackSummary packed;
   std::optional<PackSummary> baseline;

@@ -166,14 +166,26 @@ std::string report_html(const EvalReport& r) {
          "th{background:#f4f4f4}td.l,th.l{text-align:left}pre{white-space:pre-wrap;font-size:12px;background:#f8f8f8;padding:4px;margin:0}"
          ".pass{color:#2a2}.fail{color:#c22;font-weight:bold}.chart{display:block;margin:8px 0}</style></head><body>\n";
   out += "<h1>expertquant eval report</h1>\n";
-  add(out, "<p id='summary'>Packed <code>%s</code> (%s, %.3f bits per expert weight) from <code>%s</code>; %s, %s, %d thread(s).</p>\n",
+  add(out, "<p id='summary'>Packed <code>%s</code> (%s, %.3f bits per expert weight) against <code>%s</code>; %s, %s, %d thread(s).</p>\n",
       esc(r.packed.folder).c_str(), esc(r.packed.policy).c_str(), r.packed.avg_bits_per_expert_weight,
-      esc(r.model_path).c_str(), esc(r.machine.cpu).c_str(), esc(r.machine.isa).c_str(), r.machine.threads);
+      esc(r.model_path.empty() ? std::string("no unquantized model") : r.model_path).c_str(), esc(r.machine.cpu).c_str(),
+      esc(r.machine.isa).c_str(), r.machine.threads);
+  if (!r.comparison_skipped.empty())
+    out += "<p id='comparison'>Comparison skipped: " + esc(r.comparison_skipped) + "</p>\n";
   if (r.baseline)
     add(out, "<p>Baseline <code>%s</code> (%s, %.3f bits per expert weight).</p>\n", esc(r.baseline->folder).c_str(),
         esc(r.baseline->policy).c_str(), r.baseline->avg_bits_per_expert_weight);
   const char* unit = r.byte_level ? "bpb" : "bits/token";
-  if (r.quality) {
+  if (r.quality && !r.quality->compared) {
+    out += "<h2>Quality</h2>\n<p>" + esc(quality_line(r)) + "</p>\n";
+    add(out, "<table id='quality'><tr><th class='l'>text</th><th>tokens</th><th>%s packed</th></tr>\n", unit);
+    std::vector<TextQuality> rows = r.quality->texts;
+    if (rows.size() > 1) rows.push_back(r.quality->overall);
+    for (const auto& t : rows)
+      add(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.4f</td></tr>\n", esc(t.label).c_str(),
+          static_cast<long long>(t.scored_tokens), t.bits_packed);
+    out += "</table>\n";
+  } else if (r.quality) {
     const QualityResult& q = *r.quality;
     out += "<h2>Quality</h2>\n<p>" + esc(quality_line(r)) + "</p>\n";
     add(out, "<table id='quality'><tr><th class='l'>text</th><th>tokens</th><th>%s reference</th><th>%s packed</th><th>delta</th><th>KL mean</th><th>KL p99</th><th>KL max</th><th>top-1</th></tr>\n", unit, unit);

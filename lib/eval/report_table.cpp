@@ -80,7 +80,16 @@ std::string report_table(const EvalReport& r) {
   if (r.baseline) pack_line(out, "baseline", *r.baseline);
   add(out, "machine   %s, %s, %d thread(s)\n", r.machine.cpu.c_str(), r.machine.isa.c_str(), r.machine.threads);
   const char* unit = r.byte_level ? "bpb" : "bits/tok";
-  if (r.quality) {
+  if (!r.comparison_skipped.empty()) add(out, "compare   skipped: %s\n", r.comparison_skipped.c_str());
+  if (r.quality && !r.quality->compared) {
+    add(out, "\nquality   %s\n", quality_line(r).c_str());
+    add(out, "%-12s %8s %9s\n", "text", "tokens", (std::string(unit) + " pk").c_str());
+    for (const auto& t : r.quality->texts)
+      add(out, "%-12s %8lld %9.4f\n", t.label.c_str(), static_cast<long long>(t.scored_tokens), t.bits_packed);
+    if (r.quality->texts.size() > 1)
+      add(out, "%-12s %8lld %9.4f\n", "all", static_cast<long long>(r.quality->overall.scored_tokens),
+          r.quality->overall.bits_packed);
+  } else if (r.quality) {
     const QualityResult& q = *r.quality;
     add(out, "\nquality   %s\n", quality_line(r).c_str());
     add(out, "%-12s %8s %9s %9s %8s %9s %9s %7s\n", "text", "tokens", (std::string(unit) + " ref").c_str(),

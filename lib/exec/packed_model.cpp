@@ -3,36 +3,17 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "exec/packed_linear.h"
 #include "exec/packed_moe_block.h"
 #include "io/safetensors.h"
 #include "pack/packer.h"
 
 namespace eq::exec {
 namespace {
-
-// The Model owns one block per MoE layer; this one holds both the reference
-// and the packed block so eval can run either through the same forward pass.
-class SwitchMoeBlock : public model::MoeBlock {
- public:
-  SwitchMoeBlock(std::unique_ptr<model::MoeBlock> reference, std::unique_ptr<PackedMoeBlock> packed,
-                 const bool* use_reference)
-      : reference_(std::move(reference)), packed_(std::move(packed)), use_reference_(use_reference) {}
-  void forward(const model::MoeCall& call, const float* x, float* out) override {
-    if (*use_reference_)
-      reference_->forward(call, x, out);
-    else
-      packed_->forward(call, x, out);
-  }
-  PackedMoeBlock* packed() { return packed_.get(); }
-
- private:
-  std::unique_ptr<model::MoeBlock> reference_;
-  std::unique_ptr<PackedMoeBlock> packed_;
-  const bool* use_reference_;
-};
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -42,7 +23,9 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 // Every tensor the manifest lists is in the folder with its dtype, shape and
 // size; with `verify`, its bytes hash to the recorded checksum.
-uint64_t check_tensors(const pack::Manifest& m, const io::Checkpoint& packed, const io::Checkpoint& source,
+// With `source` (the reference checkpoint) and `verify`, every copied tensor's
+// source bytes hash to the same checksum.
+uint64_t check_tensors(const pack::Manifest& m, const io::Checkpoint& packed, const io::Checkpoint* source,
                        const std::string& folder, bool verify) {
   uint64_t hashed = 0;
   for (const pack::ManifestTensor& t : m.tensors) {
@@ -58,14 +41,14 @@ uint64_t check_tensors(const pack::Manifest& m, const io::Checkpoint& packed, co
     if (h != t.xxh64)
       invalid(where + ": checksum " + hash_hex(h) + " differs from manifest.json " + hash_hex(t.xxh64) +
               " (corrupt shard; run `expertquant verify`)");
-    if (t.kind == "copy") {
+    if (t.kind == "copy" && source) {
       const std::string& src = t.source.empty() ? t.name : t.source;
-      if (!source.has(src)) invalid(source.path() + ": tensor '" + src + "' copied into " + folder + " is missing");
-      const uint64_t hs = xxhash64(source.view(src).bytes());
-      hashed += source.info(src).nbytes();
+      if (!source->has(src)) invalid(source->path() + ": tensor '" + src + "' copied into " + folder + " is missing");
+      const uint64_t hs = xxhash64(source->view(src).bytes());
+      hashed += source->info(src).nbytes();
       if (hs != t.xxh64)
-        invalid(source.path() + ": tensor '" + src + "' differs from its copy in " + folder +
-                " (the non-expert weights are read from the source checkpoint; pass the --model it was packed from)");
+        invalid(source->path() + ": tensor '" + src + "' differs from its copy in " + folder +
+                " (--model must be the checkpoint the folder was packed from)");
     }
   }
   return hashed;
@@ -162,6 +145,101 @@ PackedLayer build_layer(const pack::ManifestLayer& ml, const model::ModelConfig&
   return pl;
 }
 
+// The quantized non-expert matrices (`pack --attn-format`) as LinearOps, by
+// source tensor name; each one's parts in manifest (= format part) order.
+model::LinearOps quantized_linear_ops(const pack::Manifest& m, const model::ModelConfig& c,
+                                      const io::Checkpoint& packed, const std::string& folder) {
+  std::map<std::string, quant::PackedMatrix> by_source;
+  std::vector<std::string> order;
+  for (const pack::ManifestTensor& t : m.tensors) {
+    if (t.kind != "quantized") continue;
+    const std::string what = folder + ": tensor '" + t.name + "'";
+    if (t.source.empty()) invalid(what + ": quantized tensor without a 'source' in manifest.json");
+    const auto shape = model::expected_shape(c, t.source);
+    if (!shape || t.source == "model.embed_tokens.weight")
+      unsupported(what + ": quantized '" + t.source +
+                  "' is not an attention projection or lm_head; the executor cannot run it quantized");
+    const quant::FormatTraits& f = quant::format_by_name(t.format);
+    auto [it, inserted] = by_source.try_emplace(t.source);
+    quant::PackedMatrix& pm = it->second;
+    if (inserted) {
+      pm.format = &f;
+      pm.rows = (*shape)[0];
+      pm.cols = (*shape)[1];
+      order.push_back(t.source);
+    } else if (pm.format != &f) {
+      invalid(what + ": format " + t.format + " differs from the other parts of '" + t.source + "' (" +
+              std::string(pm.format->name) + ")");
+    }
+    const io::TensorInfo& info = packed.info(t.name);
+    quant::PartView v;
+    v.data = packed.view(t.name).data;
+    v.dtype = info.dtype;
+    v.shape = info.shape;
+    v.nbytes = info.nbytes();
+    pm.parts.push_back(std::move(v));
+  }
+  model::LinearOps ops;
+  for (const std::string& name : order) {
+    const quant::PackedMatrix& pm = by_source.at(name);
+    quant::validate_packed(pm, folder + ": quantized '" + name + "' (" + std::string(pm.format->name) + ")");
+    // Tied embeddings: the forward reads the embedding matrix for the logits,
+    // whatever lm_head holds (as HF does), so a quantized lm_head is unused.
+    if (name == "lm_head.weight" && c.tie_word_embeddings) continue;
+    ops[name] = std::make_shared<PackedLinear>(pm);
+  }
+  return ops;
+}
+
+// The packed folder's config (what runs) against the manifest and, when
+// given, the source checkpoint's config: the first differing field is named.
+void check_configs(const pack::Manifest& m, const model::ModelConfig& packed, const std::string& folder,
+                   const model::ModelConfig* source, const std::string& source_path) {
+  auto field = [&](const char* name, auto a, auto b) {
+    if (a == b) return;
+    std::ostringstream os;
+    os << std::boolalpha << source_path << "/config.json: field '" << name << "' is " << b << ", the packed model's "
+       << folder << "/config.json says " << a << " (--model is not the checkpoint this folder was packed from)";
+    invalid(os.str());
+  };
+  auto manifest_field = [&](const char* name, int64_t in_manifest, int64_t in_config) {
+    if (in_manifest != in_config)
+      invalid(folder + "/config.json: '" + name + "' is " + std::to_string(in_config) + ", manifest.json source." +
+              name + " says " + std::to_string(in_manifest));
+  };
+  if (m.source.model_type != packed.model_type)
+    invalid(folder + "/config.json: model_type '" + packed.model_type + "', manifest.json source.model_type says '" +
+            m.source.model_type + "'");
+  manifest_field("num_layers", m.source.num_layers, packed.num_layers);
+  manifest_field("num_experts", m.source.num_experts, packed.num_experts);
+  manifest_field("hidden_size", m.source.hidden_size, packed.hidden_size);
+  manifest_field("moe_intermediate_size", m.source.moe_intermediate_size, packed.moe_intermediate_size);
+  if (!source) return;
+  const model::ModelConfig &a = packed, &b = *source;
+  field("model_type", a.model_type, b.model_type);
+  field("vocab_size", a.vocab_size, b.vocab_size);
+  field("hidden_size", a.hidden_size, b.hidden_size);
+  field("num_hidden_layers", a.num_layers, b.num_layers);
+  field("num_attention_heads", a.num_heads, b.num_heads);
+  field("num_key_value_heads", a.num_kv_heads, b.num_kv_heads);
+  field("head_dim", a.head_dim, b.head_dim);
+  field("num_experts", a.num_experts, b.num_experts);
+  field("num_experts_per_tok", a.top_k, b.top_k);
+  field("moe_intermediate_size", a.moe_intermediate_size, b.moe_intermediate_size);
+  field("intermediate_size", a.intermediate_size, b.intermediate_size);
+  field("shared_expert_intermediate_size", a.shared_expert_intermediate_size, b.shared_expert_intermediate_size);
+  field("norm_topk_prob", a.norm_topk_prob, b.norm_topk_prob);
+  field("rope_theta", a.rope_theta, b.rope_theta);
+  field("rms_norm_eps", a.rms_norm_eps, b.rms_norm_eps);
+  field("tie_word_embeddings", a.tie_word_embeddings, b.tie_word_embeddings);
+  field("attention_bias", a.attention_bias, b.attention_bias);
+  field("clip_qkv", a.clip_qkv, b.clip_qkv);
+  field("max_position_embeddings", a.max_position_embeddings, b.max_position_embeddings);
+  if (a.layer_is_moe != b.layer_is_moe)
+    invalid(source_path + "/config.json: the MoE layers (decoder_sparse_step / mlp_only_layers) differ from " +
+            folder + "/config.json");
+}
+
 }  // namespace
 
 PackedModel::~PackedModel() = default;
@@ -175,43 +253,52 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const 
   if (!m.complete || !m.has_globals)
     invalid(folder + ": a partial pack (layers " + std::to_string(m.first_layer) + "-" + std::to_string(m.last_layer) +
             "); combine the parts with `expertquant merge` first");
-  if (!m.policy.attn_format.empty())
-    unsupported(folder + ": packed with --attn-format " + m.policy.attn_format +
-                "; the executor runs quantized experts only (attention and lm_head must be copies)");
-  pm->packed_ = io::Checkpoint::open(folder);
 
-  const std::string source = options.model_path.empty() ? m.source.path : options.model_path;
-  if (source.empty()) invalid(folder + ": manifest.json has no source.path; pass --model");
-  pm->model_ = model::Model::open(source, options.model_options);
-  const model::ModelConfig& c = pm->model_->config();
-  const uint64_t fp = pack::source_fingerprint(pm->model_->checkpoint());
-  if (fp != m.source.fingerprint)
-    invalid(source + ": fingerprint " + hash_hex(fp) + " differs from the source of " + folder + " (" +
-            hash_hex(m.source.fingerprint) + ", " + m.source.path + ")");
-
-  pm->stats_.verified_bytes = check_tensors(m, *pm->packed_, pm->model_->checkpoint(), folder, options.verify);
+  // The forward pass over the folder's own tensors and config.json.
+  auto packed = io::Checkpoint::open(folder);
+  model::ModelConfig c = model::load_config(packed->folder());
+  std::unique_ptr<model::Model> source;
+  if (!options.model_path.empty()) {
+    model::ModelOptions so = options.model_options;
+    source = model::Model::open(options.model_path, so);
+  }
+  check_configs(m, c, folder, source ? &source->config() : nullptr, options.model_path);
+  if (source) {
+    const uint64_t fp = pack::source_fingerprint(source->checkpoint());
+    if (fp != m.source.fingerprint)
+      invalid(options.model_path + ": fingerprint " + hash_hex(fp) + " differs from the source of " + folder + " (" +
+              hash_hex(m.source.fingerprint) + ", " + m.source.path + ")");
+  }
+  pm->stats_.verified_bytes =
+      check_tensors(m, *packed, source ? &source->checkpoint() : nullptr, folder, options.verify);
+  model::ModelOptions mo = options.model_options;
+  mo.routed_experts = false;
+  mo.linear_ops = quantized_linear_ops(m, c, *packed, folder);
+  pm->model_ = std::make_unique<model::Model>(std::move(packed), std::move(c), mo);
+  pm->reference_model_ = std::move(source);
+  pm->reference_path_ = options.model_path;
+  const model::ModelConfig& cfg = pm->model_->config();
+  const io::Checkpoint& ckpt = pm->model_->checkpoint();
 
   pm->dispatch_ = make_dispatch(DispatchKind::kSorted, 0);
-  pm->blocks_.assign(static_cast<size_t>(c.num_layers), nullptr);
+  pm->blocks_.assign(static_cast<size_t>(cfg.num_layers), nullptr);
   for (const pack::ManifestLayer& ml : m.layers) {
     if (!ml.moe) continue;
-    if (ml.layer < 0 || ml.layer >= c.num_layers || !c.layer_is_moe[static_cast<size_t>(ml.layer)])
+    if (ml.layer < 0 || ml.layer >= cfg.num_layers || !cfg.layer_is_moe[static_cast<size_t>(ml.layer)])
       invalid(folder + ": manifest layer " + std::to_string(ml.layer) + " is not a MoE layer of the model");
-    pm->layers_.push_back(build_layer(ml, c, *pm->packed_, folder));
+    pm->layers_.push_back(build_layer(ml, cfg, ckpt, folder));
   }
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    if (c.layer_is_moe[static_cast<size_t>(l)]) {
+  for (int64_t l = 0; l < cfg.num_layers; ++l)
+    if (cfg.layer_is_moe[static_cast<size_t>(l)]) {
       bool found = false;
       for (const PackedLayer& pl : pm->layers_) found = found || pl.layer == l;
       if (!found) invalid(folder + ": MoE layer " + std::to_string(l) + " is missing from manifest.json");
     }
   for (const PackedLayer& pl : pm->layers_) {
     for (const BitGroup& g : pl.groups) pm->stats_.expert_bytes += g.bytes;
-    auto packed = std::make_unique<PackedMoeBlock>(c, pm->model_->weights(), pl, pm->dispatch_);
-    pm->blocks_[static_cast<size_t>(pl.layer)] = packed.get();
-    auto reference = std::make_unique<model::ReferenceMoeBlock>(c, pm->model_->weights());
-    pm->model_->set_moe_block(pl.layer,
-                              std::make_unique<SwitchMoeBlock>(std::move(reference), std::move(packed), &pm->reference_));
+    auto block = std::make_unique<PackedMoeBlock>(cfg, pm->model_->weights(), pl, pm->dispatch_);
+    pm->blocks_[static_cast<size_t>(pl.layer)] = block.get();
+    pm->model_->set_moe_block(pl.layer, std::move(block));
   }
   pm->stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return pm;
@@ -234,6 +321,11 @@ void PackedModel::set_mlp_kernel_thresholds(const MlpKernelThresholds& t) {
     if (b) b->set_mlp_kernel_thresholds(t);
 }
 
-void PackedModel::use_reference(bool on) { reference_ = on; }
+void PackedModel::use_reference(bool on) {
+  if (on && !reference_model_)
+    invalid("packed model " + folder_ +
+            ": no unquantized model to compare against (loaded without --model; pass the source checkpoint)");
+  reference_ = on;
+}
 
 }  // namespace eq::exec

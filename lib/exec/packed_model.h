@@ -3,11 +3,14 @@
 // slot) map and the pruned mask (lib/exec/bit_group.h), and a model::Model
 // whose MoE blocks run the packed experts.
 //
-// The non-expert weights (embeddings, attention, norms, router, shared expert)
-// are read from the source checkpoint the folder was packed from: --model, or
-// the manifest's source.path. Its fingerprint must match the manifest, and
-// with verification on, its bytes must match the checksums of the copies in
-// the folder — so the function run is exactly the packed one.
+// The folder is self-contained: the forward pass is built from its
+// config.json and the non-expert tensors stored in it (embeddings, norms,
+// router, shared expert, attention and lm_head — copies, or quantized with
+// `pack --attn-format`, then applied through the format's matmul). The source
+// checkpoint is needed only for comparisons: when given (--model), its config
+// must match the packed one, its fingerprint the manifest's, and (with
+// verification) its non-expert tensors the checksums of the copies; it is
+// then loaded as the unquantized reference model (use_reference).
 #pragma once
 
 #include <cstdint>
@@ -20,18 +23,15 @@
 #include "model/forward.h"
 #include "pack/manifest.h"
 
-namespace eq::io {
-class Checkpoint;
-}
-
 namespace eq::exec {
 
 class PackedMoeBlock;
 
 struct PackedModelOptions {
-  // Source checkpoint for the non-expert weights; empty = manifest source.path.
+  // The unquantized source checkpoint, loaded as the reference model; empty =
+  // none (the packed model runs alone; use_reference(true) throws).
   std::string model_path;
-  // Check every tensor of the folder (and the source copies) against the
+  // Check every tensor of the folder (and the source's copies) against the
   // manifest checksums. Off: only sizes, shapes and the fingerprint.
   bool verify = true;
   model::ModelOptions model_options;
@@ -51,10 +51,17 @@ class PackedModel {
 
   const std::string& folder() const { return folder_; }
   const pack::Manifest& manifest() const { return manifest_; }
+  // The packed folder's config.json.
   const model::ModelConfig& config() const { return model_->config(); }
   const LoadStats& load_stats() const { return stats_; }
-  // The forward pass (embeddings, attention, ...) with packed MoE blocks.
-  model::Model& model() { return *model_; }
+  // The model that runs now: the packed forward (the folder's non-expert
+  // weights, packed MoE blocks), or with use_reference(true) the unquantized
+  // source model. Call again after use_reference: they are two objects.
+  model::Model& model() { return reference_ ? *reference_model_ : *model_; }
+  model::Model& packed_model() { return *model_; }
+  // Whether the unquantized source model is loaded (PackedModelOptions::model_path).
+  bool has_reference() const { return reference_model_ != nullptr; }
+  const std::string& reference_path() const { return reference_path_; }
 
   // Every MoE layer, ascending.
   const std::vector<PackedLayer>& layers() const { return layers_; }
@@ -66,8 +73,9 @@ class PackedModel {
   const std::shared_ptr<const Dispatch>& dispatch_ptr() const { return dispatch_; }
   // Sets which token counts run the decode kernels in every packed block.
   void set_mlp_kernel_thresholds(const MlpKernelThresholds& t);
-  // Runs the unquantized reference MoE blocks instead (same Model, same
-  // non-expert weights): the baseline eval compares against.
+  // Makes model() the unquantized source model (its own attention, lm_head
+  // and reference MoE blocks): the baseline eval compares against. Throws
+  // eq::Error when no source was given.
   void use_reference(bool on);
   bool using_reference() const { return reference_; }
 
@@ -75,10 +83,11 @@ class PackedModel {
   PackedModel() = default;
   std::string folder_;
   pack::Manifest manifest_;
-  std::unique_ptr<io::Checkpoint> packed_;
-  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<model::Model> model_;            // over the folder's own tensors
+  std::unique_ptr<model::Model> reference_model_;  // the source checkpoint, or null
+  std::string reference_path_;
   std::vector<PackedLayer> layers_;
-  std::vector<PackedMoeBlock*> blocks_;  // by model layer; owned by the Model's switch blocks
+  std::vector<PackedMoeBlock*> blocks_;  // by model layer; owned by model_
   std::shared_ptr<const Dispatch> dispatch_;
   bool reference_ = false;
   LoadStats stats_;

@@ -33,18 +33,31 @@ void norm_qk(const ModelConfig& c, const AttentionWeights& w, float* q, float* k
   });
 }
 
+// y = x · Wᵀ + bias through the float32 weights or the LinearOp.
+void project(const float* x, int64_t n, int64_t in, const Tensor32Ptr& w, const LinearOp* op, int64_t out,
+             const Tensor32Ptr& bias, float* y) {
+  if (!op) {
+    linear(x, n, in, w->data.data(), out, bias ? bias->data.data() : nullptr, y);
+    return;
+  }
+  op->apply(x, n, y);
+  if (!bias) return;
+  const float* b = bias->data.data();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < out; ++i) y[r * out + i] += b[i];
+}
+
 }  // namespace
 
 void attention_forward(const ModelConfig& c, const AttentionWeights& w, const RopeTable& rope, int64_t layer,
                        const float* x, int64_t batch, int64_t seq_len, KvCache& cache, float* out) {
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
   const int64_t qd = nh * hd, kvd = nkv * hd, n = batch * seq_len, start = cache.length();
-  auto data = [](const Tensor32Ptr& t) { return t ? t->data.data() : nullptr; };
 
   FloatBuffer q(n * qd), k(n * kvd), v(n * kvd);
-  linear(x, n, H, w.q->data.data(), qd, data(w.q_bias), q.data());
-  linear(x, n, H, w.k->data.data(), kvd, data(w.k_bias), k.data());
-  linear(x, n, H, w.v->data.data(), kvd, data(w.v_bias), v.data());
+  project(x, n, H, w.q, w.q_op, qd, w.q_bias, q.data());
+  project(x, n, H, w.k, w.k_op, kvd, w.k_bias, k.data());
+  project(x, n, H, w.v, w.v_op, kvd, w.v_bias, v.data());
   norm_qk(c, w, q.data(), k.data(), n);
   if (c.clip_qkv > 0) {  // olmoe option: clamp after the norms, as HF does
     const float lim = static_cast<float>(c.clip_qkv);
@@ -90,7 +103,7 @@ void attention_forward(const ModelConfig& c, const AttentionWeights& w, const Ro
     }
   });
 
-  linear(ctx.data(), n, qd, w.o->data.data(), H, data(w.o_bias), out);
+  project(ctx.data(), n, qd, w.o, w.o_op, H, w.o_bias, out);
 }
 
 }  // namespace eq::model

@@ -302,8 +302,16 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt) {
+void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt, bool routed_experts,
+                              const std::vector<std::string>& provided) {
+  std::set<std::string> skip(provided.begin(), provided.end());
+  if (!routed_experts)
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (c.layer_is_moe[static_cast<size_t>(l)])
+        for (int64_t e = 0; e < c.num_experts; ++e)
+          for (Proj p : {Proj::kGate, Proj::kUp, Proj::kDown}) skip.insert(expert_weight_name(c, l, e, p));
   for (const auto& [name, shape] : expected_tensors(c)) {
+    if (skip.count(name)) continue;
     if (!ckpt.has(name))
       invalid(ckpt.path() + ": tensor '" + name + "' required by " + c.model_type + " config is missing");
     const auto& info = ckpt.info(name);
@@ -313,6 +321,20 @@ void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt) 
     if (!dtype_is_float(info.dtype))
       invalid(ckpt.path() + ": tensor '" + name + "' has non-float dtype " + std::string(dtype_name(info.dtype)));
   }
+}
+
+std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const std::string& name) {
+  const int64_t H = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  if (name == "lm_head.weight" || name == "model.embed_tokens.weight") return std::vector<int64_t>{c.vocab_size, H};
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string a = attn_prefix(l);
+    if (name.rfind(a, 0) != 0) continue;
+    const std::string rest = name.substr(a.size());
+    if (rest == "q_proj.weight") return std::vector<int64_t>{q, H};
+    if (rest == "k_proj.weight" || rest == "v_proj.weight") return std::vector<int64_t>{kv, H};
+    if (rest == "o_proj.weight") return std::vector<int64_t>{H, q};
+  }
+  return std::nullopt;
 }
 
 ParamBreakdown count_parameters(const ModelConfig& c, const io::Checkpoint& ckpt) {

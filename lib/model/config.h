@@ -84,7 +84,15 @@ std::string attn_prefix(int64_t layer);
 
 // Verifies every tensor the architecture needs exists with the right shape.
 // Throws eq::Error naming the first missing/mismatched tensor, and the checkpoint.
-void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt);
+// `routed_experts` false: routed-expert weights are not required (a packed
+// folder holds them in bit groups). Names in `provided` are not required
+// either (the forward applies them as LinearOps; their shapes are checked by
+// whoever builds them).
+void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt, bool routed_experts = true,
+                              const std::vector<std::string>& provided = {});
+// The [rows, cols] the config implies for a 2-D weight tensor of the
+// attention projection, lm_head or the embedding; nullopt for other names.
+std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const std::string& name);
 
 // Parameter breakdown counted from the tensors of the checkpoint.
 struct ParamBreakdown {

@@ -31,8 +31,23 @@ std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
 }
 
 Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const ModelOptions& options)
-    : ckpt_(std::move(ckpt)), config_(std::move(config)), rope_(config_.head_dim, config_.rope_theta) {
-  check_against_checkpoint(config_, *ckpt_);
+    : ckpt_(std::move(ckpt)),
+      config_(std::move(config)),
+      rope_(config_.head_dim, config_.rope_theta),
+      linear_ops_(options.linear_ops) {
+  std::vector<std::string> provided;
+  for (const auto& [name, op] : linear_ops_) {
+    const auto shape = expected_shape(config_, name);
+    if (!shape || shape->size() != 2 || name == "model.embed_tokens.weight")
+      unsupported(ckpt_->path() + ": '" + name + "' cannot run as a quantized matrix (attention projections and "
+                  "lm_head can)");
+    if (op->rows() != (*shape)[0] || op->cols() != (*shape)[1])
+      invalid(ckpt_->path() + ": quantized '" + name + "' is [" + std::to_string(op->rows()) + ", " +
+              std::to_string(op->cols()) + "], the config implies [" + std::to_string((*shape)[0]) + ", " +
+              std::to_string((*shape)[1]) + "]");
+    provided.push_back(name);
+  }
+  check_against_checkpoint(config_, *ckpt_, options.routed_experts, provided);
   weights_ = std::make_unique<WeightStore>(*ckpt_, options.cache_experts);
   moe_blocks_.resize(config_.num_layers);
   for (int64_t l = 0; l < config_.num_layers; ++l)
@@ -83,7 +98,7 @@ FloatBuffer Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
     {
-      const AttentionWeights aw = load_attention(*weights_, c, l);
+      const AttentionWeights aw = load_attention(*weights_, c, l, linear_ops_.empty() ? nullptr : &linear_ops_);
       rms_norm_parallel(h.data(), n, H, aw.input_norm->data.data(), c.rms_norm_eps, xn.data());
       attention_forward(c, aw, rope_, l, xn.data(), batch, seq_len, cache, delta.data());
       add_into(h.data(), delta.data(), n * H);
@@ -107,6 +122,10 @@ FloatBuffer Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch
 void Model::logits(const float* hidden, int64_t rows, float* out) const {
   // Tied (as HF ties them): the embedding matrix, whatever lm_head.weight holds.
   const std::string name = config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  if (auto it = linear_ops_.find(name); it != linear_ops_.end()) {
+    it->second->apply(hidden, rows, out);
+    return;
+  }
   Tensor32Ptr head = weights_->get(name, {config_.vocab_size, config_.hidden_size});
   linear(hidden, rows, config_.hidden_size, head->data.data(), config_.vocab_size, nullptr, out);
 }

@@ -32,6 +32,15 @@ struct ModelOptions {
   // Keep the float32 routed experts too (WeightStore): faster decode, about
   // 2x a bf16 checkpoint resident. Off by default.
   bool cache_experts = false;
+  // False for a checkpoint without routed-expert weights (a packed folder):
+  // they are not checked, and every MoE block must be replaced
+  // (set_moe_block) before a forward — the reference blocks would fail
+  // naming the missing tensor.
+  bool routed_experts = true;
+  // Weights applied through their own kernel (quantized attention
+  // projections, lm_head) instead of a float32 tensor; such a tensor need not
+  // be in the checkpoint.
+  LinearOps linear_ops;
 };
 
 class Model {
@@ -72,6 +81,7 @@ class Model {
   ModelConfig config_;
   std::unique_ptr<WeightStore> weights_;
   RopeTable rope_;
+  LinearOps linear_ops_;
   std::vector<std::unique_ptr<MoeBlock>> moe_blocks_;  // null for dense layers
   MoeObserver* observer_ = nullptr;
 };

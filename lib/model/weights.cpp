@@ -57,15 +57,29 @@ uint64_t WeightStore::cached_bytes() const {
   return b;
 }
 
-AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer) {
+AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer, const LinearOps* ops) {
   const std::string p = attn_prefix(layer);
   const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   AttentionWeights a;
   a.input_norm = w.get("model.layers." + std::to_string(layer) + ".input_layernorm.weight", {H});
-  a.q = w.get(p + "q_proj.weight", {qd, H});
-  a.k = w.get(p + "k_proj.weight", {kvd, H});
-  a.v = w.get(p + "v_proj.weight", {kvd, H});
-  a.o = w.get(p + "o_proj.weight", {H, qd});
+  auto proj = [&](const std::string& name, int64_t rows, int64_t cols, Tensor32Ptr& t, const LinearOp*& op) {
+    if (ops) {
+      auto it = ops->find(name);
+      if (it != ops->end()) {
+        if (it->second->rows() != rows || it->second->cols() != cols)
+          invalid("checkpoint " + w.checkpoint().path() + ": quantized " + name + " is [" +
+                  std::to_string(it->second->rows()) + ", " + std::to_string(it->second->cols()) +
+                  "], the config implies [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+        op = it->second.get();
+        return;
+      }
+    }
+    t = w.get(name, {rows, cols});
+  };
+  proj(p + "q_proj.weight", qd, H, a.q, a.q_op);
+  proj(p + "k_proj.weight", kvd, H, a.k, a.k_op);
+  proj(p + "v_proj.weight", kvd, H, a.v, a.v_op);
+  proj(p + "o_proj.weight", H, qd, a.o, a.o_op);
   a.q_bias = w.get_optional(p + "q_proj.bias", {qd});
   a.k_bias = w.get_optional(p + "k_proj.bias", {kvd});
   a.v_bias = w.get_optional(p + "v_proj.bias", {kvd});

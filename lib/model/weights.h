@@ -17,6 +17,7 @@
 
 #include "model/config.h"
 #include "model/float_buffer.h"
+#include "model/linear_op.h"
 
 namespace eq::io {
 class Checkpoint;
@@ -66,6 +67,8 @@ struct AttentionWeights {
   Tensor32Ptr q, k, v, o;              // [nh*hd, H], [nkv*hd, H], [nkv*hd, H], [H, nh*hd]
   Tensor32Ptr q_bias, k_bias, v_bias, o_bias;  // optional (present in the checkpoint -> used)
   Tensor32Ptr q_norm, k_norm;          // [hd] (qwen3_moe) or [nh*hd]/[nkv*hd] (olmoe); else null
+  // Set instead of q/k/v/o when the projection is a LinearOp (quantized).
+  const LinearOp *q_op = nullptr, *k_op = nullptr, *v_op = nullptr, *o_op = nullptr;
 };
 
 // One SwiGLU MLP: down(silu(gate x) * up x).
@@ -82,7 +85,9 @@ struct MoeWeights {
   Tensor32Ptr shared_expert_gate;      // [1, H]
 };
 
-AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer);
+// Projections named in `ops` are taken from there (q/k/v/o stay null).
+AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer,
+                                const LinearOps* ops = nullptr);
 Tensor32Ptr load_post_attention_norm(const WeightStore& w, const ModelConfig& c, int64_t layer);
 MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer, int64_t expert);
 MoeWeights load_moe(const WeightStore& w, const ModelConfig& c, int64_t layer);

@@ -124,7 +124,8 @@ const std::filesystem::path& cli_report_dir() {
     const std::string text = test::shared_dir().empty()
                                  ? (test::data_dir() / "corpus" / "eval_python.txt.zst").string()
                                  : (test::shared_dir() / "corpus" / "eval_python.txt").string();
-    const std::string cmd = test::binary() + " eval --packed " + test::mixed_pack() + " --text " + text +
+    const std::string cmd = test::binary() + " eval --packed " + test::mixed_pack() + " --model " +
+                            test::tinymoe_path() + " --text " + text +
                             " --max-tokens 400 --ctx 128 --sweep 1,4 --reps 1 --warmup 0 --decode-tokens 4"
                             " --prefill-tokens 16 --prompts-per-domain 1 --new-tokens 16 --baseline " +
                             test::bf16_pack() + " --json " + (d / "report.json").string() + " --html " +
@@ -157,6 +158,57 @@ TEST(EvalCli, WritesJsonWithEveryStrategy) {
   ss << so.rdbuf();
   EXPECT_NE(ss.str().find("mask-combine"), std::string::npos);
   EXPECT_NE(ss.str().find("collapse "), std::string::npos);
+}
+
+// `eval --packed OUT` without --model on a pack whose source folder no longer
+// exists: the packed model's own bits per byte, latency, comparisons skipped.
+TEST(EvalCli, PackedAloneReportsItsOwnBitsAndSkipsTheComparison) {
+  const test::StandalonePacks& p = test::standalone_packs();
+  const auto d = test::temp_dir("eval-alone");
+  const std::string text = (test::data_dir() / "corpus" / "eval_prose.txt.zst").string();
+  const std::string cmd = test::binary() + " eval --packed " + p.mixed + " --text " + text +
+                          " --max-tokens 300 --ctx 128 --sweep 1,4 --reps 1 --warmup 0 --decode-tokens 4"
+                          " --prefill-tokens 16 --json " + (d / "report.json").string() + " 2>&1";
+  std::string out;
+  ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  EXPECT_NE(out.find("skipped"), std::string::npos) << out;
+  std::ifstream f(d / "report.json");
+  ASSERT_TRUE(f.good());
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_TRUE(j["model"].is_null());
+  EXPECT_EQ(j["comparison"]["status"], "skipped");
+  EXPECT_TRUE(j["comparison"]["reason"].is_string());
+  const auto& overall = j["quality"]["overall"];
+  EXPECT_EQ(overall["scored_tokens"], 300 - 3);  // windows 128, 128, 44
+  EXPECT_TRUE(overall["bits_reference"].is_null());
+  EXPECT_TRUE(overall["kl_mean"].is_null());
+  EXPECT_EQ(j["quality"]["compared"], false);
+  EXPECT_TRUE(j["quality"]["layers"].empty());
+  EXPECT_EQ(j["collapse"]["total"], 0);
+  EXPECT_EQ(j["latency"]["strategies"].size(), 3u);
+
+  // The same bits as the library's packed-alone score of the same text.
+  auto pm = exec::PackedModel::open(p.mixed, test::open_options(false, ""));
+  QualityOptions qo;
+  qo.ctx = 128;
+  std::vector<int32_t> toks = io::bytes_to_tokens(io::read_file_bytes(text));
+  toks.resize(300);
+  const std::vector<LabeledTokens> texts = {LabeledTokens{"prose", toks}};
+  const QualityResult q = compare_quality(*pm, texts, qo);
+  std::printf("  eval --packed alone: bpb %.6f (library %.6f)\n", overall["bits_packed"].get<double>(),
+              q.overall.bits_packed);
+  EXPECT_NEAR(overall["bits_packed"].get<double>(), q.overall.bits_packed, 1e-9);
+}
+
+TEST(EvalCli, GenerateRunsThePackedFolderAlone) {
+  const test::StandalonePacks& p = test::standalone_packs();
+  const std::string cmd = test::binary() + " generate --packed " + p.attn +
+                          " --prompt 'def main():' -n 12 --json 2>&1";
+  std::string out;
+  ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd << "\n" << out;
+  const nlohmann::json j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(j["tokens"].size(), 12u);
+  EXPECT_TRUE(j["model"].is_null());
 }
 
 TEST(EvalCli, HtmlIsSelfContained) {

@@ -96,7 +96,63 @@ inline std::vector<int32_t> corpus_tokens(const std::string& domain, size_t max_
   return t;
 }
 
-inline exec::PackedModelOptions open_options(bool verify, const std::string& model = {}) {
+// Packs made from a copy of the bundled model whose folder is renamed
+// afterwards, so nothing at the manifest's source.path exists: they must run
+// on their own. `source` is the renamed copy (for --model comparisons).
+// mixed: the mixed allocation; bf16: uniform bf16 passthrough; attn: bf16
+// experts with --attn-format int8_row (attention and lm_head quantized).
+struct StandalonePacks {
+  std::string source, source_path_in_manifest, mixed, bf16, attn;
+};
+inline const StandalonePacks& standalone_packs() {
+  static const StandalonePacks packs = [] {
+    namespace fs = std::filesystem;
+    const fs::path exe = fs::read_symlink("/proc/self/exe");
+    const fs::path dir = fs::path(binary()).parent_path() / "test-packs" / (exe.filename().string() + "-standalone");
+    fs::create_directories(dir);
+    const int lock = ::open((dir / "lock").c_str(), O_CREAT | O_RDWR, 0644);
+    if (lock >= 0) ::flock(lock, LOCK_EX);
+    const std::string stamp = std::to_string(fs::last_write_time(exe).time_since_epoch().count());
+    StandalonePacks p;
+    p.source_path_in_manifest = (dir / "src").string();
+    p.source = (dir / "src-moved").string();
+    p.mixed = (dir / "mixed").string();
+    p.bf16 = (dir / "bf16").string();
+    p.attn = (dir / "attn").string();
+    std::string have;
+    if (std::ifstream f(dir / "stamp"); f) std::getline(f, have);
+    if (have != stamp || !fs::exists(fs::path(p.attn) / "manifest.json")) {
+      for (const char* sub : {"src", "src-moved", "mixed", "bf16", "attn", "stamp"}) fs::remove_all(dir / sub);
+      fs::copy(tinymoe_path(), dir / "src", fs::copy_options::recursive);
+      const std::string alloc = (dir / "allocation.json").string();
+      io::write_file_atomic(alloc, mixed_allocation(model::load_config(tinymoe_path())).dump(1));
+      set_num_threads(1);  // as in pack_once
+      auto pack = [&](const std::string& out, const std::string& uniform, const std::string& attn) {
+        pack::PackRequest rq;
+        rq.model_path = p.source_path_in_manifest;
+        rq.out_path = out;
+        if (uniform.empty())
+          rq.allocation_path = alloc;
+        else
+          rq.uniform_format = uniform;
+        rq.attn_format = attn;
+        rq.force = true;
+        pack::run_pack(rq);
+      };
+      pack(p.mixed, "", "");
+      pack(p.bf16, "bf16", "");
+      pack(p.attn, "bf16", "int8_row");
+      set_num_threads(0);
+      fs::rename(dir / "src", dir / "src-moved");
+      io::write_file_atomic((dir / "stamp").string(), stamp + "\n");
+    }
+    if (lock >= 0) ::close(lock);
+    return p;
+  }();
+  return packs;
+}
+
+inline exec::PackedModelOptions open_options(bool verify, const std::string& model = tinymoe_path()) {
   exec::PackedModelOptions o;
   o.verify = verify;
   o.model_path = model;

@@ -1,0 +1,28 @@
+// A weight matrix the forward pass applies through its own kernel instead of
+// a float32 tensor of the checkpoint: the packed executor's quantized
+// attention projections and lm_head (`pack --attn-format`), which run through
+// the format registry's matmul on the packed bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace eq::model {
+
+class LinearOp {
+ public:
+  virtual ~LinearOp() = default;
+  virtual int64_t rows() const = 0;  // output features (N of W [N, K])
+  virtual int64_t cols() const = 0;  // input features (K)
+  // y[n, rows] = x[n, cols] · Wᵀ (no bias; the caller adds it). Called from the
+  // forward's own thread, never from inside a pool task.
+  virtual void apply(const float* x, int64_t n, float* y) const = 0;
+};
+
+// Keyed by the name of the checkpoint tensor each replaces
+// ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight").
+using LinearOps = std::map<std::string, std::shared_ptr<const LinearOp>>;
+
+}  // namespace eq::model
