@@ -12,7 +12,9 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "quant/trellis/codebook.h"
+#include "quant/hadamard.h"
 #include "quant/trellis/format.h"
+#include "quant/trellis/kernels.h"
 
 namespace eq::quant {
 namespace {
@@ -53,6 +55,48 @@ TEST(TrellisFormat, RegistryRowsDescribeTheLayout) {
     EXPECT_EQ(f.packed_bytes(32, 48), size_t(6 * 32 * bits + 48 + 32 + 4 * 32));
   }
   EXPECT_THROW(trellis_format(5), Error);
+}
+
+// Dequantization of a matrix spanning several Hadamard blocks on both sides
+// (blocks 128 x 32 over [256, 96]) against a float64 evaluation of the
+// definition: W = diag(sv) H_N T H_K diag(su), T the decoded tiles.
+TEST(TrellisFormat, DequantizeMatchesFloat64DefinitionAcrossBlocks) {
+  const int64_t rows = 256, cols = 96;
+  const std::vector<float> w = gaussian(static_cast<size_t>(rows * cols), 11);
+  for (int bits : {2, 4}) {
+    const FormatTraits& f = trellis_format(bits);
+    const QuantizedMatrix q = f.quantize(w.data(), rows, cols, {});
+    const PackedMatrix m = q.view();
+    const auto* tiles = static_cast<const uint8_t*>(m.parts[0].data);
+    const auto* su = static_cast<const int8_t*>(m.parts[1].data);
+    const auto* sv = static_cast<const int8_t*>(m.parts[2].data);
+    const auto* scales = static_cast<const float*>(m.parts[3].data);
+    // Tiles decoded by the scalar kernel (tile (kt, nt) at (kt * tiles_n + nt)).
+    std::vector<float> t(static_cast<size_t>(rows * cols));
+    const int64_t tiles_n = rows / trellis::kTileDim;
+    for (int64_t kt = 0; kt < cols / trellis::kTileDim; ++kt)
+      for (int64_t nt = 0; nt < tiles_n; ++nt)
+        trellis::decode_tile_generic(tiles + (kt * tiles_n + nt) * trellis::tile_bytes(bits), bits,
+                                     scales + nt * trellis::kTileDim,
+                                     t.data() + nt * trellis::kTileDim * cols + kt * trellis::kTileDim, cols);
+    std::vector<double> ref(t.begin(), t.end());
+    for (int64_t r = 0; r < rows; ++r) hadamard_f64(ref.data() + r * cols, cols);
+    std::vector<double> col(static_cast<size_t>(rows));
+    for (int64_t c = 0; c < cols; ++c) {
+      for (int64_t r = 0; r < rows; ++r) col[r] = ref[r * cols + c];
+      hadamard_f64(col.data(), rows);
+      for (int64_t r = 0; r < rows; ++r) ref[r * cols + c] = col[r] * su[c] * sv[r];
+    }
+    for (Isa isa : supported_isas()) {
+      set_active_isa_for_testing(isa);
+      std::vector<float> out(static_cast<size_t>(rows * cols));
+      f.dequantize(m, out.data());
+      double max_err = 0;
+      for (size_t i = 0; i < out.size(); ++i) max_err = std::max(max_err, std::abs(out[i] - ref[i]));
+      EXPECT_LT(max_err, 1e-5) << "trellis" << bits << " isa " << isa_name(isa);
+    }
+    set_active_isa_for_testing(detected_isa());
+  }
 }
 
 // Mean squared error on i.i.d. N(0,1) weights against the bounds
