@@ -105,6 +105,17 @@ struct FormatTraits {
   // loading. May be left null: validate_packed then checks part names and the
   // total byte count against packed_bytes only.
   std::vector<PartSpec> (*part_specs)(int64_t rows, int64_t cols) = nullptr;
+  // Optional (the batch expert-MLP kernel, lib/exec/batch_mlp.cpp): the block
+  // W[r0:r1, c0:c1] in the original basis, as 16-row panels ready for a
+  // register-blocked GEMM:
+  //   out[((r - r0) / 16) * (c1 - c0) * 16 + (c - c0) * 16 + (r - r0) % 16] = W[r, c]
+  // with rows past r1 in the last panel zero. Boundaries every format accepts:
+  // multiples of hadamard_block_size(dim) (quant/hadamard.h) and the
+  // dimension's end; stream formats (fp4, affine) also rows at multiples of 16
+  // and columns at multiples of group_size, int8_row and bf16 any. Throws
+  // eq::Error otherwise. Values equal dequantize()'s bit for bit.
+  void (*dequantize_block)(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                           float* out) = nullptr;
 };
 
 // All registered formats, in a stable order.

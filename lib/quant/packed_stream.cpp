@@ -177,6 +177,39 @@ void stream_dequantize(const PackedMatrix& m, float* out) {
       none, none);
 }
 
+void stream_dequantize_block(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+  const StreamLayout l = stream_layout_of(*m.format);
+  const int64_t N = m.rows, G = l.group, kcount = c1 - c0;
+  if (r0 < 0 || r0 % kPanelWidth || r1 <= r0 || r1 > N || c0 < 0 || c1 <= c0 || c1 > m.cols || c0 % G || c1 % G)
+    invalid(std::string(m.format->name) + ": block [" + std::to_string(r0) + ", " + std::to_string(r1) + ") x [" +
+            std::to_string(c0) + ", " + std::to_string(c1) + ") not aligned to 16 rows and " + std::to_string(G) +
+            " columns");
+  const QuantKernels& kern = active_quant_kernels();
+  const DecodePanelFn decode = l.codes == CodeKind::kE2M1 ? kern.decode_e2m1 : kern.decode_uint(l.bits);
+  // Output rows of W are the stream's columns: one 16-column panel of the
+  // stream is one output panel, decoded over [c0, c1) in a single call.
+  thread_local std::vector<float> scales, biases;
+  thread_local std::vector<uint32_t> tail;
+  scales.resize(static_cast<size_t>(kcount / G * kPanelWidth));
+  biases.resize(l.has_biases ? scales.size() : 0);
+  const int64_t word_rows = kcount * l.bits / 32;
+  for (int64_t n0 = r0; n0 < r1; n0 += kPanelWidth) {
+    const int64_t nb = std::min<int64_t>(kPanelWidth, r1 - n0);
+    decode_scale_panel(m, l, c0 / G, kcount / G, n0, nb, scales.data(), l.has_biases ? biases.data() : nullptr);
+    const uint32_t* q = static_cast<const uint32_t*>(m.parts[0].data) + c0 * l.bits / 32 * N + n0;
+    int64_t ld = N;
+    if (nb < kPanelWidth || n0 + kPanelWidth > N) {  // never read past the matrix: copy a partial panel
+      tail.assign(static_cast<size_t>(word_rows * kPanelWidth), 0u);
+      const int64_t have = std::min<int64_t>(nb, N - n0);
+      for (int64_t r = 0; r < word_rows; ++r) std::memcpy(&tail[r * kPanelWidth], q + r * N, have * sizeof(uint32_t));
+      q = tail.data();
+      ld = kPanelWidth;
+    }
+    decode(q, ld, kcount, scales.data(), l.has_biases ? biases.data() : nullptr, static_cast<int>(G),
+           out + (n0 - r0) * kcount);
+  }
+}
+
 void stream_matmul(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate) {
   if (m_rows <= 0) return;
   const int64_t N = m.rows, K = m.cols;

@@ -72,6 +72,8 @@ void stream_dequantize_reference(const PackedMatrix& m, float* out);
 // eq::active_isa() at each call).
 void stream_dequantize(const PackedMatrix& m, float* out);
 void stream_matmul(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate);
+// FormatTraits::dequantize_block: rows at multiples of 16, columns at multiples of the group.
+void stream_dequantize_block(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out);
 
 // Lookup tables: E8M0 byte -> float, E4M3 byte -> float.
 const float* e8m0_table();

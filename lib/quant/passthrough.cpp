@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 
+#include "core/error.h"
 #include "core/numeric.h"
 #include "quant/quant_kernels.h"
 #include "quant/quantize_common.h"
@@ -75,6 +76,33 @@ void rowwise_matmul(const PackedMatrix& m, const float* x, int64_t m_rows, float
   }
 }
 
+// Row-major W[r0:r1, c0:c1] to 16-row panels (FormatTraits::dequantize_block):
+// 16 rows x 64 columns are converted by `load(n, c, count, dst)` into a
+// buffer, then transposed into the panel.
+void rowmajor_block(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out,
+                    const std::function<void(int64_t n, int64_t c, int64_t count, float* dst)>& load) {
+  if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols)
+    invalid(std::string(m.format->name) + ": block out of range");
+  constexpr int64_t kCols = 64;
+  const int64_t kcount = c1 - c0;
+  float buf[kPanelWidth][kCols];
+  for (int64_t n0 = r0; n0 < r1; n0 += kPanelWidth) {
+    const int64_t nb = std::min<int64_t>(kPanelWidth, r1 - n0);
+    float* panel = out + (n0 - r0) * kcount;
+    for (int64_t cc = c0; cc < c1; cc += kCols) {
+      const int64_t count = std::min(kCols, c1 - cc);
+      for (int64_t j = 0; j < kPanelWidth; ++j) {
+        if (j < nb)
+          load(n0 + j, cc, count, buf[j]);
+        else
+          std::fill(buf[j], buf[j] + count, 0.0f);
+      }
+      for (int64_t c = 0; c < count; ++c)
+        for (int64_t j = 0; j < kPanelWidth; ++j) panel[(cc - c0 + c) * kPanelWidth + j] = buf[j][c];
+    }
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- int8_row
@@ -119,6 +147,15 @@ void matmul_int8_row(const PackedMatrix& m, const float* x, int64_t m_rows, floa
                  [&](int64_t n, float* row) { kern.int8_to_f32(q + n * m.cols, scales[n], row, m.cols); });
 }
 
+void dequantize_block_int8_row(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+  const int8_t* q = static_cast<const int8_t*>(m.parts[0].data);
+  const float* scales = static_cast<const float*>(m.parts[1].data);
+  const QuantKernels& kern = active_quant_kernels();
+  rowmajor_block(m, r0, r1, c0, c1, out, [&](int64_t n, int64_t c, int64_t count, float* dst) {
+    kern.int8_to_f32(q + n * m.cols + c, scales[n], dst, count);
+  });
+}
+
 // ---------------------------------------------------------------- bf16
 
 std::vector<PartSpec> bf16_part_specs(int64_t rows, int64_t cols) {
@@ -143,6 +180,13 @@ void matmul_bf16(const PackedMatrix& m, const float* x, int64_t m_rows, float* y
   const uint16_t* w = static_cast<const uint16_t*>(m.parts[0].data);
   rowwise_matmul(m, x, m_rows, y, accumulate, [&](int64_t n, float* row) {
     convert_to_f32(DType::kBF16, w + n * m.cols, row, static_cast<size_t>(m.cols));
+  });
+}
+
+void dequantize_block_bf16(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+  const uint16_t* w = static_cast<const uint16_t*>(m.parts[0].data);
+  rowmajor_block(m, r0, r1, c0, c1, out, [&](int64_t n, int64_t c, int64_t count, float* dst) {
+    convert_to_f32(DType::kBF16, w + n * m.cols + c, dst, static_cast<size_t>(count));
   });
 }
 

@@ -86,6 +86,39 @@ void dequantize_matrix(const PackedMatrix& m, int bits, float* out) {
   });
 }
 
+void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             float* out) {
+  const TrellisParts p = parts_of(m, bits);
+  const int64_t rows = m.rows, cols = m.cols, tiles_n = rows / kTileDim;
+  const int64_t block_n = hadamard_block_size(rows), block_k = hadamard_block_size(cols), kcount = c1 - c0;
+  if (r0 < 0 || r1 <= r0 || r1 > rows || c0 < 0 || c1 <= c0 || c1 > cols || r0 % block_n || r1 % block_n ||
+      c0 % block_k || c1 % block_k)
+    invalid("trellis" + std::to_string(bits) + ": block [" + std::to_string(r0) + ", " + std::to_string(r1) +
+            ") x [" + std::to_string(c0) + ", " + std::to_string(c1) + ") not aligned to the Hadamard blocks " +
+            std::to_string(block_n) + " x " + std::to_string(block_k));
+  // The same per-sub-matrix steps as dequantize_matrix (bit-identical), on
+  // the calling thread, written transposed into 16-row panels.
+  const Kernels& kern = kernels();
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<size_t>(block_n * block_k));
+  for (int64_t n0 = r0; n0 < r1; n0 += block_n)
+    for (int64_t k0 = c0; k0 < c1; k0 += block_k) {
+      for (int64_t nt = n0 / kTileDim; nt < (n0 + block_n) / kTileDim; ++nt)
+        for (int64_t kt = k0 / kTileDim; kt < (k0 + block_k) / kTileDim; ++kt)
+          kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
+                           buf.data() + (nt * kTileDim - n0) * block_k + (kt * kTileDim - k0), block_k);
+      kern.hadamard_rows(buf.data(), block_n, block_k, block_k);
+      kern.hadamard_columns(buf.data(), block_n, block_k, block_n);
+      for (int64_t r = 0; r < block_n; ++r) {
+        const float sv = p.sv[n0 + r];
+        const float* src = buf.data() + r * block_k;
+        float* panel = out + (n0 + r - r0) / kTileDim * kTileDim * kcount + (k0 - c0) * kTileDim + (n0 + r) % kTileDim;
+        for (int64_t k = 0; k < block_k; ++k)
+          panel[k * kTileDim] = src[k] * (static_cast<float>(p.su[k0 + k]) * sv);
+      }
+    }
+}
+
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate) {
   const TrellisParts p = parts_of(m, bits);
   const int64_t rows = m.rows, cols = m.cols, tiles_n = rows / kTileDim, tiles_k = cols / kTileDim;
@@ -146,8 +179,13 @@ std::vector<PartSpec> part_specs_bits(int64_t rows, int64_t cols) {
 }
 
 template <int Bits>
+void dequantize_block_bits(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+  dequantize_block_matrix(m, Bits, r0, r1, c0, c1, out);
+}
+
+template <int Bits>
 FormatTraits make_traits(std::string_view name, std::string_view description) {
-  return FormatTraits{name,
+  FormatTraits t{name,
                       "trellis",
                       description,
                       Bits,
@@ -161,6 +199,8 @@ FormatTraits make_traits(std::string_view name, std::string_view description) {
                       matmul_bits<Bits>,
                       packed_bytes_bits<Bits>,
                       part_specs_bits<Bits>};
+  t.dequantize_block = dequantize_block_bits<Bits>;
+  return t;
 }
 
 }  // namespace

@@ -32,6 +32,9 @@ double initial_scale_ratio(int bits);
 QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
                                 int bits, double scale_ratio);
 void dequantize_matrix(const PackedMatrix& m, int bits, float* out);
+// FormatTraits::dequantize_block: boundaries at multiples of the Hadamard block sizes.
+void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             float* out);
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate);
 size_t packed_size(int64_t rows, int64_t cols, int bits);
 
