@@ -1,16 +1,95 @@
 #include "exec/batch_mlp.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/thread_pool.h"
+#include "exec/panel_gemm.h"
 #include "model/kernels/float_kernels.h"
+#include "quant/hadamard.h"
 
 namespace eq::exec {
 namespace {
 
-// Rows of one batch per pool task: large enough to amortize decoding a
-// panel of weights, small enough to split a hot expert across cores.
+// Rows of one batch per pool task: the weights are dequantized once per task,
+// so more rows amortize that better; fewer split a hot expert across cores.
 constexpr int64_t kRowChunk = 128;
+// Block sizes (targets; rounded to what the format accepts, format.h):
+constexpr int64_t kIBlock = 128;  // intermediate features per block: the SwiGLU tile is rows x 128
+constexpr int64_t kKBlock = 256;  // hidden (input) features per gate/up panel: 2 x 128 x 256 floats = 256 KB
+constexpr int64_t kHBlock = 256;  // hidden (output) features per down panel: 256 x 128 floats = 128 KB
+
+int64_t lcm(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
+
+// The alignment of block boundaries along a dimension that `format` accepts
+// as rows (multiple of 16: whole panels) or as columns (FormatTraits::dequantize_block).
+int64_t block_align(const quant::FormatTraits& f, int64_t dim, bool rows) {
+  if (f.family == "trellis") return quant::hadamard_block_size(dim);
+  if (rows) return 16;
+  return f.group_size > 0 ? f.group_size : 1;
+}
+
+// target rounded down to a multiple of `align` (at least one `align`).
+int64_t block_of(int64_t target, int64_t align) { return std::max<int64_t>(align, target / align * align); }
+
+struct Scratch {
+  model::FloatBuffer gate_panels, up_panels, down_panels, gate, up;
+};
+
+// One expert on `rows` contiguous rows: y = down(silu(gate x) ⊙ up x), the
+// intermediate dimension in blocks so the SwiGLU tile stays in cache; down's
+// contribution of each block is accumulated into y. Every output element is
+// one FMA chain in a fixed order (panel_gemm.h), so a row's result does not
+// depend on the other rows of the call.
+void run_blocked(const ExpertWeights& w, const float* x, int64_t rows, float* y, Scratch& s) {
+  const quant::FormatTraits& f = *w.gate.format;
+  const int64_t I = w.gate.rows, H = w.gate.cols;
+  const int64_t ib = block_of(kIBlock, lcm(block_align(f, I, true), block_align(f, I, false)));
+  const int64_t kb = block_of(kKBlock, block_align(f, H, false));
+  const int64_t hb = block_of(kHBlock, lcm(16, block_align(f, H, true)));
+  const int64_t ib_pad = (ib + 15) / 16 * 16;
+  const PanelGemmFn gemm = active_panel_gemm();
+  s.gate_panels.resize(static_cast<size_t>(ib_pad * kb));
+  s.up_panels.resize(s.gate_panels.size());
+  s.down_panels.resize(static_cast<size_t>((hb + 15) / 16 * 16 * ib));
+  s.gate.resize(static_cast<size_t>(rows * ib_pad));
+  s.up.resize(s.gate.size());
+  for (int64_t i0 = 0; i0 < I; i0 += ib) {
+    const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0, np = (ni + 15) / 16;
+    if (ni < ib) {  // the padding columns of a short last block must be finite for silu_mul
+      std::fill(s.gate.begin(), s.gate.end(), 0.0f);
+      std::fill(s.up.begin(), s.up.end(), 0.0f);
+    }
+    for (int64_t c0 = 0; c0 < H; c0 += kb) {
+      const int64_t c1 = std::min(H, c0 + kb);
+      f.dequantize_block(w.gate, i0, i1, c0, c1, s.gate_panels.data());
+      f.dequantize_block(w.up, i0, i1, c0, c1, s.up_panels.data());
+      gemm(x + c0, H, rows, s.gate_panels.data(), np, (c1 - c0) * 16, c1 - c0, s.gate.data(), ib_pad, c0 > 0);
+      gemm(x + c0, H, rows, s.up_panels.data(), np, (c1 - c0) * 16, c1 - c0, s.up.data(), ib_pad, c0 > 0);
+    }
+    // The reference MLP's SiLU kernel, so bf16 packs reproduce the reference.
+    model::kernels::silu_mul(s.gate.data(), s.up.data(), rows * ib_pad, s.gate.data());
+    for (int64_t h0 = 0; h0 < H; h0 += hb) {
+      const int64_t h1 = std::min(H, h0 + hb), nh = h1 - h0;
+      f.dequantize_block(w.down, h0, h1, i0, i1, s.down_panels.data());
+      if (nh % 16 == 0) {
+        gemm(s.gate.data(), ib_pad, rows, s.down_panels.data(), nh / 16, ni * 16, ni, y + h0, H, i0 > 0);
+        continue;
+      }
+      // A last panel narrower than 16 outputs: full panels straight into y,
+      // the partial one through a 16-wide buffer (same FMA chains).
+      const int64_t full = nh / 16, rest = nh - full * 16;
+      if (full) gemm(s.gate.data(), ib_pad, rows, s.down_panels.data(), full, ni * 16, ni, y + h0, H, i0 > 0);
+      thread_local model::FloatBuffer edge;
+      edge.resize(static_cast<size_t>(rows * 16));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < rest; ++j) edge[r * 16 + j] = i0 > 0 ? y[r * H + h0 + full * 16 + j] : 0.0f;
+      gemm(s.gate.data(), ib_pad, rows, s.down_panels.data() + full * ni * 16, 1, ni * 16, ni, edge.data(), 16, true);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < rest; ++j) y[r * H + h0 + full * 16 + j] = edge[r * 16 + j];
+    }
+  }
+}
 
 }  // namespace
 
@@ -37,20 +116,31 @@ void run_batch_mlp(std::span<const ExpertBatch> batches) {
     const ExpertBatch* batch;
     int64_t begin, end;
   };
+  // Formats with dequantize_block run the blocked kernel in (expert,
+  // row-block) tasks on the pool; others their own matmul (run_expert), on
+  // the calling thread when that matmul uses the pool itself.
   std::vector<Task> pooled, serial;
   for (const ExpertBatch& b : batches) {
     if (b.rows <= 0) continue;
-    std::vector<Task>& dst = matmul_uses_pool(*b.format) ? serial : pooled;
-    if (&dst == &serial) {
-      dst.push_back({&b, 0, b.rows});
+    const bool blocked = b.format->dequantize_block != nullptr;
+    if (!blocked && matmul_uses_pool(*b.format)) {
+      serial.push_back({&b, 0, b.rows});
       continue;
     }
-    for (int64_t r = 0; r < b.rows; r += kRowChunk) dst.push_back({&b, r, std::min(b.rows, r + kRowChunk)});
+    for (int64_t r = 0; r < b.rows; r += kRowChunk) pooled.push_back({&b, r, std::min(b.rows, r + kRowChunk)});
   }
   const int64_t H = batches.empty() ? 0 : batches.front().weights->down.rows;
   auto run_task = [H](const Task& t) {
-    thread_local model::FloatBuffer scratch;
-    run_expert(*t.batch->weights, t.batch->x + t.begin * H, t.end - t.begin, t.batch->y + t.begin * H, scratch);
+    const ExpertWeights& w = *t.batch->weights;
+    const float* x = t.batch->x + t.begin * H;
+    float* y = t.batch->y + t.begin * H;
+    if (w.gate.format->dequantize_block) {
+      thread_local Scratch scratch;
+      run_blocked(w, x, t.end - t.begin, y, scratch);
+    } else {
+      thread_local model::FloatBuffer scratch;
+      run_expert(w, x, t.end - t.begin, y, scratch);
+    }
   };
   default_pool().run(pooled.size(), [&](size_t i) { run_task(pooled[i]); });
   for (const Task& t : serial) run_task(t);
