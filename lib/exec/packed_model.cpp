@@ -255,6 +255,8 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const 
             "); combine the parts with `expertquant merge` first");
 
   // The forward pass over the folder's own tensors and config.json.
+  if (options.verify)
+    if (const auto problems = pack::check_files(m, folder); !problems.empty()) invalid(problems.front());
   auto packed = io::Checkpoint::open(folder);
   model::ModelConfig c = model::load_config(packed->folder());
   std::unique_ptr<model::Model> source;

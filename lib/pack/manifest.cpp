@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -36,6 +37,51 @@ std::string shard_file_name(int index, int count) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", index + 1, count);
   return buf;
+}
+
+namespace {
+const char* const kFolderFiles[] = {"config.json",           "generation_config.json",  "tokenizer.json",
+                                    "tokenizer_config.json", "tokenizer.model",         "special_tokens_map.json",
+                                    "vocab.json",            "merges.txt",              "added_tokens.json",
+                                    "chat_template.jinja"};
+
+std::optional<std::string> read_whole(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::kIo, path + ": cannot open");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail(ErrorKind::kIo, path + ": cannot read");
+  return text;
+}
+}  // namespace
+
+std::vector<ManifestFile> describe_files(const std::string& folder) {
+  std::vector<ManifestFile> out;
+  for (const char* name : kFolderFiles) {
+    const auto text = read_whole(folder + "/" + name);
+    if (!text) continue;
+    out.push_back({name, text->size(), xxhash64(*text)});
+  }
+  return out;
+}
+
+std::vector<std::string> check_files(const Manifest& m, const std::string& folder) {
+  std::vector<std::string> problems;
+  for (const ManifestFile& f : m.files) {
+    const std::string path = folder + "/" + f.file;
+    const auto text = read_whole(path);
+    if (!text) {
+      problems.push_back(path + ": missing (listed in manifest.json files)");
+      continue;
+    }
+    const uint64_t h = xxhash64(*text);
+    if (text->size() != f.bytes || h != f.xxh64)
+      problems.push_back(path + ": " + std::to_string(text->size()) + " bytes, checksum " + hash_hex(h) +
+                         "; manifest.json says " + std::to_string(f.bytes) + " bytes, " + hash_hex(f.xxh64) +
+                         " (edited or corrupt)");
+  }
+  return problems;
 }
 
 void compute_counts(Manifest& m) {
@@ -125,6 +171,9 @@ ordered_json manifest_to_json(const Manifest& m) {
                       {"header_xxh64", hash_hex(s.header_xxh64)},
                       {"data_xxh64", hash_hex(s.data_xxh64)}});
   j["shards"] = shards;
+  ordered_json files = ordered_json::array();
+  for (const auto& f : m.files) files.push_back({{"file", f.file}, {"bytes", f.bytes}, {"xxh64", hash_hex(f.xxh64)}});
+  j["files"] = files;
   ordered_json tensors = ordered_json::array();
   for (const auto& t : m.tensors) {
     ordered_json e;
@@ -357,6 +406,20 @@ Manifest parse_manifest(const json& j, const std::string& label) {
     s.header_xxh64 = r.hash(shards[i], "header_xxh64", p);
     s.data_xxh64 = r.hash(shards[i], "data_xxh64", p);
     m.shards.push_back(std::move(s));
+  }
+
+  if (j.contains("files")) {
+    const json& files = r.array(j, "files", "");
+    for (size_t i = 0; i < files.size(); ++i) {
+      const std::string p = idx("files", i);
+      ManifestFile f;
+      f.file = r.str(files[i], "file", p);
+      if (f.file.empty() || f.file.find('/') != std::string::npos || f.file.find("..") != std::string::npos)
+        r.bad(p + ".file", "must be a plain file name");
+      f.bytes = r.u64(files[i], "bytes", p);
+      f.xxh64 = r.hash(files[i], "xxh64", p);
+      m.files.push_back(std::move(f));
+    }
   }
 
   std::map<std::string, size_t> tensor_index;

@@ -73,6 +73,13 @@ struct ManifestShard {
   uint64_t header_xxh64 = 0, data_xxh64 = 0;
 };
 
+// A non-tensor file of the packed folder the executor reads (config.json,
+// generation_config.json, tokenizer files): its size and checksum.
+struct ManifestFile {
+  std::string file;
+  uint64_t bytes = 0, xxh64 = 0;
+};
+
 struct ByteCounts {
   uint64_t bytes_before = 0, bytes_after = 0;
   uint64_t expert_bytes_before = 0, expert_bytes_after = 0;
@@ -118,6 +125,7 @@ struct Manifest {
   bool complete = true;                      // every layer and the globals present
   uint64_t shard_size = 0;
   std::vector<ManifestShard> shards;
+  std::vector<ManifestFile> files;  // optional in manifests written before it existed
   std::vector<ManifestTensor> tensors;
   std::vector<ManifestLayer> layers;
   ByteCounts totals;
@@ -126,6 +134,13 @@ struct Manifest {
 
   const ManifestTensor* find_tensor(const std::string& name) const;
 };
+
+// config.json and the side files the packer copies (generation_config.json,
+// tokenizer files) present in `folder`, sized and hashed: Manifest::files.
+std::vector<ManifestFile> describe_files(const std::string& folder);
+// The first difference between `m.files` and the folder ("config.json: missing",
+// "config.json: checksum ... differs from manifest.json ..."); empty when none.
+std::vector<std::string> check_files(const Manifest& m, const std::string& folder);
 
 // Recomputes per-layer and total counts from the entries.
 void compute_counts(Manifest& m);

@@ -119,6 +119,7 @@ Manifest run_merge(const MergeRequest& rq) {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     io::write_file_atomic(partial + "/config.json", text);
   }
+  m.files = describe_files(partial);
   write_manifest(partial, m);
   commit_output(partial, rq.out_path);
   return m;

@@ -326,6 +326,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
 
   write_packed_config(ckpt->folder(), partial);
   copy_side_files(ckpt->folder(), partial);
+  m.files = describe_files(partial);  // what the executor reads besides the shards
   m.packing.threads = plan.threads;
   m.packing.max_memory_bytes = po.max_memory;
   m.packing.estimated_peak_bytes = plan.estimated_peak;

@@ -56,6 +56,9 @@ VerifyReport verify_packed(const std::string& folder, int samples_per_group) {
     if (data.digest() != sh.data_xxh64) r.problems.push_back("shard " + sh.file + ": data checksum mismatch");
   }
 
+  // config.json and the side files the executor reads.
+  for (const std::string& p : check_files(m, folder)) r.problems.push_back(p);
+
   // Every manifest tensor, with the hash of its whole bytes.
   std::map<std::string, std::pair<const io::SafetensorsFile*, const io::TensorInfo*>> where;
   for (const auto& t : m.tensors) {

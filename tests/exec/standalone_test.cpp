@@ -4,6 +4,7 @@
 // quantized attention and lm_head through the format's matmul.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -177,6 +178,38 @@ TEST(Standalone, RejectsASourceWhoseConfigDiffers) {
     EXPECT_NE(msg.find("rope_theta"), std::string::npos) << msg;
     EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
   }
+}
+
+// config.json is what the forward is built from: the manifest records its
+// size and checksum (and the side files'); an edited copy is rejected when
+// verifying, and by `verify`.
+TEST(Standalone, ConfigJsonIsCheckedAgainstTheManifest) {
+  const test::StandalonePacks& p = test::standalone_packs();
+  const pack::Manifest m = pack::load_manifest(p.bf16);
+  std::vector<std::string> names;
+  for (const auto& f : m.files) names.push_back(f.file);
+  EXPECT_NE(std::find(names.begin(), names.end(), "config.json"), names.end());
+  EXPECT_EQ(names.size(), pack::describe_files(test::tinymoe_path()).size());  // config + the source's side files
+  EXPECT_TRUE(pack::check_files(m, p.bf16).empty());
+
+  const fs::path copy = test::temp_dir("standalone-editedconfig") / "packed";
+  fs::copy(p.bf16, copy, fs::copy_options::recursive);
+  nlohmann::json cfg;
+  {
+    std::ifstream f(copy / "config.json");
+    cfg = nlohmann::json::parse(f);
+  }
+  cfg["rms_norm_eps"] = 1e-3;
+  std::ofstream(copy / "config.json") << cfg.dump(2);
+  try {
+    PackedModel::open(copy.string(), alone(true));
+    FAIL() << "an edited config.json was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("manifest.json"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(PackedModel::open(copy.string(), alone(false)));
+  EXPECT_EQ(pack::check_files(pack::load_manifest(copy.string()), copy.string()).size(), 1u);
 }
 
 TEST(Standalone, RejectsAFolderWithoutConfigJson) {
