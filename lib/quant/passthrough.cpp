@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/numeric.h"
+#include "quant/panel_transpose.h"
 #include "quant/quant_kernels.h"
 #include "quant/quantize_common.h"
 
@@ -85,7 +86,8 @@ void rowmajor_block(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, i
     invalid(std::string(m.format->name) + ": block out of range");
   constexpr int64_t kCols = 64;
   const int64_t kcount = c1 - c0;
-  float buf[kPanelWidth][kCols];
+  alignas(64) float buf[kPanelWidth][kCols];
+  const RowsToPanelFn to_panel = active_rows_to_panel();
   for (int64_t n0 = r0; n0 < r1; n0 += kPanelWidth) {
     const int64_t nb = std::min<int64_t>(kPanelWidth, r1 - n0);
     float* panel = out + (n0 - r0) * kcount;
@@ -97,8 +99,7 @@ void rowmajor_block(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, i
         else
           std::fill(buf[j], buf[j] + count, 0.0f);
       }
-      for (int64_t c = 0; c < count; ++c)
-        for (int64_t j = 0; j < kPanelWidth; ++j) panel[(cc - c0 + c) * kPanelWidth + j] = buf[j][c];
+      to_panel(&buf[0][0], kCols, count, panel + (cc - c0) * kPanelWidth);
     }
   }
 }
