@@ -78,13 +78,13 @@ void rowwise_matmul(const PackedMatrix& m, const float* x, int64_t m_rows, float
 }
 
 // Row-major W[r0:r1, c0:c1] to 16-row panels (FormatTraits::dequantize_block):
-// 16 rows x 64 columns are converted by `load(n, c, count, dst)` into a
+// 16 rows x 256 columns are converted by `load(n, c, count, dst)` into a
 // buffer, then transposed into the panel.
 void rowmajor_block(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out,
                     const std::function<void(int64_t n, int64_t c, int64_t count, float* dst)>& load) {
   if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols)
     invalid(std::string(m.format->name) + ": block out of range");
-  constexpr int64_t kCols = 64;
+  constexpr int64_t kCols = 256;  // 16 rows x 256 columns: long contiguous reads per row
   const int64_t kcount = c1 - c0;
   alignas(64) float buf[kPanelWidth][kCols];
   const RowsToPanelFn to_panel = active_rows_to_panel();
