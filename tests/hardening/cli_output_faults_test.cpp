@@ -52,25 +52,31 @@ void expect_write_error(int rc, const std::string& output, const std::string& fi
 
 // ---------------------------------------------------------------- profile ---
 
-std::string profile_command(const fs::path& dir) {
+// `tokens` differs between the previous output and the failing run, so that a
+// file replaced by the failing run cannot happen to be byte-identical.
+std::string profile_command(const fs::path& dir, int tokens = 128) {
   return test::binary() + " profile --model " + (test::data_dir() / "tinymoe").string() + " --calib " +
-         (test::data_dir() / "corpus" / "calib_small.txt.zst").string() +
-         " --max-tokens 256 --ctx 64 --threads 1 -o " + (dir / "profile.json").string() + " --heatmap " +
+         (test::data_dir() / "corpus" / "calib_small.txt.zst").string() + " --max-tokens " + std::to_string(tokens) +
+         " --ctx 64 --no-sensitivity --threads 1 -o " + (dir / "profile.json").string() + " --heatmap " +
          (dir / "heatmap.svg").string();
 }
 
 class ProfileOutputFaults : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    reference_ = new fs::path(test::temp_dir("profile-faults-ref"));
+    const fs::path sizes = test::temp_dir("profile-faults-sizes");
     std::string output;
-    ASSERT_EQ(test::run_command(profile_command(*reference_), &output), 0) << output;
-    const auto files = snapshot(*reference_);
+    ASSERT_EQ(test::run_command(profile_command(sizes), &output), 0) << output;
+    const auto files = snapshot(sizes);
     ASSERT_EQ(files.size(), 3u) << "profile.json, the sidecar and the heatmap";
     ASSERT_TRUE(files.count("profile.importance.safetensors")) << output;
     sidecar_ = files.at("profile.importance.safetensors").size();
     json_ = files.at("profile.json").size();
     for (const auto& [name, bytes] : files) total_ += bytes.size();
+    // The previous output: another calibration length, so every file differs.
+    reference_ = new fs::path(test::temp_dir("profile-faults-ref"));
+    ASSERT_EQ(test::run_command(profile_command(*reference_, 64), &output), 0) << output;
+    for (const auto& [name, bytes] : snapshot(*reference_)) ASSERT_NE(bytes, files.at(name)) << name;
   }
   static void TearDownTestSuite() { delete reference_; }
   // Cut points: nothing, inside the sidecar's header, mid-sidecar, inside
@@ -160,23 +166,27 @@ class EvalOutputFaults : public ::testing::Test {
                                 &output),
               0)
         << output;
-    reference_ = new fs::path(dir / "report");
-    fs::create_directories(*reference_);
-    ASSERT_EQ(test::run_command(eval_command(*reference_), &output), 0) << output;
-    const auto files = snapshot(*reference_);
+    const fs::path sizes = dir / "sizes";
+    fs::create_directories(sizes);
+    ASSERT_EQ(test::run_command(eval_command(sizes), &output), 0) << output;
+    const auto files = snapshot(sizes);
     ASSERT_EQ(files.size(), 2u);
     json_ = files.at("report.json").size();
     total_ = json_ + files.at("report.html").size();
+    // The previous report: fewer tokens, so both files differ from a new one.
+    reference_ = new fs::path(dir / "report");
+    fs::create_directories(*reference_);
+    ASSERT_EQ(test::run_command(eval_command(*reference_, 100), &output), 0) << output;
   }
   static void TearDownTestSuite() {
     delete packed_;
     delete reference_;
   }
-  static std::string eval_command(const fs::path& dir) {
+  static std::string eval_command(const fs::path& dir, int tokens = 200) {
     return test::binary() + " eval --packed " + packed_->string() + " --model " +
            (test::data_dir() / "tinymoe").string() + " --text " +
            (test::data_dir() / "corpus" / "eval_python.txt.zst").string() +
-           " --max-tokens 200 --ctx 64 --no-latency --no-collapse --threads 1 --json " +
+           " --max-tokens " + std::to_string(tokens) + " --ctx 64 --no-latency --no-collapse --threads 1 --json " +
            (dir / "report.json").string() + " --html " + (dir / "report.html").string();
   }
   // Nothing, inside the JSON, just after it (inside the HTML), the HTML's end.
