@@ -35,6 +35,7 @@ struct PartView {
 };
 
 struct FormatTraits;
+struct GemvKernel;  // lib/quant/gemv.h
 
 // The declared name, dtype and shape of one stored part for a given [rows, cols].
 struct PartSpec {
@@ -105,6 +106,10 @@ struct FormatTraits {
   // loading. May be left null: validate_packed then checks part names and the
   // total byte count against packed_bytes only.
   std::vector<PartSpec> (*part_specs)(int64_t rows, int64_t cols) = nullptr;
+  // The decode (few tokens) matrix-vector kernel (lib/quant/gemv.h), int8 or
+  // fp32 activations as measured best for the format. Null: the executor runs
+  // the format's matmul for decode too.
+  const GemvKernel* gemv = nullptr;
   // Optional (the batch expert-MLP kernel, lib/exec/batch_mlp.cpp): the block
   // W[r0:r1, c0:c1] in the original basis, as 16-row panels ready for a
   // register-blocked GEMM:

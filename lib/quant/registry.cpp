@@ -7,6 +7,7 @@
 #include "quant/affine.h"
 #include "quant/format.h"
 #include "quant/fp4.h"
+#include "quant/gemv.h"
 #include "quant/packed_stream.h"
 #include "quant/passthrough.h"
 #include "quant/trellis/format.h"
@@ -31,6 +32,7 @@ FormatTraits fp4_row(std::string_view name, std::string_view description) {
           .matmul = stream_matmul,
           .packed_bytes = fp4_packed_bytes<G>,
           .part_specs = fp4_part_specs<G>,
+          .gemv = &kStreamGemvInt8,
           .dequantize_block = stream_dequantize_block};
 }
 
@@ -50,6 +52,8 @@ FormatTraits affine_row(std::string_view name, std::string_view description) {
           .matmul = stream_matmul,
           .packed_bytes = affine_packed_bytes<B, G>,
           .part_specs = affine_part_specs<B, G>,
+          // 3-bit codes straddle words: the fp32 path (gemv_stream.cpp).
+          .gemv = B == 3 ? &kStreamGemvFloat : &kStreamGemvInt8,
           .dequantize_block = stream_dequantize_block};
 }
 
@@ -69,14 +73,14 @@ const std::vector<FormatTraits> kRegistryRows = {
      .weight_bits = 4, .bits_per_weight = 4.25, .group_size = 32, .row_multiple = 1, .col_multiple = 32,
      .parts = {"qweight", "scales"},
      .quantize = quantize_mxfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
-     .packed_bytes = mxfp4_packed_bytes, .part_specs = mxfp4_part_specs,
+     .packed_bytes = mxfp4_packed_bytes, .part_specs = mxfp4_part_specs, .gemv = &kStreamGemvInt8,
      .dequantize_block = stream_dequantize_block},
     {.name = "nvfp4", .family = "nvfp4",
      .description = "NVFP4: E2M1, E4M3 scale per 16 weights times an fp32 tensor scale (4.5 bits)",
      .weight_bits = 4, .bits_per_weight = 4.5, .group_size = 16, .row_multiple = 1, .col_multiple = 16,
      .parts = {"qweight", "scales", "tensor_scale"},
      .quantize = quantize_nvfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
-     .packed_bytes = nvfp4_packed_bytes, .part_specs = nvfp4_part_specs,
+     .packed_bytes = nvfp4_packed_bytes, .part_specs = nvfp4_part_specs, .gemv = &kStreamGemvInt8,
      .dequantize_block = stream_dequantize_block},
     // ---- affine integers q * scale + bias, fp16 scale and bias per group: lib/quant/affine.cpp
     affine_row<2, 32>("int2_g32", "2-bit affine, fp16 scale+bias per 32 weights (3 bits)"),
@@ -97,14 +101,14 @@ const std::vector<FormatTraits> kRegistryRows = {
      .weight_bits = 8, .bits_per_weight = 8.0, .group_size = 0, .row_multiple = 1, .col_multiple = 1,
      .parts = {"qweight", "scales"},
      .quantize = quantize_int8_row, .dequantize = dequantize_int8_row, .matmul = matmul_int8_row,
-     .packed_bytes = int8_row_packed_bytes, .part_specs = int8_row_part_specs,
+     .packed_bytes = int8_row_packed_bytes, .part_specs = int8_row_part_specs, .gemv = &kInt8RowGemv,
      .dequantize_block = dequantize_block_int8_row},
     {.name = "bf16", .family = "bf16",
      .description = "bfloat16 passthrough (16 bits)",
      .weight_bits = 16, .bits_per_weight = 16.0, .group_size = 0, .row_multiple = 1, .col_multiple = 1,
      .parts = {"weight"},
      .quantize = quantize_bf16, .dequantize = dequantize_bf16, .matmul = matmul_bf16,
-     .packed_bytes = bf16_packed_bytes, .part_specs = bf16_part_specs,
+     .packed_bytes = bf16_packed_bytes, .part_specs = bf16_part_specs, .gemv = &kBf16Gemv,
      .dequantize_block = dequantize_block_bf16},
     // ---- trellis (QTIP-style): lib/quant/trellis*.cpp (rows added by the trellis implementation)
     trellis_row(2),

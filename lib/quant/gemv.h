@@ -1,0 +1,80 @@
+// Decode (few tokens) matrix-vector products, one per format: y[n] for n in
+// [row_begin, row_end) = sum_k W[n, k] * x[k], with x prepared once per call
+// (GemvActivation) and shared by every matrix that reads it. Formats point to
+// their kernel from FormatTraits::gemv; the executor's decode MLP
+// (lib/exec/decode_mlp.cpp) only ever calls through that pointer.
+//
+// Most formats multiply integer codes by x quantized to int8 in blocks of 32
+// with an fp32 scale per block (the llama.cpp Q8 approach) and apply their own
+// scales per group; which formats use int8 and which fp32 is measured and
+// written down in docs/design.md ("Decode kernels").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/format.h"
+
+namespace eq::quant {
+
+inline constexpr int kGemvBlock = 32;  // x elements per int8 block (one fp32 scale)
+inline constexpr int kGemvPad = 64;    // prepared arrays are zero-padded to this many elements
+
+// A prepared activation row; all arrays hold padded_cols = cols rounded up to
+// kGemvPad elements (zeros past cols).
+struct GemvInput {
+  int64_t cols = 0;
+  int64_t padded_cols = 0;
+  const float* x = nullptr;          // the fp32 row itself
+  const int8_t* q = nullptr;         // round(x / scale[k / 32]), natural order
+  const float* q_scale = nullptr;    // [padded/32] max|x| / 127 of each block
+  const int32_t* q_sum16 = nullptr;  // [padded/16] sum of q over each 16
+  // [padded/16] sum of the int8 x over each 16, q_scale * q_sum (affine
+  // biases: the bias and code terms must see the same x, or the rounding of
+  // x no longer cancels around the zero point; measured 3% vs 0.7% error).
+  const float* x_sum16 = nullptr;
+  const int32_t* q_sum4 = nullptr;   // [padded/4] sum of q over each 4 (one dword lane)
+  const float* lane_scale = nullptr; // [padded/4] q_scale of the block holding each dword lane
+  // q reordered for the column bit-stream formats, so that the codes a
+  // shift-and-mask pulls out of one 32-bit word meet their x in one dword:
+  const int8_t* q_nib = nullptr;     // 4-bit: per 8 k: k0 k2 k4 k6 | k1 k3 k5 k7
+  const int8_t* q_crumb = nullptr;   // 2-bit: per 16 k: k0 k4 k8 k12 | k1 k5 k9 k13 | ...
+};
+
+// Owns the arrays of a GemvInput; reuse one per thread to avoid allocations.
+class GemvActivation {
+ public:
+  // Quantizes x[cols]. The result depends only on x (never on the ISA).
+  void set(const float* x, int64_t cols);
+  const GemvInput& input() const { return in_; }
+
+ private:
+  GemvInput in_;
+  std::vector<float> x_, q_scale_, x_sum16_, lane_scale_;
+  std::vector<int8_t> q_, q_nib_, q_crumb_;
+  std::vector<int32_t> q_sum16_, q_sum4_;
+};
+
+// The decode kernel of a format (FormatTraits::gemv).
+struct GemvKernel {
+  // Writes y[n - row_begin] for n in [row_begin, row_end); row_begin must be
+  // a multiple of row_align. Single-threaded (the caller splits rows).
+  void (*run)(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int64_t row_end, float* y) = nullptr;
+  int64_t row_align = 16;
+  // Rows per call that read memory efficiently: the column bit-stream layout
+  // stores one word row of all N columns contiguously, so a call over few
+  // columns reads many short strided runs that the hardware prefetchers and
+  // the TLB handle badly (measured: 64 columns 5 GB/s, 768 columns 18 GB/s
+  // on one core); row-major formats read whole rows and need few.
+  int64_t preferred_rows = 64;
+  bool int8_activation = true;  // documentation and benchmarks: int8 dot products or fp32
+};
+
+// The kernels of the registered formats (lib/quant/gemv_stream.cpp, gemv_rowmajor.cpp).
+extern const GemvKernel kStreamGemvInt8;    // fp4, mxfp4, nvfp4, affine 2/4/8 bits
+extern const GemvKernel kStreamGemvFloat;   // any stream format by decoded fp32 panels (affine 3 bits)
+extern const GemvKernel kInt8RowGemv;       // int8_row
+extern const GemvKernel kBf16Gemv;          // bf16 (fp32 path)
+
+
+}  // namespace eq::quant

@@ -1,0 +1,35 @@
+// Fills the decode (gemv) kernel table: generic first, then overridden per ISA level.
+#include "quant/gemv_kernels.h"
+
+namespace eq::quant {
+
+namespace {
+
+#define EQ_FILL_GEMV(t, isa)                          \
+  t.stream_int8 = kernels::gemv_stream_int8_##isa;    \
+  t.int8_rows = kernels::gemv_int8_rows_##isa;        \
+  t.bf16_rows = kernels::gemv_bf16_rows_##isa;
+
+GemvIsaKernels make_table(Isa isa) {
+  GemvIsaKernels t;
+  EQ_FILL_GEMV(t, generic)
+  if (isa >= Isa::kAvx2) {
+    EQ_FILL_GEMV(t, avx2)
+  }
+  if (isa >= Isa::kAvx512) {
+    EQ_FILL_GEMV(t, avx512)
+  }
+  return t;
+}
+#undef EQ_FILL_GEMV
+
+}  // namespace
+
+const GemvIsaKernels& gemv_isa_kernels(Isa isa) {
+  static const GemvIsaKernels tables[3] = {make_table(Isa::kGeneric), make_table(Isa::kAvx2),
+                                           make_table(Isa::kAvx512)};
+  const Isa usable = isa < detected_isa() ? isa : detected_isa();
+  return tables[static_cast<int>(usable)];
+}
+
+}  // namespace eq::quant

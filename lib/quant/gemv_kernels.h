@@ -1,0 +1,62 @@
+// The per-ISA decode (gemv) kernels behind lib/quant/gemv.h, as a table of
+// function pointers filled from lib/quant/kernels/generic and overridden by
+// the avx2/avx512 folders. The generic versions are the scalar definitions
+// the SIMD ones are tested against.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu_features.h"
+#include "quant/gemv.h"
+
+namespace eq::quant {
+
+// Columns [n0, n0 + nb) of a column bit-stream matrix (packed_stream.h) times
+// a prepared x, with int8 dot products. Per unit of min(group, 32) k:
+//   acc[n] += float(sum_k c'[k, n] * q[k] - offset * q_sum) * (scale[g, n] * scale_mul * q_scale[b])
+//   acc[n] += bias[g, n] * x_sum(unit)                      (affine only)
+// where c' = code for unsigned codes (offset 0) and 2 * E2M1 value + 12 for
+// E2M1 (offset 12), so that c' is a small unsigned byte.
+struct StreamGemvArgs {
+  const uint32_t* qweight = nullptr;  // word row 0 of column n0
+  int64_t ld = 0;                     // words between word rows (= N)
+  int64_t cols = 0;                   // K
+  int64_t nb = 0;                     // output columns
+  int bits = 4;                       // 2, 4 or 8
+  int group = 32;                     // >= 16
+  bool e2m1 = false;
+  const uint16_t* scales_f16 = nullptr;  // [K/G, ld] at column n0, or
+  const uint8_t* scales_u8 = nullptr;    // one-byte scales decoded through scale_table
+  const float* scale_table = nullptr;    // 256 entries (E8M0 or E4M3)
+  const uint16_t* biases_f16 = nullptr;  // affine: [K/G, ld] at column n0
+  float scale_mul = 1.0f;                // 0.5 for E2M1 (codes doubled), times nvfp4's tensor scale
+  const GemvInput* in = nullptr;
+  float* y = nullptr;  // [nb], overwritten
+};
+
+struct GemvIsaKernels {
+  void (*stream_int8)(const StreamGemvArgs& a) = nullptr;
+  // int8_row rows: y[j] = scale[j] * sum_b q_scale[b] * sum_{k in b} w[j, k] * q[k], j < rows.
+  void (*int8_rows)(const int8_t* w, int64_t ld, int64_t cols, int64_t rows, const float* scales,
+                    const GemvInput& in, float* y) = nullptr;
+  // bf16 rows with fp32 x: y[j] = sum_k float(w[j, k]) * x[k], j < rows.
+  void (*bf16_rows)(const uint16_t* w, int64_t ld, int64_t cols, int64_t rows, const float* x, float* y) = nullptr;
+};
+
+// The table for `isa` (clamped to what the machine supports).
+const GemvIsaKernels& gemv_isa_kernels(Isa isa);
+inline const GemvIsaKernels& active_gemv_kernels() { return gemv_isa_kernels(active_isa()); }
+
+namespace kernels {
+#define EQ_DECLARE_GEMV_ISA(isa)                                                                         \
+  void gemv_stream_int8_##isa(const StreamGemvArgs& a);                                                  \
+  void gemv_int8_rows_##isa(const int8_t* w, int64_t ld, int64_t cols, int64_t rows, const float* scales, \
+                            const GemvInput& in, float* y);                                              \
+  void gemv_bf16_rows_##isa(const uint16_t* w, int64_t ld, int64_t cols, int64_t rows, const float* x, float* y);
+EQ_DECLARE_GEMV_ISA(generic)
+EQ_DECLARE_GEMV_ISA(avx2)
+EQ_DECLARE_GEMV_ISA(avx512)
+#undef EQ_DECLARE_GEMV_ISA
+}  // namespace kernels
+
+}  // namespace eq::quant

@@ -1,0 +1,29 @@
+// Decode kernels of the row-major passthrough formats: int8_row (int8 x int8
+// dot products, the row scale applied once) and bf16 (fp32 path: bf16 widens
+// to fp32 with one shift, and fp32 x keeps the passthrough exact).
+#include "quant/gemv.h"
+#include "quant/gemv_kernels.h"
+
+namespace eq::quant {
+
+namespace {
+
+void int8_row_gemv(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int64_t row_end, float* y) {
+  if (row_end <= row_begin) return;
+  const int8_t* q = static_cast<const int8_t*>(m.parts[0].data);
+  const float* scales = static_cast<const float*>(m.parts[1].data);
+  active_gemv_kernels().int8_rows(q + row_begin * m.cols, m.cols, m.cols, row_end - row_begin, scales + row_begin, x, y);
+}
+
+void bf16_gemv(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int64_t row_end, float* y) {
+  if (row_end <= row_begin) return;
+  const uint16_t* w = static_cast<const uint16_t*>(m.parts[0].data);
+  active_gemv_kernels().bf16_rows(w + row_begin * m.cols, m.cols, m.cols, row_end - row_begin, x.x, y);
+}
+
+}  // namespace
+
+const GemvKernel kInt8RowGemv{.run = int8_row_gemv, .row_align = 1, .preferred_rows = 64, .int8_activation = true};
+const GemvKernel kBf16Gemv{.run = bf16_gemv, .row_align = 1, .preferred_rows = 32, .int8_activation = false};
+
+}  // namespace eq::quant
