@@ -1,10 +1,123 @@
+// The decode expert-MLP kernel: every row of every batch runs
+//   prepare x once (int8 blocks, quant/gemv.h)
+//   -> gate and up of one block of I rows in one chunk, SwiGLU on the block
+//   -> prepare h once -> down, one block of H rows per chunk
+// through the formats' gemv kernels. Chunks are (row, block) pairs handed out
+// by the pool's atomic counter, so a dominant expert (Mixtral top-2: two
+// 14336 x 4096 experts) still keeps every core busy. Chunks write disjoint
+// outputs and each row's result depends only on (expert, x row), so any
+// thread count and any grouping of rows into batches give the same bits.
 #include "exec/decode_mlp.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "core/thread_pool.h"
 #include "exec/batch_mlp.h"
+#include "model/kernels/float_kernels.h"
+#include "quant/gemv.h"
 
 namespace eq::exec {
 
-// Until the int8-activation kernels land, decode runs the batch kernel.
-void run_decode_mlp(std::span<const ExpertBatch> batches) { run_batch_mlp(batches); }
+namespace {
+
+// Chunks never get shorter than this many output rows, and are split down
+// toward it only until every core has a few chunks (load balance).
+constexpr int64_t kMinBlock = 64;
+constexpr size_t kChunksPerThread = 3;
+
+bool has_gemv(const ExpertWeights& w) { return w.gate.format->gemv && w.up.format->gemv && w.down.format->gemv; }
+
+int64_t aligned_block(int64_t block, int64_t align) { return (block + align - 1) / align * align; }
+
+struct DecodeRow {
+  const ExpertWeights* w;
+  const float* x;
+  float* y;
+};
+
+}  // namespace
+
+void run_decode_mlp(std::span<const ExpertBatch> batches) {
+  std::vector<ExpertBatch> fallback;
+  std::vector<DecodeRow> rows;
+  for (const ExpertBatch& b : batches) {
+    if (b.rows <= 0) continue;
+    if (!has_gemv(*b.weights)) {
+      fallback.push_back(b);
+      continue;
+    }
+    const int64_t H = b.weights->gate.cols;
+    for (int64_t r = 0; r < b.rows; ++r) rows.push_back({b.weights, b.x + r * H, b.y + r * H});
+  }
+  // Formats without a decode kernel run the batch kernel, per expert: a row's
+  // result still depends only on its expert and its x.
+  if (!fallback.empty()) run_batch_mlp(fallback);
+  if (rows.empty()) return;
+
+  const size_t R = rows.size();
+  // Buffers of the calling thread, reused across calls; the pool's chunks
+  // reach them through these references (a thread_local named inside a
+  // chunk would be the worker's own, empty copy).
+  struct Buffers {
+    std::vector<quant::GemvActivation> x_act, h_act;
+    std::vector<std::vector<float>> hidden;
+  };
+  thread_local Buffers buffers;
+  std::vector<quant::GemvActivation>& x_act = buffers.x_act;
+  std::vector<quant::GemvActivation>& h_act = buffers.h_act;
+  std::vector<std::vector<float>>& hidden = buffers.hidden;
+  if (x_act.size() < R) x_act.resize(R), h_act.resize(R), hidden.resize(R);
+  ThreadPool& pool = default_pool();
+
+  // Chunk lists: (row, output rows [begin, end)). Blocks start at the
+  // formats' preferred_rows and halve while there are too few chunks.
+  struct Chunk {
+    uint32_t row;
+    int64_t begin, end;
+  };
+  const size_t want = kChunksPerThread * static_cast<size_t>(pool.size());
+  auto make_chunks = [&](auto matrices_of) {
+    std::vector<Chunk> chunks;
+    for (int64_t shrink = 1;; shrink *= 2) {
+      chunks.clear();
+      bool can_shrink = false;
+      for (size_t i = 0; i < R; ++i) {
+        const auto [first, second] = matrices_of(*rows[i].w);
+        const quant::GemvKernel& k1 = *first->format->gemv;
+        const quant::GemvKernel& k2 = *second->format->gemv;
+        const int64_t n = first->rows;
+        const int64_t align = std::max(k1.row_align, k2.row_align);
+        const int64_t preferred = std::max(k1.preferred_rows, k2.preferred_rows) / shrink;
+        const int64_t block = aligned_block(std::max(kMinBlock, preferred), align);
+        can_shrink |= preferred > kMinBlock;
+        for (int64_t b = 0; b < n; b += block) chunks.push_back({static_cast<uint32_t>(i), b, std::min(n, b + block)});
+      }
+      if (chunks.size() >= want || !can_shrink) return chunks;
+    }
+  };
+  const std::vector<Chunk> gate_up = make_chunks([](const ExpertWeights& w) { return std::pair{&w.gate, &w.up}; });
+  const std::vector<Chunk> down = make_chunks([](const ExpertWeights& w) { return std::pair{&w.down, &w.down}; });
+  for (size_t i = 0; i < R; ++i) hidden[i].resize(static_cast<size_t>(2 * rows[i].w->gate.rows));
+
+  pool.run(R, [&](size_t i) { x_act[i].set(rows[i].x, rows[i].w->gate.cols); });
+  pool.run(gate_up.size(), [&](size_t c) {
+    const Chunk& ch = gate_up[c];
+    const ExpertWeights& w = *rows[ch.row].w;
+    const quant::GemvInput& in = x_act[ch.row].input();
+    float* gate = hidden[ch.row].data() + ch.begin;
+    float* up = hidden[ch.row].data() + w.gate.rows + ch.begin;
+    w.gate.format->gemv->run(w.gate, in, ch.begin, ch.end, gate);
+    w.up.format->gemv->run(w.up, in, ch.begin, ch.end, up);
+    // The same SiLU kernel as the reference and batch MLPs.
+    model::kernels::silu_mul(gate, up, ch.end - ch.begin, gate);
+  });
+  pool.run(R, [&](size_t i) { h_act[i].set(hidden[i].data(), rows[i].w->gate.rows); });
+  pool.run(down.size(), [&](size_t c) {
+    const Chunk& ch = down[c];
+    const ExpertWeights& w = *rows[ch.row].w;
+    w.down.format->gemv->run(w.down, h_act[ch.row].input(), ch.begin, ch.end, rows[ch.row].y + ch.begin);
+  });
+}
 
 }  // namespace eq::exec
