@@ -143,11 +143,14 @@ int main(int argc, char** argv) {
 
     const std::string load_before = load_average();
     const int pool_threads = default_pool().size();
-    const eval::Ceiling triad = eval::triad_bandwidth(triad_mb << 20, 5);
-    const eval::Ceiling gemm = eval::eigen_gemm_peak(512, 768, 2048, 5);
+    // The machine is often shared: the ceilings are measured before and after
+    // the sweep and the better of the two is used (figures marked "start").
+    eval::Ceiling triad = eval::triad_bandwidth(triad_mb << 20, 5);
+    eval::Ceiling gemm = eval::eigen_gemm_peak(512, 768, 2048, 9);
+    const eval::Ceiling triad_start = triad, gemm_start = gemm;
     if (!json)
-      std::printf("cpu %s, isa %s, %d threads, load %s\ntriad %.1f GB/s (best of 5; median %.1f), 3 x %llu MiB\n"
-                  "eigen sgemm 512x768x2048 %.1f GFLOP/s (best of 5; median %.1f)\nsort_cutoff %lld, decode kernel "
+      std::printf("cpu %s, isa %s, %d threads, load %s\ntriad %.1f GB/s (best of 5; median %.1f), 3 x %llu MiB (start of run)\n"
+                  "eigen sgemm 512x768x2048 %.1f GFLOP/s (best of 9; median %.1f)\nsort_cutoff %lld, decode kernel "
                   "for M <= %lld\n\n",
                   std::string(cpu_model_name()).c_str(), std::string(isa_name(active_isa())).c_str(), pool_threads,
                   load_before.c_str(), triad.best, triad.median, static_cast<unsigned long long>(triad_mb), gemm.best,
@@ -234,6 +237,15 @@ int main(int argc, char** argv) {
       }
     }
 
+    {
+      const eval::Ceiling t = eval::triad_bandwidth(triad_mb << 20, 5), g = eval::eigen_gemm_peak(512, 768, 2048, 9);
+      if (t.best > triad.best) triad = t;
+      if (g.best > gemm.best) gemm = g;
+      if (!json)
+        std::printf("\nend of run: triad %.1f GB/s, eigen %.1f GFLOP/s; ratios above use the start figures, the "
+                    "JSON the better of the two\n",
+                    t.best, g.best);
+    }
     // Derived figures: mask-combine ÷ sorted, and the mixed-bits target
     // (mixed sorted ≤ 1.05 × fp4_g32 sorted × mixed bytes ÷ fp4 bytes).
     auto find = [&](const std::string& s, const std::string& mix, const std::string& d, int64_t m) -> const Cell* {
@@ -267,6 +279,7 @@ int main(int argc, char** argv) {
       j["machine"] = {{"cpu", cpu_model_name()}, {"isa", isa_name(active_isa())}, {"threads", pool_threads},
                       {"load_before", load_before}, {"load_after", load_after}};
       j["ceilings"] = {{"triad_gbs", triad.best}, {"triad_gbs_median", triad.median},
+                       {"triad_gbs_start", triad_start.best}, {"eigen_gflops_start", gemm_start.best},
                        {"triad_array_mib", triad_mb}, {"eigen_sgemm", "512x768x2048"},
                        {"eigen_gflops", gemm.best}, {"eigen_gflops_median", gemm.median}};
       j["settings"] = {{"sort_cutoff", sort_cutoff}, {"decode_max_tokens", decode_max_tokens},
