@@ -70,6 +70,7 @@ int run_eval(EvalCliOptions& o) {
   auto pm = exec::PackedModel::open(o.packed, po);
   const model::ModelConfig& c = pm->config();
   pm->set_dispatch(exec::make_dispatch(exec::DispatchKind::kAuto, rt.sort_cutoff));
+  pm->set_mlp_kernel_thresholds(rt.mlp_kernels);
   if (o.verbose)
     std::fprintf(stderr, "eval: loaded %s in %.2f s (%s verified); auto sort_cutoff %lld from %s\n", o.packed.c_str(),
                  pm->load_stats().seconds, format_bytes(pm->load_stats().verified_bytes).c_str(),

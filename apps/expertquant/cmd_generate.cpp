@@ -42,7 +42,9 @@ int run_generate(GenerateCliOptions& o) {
     pm = exec::PackedModel::open(o.packed, po);
     const auto kind = exec::parse_dispatch_kind(o.dispatch);
     if (!kind) invalid("--dispatch: unknown strategy '" + o.dispatch + "' (mask-combine, sorted, auto)");
-    pm->set_dispatch(exec::make_dispatch(*kind, resolve_runtime(o.exec).sort_cutoff));
+    const exec::RuntimeConfig rt = resolve_runtime(o.exec);
+    pm->set_dispatch(exec::make_dispatch(*kind, rt.sort_cutoff));
+    pm->set_mlp_kernel_thresholds(rt.mlp_kernels);
     dispatch_name = o.dispatch;
     m = &pm->model();
   } else {

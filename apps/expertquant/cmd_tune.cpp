@@ -41,13 +41,17 @@ int run_tune(TuneCliOptions& o) {
   const exec::MoeInputs inputs = exec::capture_moe_inputs(*pm, texts.front().tokens, rows, o.ctx);
   const exec::TuneResult r = exec::tune_sort_cutoff(*pm, inputs, to);
 
-  std::printf("%6s %14s %14s %9s\n", "M", "per-token ms", "sorted ms", "ratio");
+  std::printf("%6s %14s %14s %9s %12s %12s\n", "M", "per-token ms", "sorted ms", "ratio", "decode ms", "batch ms");
   for (const auto& p : r.points)
-    std::printf("%6lld %14.3f %14.3f %8.2fx%s\n", static_cast<long long>(p.m), p.per_token.median * 1e3,
-                p.sorted.median * 1e3, p.sorted.median > 0 ? p.per_token.median / p.sorted.median : 0.0,
-                p.m == r.sort_cutoff ? "  <- sort_cutoff" : "");
+    std::printf("%6lld %14.3f %14.3f %8.2fx %12.3f %12.3f%s%s\n", static_cast<long long>(p.m),
+                p.per_token.median * 1e3, p.sorted.median * 1e3,
+                p.sorted.median > 0 ? p.per_token.median / p.sorted.median : 0.0, p.decode.median * 1e3,
+                p.batch.median * 1e3, p.m == r.sort_cutoff ? "  <- sort_cutoff" : "",
+                p.m == r.decode_max_tokens ? "  <- decode_max_tokens" : "");
   std::printf("sort_cutoff = %lld (auto sorts when M > %lld)\n", static_cast<long long>(r.sort_cutoff),
               static_cast<long long>(r.sort_cutoff));
+  std::printf("decode_max_tokens = %lld (the decode expert-MLP kernel runs when M <= %lld)\n",
+              static_cast<long long>(r.decode_max_tokens), static_cast<long long>(r.decode_max_tokens));
   if (!o.dry_run) {
     io::write_file_atomic(o.out, exec::runtime_config_to_json(r.config).dump(2) + "\n");
     std::printf("wrote %s\n", o.out.c_str());
@@ -59,7 +63,7 @@ int run_tune(TuneCliOptions& o) {
 
 Command add_tune(CLI::App& app) {
   auto o = std::make_shared<TuneCliOptions>();
-  CLI::App* sub = app.add_subcommand("tune", "Measure the sort/no-sort crossover of auto dispatch and write sort_cutoff");
+  CLI::App* sub = app.add_subcommand("tune", "Measure the sort/no-sort and decode/batch kernel crossovers and write sort_cutoff and decode_max_tokens");
   sub->add_option("--packed", o->packed, "Packed model folder")->required();
   sub->add_option("--model", o->model, "Source checkpoint (optional; checked against the packed config)");
   add_text_options(sub, o->inputs, "Use at most N tokens of the text (0 = all)");

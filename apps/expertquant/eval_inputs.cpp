@@ -56,6 +56,10 @@ void add_exec_options(CLI::App* sub, ExecFlags& f) {
                   "or configs/ beside the build folder)");
   sub->add_option("--sort-cutoff", f.sort_cutoff, "auto dispatch sorts when M > this (overrides the runtime config)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--decode-max-tokens", f.decode_max_tokens,
+                  "MoE calls of up to this many tokens run the decode expert-MLP kernel (int8 activations); 0 = "
+                  "never (overrides the runtime config's mlp_kernels)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {
@@ -65,6 +69,7 @@ exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {
     r.sort_cutoff = f.sort_cutoff;
     r.source = "--sort-cutoff";
   }
+  if (f.decode_max_tokens >= 0) r.mlp_kernels.decode_max_tokens = f.decode_max_tokens;
   return r;
 }
 

@@ -20,6 +20,15 @@ RuntimeConfig parse_runtime_config(const nlohmann::json& j, const std::string& l
   if (!j.contains("sort_cutoff") || !j["sort_cutoff"].is_number_integer() || j["sort_cutoff"].get<int64_t>() < 0)
     bad("sort_cutoff", "missing or not an integer >= 0");
   r.sort_cutoff = j["sort_cutoff"].get<int64_t>();
+  if (j.contains("mlp_kernels")) {
+    const nlohmann::json& k = j["mlp_kernels"];
+    if (!k.is_object()) bad("mlp_kernels", "not a JSON object");
+    if (k.contains("decode_max_tokens")) {
+      if (!k["decode_max_tokens"].is_number_integer() || k["decode_max_tokens"].get<int64_t>() < 0)
+        bad("mlp_kernels.decode_max_tokens", "not an integer >= 0");
+      r.mlp_kernels.decode_max_tokens = k["decode_max_tokens"].get<int64_t>();
+    }
+  }
   if (j.contains("tuned")) r.tuned = j["tuned"];
   return r;
 }
@@ -50,7 +59,11 @@ std::string find_runtime_config() {
 
 RuntimeConfig default_runtime_config() {
   const std::string path = find_runtime_config();
-  if (path.empty()) return RuntimeConfig{kDefaultSortCutoff, "built-in default", {}};
+  if (path.empty()) {
+    RuntimeConfig r;
+    r.source = "built-in default";
+    return r;
+  }
   return load_runtime_config(path);
 }
 
@@ -59,6 +72,7 @@ nlohmann::ordered_json runtime_config_to_json(const RuntimeConfig& r) {
   j["schema"] = kRuntimeSchema;
   j["version"] = kRuntimeVersion;
   j["sort_cutoff"] = r.sort_cutoff;
+  j["mlp_kernels"] = {{"decode_max_tokens", r.mlp_kernels.decode_max_tokens}};
   if (!r.tuned.is_null()) j["tuned"] = r.tuned;
   return j;
 }

@@ -1,9 +1,11 @@
 // configs/runtime.json: per-machine executor settings, written by
-// `expertquant tune` and read by eval/generate. Today one value: sort_cutoff,
-// the largest token count M for which auto dispatch runs the unsorted
-// per-token path (it sorts when M > sort_cutoff).
+// `expertquant tune` and read by eval/generate: sort_cutoff, the largest token
+// count M for which auto dispatch runs the unsorted per-token path (it sorts
+// when M > sort_cutoff), and the optional expert-MLP kernel thresholds
+// (mlp_kernel.h; absent: the built-in defaults below).
 //
 //   {"schema": "expertquant.runtime", "version": 1, "sort_cutoff": 8,
+//    "mlp_kernels": {"decode_max_tokens": 8},
 //    "tuned": {...how it was measured...}}
 #pragma once
 
@@ -12,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exec/mlp_kernel.h"
+
 namespace eq::exec {
 
 inline constexpr std::string_view kRuntimeSchema = "expertquant.runtime";
@@ -19,9 +23,16 @@ inline constexpr int kRuntimeVersion = 1;
 // Used when no runtime.json is found: "sort whenever there is more than one
 // token" (seed 000's sort_cutoff = 1).
 inline constexpr int64_t kDefaultSortCutoff = 1;
+// Used when runtime.json has no mlp_kernels: MoE calls of up to this many
+// tokens run the decode kernel. Measured on the Qwen3-30B-A3B layer shape
+// with every active expert receiving all M rows (the worst case for decode,
+// which reads the weights once per row): decode is still faster at M = 8
+// (docs/design.md, "Decode kernels"); `expertquant tune` measures the model's own.
+inline constexpr int64_t kDefaultDecodeMaxTokens = 8;
 
 struct RuntimeConfig {
   int64_t sort_cutoff = kDefaultSortCutoff;
+  MlpKernelThresholds mlp_kernels{.decode_max_tokens = kDefaultDecodeMaxTokens};
   std::string source;          // the file read, or "built-in default"
   nlohmann::json tuned;        // the measurement record, if any
 };

@@ -38,15 +38,37 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
       const TimingStats b = time_repeated([&] { step(m); }, 0, 1);
       if (i >= options.warmup) tp.push_back(a.median), ts.push_back(b.median);
     }
-    r.points.push_back({m, summarize_times(tp), summarize_times(ts)});
+    r.points.push_back({m, summarize_times(tp), summarize_times(ts), {}, {}});
   }
-  pm.set_dispatch(saved);
   r.sort_cutoff = 0;
   for (const TunePoint& p : r.points) {
     if (p.sorted.median * (1.0 + options.tie_margin) < p.per_token.median) break;
     r.sort_cutoff = p.m;
   }
+  // Decode vs batch expert-MLP kernel, under auto dispatch at that cutoff.
+  pm.set_dispatch(std::make_shared<AutoDispatch>(r.sort_cutoff));
+  for (TunePoint& p : r.points) {
+    if (options.progress) options.progress("tune decode/batch M=" + std::to_string(p.m));
+    std::vector<double> td, tb;
+    for (int i = 0; i < options.warmup + options.reps; ++i) {
+      pm.set_mlp_kernel_thresholds({.decode_max_tokens = INT64_MAX});
+      const TimingStats a = time_repeated([&] { step(p.m); }, 0, 1);
+      pm.set_mlp_kernel_thresholds({.decode_max_tokens = 0});
+      const TimingStats b = time_repeated([&] { step(p.m); }, 0, 1);
+      if (i >= options.warmup) td.push_back(a.median), tb.push_back(b.median);
+    }
+    p.decode = summarize_times(td);
+    p.batch = summarize_times(tb);
+  }
+  r.decode_max_tokens = 0;
+  for (const TunePoint& p : r.points) {
+    if (p.batch.median * (1.0 + options.tie_margin) < p.decode.median) break;
+    r.decode_max_tokens = p.m;
+  }
+  pm.set_dispatch(saved);
+  pm.set_mlp_kernel_thresholds({.decode_max_tokens = r.decode_max_tokens});
   r.config.sort_cutoff = r.sort_cutoff;
+  r.config.mlp_kernels.decode_max_tokens = r.decode_max_tokens;
   r.config.source = "tune";
   nlohmann::json rec;
   rec["packed"] = pm.folder();
@@ -54,10 +76,17 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
   rec["isa"] = std::string(isa_name(active_isa()));
   rec["threads"] = default_pool().size();
   rec["rule"] = "largest M before the first M where sorted is faster by more than tie_margin (medians of one MoE step)";
+  rec["decode_rule"] =
+      "largest M before the first M where the batch expert-MLP kernel is faster than decode by more than tie_margin "
+      "(auto dispatch at sort_cutoff)";
   rec["tie_margin"] = options.tie_margin;
   nlohmann::json pts = nlohmann::json::array();
   for (const TunePoint& p : r.points)
-    pts.push_back({{"m", p.m}, {"per_token_ms", p.per_token.median * 1e3}, {"sorted_ms", p.sorted.median * 1e3}});
+    pts.push_back({{"m", p.m},
+                   {"per_token_ms", p.per_token.median * 1e3},
+                   {"sorted_ms", p.sorted.median * 1e3},
+                   {"decode_ms", p.decode.median * 1e3},
+                   {"batch_ms", p.batch.median * 1e3}});
   rec["points"] = pts;
   r.config.tuned = rec;
   return r;

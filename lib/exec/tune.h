@@ -2,7 +2,9 @@
 // sorted branch starts to beat the unsorted per-token branch, and pick
 // sort_cutoff from it (seed 000: "pick the cutoff by measuring the
 // crossover"). Every MoE layer runs on real inputs for each M of the sweep,
-// both branches alternately so drifting machine load hits both alike.
+// both branches alternately so drifting machine load hits both alike. The
+// same sweep then times the decode and batch expert-MLP kernels (auto
+// dispatch at the chosen cutoff) and picks mlp_kernels.decode_max_tokens.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@ struct TuneOptions {
 struct TunePoint {
   int64_t m = 0;
   TimingStats per_token, sorted;  // one MoE step: all MoE layers, seconds
+  TimingStats decode, batch;      // the same step (auto dispatch) with each expert-MLP kernel
 };
 
 struct TuneResult {
@@ -39,7 +42,10 @@ struct TuneResult {
   // The largest M of the sweep below the first M at which sorted is faster
   // by more than tie_margin (0 when it already is at the smallest M).
   int64_t sort_cutoff = 0;
-  RuntimeConfig config;  // sort_cutoff + the measurement record
+  // The largest M of the sweep below the first M at which the batch kernel is
+  // faster than the decode kernel by more than tie_margin (0: never decode).
+  int64_t decode_max_tokens = 0;
+  RuntimeConfig config;  // sort_cutoff, mlp_kernels + the measurement record
 };
 
 TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const TuneOptions& options);

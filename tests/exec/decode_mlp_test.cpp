@@ -12,6 +12,8 @@
 #include "exec/expert_mlp.h"
 #include "exec/packed_model.h"
 #include "exec/packed_moe_block.h"
+#include "exec/runtime_config.h"
+#include "core/error.h"
 #include "model/kv_cache.h"
 #include "packed_fixture.h"
 
@@ -133,6 +135,27 @@ TEST(DecodeMlp, RowsAreIndependent) {
                 std::sqrt(d / m));
     EXPECT_LT(std::sqrt(d / m), 2e-2);
   }
+}
+
+}  // namespace
+}  // namespace eq::exec
+
+namespace eq::exec {
+namespace {
+
+TEST(DecodeMlp, RuntimeConfigReadsAndWritesMlpKernels) {
+  const RuntimeConfig none = parse_runtime_config(nlohmann::json::parse(R"({"version":1,"sort_cutoff":8})"), "x.json");
+  EXPECT_EQ(none.mlp_kernels.decode_max_tokens, kDefaultDecodeMaxTokens);
+  const RuntimeConfig r = parse_runtime_config(
+      nlohmann::json::parse(R"({"version":1,"sort_cutoff":8,"mlp_kernels":{"decode_max_tokens":3}})"), "x.json");
+  EXPECT_EQ(r.mlp_kernels.decode_max_tokens, 3);
+  EXPECT_EQ(parse_runtime_config(runtime_config_to_json(r), "round trip").mlp_kernels.decode_max_tokens, 3);
+  EXPECT_THROW(parse_runtime_config(
+                   nlohmann::json::parse(R"({"version":1,"sort_cutoff":8,"mlp_kernels":{"decode_max_tokens":-1}})"), "x"),
+               Error);
+  EXPECT_THROW(parse_runtime_config(nlohmann::json::parse(R"({"version":1,"sort_cutoff":8,"mlp_kernels":4})"), "x"), Error);
+  EXPECT_EQ(select_mlp_kernel(3, r.mlp_kernels), MlpKernel::kDecode);
+  EXPECT_EQ(select_mlp_kernel(4, r.mlp_kernels), MlpKernel::kBatch);
 }
 
 }  // namespace
