@@ -7,6 +7,8 @@
 #include "exec/panel_gemm.h"
 #include "model/kernels/float_kernels.h"
 #include "quant/hadamard.h"
+#include "quant/trellis/format.h"
+#include "quant/trellis/kernels.h"
 
 namespace eq::exec {
 namespace {
@@ -33,8 +35,80 @@ int64_t block_align(const quant::FormatTraits& f, int64_t dim, bool rows) {
 int64_t block_of(int64_t target, int64_t align) { return std::max<int64_t>(align, target / align * align); }
 
 struct Scratch {
-  model::FloatBuffer gate_panels, up_panels, down_panels, gate, up;
+  model::FloatBuffer gate_panels, up_panels, down_panels, gate, up, xg, xu;
 };
+
+const int8_t* signs(const quant::PackedMatrix& m, int part) { return static_cast<const int8_t*>(m.parts[part].data); }
+
+// Trellis, W = diag(sv) H W' H diag(su) per projection: the activations are
+// rotated instead of the weights (as the format's own matmul does), so only
+// the tiles are decoded (trellis::decode_rotated_panels); the Hadamard
+// transforms act on rows x H and rows x 128 tiles, not on every weight.
+// Same blocking and per-row independence as run_blocked.
+void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y, Scratch& s) {
+  const int bits = w.gate.format->weight_bits;
+  const int64_t I = w.gate.rows, H = w.gate.cols;
+  const int64_t bI = quant::hadamard_block_size(I), bH = quant::hadamard_block_size(H);
+  const int64_t ib = block_of(kIBlock, bI), kb = block_of(kKBlock, 16), hb = block_of(kHBlock, 16);
+  const quant::trellis::Kernels& tk = quant::trellis::kernels();
+  const PanelGemmFn gemm = active_panel_gemm();
+  const int8_t *su_g = signs(w.gate, 1), *sv_g = signs(w.gate, 2), *su_u = signs(w.up, 1), *sv_u = signs(w.up, 2);
+  const int8_t *su_d = signs(w.down, 1), *sv_d = signs(w.down, 2);
+  s.xg.resize(static_cast<size_t>(rows * H));
+  s.xu.resize(s.xg.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < H; ++k) {
+      s.xg[r * H + k] = x[r * H + k] * static_cast<float>(su_g[k]);
+      s.xu[r * H + k] = x[r * H + k] * static_cast<float>(su_u[k]);
+    }
+  tk.hadamard_rows(s.xg.data(), rows, H, bH);
+  tk.hadamard_rows(s.xu.data(), rows, H, bH);
+  s.gate_panels.resize(static_cast<size_t>(ib * kb));
+  s.up_panels.resize(s.gate_panels.size());
+  s.down_panels.resize(static_cast<size_t>(hb * ib));
+  s.gate.resize(static_cast<size_t>(rows * ib));
+  s.up.resize(s.gate.size());
+  for (int64_t i0 = 0; i0 < I; i0 += ib) {
+    const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0;
+    if (ni < ib) {  // the padding columns of a short last block must be finite for silu_mul
+      std::fill(s.gate.begin(), s.gate.end(), 0.0f);
+      std::fill(s.up.begin(), s.up.end(), 0.0f);
+    }
+    for (int64_t c0 = 0; c0 < H; c0 += kb) {
+      const int64_t c1 = std::min(H, c0 + kb);
+      quant::trellis::decode_rotated_panels(w.gate, bits, i0, i1, c0, c1, s.gate_panels.data());
+      quant::trellis::decode_rotated_panels(w.up, bits, i0, i1, c0, c1, s.up_panels.data());
+      gemm(s.xg.data() + c0, H, rows, s.gate_panels.data(), ni / 16, (c1 - c0) * 16, c1 - c0, s.gate.data(), ib, c0 > 0);
+      gemm(s.xu.data() + c0, H, rows, s.up_panels.data(), ni / 16, (c1 - c0) * 16, c1 - c0, s.up.data(), ib, c0 > 0);
+    }
+    // Back to the original basis along I (block-diagonal, blocks inside [i0, i1)).
+    for (int64_t r = 0; r < rows; ++r) {
+      float* g = s.gate.data() + r * ib;
+      float* u = s.up.data() + r * ib;
+      tk.hadamard_rows(g, 1, ni, bI);
+      tk.hadamard_rows(u, 1, ni, bI);
+      for (int64_t i = 0; i < ni; ++i) {
+        g[i] *= static_cast<float>(sv_g[i0 + i]);
+        u[i] *= static_cast<float>(sv_u[i0 + i]);
+      }
+    }
+    model::kernels::silu_mul(s.gate.data(), s.up.data(), rows * ib, s.gate.data());
+    // Into down's rotated input basis: H (su ⊙ act), again block-diagonal within [i0, i1).
+    for (int64_t r = 0; r < rows; ++r) {
+      float* a = s.gate.data() + r * ib;
+      for (int64_t i = 0; i < ni; ++i) a[i] *= static_cast<float>(su_d[i0 + i]);
+      tk.hadamard_rows(a, 1, ni, bI);
+    }
+    for (int64_t h0 = 0; h0 < H; h0 += hb) {
+      const int64_t h1 = std::min(H, h0 + hb);
+      quant::trellis::decode_rotated_panels(w.down, bits, h0, h1, i0, i1, s.down_panels.data());
+      gemm(s.gate.data(), ib, rows, s.down_panels.data(), (h1 - h0) / 16, ni * 16, ni, y + h0, H, i0 > 0);
+    }
+  }
+  tk.hadamard_rows(y, rows, H, bH);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < H; ++h) y[r * H + h] *= static_cast<float>(sv_d[h]);
+}
 
 // One expert on `rows` contiguous rows: y = down(silu(gate x) ⊙ up x), the
 // intermediate dimension in blocks so the SwiGLU tile stays in cache; down's
@@ -134,7 +208,10 @@ void run_batch_mlp(std::span<const ExpertBatch> batches) {
     const ExpertWeights& w = *t.batch->weights;
     const float* x = t.batch->x + t.begin * H;
     float* y = t.batch->y + t.begin * H;
-    if (w.gate.format->dequantize_block) {
+    if (w.gate.format->family == "trellis") {
+      thread_local Scratch scratch;
+      run_trellis(w, x, t.end - t.begin, y, scratch);
+    } else if (w.gate.format->dequantize_block) {
       thread_local Scratch scratch;
       run_blocked(w, x, t.end - t.begin, y, scratch);
     } else {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "quant/hadamard.h"
+#include "quant/panel_transpose.h"
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/kernels.h"
 
@@ -117,6 +118,24 @@ void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_
           panel[k * kTileDim] = src[k] * (static_cast<float>(p.su[k0 + k]) * sv);
       }
     }
+}
+
+void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                           float* out) {
+  const TrellisParts p = parts_of(m, bits);
+  const int64_t tiles_n = m.rows / kTileDim, kcount = c1 - c0;
+  if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols || r0 % kTileDim || r1 % kTileDim ||
+      c0 % kTileDim || c1 % kTileDim)
+    invalid("trellis" + std::to_string(bits) + ": rotated block not aligned to 16 x 16 tiles");
+  const Kernels& kern = kernels();
+  thread_local std::vector<float> strip;
+  strip.resize(static_cast<size_t>(kTileDim * kcount));
+  for (int64_t nt = r0 / kTileDim; nt < r1 / kTileDim; ++nt) {
+    for (int64_t kt = c0 / kTileDim; kt < c1 / kTileDim; ++kt)
+      kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
+                       strip.data() + (kt * kTileDim - c0), kcount);
+    active_rows_to_panel()(strip.data(), kcount, kcount, out + (nt * kTileDim - r0) * kcount);
+  }
 }
 
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate) {

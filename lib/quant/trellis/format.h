@@ -35,6 +35,12 @@ void dequantize_matrix(const PackedMatrix& m, int bits, float* out);
 // FormatTraits::dequantize_block: boundaries at multiples of the Hadamard block sizes.
 void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                              float* out);
+// W'[r0:r1, c0:c1] of W = diag(sv) H W' H diag(su) (the decoded tiles, row
+// scales applied, no rotation or signs) as 16-row panels (the layout of
+// FormatTraits::dequantize_block); boundaries at multiples of 16. For kernels
+// that rotate the activations instead of the weights (lib/exec/batch_mlp.cpp).
+void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                           float* out);
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate);
 size_t packed_size(int64_t rows, int64_t cols, int bits);
 
