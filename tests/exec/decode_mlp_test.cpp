@@ -49,8 +49,10 @@ std::vector<std::shared_ptr<const Dispatch>> strategies() {
           make_dispatch(DispatchKind::kAuto, 0), make_dispatch(DispatchKind::kAuto, 64)};
 }
 
-TEST(DecodeMlp, StrategiesAgreeAndDecodeIsCloseToBatch) {
-  auto pm = PackedModel::open(test::mixed_pack(), test::open_options(false));
+const std::string& decode_pack();
+
+void check_strategies(const std::string& packed) {
+  auto pm = PackedModel::open(packed, test::open_options(false));
   pm->set_dispatch(make_dispatch(DispatchKind::kSorted, 0));
   pm->set_mlp_kernel_thresholds({.decode_max_tokens = 0});
   const model::FloatBuffer batch = run_logits(*pm);
@@ -75,6 +77,9 @@ TEST(DecodeMlp, StrategiesAgreeAndDecodeIsCloseToBatch) {
     EXPECT_LE(max_diff / max_ref, 1e-5) << d->name();
   }
 }
+
+TEST(DecodeMlp, StrategiesAgreeAndDecodeIsCloseToBatch) { check_strategies(test::mixed_pack()); }
+TEST(DecodeMlp, StrategiesAgreeWithoutTrellis) { check_strategies(decode_pack()); }
 
 // A pack whose every expert has a decode kernel (the mixed pack's trellis
 // experts run the batch kernel, whose trellis matmul is not row-independent).
