@@ -47,6 +47,20 @@ const uint8_t* tile_at(const TrellisParts& p, int bits, int64_t tiles_n, int64_t
   return p.tiles + (kt * tiles_n + nt) * tile_bytes(bits);
 }
 
+// Decodes the tiles of sub-matrix [n0, n0 + block_n) x [k0, k0 + block_k) into
+// buf (row-major, stride block_k) and applies both Hadamard transforms: the
+// rotated-back values before the signs, shared by dequantize and
+// dequantize_block so they stay bit-identical.
+void transform_sub_matrix(const Kernels& kern, const TrellisParts& p, int bits, int64_t tiles_n, int64_t n0,
+                          int64_t k0, int64_t block_n, int64_t block_k, float* buf) {
+  for (int64_t nt = n0 / kTileDim; nt < (n0 + block_n) / kTileDim; ++nt)
+    for (int64_t kt = k0 / kTileDim; kt < (k0 + block_k) / kTileDim; ++kt)
+      kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
+                       buf + (nt * kTileDim - n0) * block_k + (kt * kTileDim - k0), block_k);
+  kern.hadamard_rows(buf, block_n, block_k, block_k);
+  kern.hadamard_columns(buf, block_n, block_k, block_n);
+}
+
 }  // namespace
 
 size_t packed_size(int64_t rows, int64_t cols, int bits) {
@@ -72,12 +86,7 @@ void dequantize_matrix(const PackedMatrix& m, int bits, float* out) {
     const int64_t k0 = static_cast<int64_t>(index) % blocks_k * block_k;
     thread_local std::vector<float> buf;
     buf.resize(static_cast<size_t>(block_n * block_k));
-    for (int64_t nt = n0 / kTileDim; nt < (n0 + block_n) / kTileDim; ++nt)
-      for (int64_t kt = k0 / kTileDim; kt < (k0 + block_k) / kTileDim; ++kt)
-        kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
-                         buf.data() + (nt * kTileDim - n0) * block_k + (kt * kTileDim - k0), block_k);
-    kern.hadamard_rows(buf.data(), block_n, block_k, block_k);
-    kern.hadamard_columns(buf.data(), block_n, block_k, block_n);
+    transform_sub_matrix(kern, p, bits, tiles_n, n0, k0, block_n, block_k, buf.data());
     for (int64_t r = 0; r < block_n; ++r) {
       const float sv = p.sv[n0 + r];
       const float* src = buf.data() + r * block_k;
@@ -104,12 +113,7 @@ void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_
   buf.resize(static_cast<size_t>(block_n * block_k));
   for (int64_t n0 = r0; n0 < r1; n0 += block_n)
     for (int64_t k0 = c0; k0 < c1; k0 += block_k) {
-      for (int64_t nt = n0 / kTileDim; nt < (n0 + block_n) / kTileDim; ++nt)
-        for (int64_t kt = k0 / kTileDim; kt < (k0 + block_k) / kTileDim; ++kt)
-          kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
-                           buf.data() + (nt * kTileDim - n0) * block_k + (kt * kTileDim - k0), block_k);
-      kern.hadamard_rows(buf.data(), block_n, block_k, block_k);
-      kern.hadamard_columns(buf.data(), block_n, block_k, block_n);
+      transform_sub_matrix(kern, p, bits, tiles_n, n0, k0, block_n, block_k, buf.data());
       for (int64_t r = 0; r < block_n; ++r) {
         const float sv = p.sv[n0 + r];
         const float* src = buf.data() + r * block_k;
