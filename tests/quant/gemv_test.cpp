@@ -15,20 +15,9 @@
 namespace eq::quant {
 namespace {
 
+using test::IsaGuard;
 using test::normal_matrix;
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
-    if (isa <= detected_isa()) isas.push_back(isa);
-  return isas;
-}
-
-class IsaGuard {
- public:
-  explicit IsaGuard(Isa isa) { set_active_isa_for_testing(isa); }
-  ~IsaGuard() { set_active_isa_for_testing(detected_isa()); }
-};
+using test::supported_isas;
 
 std::vector<float> run_gemv(const FormatTraits& f, const PackedMatrix& m, const GemvInput& in, int64_t begin,
                             int64_t end) {

@@ -6,9 +6,25 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "quant/format.h"
 
 namespace eq::quant::test {
+
+// Every ISA this machine can run, generic first.
+inline std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
+    if (isa <= detected_isa()) isas.push_back(isa);
+  return isas;
+}
+
+// Forces an ISA for one scope.
+class IsaGuard {
+ public:
+  explicit IsaGuard(Isa isa) { set_active_isa_for_testing(isa); }
+  ~IsaGuard() { set_active_isa_for_testing(detected_isa()); }
+};
 
 inline std::vector<float> normal_matrix(int64_t rows, int64_t cols, uint64_t seed, float sigma = 1.0f) {
   std::mt19937_64 rng(seed);
