@@ -41,4 +41,13 @@ std::string hash_hex(uint64_t h);
 // Parses 16 hex digits; returns false when malformed.
 bool parse_hash_hex(std::string_view s, uint64_t* out);
 
+// One step of splitmix64 (advances state, returns the mixed output): the
+// seeded generator of synthetic data and samplers.
+inline uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace eq

@@ -1,5 +1,6 @@
 #include "exec/synthetic_layer.h"
 
+#include "core/hash.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -12,13 +13,6 @@
 
 namespace eq::exec {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }

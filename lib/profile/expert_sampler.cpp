@@ -1,17 +1,11 @@
 #include "profile/expert_sampler.h"
 
+#include "core/hash.h"
 #include <algorithm>
 #include <cstring>
 
 namespace eq::profile {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
