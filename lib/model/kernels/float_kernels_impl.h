@@ -68,21 +68,51 @@ void nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const floa
   gemm<false>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
+// Eigen's vectorized assignment peels leading elements up to the
+// destination's alignment (and leaves a tail shorter than a packet) and runs
+// them through its scalar path, whose exp differs from the packet exp in the
+// last bit: an element's value would depend on where its array lives and
+// where a caller's chunk starts (the decode MLP's auto and sorted dispatches
+// once differed by 4e-7 that way). Here every element goes through the packet
+// path: blocks are copied to 64-byte aligned buffers padded to whole packets
+// (16 floats, a multiple of every ISA's packet), so a value depends only on
+// its inputs.
+constexpr int64_t kPacketBlock = 256;
+using AlignedArray = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64>;
+
+int64_t padded_to_packets(int64_t n) { return (n + 15) / 16 * 16; }
+
 void softmax_impl(float* x, int64_t n) {
   if (n <= 0) return;
-  Eigen::Map<Eigen::ArrayXf> a(x, n);
-  a = (a - a.maxCoeff()).exp();
-  // Summed in index order: Eigen's vectorized sum() peels by address
-  // alignment, which would make the result depend on where the row lives.
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  alignas(64) float buf[kPacketBlock];
+  for (int64_t i = 0; i < n; i += kPacketBlock) {
+    const int64_t len = n - i < kPacketBlock ? n - i : kPacketBlock, padded = padded_to_packets(len);
+    for (int64_t j = 0; j < padded; ++j) buf[j] = j < len ? x[i + j] : max;
+    AlignedArray a(buf, padded);
+    a = (a - max).exp();
+    for (int64_t j = 0; j < len; ++j) x[i + j] = buf[j];
+  }
+  // Summed in index order (a vectorized sum() would peel by alignment too).
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum += x[i];
-  a *= 1.0f / sum;
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
 void silu_mul_impl(const float* gate, const float* up, int64_t n, float* act) {
-  Eigen::Map<const Eigen::ArrayXf> g(gate, n), u(up, n);
-  Eigen::Map<Eigen::ArrayXf> out(act, n);
-  out = g / (1.0f + (-g).exp()) * u;
+  alignas(64) float g[kPacketBlock], u[kPacketBlock];
+  for (int64_t i = 0; i < n; i += kPacketBlock) {
+    const int64_t len = n - i < kPacketBlock ? n - i : kPacketBlock, padded = padded_to_packets(len);
+    for (int64_t j = 0; j < padded; ++j) {
+      g[j] = j < len ? gate[i + j] : 0.0f;
+      u[j] = j < len ? up[i + j] : 0.0f;
+    }
+    AlignedArray gm(g, padded), um(u, padded);
+    gm = gm / (1.0f + (-gm).exp()) * um;
+    for (int64_t j = 0; j < len; ++j) act[i + j] = g[j];
+  }
 }
 
 }  // namespace
