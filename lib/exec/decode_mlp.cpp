@@ -2,7 +2,9 @@
 //   prepare x once (int8 blocks, quant/gemv.h)
 //   -> gate and up of one block of I rows in one chunk, SwiGLU on the block
 //   -> prepare h once -> down, one block of H rows per chunk
-// through the formats' gemv kernels. Chunks are (row, block) pairs handed out
+// through the formats' gemv kernels. A kernel with a prepare hook (trellis:
+// the rotated input H_K(su o x)) gets its own input per (row, matrix), built
+// once in the prepare step and read by every chunk of that matrix. Chunks are (row, block) pairs handed out
 // by the pool's atomic counter, so a dominant expert (Mixtral top-2: two
 // 14336 x 4096 experts) still keeps every core busy. Chunks write disjoint
 // outputs and each row's result depends only on (expert, x row), so any
@@ -60,14 +62,20 @@ void run_decode_mlp(std::span<const ExpertBatch> batches) {
   // reach them through these references (a thread_local named inside a
   // chunk would be the worker's own, empty copy).
   struct Buffers {
-    std::vector<quant::GemvActivation> x_act, h_act;
+    std::vector<quant::GemvActivation> x_act, h_act, gate_act, up_act, down_act;
     std::vector<std::vector<float>> hidden;
   };
   thread_local Buffers buffers;
   std::vector<quant::GemvActivation>& x_act = buffers.x_act;
   std::vector<quant::GemvActivation>& h_act = buffers.h_act;
+  std::vector<quant::GemvActivation>& gate_act = buffers.gate_act;
+  std::vector<quant::GemvActivation>& up_act = buffers.up_act;
+  std::vector<quant::GemvActivation>& down_act = buffers.down_act;
   std::vector<std::vector<float>>& hidden = buffers.hidden;
   if (x_act.size() < R) x_act.resize(R), h_act.resize(R), hidden.resize(R);
+  if (gate_act.size() < R) gate_act.resize(R), up_act.resize(R), down_act.resize(R);
+  // The input each matrix of each row reads (the shared activation or its own).
+  std::vector<const quant::GemvInput*> gate_in(R), up_in(R), down_in(R);
   ThreadPool& pool = default_pool();
 
   // Chunk lists: (row, output rows [begin, end)). Blocks start at the
@@ -100,23 +108,34 @@ void run_decode_mlp(std::span<const ExpertBatch> batches) {
   const std::vector<Chunk> down = make_chunks([](const ExpertWeights& w) { return std::pair{&w.down, &w.down}; });
   for (size_t i = 0; i < R; ++i) hidden[i].resize(static_cast<size_t>(2 * rows[i].w->gate.rows));
 
-  pool.run(R, [&](size_t i) { x_act[i].set(rows[i].x, rows[i].w->gate.cols); });
+  pool.run(R, [&](size_t i) {
+    const ExpertWeights& w = *rows[i].w;
+    const quant::GemvKernel& kg = *w.gate.format->gemv;
+    const quant::GemvKernel& ku = *w.up.format->gemv;
+    if (!kg.prepare || !ku.prepare) x_act[i].set(rows[i].x, w.gate.cols);
+    gate_in[i] = &quant::gemv_input_for(kg, w.gate, rows[i].x, x_act[i], gate_act[i]);
+    up_in[i] = &quant::gemv_input_for(ku, w.up, rows[i].x, x_act[i], up_act[i]);
+  });
   pool.run(gate_up.size(), [&](size_t c) {
     const Chunk& ch = gate_up[c];
     const ExpertWeights& w = *rows[ch.row].w;
-    const quant::GemvInput& in = x_act[ch.row].input();
     float* gate = hidden[ch.row].data() + ch.begin;
     float* up = hidden[ch.row].data() + w.gate.rows + ch.begin;
-    w.gate.format->gemv->run(w.gate, in, ch.begin, ch.end, gate);
-    w.up.format->gemv->run(w.up, in, ch.begin, ch.end, up);
+    w.gate.format->gemv->run(w.gate, *gate_in[ch.row], ch.begin, ch.end, gate);
+    w.up.format->gemv->run(w.up, *up_in[ch.row], ch.begin, ch.end, up);
     // The same SiLU kernel as the reference and batch MLPs.
     model::kernels::silu_mul(gate, up, ch.end - ch.begin, gate);
   });
-  pool.run(R, [&](size_t i) { h_act[i].set(hidden[i].data(), rows[i].w->gate.rows); });
+  pool.run(R, [&](size_t i) {
+    const ExpertWeights& w = *rows[i].w;
+    const quant::GemvKernel& kd = *w.down.format->gemv;
+    if (!kd.prepare) h_act[i].set(hidden[i].data(), w.gate.rows);
+    down_in[i] = &quant::gemv_input_for(kd, w.down, hidden[i].data(), h_act[i], down_act[i]);
+  });
   pool.run(down.size(), [&](size_t c) {
     const Chunk& ch = down[c];
     const ExpertWeights& w = *rows[ch.row].w;
-    w.down.format->gemv->run(w.down, h_act[ch.row].input(), ch.begin, ch.end, rows[ch.row].y + ch.begin);
+    w.down.format->gemv->run(w.down, *down_in[ch.row], ch.begin, ch.end, rows[ch.row].y + ch.begin);
   });
 }
 

@@ -39,6 +39,14 @@ struct GemvInput {
   // shift-and-mask pulls out of one 32-bit word meet their x in one dword:
   const int8_t* q_nib = nullptr;     // 4-bit: per 8 k: k0 k2 k4 k6 | k1 k3 k5 k7
   const int8_t* q_crumb = nullptr;   // 2-bit: per 16 k: k0 k4 k8 k12 | k1 k5 k9 k13 | ...
+  // Set by GemvActivation::set_replicated only (then the arrays above are
+  // null except x): int8 blocks of rep_block elements, each q[k] repeated in
+  // the 4 bytes of dword k, for kernels whose weight code is a sum of 4
+  // unsigned bytes (trellis 1MAD): one vpdpbusd lane is then code * q[k].
+  int64_t rep_block = 0;
+  const int8_t* q_rep4 = nullptr;     // [padded * 4]
+  const float* rep_scale = nullptr;   // [padded / rep_block] max|x| / 127 of each block
+  const int32_t* rep_sum = nullptr;   // [padded / rep_block] sum of q over each block
 };
 
 // Owns the arrays of a GemvInput; reuse one per thread to avoid allocations.
@@ -46,6 +54,10 @@ class GemvActivation {
  public:
   // Quantizes x[cols]. The result depends only on x (never on the ISA).
   void set(const float* x, int64_t cols);
+  // Quantizes x[cols] in int8 blocks of `block` elements (a multiple of 16
+  // dividing cols) into the replicated layout (GemvInput::q_rep4), with the
+  // same rounding as set(). Depends only on x.
+  void set_replicated(const float* x, int64_t cols, int64_t block);
   const GemvInput& input() const { return in_; }
 
  private:
@@ -58,7 +70,8 @@ class GemvActivation {
 // The decode kernel of a format (FormatTraits::gemv).
 struct GemvKernel {
   // Writes y[n - row_begin] for n in [row_begin, row_end); row_begin must be
-  // a multiple of row_align. Single-threaded (the caller splits rows).
+  // a multiple of row_align, row_end one too or the last row. Single-threaded
+  // (the caller splits rows).
   void (*run)(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int64_t row_end, float* y) = nullptr;
   int64_t row_align = 16;
   // Rows per call that read memory efficiently: the column bit-stream layout
@@ -68,13 +81,30 @@ struct GemvKernel {
   // on one core); row-major formats read whole rows and need few.
   int64_t preferred_rows = 64;
   bool int8_activation = true;  // documentation and benchmarks: int8 dot products or fp32
+  // Optional: a kernel that reads x in its own basis or layout (trellis:
+  // H_K(su o x), replicated int8) builds it here, once per (x row, matrix);
+  // the caller then passes out.input() to run() for every row range of that
+  // matrix. Null: run() reads GemvActivation::set(x), shared by all matrices.
+  void (*prepare)(const PackedMatrix& m, const float* x, GemvActivation& out) = nullptr;
 };
+
+// The input run() of `kernel` reads for x: `shared` (already set from x) when
+// the kernel has no prepare hook, else `own` after kernel.prepare(m, x, own).
+const GemvInput& gemv_input_for(const GemvKernel& kernel, const PackedMatrix& m, const float* x,
+                                const GemvActivation& shared, GemvActivation& own);
 
 // The kernels of the registered formats (lib/quant/gemv_stream.cpp, gemv_rowmajor.cpp).
 extern const GemvKernel kStreamGemvInt8;    // fp4, mxfp4, nvfp4, affine 2/4/8 bits
 extern const GemvKernel kStreamGemvFloat;   // any stream format by decoded fp32 panels (affine 3 bits)
 extern const GemvKernel kInt8RowGemv;       // int8_row
 extern const GemvKernel kBf16Gemv;          // bf16 (fp32 path)
+// trellis2/3/4 (lib/quant/trellis/gemv.cpp): prepare rotates x into the tiles'
+// basis, x~ = H_K (su o x), int8 per Hadamard block (<= 128) replicated 4x;
+// run sums (y(s) + 510) * q[k] per block with one u8 x s8 dot per weight
+// (the 4 bytes of the 1MAD hash), subtracts 510 * sum(q), scales in fp32 and
+// rotates its own output rows back (row_align 128 covers every Hadamard
+// block of N). docs/formats.md, trellis, "Decode matmul".
+extern const GemvKernel kTrellisGemv;
 
 
 }  // namespace eq::quant

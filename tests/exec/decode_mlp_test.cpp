@@ -83,7 +83,8 @@ void check_strategies(const std::string& packed) {
 TEST(DecodeMlp, StrategiesAgreeAndDecodeIsCloseToBatch) { check_strategies(test::mixed_pack()); }
 TEST(DecodeMlp, StrategiesAgreeWithoutTrellis) { check_strategies(decode_pack()); }
 
-// A pack whose every expert has an int8-activation decode kernel.
+// A uniform int4 pack (the mixed pack, with its trellis2 and int8_row
+// experts, is checked the same way below).
 const std::string& decode_pack() {
   static const std::string p = test::pack_once("decode-int4", "int4_g32");
   return p;
@@ -111,6 +112,63 @@ void check_same_bits(const std::string& packed) {
 }
 
 TEST(DecodeMlp, SameBitsForAnyThreadCount) { check_same_bits(decode_pack()); }
+TEST(DecodeMlp, SameBitsForAnyThreadCountMixedWithTrellis) { check_same_bits(test::mixed_pack()); }
+
+// The trellis decode kernel (its own rotated input per matrix) through
+// run_expert_batches: 16 rows at once equal each row alone, with 1 and 2
+// threads, and agree with a float64 expert MLP on the dequantized weights.
+TEST(DecodeMlp, TrellisExpertRowsThreadsAndFloat64) {
+  auto pm = PackedModel::open(test::mixed_pack(), test::open_options(false));
+  const PackedLayer& layer = pm->layers().front();
+  const int64_t H = pm->config().hidden_size, rows = 16;
+  std::vector<float> x(static_cast<size_t>(rows * H));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) + (i % 97 == 3 ? 6.0f : 0.0f);
+  bool found = false;
+  for (const BitGroup& g : layer.groups) {
+    if (g.format->family != "trellis") continue;
+    found = true;
+    ASSERT_NE(g.format->gemv, nullptr);
+    const ExpertWeights& w = g.slots.front();
+    std::vector<float> first;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      std::vector<float> together(x.size()), alone(x.size());
+      const ExpertBatch all{&w, g.format, x.data(), together.data(), rows};
+      run_expert_batches({&all, 1}, MlpKernel::kDecode);
+      std::vector<ExpertBatch> singles;
+      for (int64_t r = 0; r < rows; ++r) singles.push_back({&w, g.format, x.data() + r * H, alone.data() + r * H, 1});
+      run_expert_batches(singles, MlpKernel::kDecode);
+      EXPECT_EQ(together, alone) << threads << " threads";
+      if (first.empty()) first = together;
+      EXPECT_EQ(together, first) << threads << " threads";
+    }
+    set_num_threads(0);
+    // float64 SwiGLU MLP on the dequantized weights.
+    const int64_t I = w.gate.rows;
+    std::vector<float> wg(static_cast<size_t>(I * H)), wu(wg.size()), wd(wg.size());
+    g.format->dequantize(w.gate, wg.data());
+    g.format->dequantize(w.up, wu.data());
+    g.format->dequantize(w.down, wd.data());
+    double d = 0, m = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<double> h(static_cast<size_t>(I));
+      for (int64_t i = 0; i < I; ++i) {
+        double a = 0, b = 0;
+        for (int64_t k = 0; k < H; ++k) a += double{wg[i * H + k]} * x[r * H + k], b += double{wu[i * H + k]} * x[r * H + k];
+        h[i] = a / (1.0 + std::exp(-a)) * b;
+      }
+      for (int64_t n = 0; n < H; ++n) {
+        double y = 0;
+        for (int64_t i = 0; i < I; ++i) y += double{wd[n * I + i]} * h[i];
+        d += std::pow(first[r * H + n] - y, 2), m += y * y;
+      }
+    }
+    std::printf("  %s decode kernel vs float64 expert MLP: relative L2 %.3g\n", std::string(g.format->name).c_str(),
+                std::sqrt(d / m));
+    EXPECT_LT(std::sqrt(d / m), 2e-2);
+  }
+  EXPECT_TRUE(found) << "the mixed pack has no trellis group";
+}
 
 // One row's result depends only on (expert, x row): the experts of a layer on
 // 16 rows at once, and on each row alone, give the same bits.

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "quant/gemv.h"
 #include "quant/hadamard.h"
 #include "quant/panel_transpose.h"
 #include "quant/trellis/codebook.h"
@@ -223,6 +224,7 @@ FormatTraits make_traits(std::string_view name, std::string_view description) {
                       packed_bytes_bits<Bits>,
                       part_specs_bits<Bits>};
   t.dequantize_block = dequantize_block_bits<Bits>;
+  t.gemv = &kTrellisGemv;  // lib/quant/trellis/gemv.cpp
   return t;
 }
 

@@ -1,0 +1,96 @@
+// The decode (gemv) kernel of the trellis formats, kTrellisGemv (quant/gemv.h).
+// W = diag(sv) H_N W' H_K diag(su), so y = sv o H_N (W' x~) with x~ = H_K (su o x):
+//  * prepare: x~ once per (x row, matrix), int8 per Hadamard block of K (<= 128
+//    elements, incoherent after the rotation) with q[k] replicated 4x;
+//  * run: z = W' x~ from the tiles' integer dot products (the per-ISA loop,
+//    trellis/gemv.h), times the row scales, then the output Hadamard on each of
+//    the call's blocks of hadamard_block_size(N) rows, then the signs sv.
+// Every step after the integer sums is the same code for every ISA, so the
+// output bits never depend on the ISA, the row range or the thread.
+#include "quant/trellis/gemv.h"
+
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "quant/hadamard.h"
+#include "quant/trellis/kernels.h"
+
+namespace eq::quant::trellis {
+
+void tile_gemv(const TileGemvArgs& a) {
+  switch (active_isa()) {
+    case Isa::kAvx512: return tile_gemv_avx512(a);
+    case Isa::kAvx2: return tile_gemv_avx2(a);
+    default: return tile_gemv_generic(a);
+  }
+}
+
+namespace {
+
+void check_parts(const PackedMatrix& m) {
+  const int bits = m.format->weight_bits;
+  if (m.parts.size() != 4 || m.rows % kTileDim || m.cols % kTileDim ||
+      m.parts[0].nbytes != static_cast<size_t>(m.rows / kTileDim * (m.cols / kTileDim) * tile_bytes(bits)) ||
+      m.parts[1].nbytes != static_cast<size_t>(m.cols) || m.parts[2].nbytes != static_cast<size_t>(m.rows) ||
+      m.parts[3].nbytes != static_cast<size_t>(m.rows) * 4)
+    invalid(std::string(m.format->name) + " gemv: parts do not match a [" + std::to_string(m.rows) + ", " +
+            std::to_string(m.cols) + "] matrix");
+}
+
+void trellis_prepare(const PackedMatrix& m, const float* x, GemvActivation& out) {
+  check_parts(m);
+  const int64_t K = m.cols;
+  const int8_t* su = static_cast<const int8_t*>(m.parts[1].data);
+  thread_local std::vector<float> rotated;
+  rotated.resize(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) rotated[k] = x[k] * static_cast<float>(su[k]);
+  hadamard_rows(rotated.data(), 1, K);
+  out.set_replicated(rotated.data(), K, hadamard_block_size(K));
+}
+
+void trellis_gemv(const PackedMatrix& m, const GemvInput& in, int64_t row_begin, int64_t row_end, float* y) {
+  if (row_end <= row_begin) return;
+  check_parts(m);
+  const int64_t N = m.rows, K = m.cols, block_n = hadamard_block_size(N);
+  if (!in.q_rep4 || in.cols != K || in.rep_block != hadamard_block_size(K))
+    invalid(std::string(m.format->name) + " gemv: the input was not prepared by its prepare hook");
+  if (row_begin < 0 || row_end > N || row_begin % block_n || (row_end % block_n && row_end != N))
+    invalid(std::string(m.format->name) + " gemv: rows [" + std::to_string(row_begin) + ", " +
+            std::to_string(row_end) + ") not aligned to the Hadamard block " + std::to_string(block_n));
+  const int64_t count = row_end - row_begin;
+  thread_local std::vector<float> z;
+  z.resize(static_cast<size_t>(count));
+  TileGemvArgs a;
+  a.tiles = static_cast<const uint8_t*>(m.parts[0].data);
+  a.tiles_n = N / kTileDim;
+  a.tiles_k = K / kTileDim;
+  a.bits = m.format->weight_bits;
+  a.nt_begin = row_begin / kTileDim;
+  a.nt_end = row_end / kTileDim;
+  a.in = &in;
+  a.z = z.data();
+  tile_gemv(a);
+  const float* scales = static_cast<const float*>(m.parts[3].data) + row_begin;
+  const int8_t* sv = static_cast<const int8_t*>(m.parts[2].data) + row_begin;
+  for (int64_t n = 0; n < count; ++n) z[n] *= scales[n];
+  kernels().hadamard_rows(z.data(), count / block_n, block_n, block_n);
+  for (int64_t n = 0; n < count; ++n) y[n] = z[n] * static_cast<float>(sv[n]);
+}
+
+}  // namespace
+
+}  // namespace eq::quant::trellis
+
+namespace eq::quant {
+
+// row_align 128: a multiple of every hadamard_block_size(N), so each call
+// holds whole output Hadamard blocks.
+const GemvKernel kTrellisGemv{.run = trellis::trellis_gemv,
+                              .row_align = kMaxHadamardBlock,
+                              .preferred_rows = 256,
+                              .int8_activation = true,
+                              .prepare = trellis::trellis_prepare};
+
+}  // namespace eq::quant

@@ -1,0 +1,55 @@
+// The per-ISA inner loop of the trellis decode kernel (kTrellisGemv,
+// lib/quant/trellis/gemv.cpp): integer dot products of the tiles' 1MAD codes
+// with the rotated int8 activation, combined per activation block in fp32.
+// Every variant computes the same integers and combines them in the same
+// order, so results are bit-identical across ISAs.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/gemv.h"
+#include "quant/trellis/codebook.h"
+
+namespace eq::quant::trellis {
+
+struct TileGemvArgs {
+  const uint8_t* tiles = nullptr;  // the `trellis` part: [K/16][N/16] tiles of tile_bytes(bits)
+  int64_t tiles_n = 0;             // N / 16
+  int64_t tiles_k = 0;             // K / 16
+  int bits = 2;
+  int64_t nt_begin = 0, nt_end = 0;  // 16-row blocks to compute
+  const GemvInput* in = nullptr;     // set_replicated, rep_block a multiple of 16 dividing K
+  // [16 * (nt_end - nt_begin)] written: for n = 16 * nt + r,
+  //   z[n] = 0, then for each block b in order
+  //          z[n] = fma(float(S_b[n] - 510 * rep_sum[b]), rep_scale[b], z[n])   (one rounding:
+  //          std::fma in the reference, so no compiler contraction can change the bits)
+  //   S_b[n] = sum_{k in b} (y(state[n, k]) + 510) * q[k]        (exact int32)
+  float* z = nullptr;
+};
+
+void tile_gemv_generic(const TileGemvArgs& a);
+void tile_gemv_avx2(const TileGemvArgs& a);
+void tile_gemv_avx512(const TileGemvArgs& a);
+// The variant for the active ISA.
+void tile_gemv(const TileGemvArgs& a);
+
+// Where SIMD kernels read the 16 states of tile row g (t = 16g + l): 16 bytes
+// loaded at tile + row_load_offset(bits, g) (row 0: the stream's last 2 bytes
+// then its first 14, the tail-biting wrap), and for state l the big-endian
+// dword of bytes row_byte(bits, g, l, 0..3) of those 16 (0x80: a byte past the
+// tile, always shifted out), shifted right by row_shift(bits, l) and masked to
+// 16 bits. Loads never leave the tile.
+constexpr int row_load_offset(int bits, int g) {
+  if (g == 0) return -2;
+  const int v = 2 * g * bits - 2, last = tile_bytes(bits) - 16;
+  return v < last ? v : last;
+}
+constexpr uint8_t row_byte(int bits, int g, int l, int i) {
+  const int v = g == 0 ? -2 : 2 * g * bits - 2;
+  const int absolute = v + (((l + 1) * bits) >> 3) + 3 - i;  // byte index from the tile start
+  if (absolute >= tile_bytes(bits)) return 0x80;
+  return static_cast<uint8_t>(absolute - row_load_offset(bits, g));
+}
+constexpr int row_shift(int bits, int l) { return 16 - (((l + 1) * bits) & 7); }
+
+}  // namespace eq::quant::trellis

@@ -1,0 +1,182 @@
+// The trellis decode kernel (kTrellisGemv, lib/quant/trellis/gemv.cpp): every
+// ISA bit-identical to the generic reference on random tiles (any bytes are a
+// valid tail-biting stream), close to a float64 product with the dequantized
+// weights within the error the int8 rounding of the rotated activation
+// predicts, and row sub-ranges equal to the full call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "quant/gemv.h"
+#include "quant/hadamard.h"
+#include "quant/trellis/codebook.h"
+#include "quant/trellis/format.h"
+#include "quant_test_util.h"
+
+namespace eq::quant {
+namespace {
+
+using test::IsaGuard;
+using test::supported_isas;
+
+// A trellis matrix with random tiles, signs and row scales (std of the code ~1).
+struct RandomTrellis {
+  std::vector<uint8_t> tiles;
+  std::vector<int8_t> su, sv;
+  std::vector<float> scales;
+  PackedMatrix m;
+
+  RandomTrellis(int bits, int64_t rows, int64_t cols, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    tiles.resize(static_cast<size_t>(rows / 16 * (cols / 16) * trellis::tile_bytes(bits)));
+    for (uint8_t& b : tiles) b = static_cast<uint8_t>(rng());
+    su = random_signs(seed, 1, cols);
+    sv = random_signs(seed, 2, rows);
+    std::uniform_real_distribution<float> u(0.5f, 1.5f);
+    scales.resize(static_cast<size_t>(rows));
+    for (float& s : scales) s = u(rng) * 0.02f / static_cast<float>(trellis::k1madStd);
+    m.format = &trellis_format(bits);
+    m.rows = rows;
+    m.cols = cols;
+    m.parts = {{tiles.data(), DType::kU8, {cols / 16, rows / 16, trellis::tile_bytes(bits)}, tiles.size()},
+               {su.data(), DType::kI8, {cols}, su.size()},
+               {sv.data(), DType::kI8, {rows}, sv.size()},
+               {scales.data(), DType::kF32, {rows}, scales.size() * 4}};
+  }
+};
+
+std::vector<float> run(const PackedMatrix& m, const GemvInput& in, int64_t begin, int64_t end) {
+  std::vector<float> y(static_cast<size_t>(end - begin), NAN);
+  m.format->gemv->run(m, in, begin, end, y.data());
+  return y;
+}
+
+// sum_n E[(W_r e)_n^2] for e_k uniform in +-scale_b/2 (variance scale^2 / 12), W_r = W diag(su) H_K the
+// weights in the rotated input basis: the expected squared error of the int8 rounding of x~ with
+// blocks of `block` elements.
+double predicted_sq_error(const std::vector<float>& w, const std::vector<int8_t>& su, int64_t rows, int64_t cols,
+                          const std::vector<double>& xr, int64_t block) {
+  std::vector<double> var(static_cast<size_t>(cols));
+  for (int64_t b = 0; b < cols / block; ++b) {
+    double amax = 0;
+    for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xr[b * block + i]));
+    for (int64_t i = 0; i < block; ++i) var[b * block + i] = std::pow(amax / 127.0, 2) / 12.0;
+  }
+  double total = 0;
+  std::vector<double> row(static_cast<size_t>(cols));
+  for (int64_t n = 0; n < rows; ++n) {
+    for (int64_t k = 0; k < cols; ++k) row[k] = static_cast<double>(w[n * cols + k]) * su[k];
+    hadamard_f64(row.data(), cols);
+    for (int64_t k = 0; k < cols; ++k) total += row[k] * row[k] * var[k];
+  }
+  return total;
+}
+
+TEST(TrellisGemv, EveryIsaMatchesGenericAndFloat64) {
+  for (int bits : {2, 3, 4}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{192, 64}, {48, 48}, {64, 96}, {768, 2048}, {2048, 768}}) {
+      if (bits != 3 && rows * cols > 1'000'000) continue;  // the large shapes once (trellis3), for run time
+      SCOPED_TRACE("trellis" + std::to_string(bits) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+      const RandomTrellis t(bits, rows, cols, static_cast<uint64_t>(bits * 1000003 + rows * 31 + cols));
+      const PackedMatrix& m = t.m;
+      ASSERT_NE(m.format->gemv, nullptr);
+      ASSERT_NE(m.format->gemv->prepare, nullptr);
+      std::vector<float> x = test::normal_matrix(1, cols, static_cast<uint64_t>(cols * 17 + bits), 1.0f);
+      x[static_cast<size_t>(cols / 3)] = 25.0f;  // an outlier channel, as real activations have
+      GemvActivation act;
+      m.format->gemv->prepare(m, x.data(), act);
+      const GemvInput& in = act.input();
+      EXPECT_EQ(in.rep_block, hadamard_block_size(cols));
+
+      std::vector<float> generic;
+      {
+        IsaGuard guard(Isa::kGeneric);
+        generic = run(m, in, 0, rows);
+      }
+      for (Isa isa : supported_isas()) {
+        IsaGuard guard(isa);
+        SCOPED_TRACE(std::string(isa_name(isa)));
+        // The activation does not depend on the ISA either.
+        GemvActivation again;
+        m.format->gemv->prepare(m, x.data(), again);
+        ASSERT_EQ(std::vector<int8_t>(again.input().q_rep4, again.input().q_rep4 + 4 * cols),
+                  std::vector<int8_t>(in.q_rep4, in.q_rep4 + 4 * cols));
+        EXPECT_EQ(run(m, in, 0, rows), generic);
+      }
+
+      // float64 reference from dequantize(), and the error the int8 rounding of x~ predicts.
+      std::vector<float> w(static_cast<size_t>(rows * cols));
+      m.format->dequantize(m, w.data());
+      std::vector<double> ref(static_cast<size_t>(rows)), xr(static_cast<size_t>(cols));
+      for (int64_t k = 0; k < cols; ++k) xr[k] = static_cast<double>(x[k]) * t.su[k];
+      hadamard_f64(xr.data(), cols);
+      double err2 = 0, ref2 = 0;
+      for (int64_t n = 0; n < rows; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < cols; ++k) s += static_cast<double>(w[n * cols + k]) * x[k];
+        ref[n] = s;
+        err2 += (generic[n] - s) * (generic[n] - s);
+        ref2 += s * s;
+      }
+      const double predicted = predicted_sq_error(w, t.su, rows, cols, xr, hadamard_block_size(cols));
+      std::printf("  trellis%d [%lld, %lld]: relative L2 vs float64 %.3g (int8 rounding predicts %.3g", bits,
+                  static_cast<long long>(rows), static_cast<long long>(cols), std::sqrt(err2 / ref2),
+                  std::sqrt(predicted / ref2));
+      if (hadamard_block_size(cols) > 32)  // the alternative of finer blocks, for docs/formats.md
+        std::printf("; blocks of 32 would give %.3g",
+                    std::sqrt(predicted_sq_error(w, t.su, rows, cols, xr, 32) / ref2));
+      std::printf(")\n");
+      EXPECT_LT(std::sqrt(err2 / ref2), 1e-2);
+      // The error is the rounding of x~ (plus fp32 sums, ~1e-6 relative): within 2x its expected size.
+      EXPECT_LT(std::sqrt(err2), 2.0 * std::sqrt(predicted) + 1e-5 * std::sqrt(ref2));
+
+      // Row ranges aligned to the output Hadamard blocks give the full call's values.
+      const int64_t bn = hadamard_block_size(rows);
+      for (auto [begin, end] : {std::pair<int64_t, int64_t>{bn, rows}, {0, bn}, {rows - bn, rows}}) {
+        if (begin >= end) continue;
+        const std::vector<float> part = run(m, in, begin, end);
+        for (int64_t n = begin; n < end; ++n) ASSERT_EQ(part[n - begin], generic[n]) << "row " << n;
+      }
+    }
+  }
+}
+
+TEST(TrellisGemv, RejectsUnpreparedInputAndMisalignedRows) {
+  const RandomTrellis t(2, 192, 64, 7);
+  std::vector<float> x(64, 1.0f), y(192);
+  GemvActivation plain;
+  plain.set(x.data(), 64);
+  EXPECT_THROW(t.m.format->gemv->run(t.m, plain.input(), 0, 192, y.data()), Error);
+  GemvActivation own;
+  const GemvInput& in = gemv_input_for(*t.m.format->gemv, t.m, x.data(), plain, own);
+  EXPECT_EQ(&in, &own.input());
+  EXPECT_THROW(t.m.format->gemv->run(t.m, in, 16, 192, y.data()), Error);  // block of N = 64
+  EXPECT_NO_THROW(t.m.format->gemv->run(t.m, in, 64, 192, y.data()));
+}
+
+TEST(TrellisGemv, ReplicatedActivationLayout) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i) - 8.0f;  // block 0: max 8, block 1: max 23
+  GemvActivation act;
+  act.set_replicated(x.data(), 32, 16);
+  const GemvInput& in = act.input();
+  EXPECT_EQ(in.rep_block, 16);
+  EXPECT_FLOAT_EQ(in.rep_scale[0], 8.0f / 127.0f);
+  EXPECT_FLOAT_EQ(in.rep_scale[1], 23.0f / 127.0f);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(in.q_rep4[4 * 0 + i], -127);
+  EXPECT_EQ(in.q_rep4[4 * 8], 0);
+  EXPECT_EQ(in.q_rep4[4 * 31 + 3], 127);
+  int32_t sum0 = 0;
+  for (int k = 0; k < 16; ++k) sum0 += in.q_rep4[4 * k];
+  EXPECT_EQ(in.rep_sum[0], sum0);
+  EXPECT_THROW(act.set_replicated(x.data(), 32, 24), Error);
+}
+
+}  // namespace
+}  // namespace eq::quant
