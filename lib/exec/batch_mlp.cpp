@@ -4,9 +4,11 @@
 #include <numeric>
 
 #include "core/thread_pool.h"
+#include "exec/int8_panel_gemm.h"
 #include "exec/panel_gemm.h"
 #include "model/kernels/float_kernels.h"
 #include "quant/hadamard.h"
+#include "quant/int8_panels.h"
 #include "quant/trellis/format.h"
 #include "quant/trellis/kernels.h"
 
@@ -20,6 +22,7 @@ constexpr int64_t kRowChunk = 128;
 constexpr int64_t kIBlock = 128;  // intermediate features per block: the SwiGLU tile is rows x 128
 constexpr int64_t kKBlock = 256;  // hidden (input) features per gate/up panel: 2 x 128 x 256 floats = 256 KB
 constexpr int64_t kHBlock = 256;  // hidden (output) features per down panel: 256 x 128 floats = 128 KB
+constexpr int64_t kInt8KBlock = 256;  // the integer path's gate/up panels: 2 x 128 x 256 bytes = 64 KB
 
 int64_t lcm(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
 
@@ -36,6 +39,16 @@ int64_t block_of(int64_t target, int64_t align) { return std::max<int64_t>(align
 
 struct Scratch {
   model::FloatBuffer gate_panels, up_panels, down_panels, gate, up, xg, xu;
+};
+
+// The integer path's buffers: weight panels (codes, per-unit scales and
+// biases) and quantized activations (the x rows, the SwiGLU tile).
+struct Int8Scratch {
+  std::vector<uint8_t> gate_codes, up_codes, down_codes;
+  model::FloatBuffer gate_scales, up_scales, down_scales, gate_biases, up_biases, down_biases, gate, up;
+  std::vector<int8_t> xq, aq;
+  std::vector<int32_t> xqsum, aqsum;
+  model::FloatBuffer xscale, xsum, ascale, asum;
 };
 
 const int8_t* signs(const quant::PackedMatrix& m, int part) { return static_cast<const int8_t*>(m.parts[part].data); }
@@ -165,6 +178,69 @@ void run_blocked(const ExpertWeights& w, const float* x, int64_t rows, float* y,
   }
 }
 
+// Whether an expert runs the integer path: a format with int8 panels, an
+// ISA with the integer kernel, and both dimensions in whole 32-k units.
+bool uses_int8(const ExpertWeights& w) {
+  const quant::FormatTraits& f = *w.gate.format;
+  return f.int8_panels && active_int8_batch_kernels().gemm && w.gate.cols % quant::kInt8Unit == 0 &&
+         w.gate.rows % quant::kInt8Unit == 0;
+}
+
+// run_blocked with integer dot products: x is quantized once (int8 per 32 k,
+// int8_panel_gemm.h), each SwiGLU tile once before down. Same blocking; every
+// output element is one fixed chain of per-unit steps, so a row's result
+// depends only on its own x.
+void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, Int8Scratch& s) {
+  const quant::Int8Panels& f = *w.gate.format->int8_panels;
+  const Int8BatchKernels k = active_int8_batch_kernels();
+  const int64_t I = w.gate.rows, H = w.gate.cols, G = std::max(quant::kInt8Unit, w.gate.format->group_size);
+  const int64_t ib = block_of(kIBlock, lcm(G, 16)), kb = block_of(kInt8KBlock, G), hb = block_of(kHBlock, 16);
+  const int64_t units_h = H / quant::kInt8Unit, units_i = ib / quant::kInt8Unit;
+  auto sized = [](auto& v, int64_t n) {
+    v.resize(static_cast<size_t>(n));
+    return v.data();
+  };
+  const Int8RowsBuffer xr{sized(s.xq, rows * H), H, sized(s.xscale, rows * units_h), sized(s.xqsum, rows * units_h),
+                    sized(s.xsum, rows * units_h), units_h};
+  const Int8RowsBuffer ar{sized(s.aq, rows * ib), ib, sized(s.ascale, rows * units_i), sized(s.aqsum, rows * units_i),
+                    sized(s.asum, rows * units_i), units_i};
+  k.quantize(x, H, rows, H, f.order, xr);
+  sized(s.gate_codes, ib * kb);
+  sized(s.up_codes, ib * kb);
+  sized(s.down_codes, hb * ib);
+  for (auto* v : {&s.gate_scales, &s.up_scales, &s.gate_biases, &s.up_biases}) sized(*v, ib * kb / quant::kInt8Unit);
+  for (auto* v : {&s.down_scales, &s.down_biases}) sized(*v, hb * units_i);
+  sized(s.gate, rows * ib);
+  sized(s.up, rows * ib);
+  float* gb = f.has_biases ? s.gate_biases.data() : nullptr;
+  float* ub = f.has_biases ? s.up_biases.data() : nullptr;
+  float* db = f.has_biases ? s.down_biases.data() : nullptr;
+  for (int64_t i0 = 0; i0 < I; i0 += ib) {
+    const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0, np = ni / 16;
+    for (int64_t c0 = 0; c0 < H; c0 += kb) {
+      const int64_t c1 = std::min(H, c0 + kb), u0 = c0 / quant::kInt8Unit;
+      // The next column block of the same rows is prefetched meanwhile.
+      const int64_t next = c1 < H ? c1 : -1;
+      f.build(w.gate, i0, i1, c0, c1, s.gate_codes.data(), s.gate_scales.data(), gb, next < 0 ? -1 : i0, next);
+      f.build(w.up, i0, i1, c0, c1, s.up_codes.data(), s.up_scales.data(), ub, next < 0 ? -1 : i0, next);
+      const Int8Rows xc{xr.q + c0, xr.ldq, xr.scale + u0, xr.qsum + u0, xr.xsum + u0, xr.ldu};
+      k.gemm(xc, rows, s.gate_codes.data(), s.gate_scales.data(), gb, f.offset, np, c1 - c0, s.gate.data(), ib,
+             c0 > 0);
+      k.gemm(xc, rows, s.up_codes.data(), s.up_scales.data(), ub, f.offset, np, c1 - c0, s.up.data(), ib, c0 > 0);
+    }
+    // The reference MLP's SiLU kernel on the ni valid columns of each row.
+    for (int64_t r = 0; r < rows; ++r)
+      model::kernels::silu_mul(s.gate.data() + r * ib, s.up.data() + r * ib, ni, s.gate.data() + r * ib);
+    k.quantize(s.gate.data(), ib, rows, ni, f.order, ar);
+    for (int64_t h0 = 0; h0 < H; h0 += hb) {
+      const int64_t h1 = std::min(H, h0 + hb);
+      f.build(w.down, h0, h1, i0, i1, s.down_codes.data(), s.down_scales.data(), db, h1 < H ? h1 : -1, i0);
+      k.gemm(ar.view(), rows, s.down_codes.data(), s.down_scales.data(), db, f.offset, (h1 - h0) / 16, ni, y + h0, H,
+             i0 > 0);
+    }
+  }
+}
+
 }  // namespace
 
 bool matmul_uses_pool(const quant::FormatTraits& format) {
@@ -211,6 +287,9 @@ void run_batch_mlp(std::span<const ExpertBatch> batches) {
     if (w.gate.format->family == "trellis") {
       thread_local Scratch scratch;
       run_trellis(w, x, t.end - t.begin, y, scratch);
+    } else if (uses_int8(w)) {
+      thread_local Int8Scratch scratch;
+      run_int8(w, x, t.end - t.begin, y, scratch);
     } else if (w.gate.format->dequantize_block) {
       thread_local Scratch scratch;
       run_blocked(w, x, t.end - t.begin, y, scratch);

@@ -36,6 +36,7 @@ struct PartView {
 
 struct FormatTraits;
 struct GemvKernel;  // lib/quant/gemv.h
+struct Int8Panels;  // lib/quant/int8_panels.h
 
 // The declared name, dtype and shape of one stored part for a given [rows, cols].
 struct PartSpec {
@@ -121,6 +122,10 @@ struct FormatTraits {
   // eq::Error otherwise. Values equal dequantize()'s bit for bit.
   void (*dequantize_block)(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                            float* out) = nullptr;
+  // Optional (the batch kernel's integer path, lib/exec/int8_panel_gemm.h):
+  // blocks of W as unsigned byte codes in vpdpbusd panels with per-(row, 32 k)
+  // scales and biases (lib/quant/int8_panels.h). Null: the fp32 path above.
+  const Int8Panels* int8_panels = nullptr;
 };
 
 // All registered formats, in a stable order.

@@ -8,6 +8,7 @@
 #include "quant/format.h"
 #include "quant/fp4.h"
 #include "quant/gemv.h"
+#include "quant/int8_panels.h"
 #include "quant/packed_stream.h"
 #include "quant/passthrough.h"
 #include "quant/trellis/format.h"
@@ -33,7 +34,9 @@ FormatTraits fp4_row(std::string_view name, std::string_view description) {
           .packed_bytes = fp4_packed_bytes<G>,
           .part_specs = fp4_part_specs<G>,
           .gemv = &kStreamGemvInt8,
-          .dequantize_block = stream_dequantize_block};
+          .dequantize_block = stream_dequantize_block,
+          // Integer batch path: scales per 32 k (groups of 16 stay on fp32).
+          .int8_panels = G % 32 == 0 ? &kFp4Int8Panels : nullptr};
 }
 
 template <int B, int G>
@@ -54,7 +57,11 @@ FormatTraits affine_row(std::string_view name, std::string_view description) {
           .part_specs = affine_part_specs<B, G>,
           // 3-bit codes straddle words: the fp32 path (gemv_stream.cpp).
           .gemv = B == 3 ? &kStreamGemvFloat : &kStreamGemvInt8,
-          .dequantize_block = stream_dequantize_block};
+          .dequantize_block = stream_dequantize_block,
+          .int8_panels = B == 2   ? &kAffine2Int8Panels
+                         : B == 4 ? &kAffine4Int8Panels
+                         : B == 8 ? &kAffine8Int8Panels
+                                  : nullptr};
 }
 
 // clang-format off
@@ -74,7 +81,7 @@ const std::vector<FormatTraits> kRegistryRows = {
      .parts = {"qweight", "scales"},
      .quantize = quantize_mxfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
      .packed_bytes = mxfp4_packed_bytes, .part_specs = mxfp4_part_specs, .gemv = &kStreamGemvInt8,
-     .dequantize_block = stream_dequantize_block},
+     .dequantize_block = stream_dequantize_block, .int8_panels = &kFp4Int8Panels},
     {.name = "nvfp4", .family = "nvfp4",
      .description = "NVFP4: E2M1, E4M3 scale per 16 weights times an fp32 tensor scale (4.5 bits)",
      .weight_bits = 4, .bits_per_weight = 4.5, .group_size = 16, .row_multiple = 1, .col_multiple = 16,
@@ -102,7 +109,7 @@ const std::vector<FormatTraits> kRegistryRows = {
      .parts = {"qweight", "scales"},
      .quantize = quantize_int8_row, .dequantize = dequantize_int8_row, .matmul = matmul_int8_row,
      .packed_bytes = int8_row_packed_bytes, .part_specs = int8_row_part_specs, .gemv = &kInt8RowGemv,
-     .dequantize_block = dequantize_block_int8_row},
+     .dequantize_block = dequantize_block_int8_row, .int8_panels = &kInt8RowInt8Panels},
     {.name = "bf16", .family = "bf16",
      .description = "bfloat16 passthrough (16 bits)",
      .weight_bits = 16, .bits_per_weight = 16.0, .group_size = 0, .row_multiple = 1, .col_multiple = 1,

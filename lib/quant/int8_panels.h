@@ -1,0 +1,96 @@
+// Integer weight panels for the batch expert MLP's VNNI path
+// (FormatTraits::int8_panels, lib/exec/int8_panel_gemm.h): a block
+// W[r0:r1, c0:c1] as unsigned byte codes laid out for vpdpbusd (u8 x s8, 4 k
+// per dword lane, 16 output rows per zmm), with one fp32 scale (and, for
+// affine formats, one bias) per (row, unit of 32 k):
+//
+//   W[r, k] = (code(r, k) - offset) * scale[r, u] (+ bias[r, u]),  u = (k - c0) / 32
+//
+// Layout, for panel p = (r - r0) / 16, j = (r - r0) % 16, nk = c1 - c0:
+//   codes [p][(k - c0) / 4][j][slot % 4]   (p * nk * 16 bytes per panel)
+//   scales, biases [p][u][j]              (p * nk / 32 * 16 floats per panel)
+// where slot = the position of k inside its unit in the format's k order: the
+// shift-and-mask that pulls codes out of a bit-stream word leaves them
+// interleaved (Int8KOrder); the activations are stored in the same order, so
+// dot products and per-unit sums are unchanged. Rows past r1 in the last
+// panel have code = offset and scale = bias = 0.
+//
+// Codes are the weights' own integers made non-negative (E2M1: 2 * value + 12
+// in [0, 24], the scale halved; affine: the code; int8_row: q + 128), so the
+// product with the int8 activation never saturates.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu_features.h"
+#include "quant/format.h"
+
+namespace eq::quant {
+
+inline constexpr int kInt8Unit = 32;  // k per int32 sum and per scale
+
+// Order of the k inside each unit (the activations must use the same one).
+enum class Int8KOrder : uint8_t {
+  kNatural,  // k0 k1 k2 ...
+  kNibble,   // per 8 k: k0 k2 k4 k6 | k1 k3 k5 k7   (4-bit stream words)
+  kCrumb,    // per 16 k: k0 k4 k8 k12 | k1 k5 k9 k13 | k2 .. | k3 ..   (2-bit stream words)
+};
+
+// The slot of natural index k (0 <= k < 32) inside a unit stored in `order`.
+inline int int8_slot(Int8KOrder order, int k) {
+  switch (order) {
+    case Int8KOrder::kNibble: return (k & ~7) + 4 * (k & 1) + ((k & 7) >> 1);
+    case Int8KOrder::kCrumb: return (k & ~15) + 4 * (k & 3) + ((k & 15) >> 2);
+    default: return k;
+  }
+}
+
+struct Int8Panels {
+  // Writes the block (layout above). Rows: r0 a multiple of 16, r1 any end;
+  // columns: c0 and c1 multiples of 32 (and of the format's group). Throws
+  // eq::Error otherwise. Uses the active ISA's kernels; the result is the
+  // same on every ISA. next_r0 >= 0: the block of m at (next_r0, next_c0)
+  // comes next (same shape, or a shorter last one); its codes are
+  // prefetched into L2 while this block is read, so they arrive during the
+  // caller's GEMM on this one (a hint: no effect on the result).
+  void (*build)(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* codes,
+                float* scales, float* biases, int64_t next_r0, int64_t next_c0) = nullptr;
+  int offset = 0;           // code of a zero weight (before the bias)
+  bool has_biases = false;  // affine: biases are written and must be applied
+  Int8KOrder order = Int8KOrder::kNatural;
+};
+
+// The panel builders of the registered formats (lib/quant/int8_panels.cpp).
+extern const Int8Panels kFp4Int8Panels;     // fp4 (group a multiple of 32), mxfp4
+extern const Int8Panels kAffine2Int8Panels;  // affine 2 bits
+extern const Int8Panels kAffine4Int8Panels;  // affine 4 bits
+extern const Int8Panels kAffine8Int8Panels;  // affine 8 bits
+extern const Int8Panels kInt8RowInt8Panels;  // int8_row
+
+// Per-ISA code kernels behind build (the generic ones are the definition).
+struct Int8PanelKernels {
+  // `panels` 16-column panels of a bit-stream matrix (packed_stream.h),
+  // k_count (a multiple of 32) consecutive k from word row 0 of `qweight` (ld
+  // words between word rows; panel p at column 16 p): panel p's
+  // out[p * out_stride + (k / 4) * 64 + j * 4 + k % 4] in the k order of
+  // `bits` (8: natural, 4: nibble, 2: crumb); E2M1 codes become 2 * value + 12.
+  // prefetch: words from each word read to the same word of the next block
+  // (0 = none; a hint, addresses are never dereferenced).
+  void (*stream_codes)(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, bool e2m1, int64_t panels,
+                       uint8_t* out, int64_t out_stride, int64_t prefetch) = nullptr;
+  // Up to 16 int8 rows (row-major, ld bytes apart), k_count (a multiple of 4)
+  // k: out[k / 4][16][4] = q + 128, rows >= nrows = 128. prefetch: bytes to
+  // the next block's same byte (0 = none).
+  void (*row_codes)(const int8_t* w, int64_t ld, int64_t nrows, int64_t k_count, uint8_t* out,
+                    int64_t prefetch) = nullptr;
+};
+const Int8PanelKernels& int8_panel_kernels(Isa isa);
+
+namespace kernels {
+void int8_stream_codes_generic(const uint32_t*, int64_t, int64_t, int, bool, int64_t, uint8_t*, int64_t, int64_t);
+void int8_row_codes_generic(const int8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
+void int8_stream_codes_avx512(const uint32_t*, int64_t, int64_t, int, bool, int64_t, uint8_t*, int64_t, int64_t);
+void int8_row_codes_avx512(const int8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
+}  // namespace kernels
+
+}  // namespace eq::quant
