@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
   std::string shapes_arg = "qwen3-30b-a3b,e512,qwen3moe-small", mixes_arg, dispatch_arg = "mask-combine,sorted,auto";
   std::string ms_arg = "1,8,64,512", small_model;
   int threads = 0, reps = 7, warmup = 1, small_layer = 0;
-  double budget = 4.0;
+  double budget = 4.0, min_gb = 1.0;
   int64_t sort_cutoff = -1, decode_max_tokens = 0;
   uint64_t triad_mb = 256, seed = 42;
   bool json = false;
@@ -108,6 +109,9 @@ int main(int argc, char** argv) {
   app.add_option("--budget", budget, "Seconds of timed calls per cell: fewer reps (never < 3) when a call is slow");
   app.add_option("--sort-cutoff", sort_cutoff, "auto's sort cutoff (default: configs/runtime.json)");
   app.add_option("--decode-max-tokens", decode_max_tokens, "Calls with M <= this use the decode kernel (mlp_kernel.h)");
+  app.add_option("--min-gb", min_gb,
+                 "Independent copies of a layer until they hold at least this many GB, calls cycling through them "
+                 "(so the weights exceed the L3 cache whatever the mix; 0 = one copy; in-cache shapes take one)");
   app.add_option("--triad-mb", triad_mb, "MiB per triad array (three arrays; keep >> L3)");
   app.add_option("--small-model", small_model, "qwen3moe-small folder (default $EQ_SHARED_DIR or /work/shared)");
   app.add_option("--small-layer", small_layer, "Layer of qwen3moe-small to use");
@@ -159,6 +163,7 @@ int main(int argc, char** argv) {
     std::vector<Cell> cells;
     std::map<std::string, std::string> fills;
     std::map<std::string, double> layer_gb;
+    std::map<std::string, int> layer_copies;
     for (const std::string& shape_name : split(shapes_arg)) {
       std::unique_ptr<RealLayer> real;
       exec::LayerShape shape;
@@ -176,13 +181,24 @@ int main(int argc, char** argv) {
       }
       const int64_t H = shape.hidden, I = shape.intermediate, K = shape.top_k;
       for (const exec::FormatMix* mix : mixes) {
-        auto layer = exec::make_synthetic_layer(shape, *mix, seed, real ? real->source : exec::ExpertSource{});
+        // Copies with their own codes (the random presets) so that a run of
+        // calls reads min_gb of distinct weights: a layer smaller than L3
+        // would otherwise be served from cache after a few calls.
+        std::vector<std::unique_ptr<exec::SyntheticLayer>> copies;
+        copies.push_back(exec::make_synthetic_layer(shape, *mix, seed, real ? real->source : exec::ExpertSource{}));
+        const double one_gb = static_cast<double>(copies.front()->packed_bytes()) / 1e9;
+        const int n_copies = real ? 1 : std::max(1, static_cast<int>(std::ceil(min_gb / one_gb)));
+        for (int c = 1; c < n_copies; ++c)
+          copies.push_back(exec::make_synthetic_layer(shape, *mix, seed + 1000003ull * c, exec::ExpertSource{}));
+        const exec::SyntheticLayer* layer = copies.front().get();
         const std::string key = shape.name + "/" + mix->name;
         fills[key] = layer->fill();
-        layer_gb[key] = static_cast<double>(layer->packed_bytes()) / 1e9;
+        layer_gb[key] = one_gb;
+        layer_copies[key] = n_copies;
         if (!json)
-          std::fprintf(stderr, "%s: %.3f GB packed, %zu groups, %s\n", key.c_str(), layer_gb[key],
+          std::fprintf(stderr, "%s: %.3f GB packed x %d copies, %zu groups, %s\n", key.c_str(), one_gb, n_copies,
                        layer->layer().groups.size(), layer->fill().c_str());
+        auto layer_of_call = [&](size_t r) -> const exec::PackedLayer& { return copies[r % copies.size()]->layer(); };
         for (int64_t M : ms) {
           // The same routing draws for every mix and dispatch of this shape and M.
           std::vector<std::vector<int32_t>> routings;
@@ -192,7 +208,7 @@ int main(int argc, char** argv) {
             std::vector<char> seen(static_cast<size_t>(shape.experts), 0);
             double b = 0;
             for (int32_t e : routings.back())
-              if (!seen[e]++) b += static_cast<double>(exec::expert_bytes(layer->layer().expert(e)));
+              if (!seen[e]++) b += static_cast<double>(exec::expert_bytes(layer_of_call(routings.size() - 1).expert(e)));
             bytes.push_back(b);
           }
           std::vector<float> x(static_cast<size_t>(M * H));
@@ -202,7 +218,7 @@ int main(int argc, char** argv) {
             auto dispatch = exec::make_dispatch(kind, sort_cutoff);
             exec::DispatchScratch scratch;
             auto call = [&](size_t r) {
-              exec::MoeWork w{&layer->layer(), x.data(), M, H, K, routings[r].data(), out.data()};
+              exec::MoeWork w{&layer_of_call(r), x.data(), M, H, K, routings[r].data(), out.data()};
               w.kernel = exec::select_mlp_kernel(M, thresholds);
               dispatch->run(w, scratch);
             };
@@ -283,9 +299,10 @@ int main(int argc, char** argv) {
                        {"triad_array_mib", triad_mb}, {"eigen_sgemm", "512x768x2048"},
                        {"eigen_gflops", gemm.best}, {"eigen_gflops_median", gemm.median}};
       j["settings"] = {{"sort_cutoff", sort_cutoff}, {"decode_max_tokens", decode_max_tokens},
-                       {"reps_max", reps}, {"warmup", warmup}, {"budget_s", budget}, {"seed", seed}};
+                       {"reps_max", reps}, {"warmup", warmup}, {"budget_s", budget}, {"seed", seed},
+                       {"min_gb", min_gb}};
       j["layers"] = nlohmann::ordered_json::object();
-      for (const auto& [k, f] : fills) j["layers"][k] = {{"fill", f}, {"packed_gb", layer_gb[k]}};
+      for (const auto& [k, f] : fills) j["layers"][k] = {{"fill", f}, {"packed_gb", layer_gb[k]}, {"copies", layer_copies[k]}};
       nlohmann::ordered_json rows = nlohmann::ordered_json::array();
       for (const Cell& c : cells) {
         const double gbs = c.active_bytes / c.t.median / 1e9, gf = c.flops / c.t.median / 1e9;

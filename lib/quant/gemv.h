@@ -19,6 +19,7 @@ namespace eq::quant {
 
 inline constexpr int kGemvBlock = 32;  // x elements per int8 block (one fp32 scale)
 inline constexpr int kGemvPad = 64;    // prepared arrays are zero-padded to this many elements
+inline constexpr int kMaxGemvRows = 4; // inputs per GemvKernel::run_rows call (the small-batch variant)
 
 // A prepared activation row; all arrays hold padded_cols = cols rounded up to
 // kGemvPad elements (zeros past cols).
@@ -86,12 +87,23 @@ struct GemvKernel {
   // the caller then passes out.input() to run() for every row range of that
   // matrix. Null: run() reads GemvActivation::set(x), shared by all matrices.
   void (*prepare)(const PackedMatrix& m, const float* x, GemvActivation& out) = nullptr;
+  // Optional, the small-batch variant (seed 004's 4-token kernel): n <=
+  // kMaxGemvRows inputs against the same rows, each weight read and unpacked
+  // once for all of them. ys[i] gets exactly the bits run() writes for
+  // xs[i], so a row's result never depends on the rows it shares a call with.
+  // Null: run() once per input (gemv_run_rows).
+  void (*run_rows)(const PackedMatrix& m, const GemvInput* const* xs, int n, int64_t row_begin, int64_t row_end,
+                   float* const* ys) = nullptr;
 };
 
 // The input run() of `kernel` reads for x: `shared` (already set from x) when
 // the kernel has no prepare hook, else `own` after kernel.prepare(m, x, own).
 const GemvInput& gemv_input_for(const GemvKernel& kernel, const PackedMatrix& m, const float* x,
                                 const GemvActivation& shared, GemvActivation& own);
+
+// kernel.run_rows when the kernel has one, else kernel.run once per input.
+void gemv_run_rows(const GemvKernel& kernel, const PackedMatrix& m, const GemvInput* const* xs, int n,
+                   int64_t row_begin, int64_t row_end, float* const* ys);
 
 // The kernels of the registered formats (lib/quant/gemv_stream.cpp, gemv_rowmajor.cpp).
 extern const GemvKernel kStreamGemvInt8;    // fp4, mxfp4, nvfp4, affine 2/4/8 bits

@@ -18,6 +18,9 @@ GemvIsaKernels make_table(Isa isa) {
   }
   if (isa >= Isa::kAvx512) {
     EQ_FILL_GEMV(t, avx512)
+    t.stream_int8_multi = kernels::gemv_stream_int8_multi_avx512;
+    t.int8_rows_multi = kernels::gemv_int8_rows_multi_avx512;
+    t.bf16_rows_multi = kernels::gemv_bf16_rows_multi_avx512;
   }
   return t;
 }

@@ -41,6 +41,16 @@ struct GemvIsaKernels {
                     const GemvInput& in, float* y) = nullptr;
   // bf16 rows with fp32 x: y[j] = sum_k float(w[j, k]) * x[k], j < rows.
   void (*bf16_rows)(const uint16_t* w, int64_t ld, int64_t cols, int64_t rows, const float* x, float* y) = nullptr;
+
+  // The small-batch variants: n <= kMaxGemvRows inputs against the same
+  // weights, each weight read and unpacked once for all of them. Input i's
+  // outputs ys[i] must have exactly the bits of the single-input kernel for
+  // ins[i]. Null: the single-input kernel once per input.
+  void (*stream_int8_multi)(const StreamGemvArgs& a, const GemvInput* const* ins, float* const* ys, int n) = nullptr;
+  void (*int8_rows_multi)(const int8_t* w, int64_t ld, int64_t cols, int64_t rows, const float* scales,
+                          const GemvInput* const* ins, float* const* ys, int n) = nullptr;
+  void (*bf16_rows_multi)(const uint16_t* w, int64_t ld, int64_t cols, int64_t rows, const float* const* xs,
+                          float* const* ys, int n) = nullptr;
 };
 
 // The table for `isa` (clamped to what the machine supports).
@@ -57,6 +67,11 @@ EQ_DECLARE_GEMV_ISA(generic)
 EQ_DECLARE_GEMV_ISA(avx2)
 EQ_DECLARE_GEMV_ISA(avx512)
 #undef EQ_DECLARE_GEMV_ISA
+void gemv_stream_int8_multi_avx512(const StreamGemvArgs& a, const GemvInput* const* ins, float* const* ys, int n);
+void gemv_int8_rows_multi_avx512(const int8_t* w, int64_t ld, int64_t cols, int64_t rows, const float* scales,
+                                 const GemvInput* const* ins, float* const* ys, int n);
+void gemv_bf16_rows_multi_avx512(const uint16_t* w, int64_t ld, int64_t cols, int64_t rows, const float* const* xs,
+                                 float* const* ys, int n);
 }  // namespace kernels
 
 }  // namespace eq::quant

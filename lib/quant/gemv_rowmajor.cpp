@@ -15,6 +15,27 @@ void int8_row_gemv(const PackedMatrix& m, const GemvInput& x, int64_t row_begin,
   active_gemv_kernels().int8_rows(q + row_begin * m.cols, m.cols, m.cols, row_end - row_begin, scales + row_begin, x, y);
 }
 
+void int8_row_gemv_rows(const PackedMatrix& m, const GemvInput* const* xs, int n, int64_t row_begin, int64_t row_end,
+                        float* const* ys) {
+  if (row_end <= row_begin || n <= 0) return;
+  const GemvIsaKernels& k = active_gemv_kernels();
+  const int8_t* q = static_cast<const int8_t*>(m.parts[0].data) + row_begin * m.cols;
+  const float* scales = static_cast<const float*>(m.parts[1].data) + row_begin;
+  if (k.int8_rows_multi) return k.int8_rows_multi(q, m.cols, m.cols, row_end - row_begin, scales, xs, ys, n);
+  for (int i = 0; i < n; ++i) k.int8_rows(q, m.cols, m.cols, row_end - row_begin, scales, *xs[i], ys[i]);
+}
+
+void bf16_gemv_rows(const PackedMatrix& m, const GemvInput* const* xs, int n, int64_t row_begin, int64_t row_end,
+                    float* const* ys) {
+  if (row_end <= row_begin || n <= 0) return;
+  const GemvIsaKernels& k = active_gemv_kernels();
+  const uint16_t* w = static_cast<const uint16_t*>(m.parts[0].data) + row_begin * m.cols;
+  const float* x[kMaxGemvRows];
+  for (int i = 0; i < n && i < kMaxGemvRows; ++i) x[i] = xs[i]->x;
+  if (k.bf16_rows_multi && n <= kMaxGemvRows) return k.bf16_rows_multi(w, m.cols, m.cols, row_end - row_begin, x, ys, n);
+  for (int i = 0; i < n; ++i) k.bf16_rows(w, m.cols, m.cols, row_end - row_begin, xs[i]->x, ys[i]);
+}
+
 void bf16_gemv(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int64_t row_end, float* y) {
   if (row_end <= row_begin) return;
   const uint16_t* w = static_cast<const uint16_t*>(m.parts[0].data);
@@ -23,7 +44,9 @@ void bf16_gemv(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int
 
 }  // namespace
 
-const GemvKernel kInt8RowGemv{.run = int8_row_gemv, .row_align = 1, .preferred_rows = 64, .int8_activation = true};
-const GemvKernel kBf16Gemv{.run = bf16_gemv, .row_align = 1, .preferred_rows = 32, .int8_activation = false};
+const GemvKernel kInt8RowGemv{.run = int8_row_gemv, .row_align = 1, .preferred_rows = 64, .int8_activation = true,
+                              .run_rows = int8_row_gemv_rows};
+const GemvKernel kBf16Gemv{.run = bf16_gemv, .row_align = 1, .preferred_rows = 32, .int8_activation = false,
+                           .run_rows = bf16_gemv_rows};
 
 }  // namespace eq::quant

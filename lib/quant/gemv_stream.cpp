@@ -16,8 +16,7 @@ namespace eq::quant {
 
 namespace {
 
-void stream_gemv_int8(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int64_t row_end, float* y) {
-  if (row_end <= row_begin) return;
+StreamGemvArgs stream_args(const PackedMatrix& m, int64_t row_begin, int64_t row_end) {
   const StreamLayout l = stream_layout_of(*m.format);
   StreamGemvArgs a;
   a.qweight = static_cast<const uint32_t*>(m.parts[0].data) + row_begin;
@@ -44,9 +43,28 @@ void stream_gemv_int8(const PackedMatrix& m, const GemvInput& x, int64_t row_beg
     }
   }
   if (l.has_biases) a.biases_f16 = static_cast<const uint16_t*>(m.parts[2].data) + row_begin;
+  return a;
+}
+
+void stream_gemv_int8(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int64_t row_end, float* y) {
+  if (row_end <= row_begin) return;
+  StreamGemvArgs a = stream_args(m, row_begin, row_end);
   a.in = &x;
   a.y = y;
   active_gemv_kernels().stream_int8(a);
+}
+
+void stream_gemv_int8_rows(const PackedMatrix& m, const GemvInput* const* xs, int n, int64_t row_begin,
+                           int64_t row_end, float* const* ys) {
+  if (row_end <= row_begin || n <= 0) return;
+  const GemvIsaKernels& k = active_gemv_kernels();
+  StreamGemvArgs a = stream_args(m, row_begin, row_end);
+  if (k.stream_int8_multi) return k.stream_int8_multi(a, xs, ys, n);
+  for (int i = 0; i < n; ++i) {
+    a.in = xs[i];
+    a.y = ys[i];
+    k.stream_int8(a);
+  }
 }
 
 // fp32: decode 16-column panels (the batch kernels' decoders) and dot them with x.
@@ -92,7 +110,8 @@ void stream_gemv_float(const PackedMatrix& m, const GemvInput& x, int64_t row_be
 
 }  // namespace
 
-const GemvKernel kStreamGemvInt8{.run = stream_gemv_int8, .row_align = 1, .preferred_rows = 1024, .int8_activation = true};
+const GemvKernel kStreamGemvInt8{.run = stream_gemv_int8, .row_align = 1, .preferred_rows = 1024, .int8_activation = true,
+                                 .run_rows = stream_gemv_int8_rows};
 const GemvKernel kStreamGemvFloat{.run = stream_gemv_float, .row_align = 1, .preferred_rows = 256, .int8_activation = false};
 
 }  // namespace eq::quant
