@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   std::string ms_arg = "1,8,64,512", small_model;
   int threads = 0, reps = 7, warmup = 1, small_layer = 0;
   double budget = 4.0, min_gb = 1.0;
-  int64_t sort_cutoff = -1, decode_max_tokens = 0;
+  int64_t sort_cutoff = -1, decode_max_tokens = 0, small_batch_max_tokens = 0;
   uint64_t triad_mb = 256, seed = 42;
   bool json = false;
   app.add_option("--shapes", shapes_arg,
@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
   app.add_option("--budget", budget, "Seconds of timed calls per cell: fewer reps (never < 3) when a call is slow");
   app.add_option("--sort-cutoff", sort_cutoff, "auto's sort cutoff (default: configs/runtime.json)");
   app.add_option("--decode-max-tokens", decode_max_tokens, "Calls with M <= this use the decode kernel (mlp_kernel.h)");
+  app.add_option("--small-batch-max-tokens", small_batch_max_tokens,
+                 "Calls with decode-max-tokens < M <= this use the small-batch kernel (mlp_kernel.h)");
   app.add_option("--min-gb", min_gb,
                  "Independent copies of a layer until they hold at least this many GB, calls cycling through them "
                  "(so the weights exceed the L3 cache whatever the mix; 0 = one copy; in-cache shapes take one)");
@@ -139,7 +141,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> ms;
     for (const std::string& n : split(ms_arg)) ms.push_back(std::stoll(n));
     if (sort_cutoff < 0) sort_cutoff = exec::default_runtime_config().sort_cutoff;
-    const exec::MlpKernelThresholds thresholds{decode_max_tokens};
+    const exec::MlpKernelThresholds thresholds{decode_max_tokens, small_batch_max_tokens};
     if (small_model.empty()) {
       const char* env = std::getenv("EQ_SHARED_DIR");
       small_model = std::string(env ? env : "/work/shared") + "/models/qwen3moe-small";
@@ -155,10 +157,11 @@ int main(int argc, char** argv) {
     if (!json)
       std::printf("cpu %s, isa %s, %d threads, load %s\ntriad %.1f GB/s (best of 5; median %.1f), 3 x %llu MiB (start of run)\n"
                   "eigen sgemm 512x768x2048 %.1f GFLOP/s (best of 9; median %.1f)\nsort_cutoff %lld, decode kernel "
-                  "for M <= %lld\n\n",
+                  "for M <= %lld, small-batch kernel for M <= %lld\n\n",
                   std::string(cpu_model_name()).c_str(), std::string(isa_name(active_isa())).c_str(), pool_threads,
                   load_before.c_str(), triad.best, triad.median, static_cast<unsigned long long>(triad_mb), gemm.best,
-                  gemm.median, static_cast<long long>(sort_cutoff), static_cast<long long>(decode_max_tokens));
+                  gemm.median, static_cast<long long>(sort_cutoff), static_cast<long long>(decode_max_tokens),
+                  static_cast<long long>(small_batch_max_tokens));
 
     std::vector<Cell> cells;
     std::map<std::string, std::string> fills;
@@ -299,6 +302,7 @@ int main(int argc, char** argv) {
                        {"triad_array_mib", triad_mb}, {"eigen_sgemm", "512x768x2048"},
                        {"eigen_gflops", gemm.best}, {"eigen_gflops_median", gemm.median}};
       j["settings"] = {{"sort_cutoff", sort_cutoff}, {"decode_max_tokens", decode_max_tokens},
+                       {"small_batch_max_tokens", small_batch_max_tokens},
                        {"reps_max", reps}, {"warmup", warmup}, {"budget_s", budget}, {"seed", seed},
                        {"min_gb", min_gb}};
       j["layers"] = nlohmann::ordered_json::object();

@@ -41,17 +41,23 @@ int run_tune(TuneCliOptions& o) {
   const exec::MoeInputs inputs = exec::capture_moe_inputs(*pm, texts.front().tokens, rows, o.ctx);
   const exec::TuneResult r = exec::tune_sort_cutoff(*pm, inputs, to);
 
-  std::printf("%6s %14s %14s %9s %12s %12s\n", "M", "per-token ms", "sorted ms", "ratio", "decode ms", "batch ms");
+  std::printf("%6s %14s %14s %9s %12s %14s %12s\n", "M", "per-token ms", "sorted ms", "ratio", "decode ms",
+              "small-batch ms", "batch ms");
   for (const auto& p : r.points)
-    std::printf("%6lld %14.3f %14.3f %8.2fx %12.3f %12.3f%s%s\n", static_cast<long long>(p.m),
+    std::printf("%6lld %14.3f %14.3f %8.2fx %12.3f %14.3f %12.3f%s%s%s\n", static_cast<long long>(p.m),
                 p.per_token.median * 1e3, p.sorted.median * 1e3,
                 p.sorted.median > 0 ? p.per_token.median / p.sorted.median : 0.0, p.decode.median * 1e3,
-                p.batch.median * 1e3, p.m == r.sort_cutoff ? "  <- sort_cutoff" : "",
-                p.m == r.decode_max_tokens ? "  <- decode_max_tokens" : "");
+                p.small_batch.median * 1e3, p.batch.median * 1e3, p.m == r.sort_cutoff ? "  <- sort_cutoff" : "",
+                p.m == r.decode_max_tokens ? "  <- decode_max_tokens" : "",
+                p.m == r.small_batch_max_tokens && p.m != r.decode_max_tokens ? "  <- small_batch_max_tokens" : "");
   std::printf("sort_cutoff = %lld (auto sorts when M > %lld)\n", static_cast<long long>(r.sort_cutoff),
               static_cast<long long>(r.sort_cutoff));
   std::printf("decode_max_tokens = %lld (the decode expert-MLP kernel runs when M <= %lld)\n",
               static_cast<long long>(r.decode_max_tokens), static_cast<long long>(r.decode_max_tokens));
+  std::printf("small_batch_max_tokens = %lld (the small-batch kernel runs when %lld < M <= %lld, the batch kernel "
+              "above)\n",
+              static_cast<long long>(r.small_batch_max_tokens), static_cast<long long>(r.decode_max_tokens),
+              static_cast<long long>(r.small_batch_max_tokens));
   if (!o.dry_run) {
     io::write_file_atomic(o.out, exec::runtime_config_to_json(r.config).dump(2) + "\n");
     std::printf("wrote %s\n", o.out.c_str());
@@ -63,7 +69,7 @@ int run_tune(TuneCliOptions& o) {
 
 Command add_tune(CLI::App& app) {
   auto o = std::make_shared<TuneCliOptions>();
-  CLI::App* sub = app.add_subcommand("tune", "Measure the sort/no-sort and decode/batch kernel crossovers and write sort_cutoff and decode_max_tokens");
+  CLI::App* sub = app.add_subcommand("tune", "Measure the sort/no-sort and decode/small-batch/batch kernel crossovers and write sort_cutoff, decode_max_tokens and small_batch_max_tokens");
   sub->add_option("--packed", o->packed, "Packed model folder")->required();
   sub->add_option("--model", o->model, "Source checkpoint (optional; checked against the packed config)");
   add_text_options(sub, o->inputs, "Use at most N tokens of the text (0 = all)");

@@ -60,6 +60,11 @@ void add_exec_options(CLI::App* sub, ExecFlags& f) {
                   "MoE calls of up to this many tokens run the decode expert-MLP kernel (int8 activations); 0 = "
                   "never (overrides the runtime config's mlp_kernels)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--small-batch-max-tokens", f.small_batch_max_tokens,
+                  "MoE calls of more tokens than --decode-max-tokens and up to this many run the small-batch kernel "
+                  "(the decode kernels on up to 4 rows of an expert per weight pass); larger calls run the batch "
+                  "kernel (overrides the runtime config's mlp_kernels)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {
@@ -70,6 +75,7 @@ exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {
     r.source = "--sort-cutoff";
   }
   if (f.decode_max_tokens >= 0) r.mlp_kernels.decode_max_tokens = f.decode_max_tokens;
+  if (f.small_batch_max_tokens >= 0) r.mlp_kernels.small_batch_max_tokens = f.small_batch_max_tokens;
   return r;
 }
 

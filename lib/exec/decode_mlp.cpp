@@ -9,6 +9,11 @@
 // 14336 x 4096 experts) still keeps every core busy. Chunks write disjoint
 // outputs and each row's result depends only on (expert, x row), so any
 // thread count and any grouping of rows into batches give the same bits.
+//
+// The small-batch variant (MlpKernel::kSmallBatch, rows_per_pass > 1) runs up
+// to quant::kMaxGemvRows rows of one expert per chunk through the kernels'
+// run_rows, so each weight is read and unpacked once for all of them; every
+// row still gets the bits of the one-row decode (quant/gemv.h).
 #include "exec/decode_mlp.h"
 
 #include <algorithm>
@@ -40,9 +45,15 @@ struct DecodeRow {
 
 }  // namespace
 
-void run_decode_mlp(std::span<const ExpertBatch> batches) {
+void run_decode_mlp(std::span<const ExpertBatch> batches, int rows_per_pass) {
+  rows_per_pass = std::clamp(rows_per_pass, 1, quant::kMaxGemvRows);
   std::vector<ExpertBatch> fallback;
   std::vector<DecodeRow> rows;
+  // Passes: up to rows_per_pass consecutive rows of one expert, [first, first + count).
+  struct Pass {
+    uint32_t first, count;
+  };
+  std::vector<Pass> passes;
   for (const ExpertBatch& b : batches) {
     if (b.rows <= 0) continue;
     if (!has_gemv(*b.weights)) {
@@ -50,7 +61,12 @@ void run_decode_mlp(std::span<const ExpertBatch> batches) {
       continue;
     }
     const int64_t H = b.weights->gate.cols;
-    for (int64_t r = 0; r < b.rows; ++r) rows.push_back({b.weights, b.x + r * H, b.y + r * H});
+    for (int64_t r = 0; r < b.rows; ++r) {
+      if (r % rows_per_pass == 0)
+        passes.push_back({static_cast<uint32_t>(rows.size()),
+                          static_cast<uint32_t>(std::min<int64_t>(rows_per_pass, b.rows - r))});
+      rows.push_back({b.weights, b.x + r * H, b.y + r * H});
+    }
   }
   // Formats without a decode kernel run the batch kernel, per expert: a row's
   // result still depends only on its expert and its x.
@@ -78,10 +94,10 @@ void run_decode_mlp(std::span<const ExpertBatch> batches) {
   std::vector<const quant::GemvInput*> gate_in(R), up_in(R), down_in(R);
   ThreadPool& pool = default_pool();
 
-  // Chunk lists: (row, output rows [begin, end)). Blocks start at the
+  // Chunk lists: (pass, output rows [begin, end)). Blocks start at the
   // formats' preferred_rows and halve while there are too few chunks.
   struct Chunk {
-    uint32_t row;
+    uint32_t pass;
     int64_t begin, end;
   };
   const size_t want = kChunksPerThread * static_cast<size_t>(pool.size());
@@ -90,8 +106,8 @@ void run_decode_mlp(std::span<const ExpertBatch> batches) {
     for (int64_t shrink = 1;; shrink *= 2) {
       chunks.clear();
       bool can_shrink = false;
-      for (size_t i = 0; i < R; ++i) {
-        const auto [first, second] = matrices_of(*rows[i].w);
+      for (size_t i = 0; i < passes.size(); ++i) {
+        const auto [first, second] = matrices_of(*rows[passes[i].first].w);
         const quant::GemvKernel& k1 = *first->format->gemv;
         const quant::GemvKernel& k2 = *second->format->gemv;
         const int64_t n = first->rows;
@@ -118,13 +134,23 @@ void run_decode_mlp(std::span<const ExpertBatch> batches) {
   });
   pool.run(gate_up.size(), [&](size_t c) {
     const Chunk& ch = gate_up[c];
-    const ExpertWeights& w = *rows[ch.row].w;
-    float* gate = hidden[ch.row].data() + ch.begin;
-    float* up = hidden[ch.row].data() + w.gate.rows + ch.begin;
-    w.gate.format->gemv->run(w.gate, *gate_in[ch.row], ch.begin, ch.end, gate);
-    w.up.format->gemv->run(w.up, *up_in[ch.row], ch.begin, ch.end, up);
+    const Pass& p = passes[ch.pass];
+    const ExpertWeights& w = *rows[p.first].w;
+    const int n = static_cast<int>(p.count);
+    const quant::GemvInput* g_in[quant::kMaxGemvRows] = {};
+    const quant::GemvInput* u_in[quant::kMaxGemvRows] = {};
+    float* gate[quant::kMaxGemvRows] = {};
+    float* up[quant::kMaxGemvRows] = {};
+    for (int j = 0; j < n; ++j) {
+      g_in[j] = gate_in[p.first + j];
+      u_in[j] = up_in[p.first + j];
+      gate[j] = hidden[p.first + j].data() + ch.begin;
+      up[j] = hidden[p.first + j].data() + w.gate.rows + ch.begin;
+    }
+    quant::gemv_run_rows(*w.gate.format->gemv, w.gate, g_in, n, ch.begin, ch.end, gate);
+    quant::gemv_run_rows(*w.up.format->gemv, w.up, u_in, n, ch.begin, ch.end, up);
     // The same SiLU kernel as the reference and batch MLPs.
-    model::kernels::silu_mul(gate, up, ch.end - ch.begin, gate);
+    for (int j = 0; j < n; ++j) model::kernels::silu_mul(gate[j], up[j], ch.end - ch.begin, gate[j]);
   });
   pool.run(R, [&](size_t i) {
     const ExpertWeights& w = *rows[i].w;
@@ -134,8 +160,13 @@ void run_decode_mlp(std::span<const ExpertBatch> batches) {
   });
   pool.run(down.size(), [&](size_t c) {
     const Chunk& ch = down[c];
-    const ExpertWeights& w = *rows[ch.row].w;
-    w.down.format->gemv->run(w.down, *down_in[ch.row], ch.begin, ch.end, rows[ch.row].y + ch.begin);
+    const Pass& p = passes[ch.pass];
+    const ExpertWeights& w = *rows[p.first].w;
+    const int n = static_cast<int>(p.count);
+    const quant::GemvInput* d_in[quant::kMaxGemvRows] = {};
+    float* y[quant::kMaxGemvRows] = {};
+    for (int j = 0; j < n; ++j) d_in[j] = down_in[p.first + j], y[j] = rows[p.first + j].y + ch.begin;
+    quant::gemv_run_rows(*w.down.format->gemv, w.down, d_in, n, ch.begin, ch.end, y);
   });
 }
 

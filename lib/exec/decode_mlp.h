@@ -1,5 +1,8 @@
-// The decode expert-MLP kernel (MlpKernel::kDecode), for calls with few
-// tokens, where the weights are read once per row and bandwidth is the limit.
+// The decode and small-batch expert-MLP kernels (MlpKernel::kDecode,
+// kSmallBatch), for calls with few tokens, where reading the weights is the
+// limit: rows_per_pass = 1 reads an expert's weights once per row; up to
+// quant::kMaxGemvRows reads them once per that many rows of the expert, with
+// the same bits for every row.
 #pragma once
 
 #include <span>
@@ -8,6 +11,6 @@
 
 namespace eq::exec {
 
-void run_decode_mlp(std::span<const ExpertBatch> batches);
+void run_decode_mlp(std::span<const ExpertBatch> batches, int rows_per_pass = 1);
 
 }  // namespace eq::exec

@@ -11,20 +11,32 @@
 namespace eq::exec {
 
 enum class MlpKernel {
-  kDecode,  // few tokens: int8 activations, fused gate/up + SwiGLU + down (lib/exec/decode_mlp.*)
-  kBatch,   // many tokens: dequantized panels x contiguous rows (lib/exec/batch_mlp.*)
+  kDecode,      // few tokens: int8 activations, fused gate/up + SwiGLU + down, one row per weight pass (lib/exec/decode_mlp.*)
+  kSmallBatch,  // the decode kernels on up to 4 rows of an expert per weight pass (same bits per row as kDecode)
+  kBatch,       // many tokens: decoded panels x contiguous rows, register-blocked GEMM (lib/exec/batch_mlp.*)
 };
 
 // Thresholds measured by `expertquant tune` and stored in configs/runtime.json.
 struct MlpKernelThresholds {
   // Calls with M <= decode_max_tokens use kDecode.
   int64_t decode_max_tokens = 0;
+  // Calls with decode_max_tokens < M <= small_batch_max_tokens use kSmallBatch.
+  int64_t small_batch_max_tokens = 0;
 };
 
 inline MlpKernel select_mlp_kernel(int64_t tokens, const MlpKernelThresholds& t) {
-  return tokens <= t.decode_max_tokens ? MlpKernel::kDecode : MlpKernel::kBatch;
+  if (tokens <= t.decode_max_tokens) return MlpKernel::kDecode;
+  if (tokens <= t.small_batch_max_tokens) return MlpKernel::kSmallBatch;
+  return MlpKernel::kBatch;
 }
 
-inline std::string_view mlp_kernel_name(MlpKernel k) { return k == MlpKernel::kDecode ? "decode" : "batch"; }
+inline std::string_view mlp_kernel_name(MlpKernel k) {
+  switch (k) {
+    case MlpKernel::kDecode: return "decode";
+    case MlpKernel::kSmallBatch: return "small-batch";
+    case MlpKernel::kBatch: return "batch";
+  }
+  return "?";
+}
 
 }  // namespace eq::exec

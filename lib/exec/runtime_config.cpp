@@ -28,6 +28,11 @@ RuntimeConfig parse_runtime_config(const nlohmann::json& j, const std::string& l
         bad("mlp_kernels.decode_max_tokens", "not an integer >= 0");
       r.mlp_kernels.decode_max_tokens = k["decode_max_tokens"].get<int64_t>();
     }
+    if (k.contains("small_batch_max_tokens")) {
+      if (!k["small_batch_max_tokens"].is_number_integer() || k["small_batch_max_tokens"].get<int64_t>() < 0)
+        bad("mlp_kernels.small_batch_max_tokens", "not an integer >= 0");
+      r.mlp_kernels.small_batch_max_tokens = k["small_batch_max_tokens"].get<int64_t>();
+    }
   }
   if (j.contains("tuned")) r.tuned = j["tuned"];
   return r;
@@ -72,7 +77,8 @@ nlohmann::ordered_json runtime_config_to_json(const RuntimeConfig& r) {
   j["schema"] = kRuntimeSchema;
   j["version"] = kRuntimeVersion;
   j["sort_cutoff"] = r.sort_cutoff;
-  j["mlp_kernels"] = {{"decode_max_tokens", r.mlp_kernels.decode_max_tokens}};
+  j["mlp_kernels"] = {{"decode_max_tokens", r.mlp_kernels.decode_max_tokens},
+                      {"small_batch_max_tokens", r.mlp_kernels.small_batch_max_tokens}};
   if (!r.tuned.is_null()) j["tuned"] = r.tuned;
   return j;
 }

@@ -5,7 +5,7 @@
 // (mlp_kernel.h; absent: the built-in defaults below).
 //
 //   {"schema": "expertquant.runtime", "version": 1, "sort_cutoff": 8,
-//    "mlp_kernels": {"decode_max_tokens": 8},
+//    "mlp_kernels": {"decode_max_tokens": 8, "small_batch_max_tokens": 64},
 //    "tuned": {...how it was measured...}}
 #pragma once
 
@@ -29,10 +29,15 @@ inline constexpr int64_t kDefaultSortCutoff = 1;
 // which reads the weights once per row): decode is still faster at M = 8
 // (docs/design.md, "Decode kernels"); `expertquant tune` measures the model's own.
 inline constexpr int64_t kDefaultDecodeMaxTokens = 8;
+// Used when runtime.json has no mlp_kernels.small_batch_max_tokens: calls of
+// decode_max_tokens < M <= this run the small-batch kernel (up to 4 rows of
+// an expert per weight pass); docs/benchmarks.md, "Kernel selection by M".
+inline constexpr int64_t kDefaultSmallBatchMaxTokens = 64;
 
 struct RuntimeConfig {
   int64_t sort_cutoff = kDefaultSortCutoff;
-  MlpKernelThresholds mlp_kernels{.decode_max_tokens = kDefaultDecodeMaxTokens};
+  MlpKernelThresholds mlp_kernels{.decode_max_tokens = kDefaultDecodeMaxTokens,
+                                  .small_batch_max_tokens = kDefaultSmallBatchMaxTokens};
   std::string source;          // the file read, or "built-in default"
   nlohmann::json tuned;        // the measurement record, if any
 };

@@ -38,37 +38,51 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
       const TimingStats b = time_repeated([&] { step(m); }, 0, 1);
       if (i >= options.warmup) tp.push_back(a.median), ts.push_back(b.median);
     }
-    r.points.push_back({m, summarize_times(tp), summarize_times(ts), {}, {}});
+    r.points.push_back({m, summarize_times(tp), summarize_times(ts), {}, {}, {}});
   }
   r.sort_cutoff = 0;
   for (const TunePoint& p : r.points) {
     if (p.sorted.median * (1.0 + options.tie_margin) < p.per_token.median) break;
     r.sort_cutoff = p.m;
   }
-  // Decode vs batch expert-MLP kernel, under auto dispatch at that cutoff.
+  // Decode vs small-batch vs batch expert-MLP kernel, under auto dispatch at
+  // that cutoff, interleaved so drifting load hits all three alike.
   pm.set_dispatch(std::make_shared<AutoDispatch>(r.sort_cutoff));
+  const MlpKernelThresholds all_decode{.decode_max_tokens = INT64_MAX, .small_batch_max_tokens = INT64_MAX};
+  const MlpKernelThresholds all_small{.decode_max_tokens = 0, .small_batch_max_tokens = INT64_MAX};
+  const MlpKernelThresholds all_batch{.decode_max_tokens = 0, .small_batch_max_tokens = 0};
   for (TunePoint& p : r.points) {
-    if (options.progress) options.progress("tune decode/batch M=" + std::to_string(p.m));
-    std::vector<double> td, tb;
+    if (options.progress) options.progress("tune decode/small-batch/batch M=" + std::to_string(p.m));
+    std::vector<double> td, tsb, tb;
     for (int i = 0; i < options.warmup + options.reps; ++i) {
-      pm.set_mlp_kernel_thresholds({.decode_max_tokens = INT64_MAX});
+      pm.set_mlp_kernel_thresholds(all_decode);
       const TimingStats a = time_repeated([&] { step(p.m); }, 0, 1);
-      pm.set_mlp_kernel_thresholds({.decode_max_tokens = 0});
+      pm.set_mlp_kernel_thresholds(all_small);
       const TimingStats b = time_repeated([&] { step(p.m); }, 0, 1);
-      if (i >= options.warmup) td.push_back(a.median), tb.push_back(b.median);
+      pm.set_mlp_kernel_thresholds(all_batch);
+      const TimingStats c = time_repeated([&] { step(p.m); }, 0, 1);
+      if (i >= options.warmup) td.push_back(a.median), tsb.push_back(b.median), tb.push_back(c.median);
     }
     p.decode = summarize_times(td);
+    p.small_batch = summarize_times(tsb);
     p.batch = summarize_times(tb);
   }
   r.decode_max_tokens = 0;
   for (const TunePoint& p : r.points) {
-    if (p.batch.median * (1.0 + options.tie_margin) < p.decode.median) break;
+    const double other = std::min(p.small_batch.median, p.batch.median);
+    if (other * (1.0 + options.tie_margin) < p.decode.median) break;
     r.decode_max_tokens = p.m;
   }
+  r.small_batch_max_tokens = r.decode_max_tokens;
+  for (const TunePoint& p : r.points) {
+    if (p.m <= r.decode_max_tokens) continue;
+    if (p.batch.median * (1.0 + options.tie_margin) < p.small_batch.median) break;
+    r.small_batch_max_tokens = p.m;
+  }
   pm.set_dispatch(saved);
-  pm.set_mlp_kernel_thresholds({.decode_max_tokens = r.decode_max_tokens});
   r.config.sort_cutoff = r.sort_cutoff;
-  r.config.mlp_kernels.decode_max_tokens = r.decode_max_tokens;
+  r.config.mlp_kernels = {.decode_max_tokens = r.decode_max_tokens, .small_batch_max_tokens = r.small_batch_max_tokens};
+  pm.set_mlp_kernel_thresholds(r.config.mlp_kernels);
   r.config.source = "tune";
   nlohmann::json rec;
   rec["packed"] = pm.folder();
@@ -79,6 +93,9 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
   rec["decode_rule"] =
       "largest M before the first M where the batch expert-MLP kernel is faster than decode by more than tie_margin "
       "(auto dispatch at sort_cutoff)";
+  rec["small_batch_rule"] =
+      "from decode_max_tokens on, largest M before the first M where the batch kernel is faster than the small-batch "
+      "kernel by more than tie_margin";
   rec["tie_margin"] = options.tie_margin;
   nlohmann::json pts = nlohmann::json::array();
   for (const TunePoint& p : r.points)
@@ -86,6 +103,7 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
                    {"per_token_ms", p.per_token.median * 1e3},
                    {"sorted_ms", p.sorted.median * 1e3},
                    {"decode_ms", p.decode.median * 1e3},
+                   {"small_batch_ms", p.small_batch.median * 1e3},
                    {"batch_ms", p.batch.median * 1e3}});
   rec["points"] = pts;
   r.config.tuned = rec;

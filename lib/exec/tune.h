@@ -3,8 +3,9 @@
 // sort_cutoff from it (seed 000: "pick the cutoff by measuring the
 // crossover"). Every MoE layer runs on real inputs for each M of the sweep,
 // both branches alternately so drifting machine load hits both alike. The
-// same sweep then times the decode and batch expert-MLP kernels (auto
-// dispatch at the chosen cutoff) and picks mlp_kernels.decode_max_tokens.
+// same sweep then times the decode, small-batch and batch expert-MLP kernels
+// (auto dispatch at the chosen cutoff) and picks mlp_kernels.decode_max_tokens
+// and small_batch_max_tokens.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,7 @@ struct TuneOptions {
 struct TunePoint {
   int64_t m = 0;
   TimingStats per_token, sorted;  // one MoE step: all MoE layers, seconds
-  TimingStats decode, batch;      // the same step (auto dispatch) with each expert-MLP kernel
+  TimingStats decode, small_batch, batch;  // the same step (auto dispatch) with each expert-MLP kernel
 };
 
 struct TuneResult {
@@ -45,6 +46,10 @@ struct TuneResult {
   // The largest M of the sweep below the first M at which the batch kernel is
   // faster than the decode kernel by more than tie_margin (0: never decode).
   int64_t decode_max_tokens = 0;
+  // From decode_max_tokens on: the largest M of the sweep below the first M at
+  // which the batch kernel is faster than the small-batch kernel by more than
+  // tie_margin (decode_max_tokens when small-batch never wins).
+  int64_t small_batch_max_tokens = 0;
   RuntimeConfig config;  // sort_cutoff, mlp_kernels + the measurement record
 };
 

@@ -219,7 +219,65 @@ TEST(DecodeMlp, RuntimeConfigReadsAndWritesMlpKernels) {
                Error);
   EXPECT_THROW(parse_runtime_config(nlohmann::json::parse(R"({"version":1,"sort_cutoff":8,"mlp_kernels":4})"), "x"), Error);
   EXPECT_EQ(select_mlp_kernel(3, r.mlp_kernels), MlpKernel::kDecode);
-  EXPECT_EQ(select_mlp_kernel(4, r.mlp_kernels), MlpKernel::kBatch);
+  // small_batch_max_tokens absent: the built-in default.
+  EXPECT_EQ(r.mlp_kernels.small_batch_max_tokens, kDefaultSmallBatchMaxTokens);
+  EXPECT_EQ(select_mlp_kernel(4, r.mlp_kernels), MlpKernel::kSmallBatch);
+  EXPECT_EQ(select_mlp_kernel(kDefaultSmallBatchMaxTokens + 1, r.mlp_kernels), MlpKernel::kBatch);
+  const RuntimeConfig s = parse_runtime_config(
+      nlohmann::json::parse(
+          R"({"version":1,"sort_cutoff":8,"mlp_kernels":{"decode_max_tokens":2,"small_batch_max_tokens":20}})"),
+      "x.json");
+  EXPECT_EQ(s.mlp_kernels.small_batch_max_tokens, 20);
+  EXPECT_EQ(parse_runtime_config(runtime_config_to_json(s), "round trip").mlp_kernels.small_batch_max_tokens, 20);
+  EXPECT_THROW(parse_runtime_config(nlohmann::json::parse(
+                                        R"({"version":1,"sort_cutoff":8,"mlp_kernels":{"small_batch_max_tokens":1.5}})"),
+                                    "x"),
+               Error);
+}
+
+}  // namespace
+}  // namespace eq::exec
+
+namespace eq::exec {
+namespace {
+
+// The small-batch variant (up to 4 rows of an expert per weight pass) gives
+// every row exactly the decode kernel's bits: per expert on 1..16 rows, and
+// for whole forward passes with any dispatch.
+TEST(SmallBatchMlp, SameBitsAsDecodeForEveryFormat) {
+  auto pm = PackedModel::open(test::mixed_pack(), test::open_options(false));
+  const PackedLayer& layer = pm->layers().front();
+  const int64_t H = pm->config().hidden_size;
+  for (const BitGroup& g : layer.groups) {
+    if (!g.format->gemv) continue;
+    SCOPED_TRACE(std::string(g.format->name));
+    for (int64_t rows : {1, 3, 4, 7, 16}) {
+      std::vector<float> x(static_cast<size_t>(rows * H));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.21f * static_cast<float>(i)) * (1.0f + (i % 5));
+      std::vector<float> decode(x.size()), small(x.size());
+      const ExpertBatch d{&g.slots.front(), g.format, x.data(), decode.data(), rows};
+      run_expert_batches({&d, 1}, MlpKernel::kDecode);
+      const ExpertBatch s{&g.slots.front(), g.format, x.data(), small.data(), rows};
+      run_expert_batches({&s, 1}, MlpKernel::kSmallBatch);
+      EXPECT_EQ(small, decode) << rows << " rows";
+    }
+  }
+}
+
+TEST(SmallBatchMlp, ForwardEqualsDecodeWithEveryDispatch) {
+  auto pm = PackedModel::open(test::mixed_pack(), test::open_options(false));
+  pm->set_dispatch(make_dispatch(DispatchKind::kSorted, 0));
+  pm->set_mlp_kernel_thresholds({.decode_max_tokens = 1000, .small_batch_max_tokens = 1000});
+  const model::FloatBuffer decode = run_logits(*pm);
+  pm->set_mlp_kernel_thresholds({.decode_max_tokens = 1, .small_batch_max_tokens = 1000});
+  for (const auto& d : strategies()) {
+    pm->set_dispatch(d);
+    EXPECT_EQ(run_logits(*pm), decode) << d->name();
+  }
+  EXPECT_EQ(select_mlp_kernel(1, {.decode_max_tokens = 1, .small_batch_max_tokens = 64}), MlpKernel::kDecode);
+  EXPECT_EQ(select_mlp_kernel(2, {.decode_max_tokens = 1, .small_batch_max_tokens = 64}), MlpKernel::kSmallBatch);
+  EXPECT_EQ(select_mlp_kernel(64, {.decode_max_tokens = 1, .small_batch_max_tokens = 64}), MlpKernel::kSmallBatch);
+  EXPECT_EQ(select_mlp_kernel(65, {.decode_max_tokens = 1, .small_batch_max_tokens = 64}), MlpKernel::kBatch);
 }
 
 }  // namespace

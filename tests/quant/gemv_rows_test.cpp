@@ -39,7 +39,8 @@ TEST(GemvRows, EveryInputGetsTheBitsOfRunAlone) {
         std::vector<std::vector<float>> alone(kMaxGemvRows);
         std::vector<const GemvInput*> ins;
         for (int i = 0; i < kMaxGemvRows; ++i) {
-          acts[i].set(xs[i].data(), cols);
+          if (f.gemv->prepare) f.gemv->prepare(m, xs[i].data(), acts[i]);
+          else acts[i].set(xs[i].data(), cols);
           ins.push_back(&acts[i].input());
           alone[i].assign(static_cast<size_t>(end - begin), NAN);
           f.gemv->run(m, acts[i].input(), begin, end, alone[i].data());
