@@ -5,6 +5,7 @@
 // predicts, and row sub-ranges equal to the full call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -17,6 +18,7 @@
 #include "quant/hadamard.h"
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/format.h"
+#include "quant/trellis/gemv.h"
 #include "quant_test_util.h"
 
 namespace eq::quant {
@@ -142,6 +144,42 @@ TEST(TrellisGemv, EveryIsaMatchesGenericAndFloat64) {
         if (begin >= end) continue;
         const std::vector<float> part = run(m, in, begin, end);
         for (int64_t n = begin; n < end; ++n) ASSERT_EQ(part[n - begin], generic[n]) << "row " << n;
+      }
+    }
+  }
+}
+
+// tile_gemv() picks one variant per machine; each one the machine can run
+// (AVX-512 with and without VBMI) equals the reference on its own.
+TEST(TrellisGemv, EveryInnerLoopVariantEqualsGeneric) {
+  std::vector<std::pair<std::string, void (*)(const trellis::TileGemvArgs&)>> variants;
+  if (detected_isa() >= Isa::kAvx2) variants.push_back({"avx2", trellis::tile_gemv_avx2});
+  if (detected_isa() >= Isa::kAvx512) variants.push_back({"avx512", trellis::tile_gemv_avx512});
+  if (detected_isa() >= Isa::kAvx512 && trellis::cpu_has_avx512_vbmi())
+    variants.push_back({"avx512_vbmi", trellis::tile_gemv_avx512_vbmi});
+  for (int bits : {2, 3, 4}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{192, 64}, {48, 48}, {256, 384}}) {
+      SCOPED_TRACE("trellis" + std::to_string(bits) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+      const RandomTrellis t(bits, rows, cols, static_cast<uint64_t>(bits * 7 + rows + cols));
+      const std::vector<float> x = test::normal_matrix(1, cols, static_cast<uint64_t>(cols + bits), 1.0f);
+      GemvActivation act;
+      t.m.format->gemv->prepare(t.m, x.data(), act);
+      trellis::TileGemvArgs a;
+      a.tiles = t.tiles.data();
+      a.tiles_n = rows / 16;
+      a.tiles_k = cols / 16;
+      a.bits = bits;
+      a.nt_begin = 1;  // a sub-range, as a row chunk
+      a.nt_end = rows / 16;
+      a.in = &act.input();
+      std::vector<float> ref(static_cast<size_t>(rows - 16)), got(ref.size());
+      a.z = ref.data();
+      trellis::tile_gemv_generic(a);
+      for (const auto& [name, fn] : variants) {
+        std::fill(got.begin(), got.end(), NAN);
+        a.z = got.data();
+        fn(a);
+        EXPECT_EQ(got, ref) << name;
       }
     }
   }

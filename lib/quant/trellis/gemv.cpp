@@ -19,9 +19,18 @@
 
 namespace eq::quant::trellis {
 
+bool cpu_has_avx512_vbmi() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has;
+#else
+  return false;
+#endif
+}
+
 void tile_gemv(const TileGemvArgs& a) {
   switch (active_isa()) {
-    case Isa::kAvx512: return tile_gemv_avx512(a);
+    case Isa::kAvx512: return cpu_has_avx512_vbmi() ? tile_gemv_avx512_vbmi(a) : tile_gemv_avx512(a);
     case Isa::kAvx2: return tile_gemv_avx2(a);
     default: return tile_gemv_generic(a);
   }

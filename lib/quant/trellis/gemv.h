@@ -30,8 +30,10 @@ struct TileGemvArgs {
 void tile_gemv_generic(const TileGemvArgs& a);
 void tile_gemv_avx2(const TileGemvArgs& a);
 void tile_gemv_avx512(const TileGemvArgs& a);
-// The variant for the active ISA.
+void tile_gemv_avx512_vbmi(const TileGemvArgs& a);  // also needs AVX-512 VBMI (cpu_has_avx512_vbmi)
+// The variant for the active ISA (the VBMI one at the avx512 level when the CPU has it).
 void tile_gemv(const TileGemvArgs& a);
+bool cpu_has_avx512_vbmi();
 
 // Where SIMD kernels read the 16 states of tile row g (t = 16g + l): 16 bytes
 // loaded at tile + row_load_offset(bits, g) (row 0: the stream's last 2 bytes

@@ -1,0 +1,46 @@
+// AVX-512 VBMI variant of the trellis decode inner loop (trellis_gemv_impl.h):
+// one zero-masked vpmultishiftqb pulls each state's two bytes out of its
+// dword, replacing vpsrlvd + vpandd (one vector uop fewer per 16 weights:
+// measured 11% faster, trellis2 [768, 2048] from L2 103.4 -> 92.7 us). Only
+// this file is compiled for VBMI; tile_gemv() calls it only when the CPU
+// reports VBMI (Ice Lake / Sapphire Rapids / Zen 4 do; Cooper Lake does not).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vbmi"))), apply_to = function)
+#else
+#pragma GCC target("avx512vbmi")
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593, as in trellis_gemv.cpp
+#endif
+#include "trellis_gemv_impl.h"
+
+namespace eq::quant::trellis {
+
+namespace {
+
+struct MultiShift {
+  __m512i control;
+  __m512i operator()(__m512i words) const {
+    return _mm512_maskz_multishift_epi64_epi8(0x3333333333333333ull, control, words);  // bytes 0, 1 of each dword
+  }
+};
+
+template <int Bits>
+void run_bits(const TileGemvArgs& a) {
+  const MultiShift state_of{_mm512_load_si512(row_tables<Bits>().multishift)};
+  tile_gemv_bits<Bits>(a, state_of);
+}
+
+}  // namespace
+
+void tile_gemv_avx512_vbmi(const TileGemvArgs& a) {
+  switch (a.bits) {
+    case 2: return run_bits<2>(a);
+    case 3: return run_bits<3>(a);
+    default: return run_bits<4>(a);
+  }
+}
+
+}  // namespace eq::quant::trellis
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
