@@ -52,6 +52,9 @@ void stream_unit_scales(const PackedMatrix& m, const StreamLayout& l, int64_t r0
         convert_to_f32(DType::kF16, static_cast<const uint16_t*>(m.parts[1].data) + g * N + r0, row.data(),
                        static_cast<size_t>(nr));
         for (int64_t j = 0; j < nr; ++j) row[j] *= scale_mul;
+      } else if (l.scale_kind == ScaleKind::kE8M0) {
+        const uint8_t* raw = static_cast<const uint8_t*>(m.parts[1].data) + g * N + r0;
+        for (int64_t j = 0; j < nr; ++j) row[j] = e8m0_table()[raw[j]] * scale_mul;
       } else {
         for (int64_t j = 0; j < nr; ++j) row[j] = stream_scale(m, l, g, r0 + j) * scale_mul;
       }
