@@ -185,6 +185,64 @@ TEST(TrellisGemv, EveryInnerLoopVariantEqualsGeneric) {
   }
 }
 
+// run_rows (up to 4 inputs, each state decoded once for all of them) gives
+// every input exactly run()'s bits, on every ISA and for every inner loop.
+TEST(TrellisGemv, RowsVariantEqualsOneInputAtATime) {
+  for (int bits : {2, 3, 4}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{192, 64}, {256, 384}, {768, 256}}) {
+      SCOPED_TRACE("trellis" + std::to_string(bits) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+      const RandomTrellis t(bits, rows, cols, static_cast<uint64_t>(bits * 11 + rows + 3 * cols));
+      std::vector<GemvActivation> acts(kMaxGemvRows);
+      std::vector<const GemvInput*> ins;
+      for (int i = 0; i < kMaxGemvRows; ++i) {
+        std::vector<float> x = test::normal_matrix(1, cols, static_cast<uint64_t>(cols * 5 + i), 1.0f + i);
+        x[static_cast<size_t>((i * 41) % cols)] = 12.0f;
+        t.m.format->gemv->prepare(t.m, x.data(), acts[i]);
+        ins.push_back(&acts[i].input());
+      }
+      const int64_t begin = hadamard_block_size(rows), end = rows;  // a sub-range, as a chunk
+      for (Isa isa : supported_isas()) {
+        IsaGuard guard(isa);
+        SCOPED_TRACE(std::string(isa_name(isa)));
+        for (int n = 1; n <= kMaxGemvRows; ++n) {
+          std::vector<std::vector<float>> out(n, std::vector<float>(static_cast<size_t>(end - begin), NAN));
+          std::vector<float*> ys;
+          for (auto& o : out) ys.push_back(o.data());
+          t.m.format->gemv->run_rows(t.m, ins.data(), n, begin, end, ys.data());
+          for (int i = 0; i < n; ++i) EXPECT_EQ(out[i], run(t.m, *ins[i], begin, end)) << n << " inputs, input " << i;
+        }
+      }
+      // Each AVX-512 inner loop directly (the machine runs only one of them through tile_gemv_rows).
+      std::vector<std::pair<std::string, void (*)(const trellis::TileGemvArgs*, int)>> loops;
+      if (detected_isa() >= Isa::kAvx512) loops.push_back({"avx512", trellis::tile_gemv_avx512_rows});
+      if (detected_isa() >= Isa::kAvx512 && trellis::cpu_has_avx512_vbmi())
+        loops.push_back({"avx512_vbmi", trellis::tile_gemv_avx512_vbmi_rows});
+      for (const auto& [name, fn] : loops) {
+        for (int n = 1; n <= kMaxGemvRows; ++n) {
+          std::vector<std::vector<float>> ref(n), got(n);
+          std::vector<trellis::TileGemvArgs> args(n);
+          for (int i = 0; i < n; ++i) {
+            ref[i].assign(static_cast<size_t>(rows - 16), NAN);
+            got[i].assign(ref[i].size(), NAN);
+            args[i].tiles = t.tiles.data();
+            args[i].tiles_n = rows / 16;
+            args[i].tiles_k = cols / 16;
+            args[i].bits = bits;
+            args[i].nt_begin = 1;
+            args[i].nt_end = rows / 16;
+            args[i].in = ins[i];
+            args[i].z = ref[i].data();
+            trellis::tile_gemv_generic(args[i]);
+            args[i].z = got[i].data();
+          }
+          fn(args.data(), n);
+          for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], ref[i]) << name << ", " << n << " inputs, input " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(TrellisGemv, RejectsUnpreparedInputAndMisalignedRows) {
   const RandomTrellis t(2, 192, 64, 7);
   std::vector<float> x(64, 1.0f), y(192);

@@ -36,6 +36,12 @@ void tile_gemv(const TileGemvArgs& a) {
   }
 }
 
+void tile_gemv_rows(const TileGemvArgs* args, int n) {
+  if (active_isa() == Isa::kAvx512)
+    return cpu_has_avx512_vbmi() ? tile_gemv_avx512_vbmi_rows(args, n) : tile_gemv_avx512_rows(args, n);
+  for (int i = 0; i < n; ++i) tile_gemv(args[i]);
+}
+
 namespace {
 
 void check_parts(const PackedMatrix& m) {
@@ -59,33 +65,65 @@ void trellis_prepare(const PackedMatrix& m, const float* x, GemvActivation& out)
   out.set_replicated(rotated.data(), K, hadamard_block_size(K));
 }
 
-void trellis_gemv(const PackedMatrix& m, const GemvInput& in, int64_t row_begin, int64_t row_end, float* y) {
-  if (row_end <= row_begin) return;
-  check_parts(m);
+void check_call(const PackedMatrix& m, const GemvInput& in, int64_t row_begin, int64_t row_end) {
   const int64_t N = m.rows, K = m.cols, block_n = hadamard_block_size(N);
   if (!in.q_rep4 || in.cols != K || in.rep_block != hadamard_block_size(K))
     invalid(std::string(m.format->name) + " gemv: the input was not prepared by its prepare hook");
   if (row_begin < 0 || row_end > N || row_begin % block_n || (row_end % block_n && row_end != N))
     invalid(std::string(m.format->name) + " gemv: rows [" + std::to_string(row_begin) + ", " +
             std::to_string(row_end) + ") not aligned to the Hadamard block " + std::to_string(block_n));
-  const int64_t count = row_end - row_begin;
-  thread_local std::vector<float> z;
-  z.resize(static_cast<size_t>(count));
+}
+
+// z (the call's rows of W' x~) -> y: row scales, output Hadamard per block, signs.
+void finish_rows(const PackedMatrix& m, int64_t row_begin, int64_t count, float* z, float* y) {
+  const int64_t block_n = hadamard_block_size(m.rows);
+  const float* scales = static_cast<const float*>(m.parts[3].data) + row_begin;
+  const int8_t* sv = static_cast<const int8_t*>(m.parts[2].data) + row_begin;
+  for (int64_t n = 0; n < count; ++n) z[n] *= scales[n];
+  kernels().hadamard_rows(z, count / block_n, block_n, block_n);
+  for (int64_t n = 0; n < count; ++n) y[n] = z[n] * static_cast<float>(sv[n]);
+}
+
+TileGemvArgs tile_args(const PackedMatrix& m, const GemvInput& in, int64_t row_begin, int64_t row_end, float* z) {
   TileGemvArgs a;
   a.tiles = static_cast<const uint8_t*>(m.parts[0].data);
-  a.tiles_n = N / kTileDim;
-  a.tiles_k = K / kTileDim;
+  a.tiles_n = m.rows / kTileDim;
+  a.tiles_k = m.cols / kTileDim;
   a.bits = m.format->weight_bits;
   a.nt_begin = row_begin / kTileDim;
   a.nt_end = row_end / kTileDim;
   a.in = &in;
-  a.z = z.data();
-  tile_gemv(a);
-  const float* scales = static_cast<const float*>(m.parts[3].data) + row_begin;
-  const int8_t* sv = static_cast<const int8_t*>(m.parts[2].data) + row_begin;
-  for (int64_t n = 0; n < count; ++n) z[n] *= scales[n];
-  kernels().hadamard_rows(z.data(), count / block_n, block_n, block_n);
-  for (int64_t n = 0; n < count; ++n) y[n] = z[n] * static_cast<float>(sv[n]);
+  a.z = z;
+  return a;
+}
+
+void trellis_gemv(const PackedMatrix& m, const GemvInput& in, int64_t row_begin, int64_t row_end, float* y) {
+  if (row_end <= row_begin) return;
+  check_parts(m);
+  check_call(m, in, row_begin, row_end);
+  const int64_t count = row_end - row_begin;
+  thread_local std::vector<float> z;
+  z.resize(static_cast<size_t>(count));
+  tile_gemv(tile_args(m, in, row_begin, row_end, z.data()));
+  finish_rows(m, row_begin, count, z.data(), y);
+}
+
+// GemvKernel::run_rows: the tiles decoded once for up to kMaxGemvRows inputs.
+void trellis_gemv_rows(const PackedMatrix& m, const GemvInput* const* xs, int n, int64_t row_begin,
+                       int64_t row_end, float* const* ys) {
+  if (row_end <= row_begin || n <= 0) return;
+  if (n > kMaxGemvRows) invalid(std::string(m.format->name) + " gemv: more than 4 inputs per run_rows call");
+  check_parts(m);
+  const int64_t count = row_end - row_begin;
+  thread_local std::vector<float> z;
+  z.resize(static_cast<size_t>(n * count));
+  TileGemvArgs args[kMaxGemvRows];
+  for (int i = 0; i < n; ++i) {
+    check_call(m, *xs[i], row_begin, row_end);
+    args[i] = tile_args(m, *xs[i], row_begin, row_end, z.data() + i * count);
+  }
+  tile_gemv_rows(args, n);
+  for (int i = 0; i < n; ++i) finish_rows(m, row_begin, count, z.data() + i * count, ys[i]);
 }
 
 }  // namespace
@@ -100,6 +138,7 @@ const GemvKernel kTrellisGemv{.run = trellis::trellis_gemv,
                               .row_align = kMaxHadamardBlock,
                               .preferred_rows = 256,
                               .int8_activation = true,
-                              .prepare = trellis::trellis_prepare};
+                              .prepare = trellis::trellis_prepare,
+                              .run_rows = trellis::trellis_gemv_rows};
 
 }  // namespace eq::quant

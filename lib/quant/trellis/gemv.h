@@ -31,8 +31,14 @@ void tile_gemv_generic(const TileGemvArgs& a);
 void tile_gemv_avx2(const TileGemvArgs& a);
 void tile_gemv_avx512(const TileGemvArgs& a);
 void tile_gemv_avx512_vbmi(const TileGemvArgs& a);  // also needs AVX-512 VBMI (cpu_has_avx512_vbmi)
+// n (1-4) inputs against the same tiles and rows: args[i] differ only in `in`
+// and `z`; each z gets exactly what tile_gemv(args[i]) writes. AVX-512 decodes
+// each state once for all inputs; the other ISAs loop over tile_gemv.
+void tile_gemv_avx512_rows(const TileGemvArgs* args, int n);
+void tile_gemv_avx512_vbmi_rows(const TileGemvArgs* args, int n);
 // The variant for the active ISA (the VBMI one at the avx512 level when the CPU has it).
 void tile_gemv(const TileGemvArgs& a);
+void tile_gemv_rows(const TileGemvArgs* args, int n);
 bool cpu_has_avx512_vbmi();
 
 // Where SIMD kernels read the 16 states of tile row g (t = 16g + l): 16 bytes

@@ -15,6 +15,8 @@
 
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "quant/trellis/gemv.h"
 
 namespace eq::quant::trellis {
@@ -125,6 +127,68 @@ void tile_gemv_bits(const TileGemvArgs& a, const StateOf& state_of) {
       float* z = a.z + (nt - a.nt_begin) * kTileDim;
       const __m512i sums = _mm512_sub_epi32(sum_lanes_16(acc), offset);
       _mm512_storeu_ps(z, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, _mm512_loadu_ps(z)));
+    }
+  }
+}
+
+// The same for NIn (2-4) inputs against the same tiles (GemvKernel::run_rows):
+// each state is decoded once and meets every input's q, so the extra inputs
+// cost one vpdpbusd each. 16 accumulators = Rows tile rows x NIn inputs per
+// pass over the tile (Rows = 8 for 2 inputs, 4 for 3-4). Integer sums and
+// their fp32 combination (one fma per block, row and input, in block order)
+// equal the single-input loop's, so every input gets run()'s bits.
+template <int Bits, int NIn, class StateOf>
+void tile_gemv_multi_bits(const TileGemvArgs* args, const StateOf& state_of) {
+  static_assert(NIn >= 2 && NIn <= 4);
+  constexpr int kRows = NIn == 2 ? 8 : 4;
+  constexpr int kBytes = tile_bytes(Bits);
+  const RowTables<Bits>& rt = row_tables<Bits>();
+  const TileGemvArgs& a = args[0];
+  const __m512i mul = _mm512_set1_epi32(static_cast<int>(k1madMul));
+  const __m512i add = _mm512_set1_epi32(static_cast<int>(k1madAdd));
+  const int64_t tiles_per_block = a.in->rep_block / kTileDim;
+  const int64_t stride = a.tiles_n * kBytes;
+  const int64_t nts = a.nt_end - a.nt_begin;
+  for (int i = 0; i < NIn; ++i)
+    for (int64_t j = 0; j < nts * kTileDim; ++j) args[i].z[j] = 0.0f;
+  for (int64_t b = 0; b < a.tiles_k / tiles_per_block; ++b) {
+    const int64_t kt0 = b * tiles_per_block;
+    for (int64_t nt = a.nt_begin; nt < a.nt_end; ++nt) {
+      const uint8_t* column = a.tiles + kt0 * stride + nt * kBytes;
+      for (int g0 = 0; g0 < kTileDim; g0 += kRows) {
+        __m512i acc[16];
+        for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_si512();
+        for (int64_t j = 0; j < tiles_per_block; ++j) {
+          const uint8_t* tile = column + j * stride;
+          if (g0 == 0 && nt + EQ_TRELLIS_GEMV_PREFETCH < a.tiles_n) {
+            const char* ahead = reinterpret_cast<const char*>(tile + EQ_TRELLIS_GEMV_PREFETCH * kBytes);
+            _mm_prefetch(ahead, _MM_HINT_T0);
+            if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
+          }
+          __m512i xq[NIn];
+          for (int i = 0; i < NIn; ++i) xq[i] = _mm512_loadu_si512(args[i].in->q_rep4 + (kt0 + j) * kTileDim * 4);
+#pragma GCC unroll 8
+          for (int r = 0; r < kRows; ++r) {
+            const int g = g0 + r;
+            const __m128i bytes =
+                g == 0 ? _mm_alignr_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)),
+                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kBytes - 16)), 14)
+                       : _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + rt.offset[g]));
+            const __m512i words = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(bytes), _mm512_load_si512(rt.ctrl[g]));
+            const __m512i hash = _mm512_add_epi32(_mm512_mullo_epi32(state_of(words), mul), add);
+            for (int i = 0; i < NIn; ++i) acc[r * NIn + i] = _mm512_dpbusd_epi32(acc[r * NIn + i], hash, xq[i]);
+          }
+        }
+        alignas(64) int32_t sums[16];
+        _mm512_store_si512(sums, sum_lanes_16(acc));
+        for (int i = 0; i < NIn; ++i) {
+          const int32_t offset = 510 * args[i].in->rep_sum[b];
+          const float scale = args[i].in->rep_scale[b];
+          float* z = args[i].z + (nt - a.nt_begin) * kTileDim + g0;
+          for (int r = 0; r < kRows; ++r) z[r] = std::fma(static_cast<float>(sums[r * NIn + i] - offset), scale, z[r]);
+        }
+      }
     }
   }
 }

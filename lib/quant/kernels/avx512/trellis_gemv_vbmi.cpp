@@ -29,7 +29,26 @@ void run_bits(const TileGemvArgs& a) {
   tile_gemv_bits<Bits>(a, state_of);
 }
 
+template <int Bits>
+void run_rows_bits(const TileGemvArgs* a, int n) {
+  const MultiShift state_of{_mm512_load_si512(row_tables<Bits>().multishift)};
+  switch (n) {
+    case 2: return tile_gemv_multi_bits<Bits, 2>(a, state_of);
+    case 3: return tile_gemv_multi_bits<Bits, 3>(a, state_of);
+    default: return tile_gemv_multi_bits<Bits, 4>(a, state_of);
+  }
+}
+
 }  // namespace
+
+void tile_gemv_avx512_vbmi_rows(const TileGemvArgs* a, int n) {
+  if (n == 1) return tile_gemv_avx512_vbmi(a[0]);
+  switch (a[0].bits) {
+    case 2: return run_rows_bits<2>(a, n);
+    case 3: return run_rows_bits<3>(a, n);
+    default: return run_rows_bits<4>(a, n);
+  }
+}
 
 void tile_gemv_avx512_vbmi(const TileGemvArgs& a) {
   switch (a.bits) {
