@@ -132,15 +132,19 @@ void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, Pro
   const int64_t E = c.num_experts;
   if (is_trace_file(r.input_path)) {
     slice.kind = "trace";
-    slice.xxh64 = hash_hex(xxhash64(io::read_file_bytes(r.input_path)));
     std::map<int64_t, int64_t> per_layer;
-    const TraceHeader h = read_trace(r.input_path, [&](int64_t layer, int64_t n, const int32_t* ids, const float* g) {
-      collector.observe(layer, n, nullptr, nullptr, ids, g);
-      per_layer[layer] += n;
-    });
-    if (h.num_experts != E || h.top_k != c.top_k)
-      invalid("--router-logits " + r.input_path + ": trace has " + std::to_string(h.num_experts) + " experts, top-" +
-              std::to_string(h.top_k) + "; the model has " + std::to_string(E) + ", top-" + std::to_string(c.top_k));
+    // Dims checked before the first block reaches the collector (ids index its per-expert tables).
+    const auto check_dims = [&](const TraceHeader& h) {
+      if (h.num_experts != E || h.top_k != c.top_k)
+        invalid("--router-logits " + r.input_path + ": trace has " + std::to_string(h.num_experts) + " experts, top-" +
+                std::to_string(h.top_k) + "; the model has " + std::to_string(E) + ", top-" + std::to_string(c.top_k));
+    };
+    const TraceHeader h =
+        read_trace(r.input_path, check_dims, [&](int64_t layer, int64_t n, const int32_t* ids, const float* g) {
+          collector.observe(layer, n, nullptr, nullptr, ids, g);
+          per_layer[layer] += n;
+        });
+    slice.xxh64 = hash_hex(h.xxh64);  // of the decompressed stream, as for every other source
     slice.tokens = per_layer.empty() ? 0 : per_layer.begin()->second;
     return;
   }

@@ -3,14 +3,17 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "io/atomic_file.h"
-#include "io/text_file.h"
+#include "io/mapped_file.h"
 
 namespace eq::profile {
 namespace {
@@ -27,7 +30,7 @@ uint32_t get_u32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8
 
 TraceWriter::TraceWriter(const std::string& path, int64_t num_experts, int64_t top_k, int level)
     : path_(path), tmp_path_(path + ".tmp"), top_k_(top_k) {
-  if (num_experts > 65536) unsupported("trace " + path + ": more than 65536 experts per layer");
+  if (num_experts > kMaxTraceExperts) unsupported("trace " + path + ": more than 65536 experts per layer");
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   fd_ = io::create_file(tmp_path_);
@@ -65,6 +68,15 @@ void TraceWriter::push(const void* data, size_t n, bool end) {
 }
 
 void TraceWriter::write_block(int64_t layer, int64_t tokens, const int32_t* ids, const float* gates) {
+  // Readers refuse blocks above kMaxTraceBlockSlots; a larger batch becomes
+  // several blocks (tokens of one layer continue from its previous block).
+  const int64_t max_tokens = std::max<int64_t>(1, int64_t(kMaxTraceBlockSlots) / std::max<int64_t>(1, top_k_));
+  while (tokens > max_tokens) {
+    write_block(layer, max_tokens, ids, gates);
+    tokens -= max_tokens;
+    ids += max_tokens * top_k_;
+    gates += max_tokens * top_k_;
+  }
   std::vector<uint8_t> b;
   b.reserve(8 + tokens * top_k_ * 6);
   put_u32(b, uint32_t(layer));
@@ -95,32 +107,140 @@ void TraceWriter::finish() {
   finished_ = true;
 }
 
+namespace {
+
+// The decompressed trace stream, pulled in order: straight from the mapping
+// (a raw trace) or through a streaming zstd decoder (a .zst trace), so the
+// reader holds one block at a time, never the whole decompressed trace.
+class TraceSource {
+ public:
+  TraceSource(std::span<const uint8_t> bytes, const std::string& label) : label_(label), bytes_(bytes) {
+    zstd_ = bytes.size() >= 4 && std::memcmp(bytes.data(), "\x28\xb5\x2f\xfd", 4) == 0;
+    if (zstd_) {
+      ds_ = ZSTD_createDStream();
+      if (!ds_) fail(ErrorKind::kResource, label + ": cannot allocate a zstd decoder");
+      in_ = {bytes.data(), bytes.size(), 0};
+    }
+  }
+  ~TraceSource() {
+    if (ds_) ZSTD_freeDStream(ds_);
+  }
+  TraceSource(const TraceSource&) = delete;
+  TraceSource& operator=(const TraceSource&) = delete;
+
+  // Bytes certainly left: exact for a raw trace; 0 for zstd (unknown until decoded).
+  uint64_t known_left() const { return zstd_ ? 0 : bytes_.size() - raw_at_; }
+  bool size_known() const { return !zstd_; }
+
+  // Copies up to n bytes to dst; fewer only at the end of the data. Throws on
+  // corrupt or truncated zstd data.
+  size_t read(uint8_t* dst, size_t n) {
+    size_t got = 0;
+    if (!zstd_) {
+      got = size_t(std::min<uint64_t>(n, bytes_.size() - raw_at_));
+      if (got) std::memcpy(dst, bytes_.data() + raw_at_, got);
+      raw_at_ += got;
+    } else {
+      while (got < n) {
+        if (in_.pos == in_.size && last_ == 0) break;  // every frame decoded and flushed
+        ZSTD_outBuffer out{dst + got, n - got, 0};
+        const size_t before = in_.pos;
+        last_ = ZSTD_decompressStream(ds_, &out, &in_);
+        if (ZSTD_isError(last_)) invalid(label_ + ": corrupt zstd data: " + ZSTD_getErrorName(last_));
+        got += out.pos;
+        if (in_.pos == in_.size && in_.pos == before && out.pos == 0) {
+          if (last_ != 0) invalid(label_ + ": truncated zstd data");
+          break;
+        }
+      }
+    }
+    hash_.update(dst, got);
+    offset_ += got;
+    return got;
+  }
+  uint64_t offset() const { return offset_; }
+  uint64_t digest() const { return hash_.digest(); }
+
+ private:
+  std::string label_;
+  std::span<const uint8_t> bytes_;
+  bool zstd_ = false;
+  uint64_t raw_at_ = 0, offset_ = 0;
+  ZSTD_DStream* ds_ = nullptr;
+  ZSTD_inBuffer in_{nullptr, 0, 0};
+  size_t last_ = 0;
+  Xxhash64 hash_;
+};
+
+}  // namespace
+
 TraceHeader read_trace(const std::string& path,
                        const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block) {
-  const std::string bytes = io::read_file_bytes(path);
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-  const size_t n = bytes.size();
-  if (n < 16 || std::memcmp(p, kMagic, 8) != 0) invalid("trace " + path + ": not a routing trace (bad magic)");
+  return read_trace(path, nullptr, on_block);
+}
+
+TraceHeader read_trace(const std::string& path, const std::function<void(const TraceHeader&)>& on_header,
+                       const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block) {
+  const io::MappedFile file(path);
+  return read_trace_bytes({file.data(), size_t(file.size())}, "trace " + path, on_header, on_block);
+}
+
+TraceHeader read_trace_bytes(std::span<const uint8_t> bytes, const std::string& label,
+                             const std::function<void(const TraceHeader&)>& on_header,
+                             const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block) {
+  TraceSource src(bytes, label);
+  uint8_t head[16];
+  if (src.read(head, 16) < 16 || std::memcmp(head, kMagic, 8) != 0)
+    invalid(label + ": not a routing trace (bad magic)");
   TraceHeader h;
-  h.num_experts = get_u32(p + 8);
-  h.top_k = get_u32(p + 12);
+  h.num_experts = get_u32(head + 8);
+  h.top_k = get_u32(head + 12);
   if (h.top_k <= 0 || h.num_experts <= 0 || h.top_k > h.num_experts)
-    invalid("trace " + path + ": header: bad num_experts/top_k");
-  size_t at = 16;
+    invalid(label + ": header: bad num_experts/top_k");
+  if (h.num_experts > kMaxTraceExperts)
+    invalid(label + ": header: num_experts " + std::to_string(h.num_experts) + " exceeds " +
+            std::to_string(kMaxTraceExperts) + " (expert ids are 16-bit)");
+  if (on_header) on_header(h);
+  std::vector<uint8_t> body;
   std::vector<int32_t> ids;
   std::vector<float> gates;
-  while (at < n) {
-    if (n - at < 8) invalid("trace " + path + ": truncated block header at byte " + std::to_string(at));
-    const int64_t layer = get_u32(p + at), tokens = get_u32(p + at + 4);
-    const size_t slots = size_t(tokens) * size_t(h.top_k);
-    if ((n - at - 8) / 6 < slots) invalid("trace " + path + ": truncated block at byte " + std::to_string(at));
+  for (;;) {
+    const uint64_t at = src.offset();
+    uint8_t bh[8];
+    const size_t got = src.read(bh, 8);
+    if (got == 0) break;
+    if (got < 8) invalid(label + ": truncated block header at byte " + std::to_string(at));
+    const int64_t layer = get_u32(bh), tokens = get_u32(bh + 4);
+    const uint64_t slots = uint64_t(tokens) * uint64_t(h.top_k);  // < 2^48: no wrap
+    if (slots > kMaxTraceBlockSlots)
+      fail(ErrorKind::kResource, label + ": block at byte " + std::to_string(at) + ": tokens " +
+                                     std::to_string(tokens) + " x top_k " + std::to_string(h.top_k) +
+                                     " exceeds the limit of " + std::to_string(kMaxTraceBlockSlots) + " slots per block");
+    const uint64_t need = 6 * slots;
+    if (src.size_known() && src.known_left() < need)
+      invalid(label + ": truncated block at byte " + std::to_string(at) + ": tokens " + std::to_string(tokens) +
+              " need " + std::to_string(need) + " bytes, " + std::to_string(src.known_left()) + " left");
+    // A compressed trace's length is unknown until decoded: the buffer grows
+    // only with bytes that actually arrived, so a block header claiming
+    // billions of tokens costs nothing before its data is there.
+    body.clear();
+    while (body.size() < need) {
+      const size_t have = body.size();
+      const size_t want = size_t(std::min<uint64_t>(need, std::max<uint64_t>(2 * have, 1u << 16)));
+      body.resize(want);
+      const size_t n = src.read(body.data() + have, want - have);
+      if (n < want - have)
+        invalid(label + ": truncated block at byte " + std::to_string(at) + ": tokens " +
+                std::to_string(tokens) + " need " + std::to_string(need) + " bytes, " + std::to_string(have + n) +
+                " present");
+    }
     ids.resize(slots);
     gates.resize(slots);
-    const uint8_t* q = p + at + 8;
+    const uint8_t* q = body.data();
     for (size_t i = 0; i < slots; ++i) {
       ids[i] = int32_t(q[2 * i]) | int32_t(q[2 * i + 1]) << 8;
       if (ids[i] >= h.num_experts)
-        invalid("trace " + path + ": block at byte " + std::to_string(at) + ": expert id " + std::to_string(ids[i]) +
+        invalid(label + ": block at byte " + std::to_string(at) + ": expert id " + std::to_string(ids[i]) +
                 " >= num_experts");
     }
     const uint8_t* planes = q + 2 * slots;
@@ -130,8 +250,8 @@ TraceHeader read_trace(const std::string& path,
       std::memcpy(&gates[i], &bits, sizeof bits);
     }
     on_block(layer, tokens, ids.data(), gates.data());
-    at += 8 + 6 * slots;
   }
+  h.xxh64 = src.digest();
   return h;
 }
 

@@ -8,15 +8,23 @@
 //           every gate, then byte 1, 2, 3)
 // Blocks appear in the order the layers ran; tokens of one layer continue
 // from its previous block. Written through a streaming zstd context to
-// "<path>.tmp" and renamed when finished.
+// "<path>.tmp" and renamed when finished. Read back block by block (streaming
+// decompression): memory is one block, whatever the trace's length.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace eq::profile {
+
+// Expert ids are stored as u16.
+inline constexpr int64_t kMaxTraceExperts = 65536;
+// tokens × top_k of one block (6 bytes each: 96 MiB): readers refuse larger
+// claims before reading them; the writer splits larger batches.
+inline constexpr uint64_t kMaxTraceBlockSlots = uint64_t(1) << 24;
 
 class TraceWriter {
  public:
@@ -40,12 +48,25 @@ class TraceWriter {
 
 struct TraceHeader {
   int64_t num_experts = 0, top_k = 0;
+  uint64_t xxh64 = 0;  // of the whole decompressed stream (set once read_trace has read it all)
 };
 
-// Reads a trace; calls on_block(layer, tokens, ids, gates) per block. Throws
-// eq::Error naming the file and byte offset of a malformed block.
+// Reads a trace; calls on_header(header) once (it may throw, e.g. when the
+// dims do not match a model) and then on_block(layer, tokens, ids, gates) per
+// block. Throws eq::Error naming the file and the (decompressed) byte offset
+// of a malformed block. Memory: one block, whose claimed size is checked
+// against kMaxTraceBlockSlots and, for a raw trace, against the bytes left
+// before anything is allocated; a compressed block's buffer grows only with
+// the bytes that actually decompress.
+TraceHeader read_trace(const std::string& path, const std::function<void(const TraceHeader&)>& on_header,
+                       const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block);
 TraceHeader read_trace(const std::string& path,
                        const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block);
+// The same from bytes in memory (raw or zstd); `label` starts every error
+// message (read_trace passes "trace <path>"). on_header may be empty.
+TraceHeader read_trace_bytes(std::span<const uint8_t> bytes, const std::string& label,
+                             const std::function<void(const TraceHeader&)>& on_header,
+                             const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block);
 
 // True when the file starts (after decompression) with the trace magic.
 bool is_trace_file(const std::string& path);
