@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -17,34 +18,78 @@ std::vector<uint8_t> zstd_compress(const void* data, size_t n, int level) {
   return out;
 }
 
+namespace {
+
+// One decoder per thread, reused: creating a decoder (and its window buffers)
+// for every call cost more than decoding a small frame. A decoder left with
+// large buffers (a frame with a big window) is freed after use, so no thread
+// keeps them.
+class ThreadDecoder {
+ public:
+  ThreadDecoder() {
+    thread_local Slot slot;
+    slot_ = &slot;
+    if (!slot.d) slot.d = ZSTD_createDCtx();
+    if (slot.d) ZSTD_DCtx_reset(slot.d, ZSTD_reset_session_only);
+  }
+  ~ThreadDecoder() {
+    if (slot_->d && ZSTD_sizeof_DCtx(slot_->d) > kKeepBytes) {
+      ZSTD_freeDCtx(slot_->d);
+      slot_->d = nullptr;
+    }
+  }
+  ThreadDecoder(const ThreadDecoder&) = delete;
+  ThreadDecoder& operator=(const ThreadDecoder&) = delete;
+  ZSTD_DCtx* get() const { return slot_->d; }
+
+ private:
+  static constexpr size_t kKeepBytes = size_t(8) << 20;
+  struct Slot {
+    ZSTD_DCtx* d = nullptr;
+    ~Slot() { ZSTD_freeDCtx(d); }
+  };
+  Slot* slot_;
+};
+
+}  // namespace
+
 std::vector<uint8_t> zstd_decompress(const void* data, size_t n, const std::string& label, uint64_t max_bytes) {
   // Streaming decompression: works whether or not the frame records its size,
-  // and enforces max_bytes without trusting the header.
-  ZSTD_DStream* ds = ZSTD_createDStream();
+  // and enforces max_bytes without trusting the header. A first frame that
+  // declares more than max_bytes is refused before decoding anything.
+  const unsigned long long declared = ZSTD_getFrameContentSize(data, n);
+  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR && declared > max_bytes)
+    fail(ErrorKind::kResource, label + ": declares " + std::to_string(declared) + " bytes, more than the limit of " +
+                                   std::to_string(max_bytes));
+  const ThreadDecoder decoder;
+  ZSTD_DCtx* ds = decoder.get();
   if (!ds) fail(ErrorKind::kResource, label + ": cannot allocate a zstd decoder");
-  std::vector<uint8_t> out;
-  std::vector<uint8_t> buf(ZSTD_DStreamOutSize());
+  // Decoded straight into `out`, which grows geometrically with the output
+  // actually produced, up to max_bytes + 1 (one byte more = over the limit).
+  const uint64_t cap = max_bytes + 1;
+  std::vector<uint8_t> out(size_t(std::min<uint64_t>(cap, std::clamp<uint64_t>(4 * uint64_t(n), 4096, 1u << 20))));
+  size_t produced = 0;
   ZSTD_inBuffer in{data, n, 0};
   size_t last = 1;  // 0 once a frame is complete and fully flushed
   while (in.pos < in.size || last != 0) {
-    ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
+    if (produced == out.size()) {
+      if (produced > max_bytes)
+        fail(ErrorKind::kResource, label + ": decompresses to more than " + std::to_string(max_bytes) + " bytes");
+      out.resize(size_t(std::min<uint64_t>(cap, 2 * uint64_t(out.size()))));
+    }
+    ZSTD_outBuffer ob{out.data(), out.size(), produced};
     const size_t before = in.pos;
     last = ZSTD_decompressStream(ds, &ob, &in);
-    if (ZSTD_isError(last)) {
-      std::string msg = ZSTD_getErrorName(last);
-      ZSTD_freeDStream(ds);
-      invalid(label + ": corrupt zstd data: " + msg);
-    }
-    out.insert(out.end(), buf.data(), buf.data() + ob.pos);
-    if (out.size() > max_bytes) {
-      ZSTD_freeDStream(ds);
+    if (ZSTD_isError(last)) invalid(label + ": corrupt zstd data: " + ZSTD_getErrorName(last));
+    const bool progress = ob.pos != produced || in.pos != before;
+    produced = ob.pos;
+    if (produced > max_bytes)
       fail(ErrorKind::kResource, label + ": decompresses to more than " + std::to_string(max_bytes) + " bytes");
-    }
     // Input exhausted, frame unfinished and nothing produced: the data ends early.
-    if (last != 0 && in.pos == in.size && in.pos == before && ob.pos == 0) break;
+    if (last != 0 && in.pos == in.size && !progress) break;
   }
-  ZSTD_freeDStream(ds);
   if (last != 0) invalid(label + ": truncated zstd data");
+  out.resize(produced);
   return out;
 }
 

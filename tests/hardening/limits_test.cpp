@@ -194,6 +194,31 @@ TEST(Limits, ZstdBombStopsAtTheLimit) {
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kResource) << e.what();
+    // The one-shot compressor records the size: refused before decoding.
+    EXPECT_NE(std::string(e.what()).find("bomb.zst: declares 8388608 bytes, more than the limit of 1048576"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A frame that does not declare its size (as streaming compressors write
+// them): 64 RLE blocks of 128 KiB (8 MiB) in 262 bytes stop at the cap while
+// decoding.
+TEST(Limits, ZstdBombWithoutDeclaredSizeStopsAtTheLimit) {
+  std::vector<uint8_t> frame = {0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38};  // magic; no size, no checksum; window 128 KiB
+  for (int b = 0; b < 64; ++b) {
+    const uint32_t header = (128u << 10) << 3 | 1u << 1 | (b == 63 ? 1u : 0u);  // RLE block of 128 KiB
+    for (int i = 0; i < 3; ++i) frame.push_back(uint8_t(header >> (8 * i)));
+    frame.push_back(0);
+  }
+  ASSERT_EQ(io::zstd_decompress(frame.data(), frame.size(), "bomb.zst", 16 << 20).size(), size_t(8) << 20);
+  try {
+    io::zstd_decompress(frame.data(), frame.size(), "bomb.zst", 1 << 20);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kResource) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bomb.zst: decompresses to more than 1048576 bytes"), std::string::npos)
+        << e.what();
   }
 }
 
