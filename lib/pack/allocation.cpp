@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/json_guard.h"
 #include "io/text_file.h"
+#include "pack/importance.h"
 #include "quant/format.h"
 
 namespace eq::pack {
@@ -152,6 +153,13 @@ ProfileInputs load_profile(const std::string& path) {
     std::filesystem::path f = j["importance_file"].get<std::string>();
     if (f.is_relative()) f = std::filesystem::path(path).parent_path() / f;
     p.importance_file = f.string();
+    // Written by `expertquant profile`: the sidecar must be the one this
+    // profile.json was written with (absent in hand-made or older profiles).
+    if (j.contains("importance_xxh64") && !j["importance_xxh64"].is_null()) {
+      if (!j["importance_xxh64"].is_string())
+        invalid("profile " + path + ": field 'importance_xxh64': not a string");
+      check_importance_pairing(path, p.importance_file, j["importance_xxh64"].get<std::string>());
+    }
   }
   return p;
 }

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/hash.h"
+#include "io/mapped_file.h"
 #include "io/safetensors.h"
 
 namespace eq::pack {
@@ -42,6 +44,24 @@ std::vector<float> ImportanceFile::load(int64_t layer, int64_t expert, Importanc
       invalid("importance file " + path_ + ": tensor " + name + "[" + std::to_string(i) +
               "]: must be finite and >= 0, got " + std::to_string(v[i]));
   return v;
+}
+
+uint64_t importance_file_xxh64(const std::string& sidecar_path) {
+  const io::MappedFile f(sidecar_path);
+  return xxhash64(f.data(), size_t(f.size()));
+}
+
+void check_importance_pairing(const std::string& profile_path, const std::string& sidecar_path,
+                              const std::string& recorded) {
+  uint64_t want = 0;
+  if (!parse_hash_hex(recorded, &want))
+    invalid("profile " + profile_path + ": field 'importance_xxh64': expected 16 hex digits");
+  const uint64_t got = importance_file_xxh64(sidecar_path);
+  if (got != want)
+    invalid("profile " + profile_path + " and importance file " + sidecar_path +
+            " do not belong together: the sidecar's XXH64 is " + hash_hex(got) + ", the profile records " +
+            hash_hex(want) + " (written by different runs, e.g. one interrupted while renaming; re-run "
+            "`expertquant profile`)");
 }
 
 }  // namespace eq::pack

@@ -37,4 +37,13 @@ class ImportanceFile {
   std::unique_ptr<io::SafetensorsFile> file_;
 };
 
+// profile.json records its sidecar's XXH64 ("importance_xxh64", 16 hex
+// digits) so that a profile.json and a sidecar of different runs (e.g. after a
+// kill between the renames of `expertquant profile`) are never used together.
+uint64_t importance_file_xxh64(const std::string& sidecar_path);
+// Throws eq::Error naming both files when the sidecar's bytes do not hash to
+// `recorded` (or `recorded` is not 16 hex digits).
+void check_importance_pairing(const std::string& profile_path, const std::string& sidecar_path,
+                              const std::string& recorded);
+
 }  // namespace eq::pack

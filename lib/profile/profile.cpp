@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "io/json_guard.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
+#include "model/config.h"
 #include "pack/importance.h"
 #include "profile/bit_budget.h"
 
@@ -185,11 +187,13 @@ ordered_json profile_to_json(const Profile& p) {
   j["classification"] = c;
   j["allocation"] = pack::allocation_to_json(to_allocation(cls, s));
   j["importance_file"] = p.importance_file.empty() ? json(nullptr) : json(p.importance_file);
+  j["importance_xxh64"] = p.importance_file.empty() ? json(nullptr) : json(p.importance_xxh64);
   return j;
 }
 
 void write_profile(Profile& p, const std::string& path, const std::vector<io::FileText>& also) {
   p.importance_file.clear();
+  p.importance_xxh64.clear();
   std::vector<io::StagedFile> staged;
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
@@ -200,7 +204,8 @@ void write_profile(Profile& p, const std::string& path, const std::vector<io::Fi
     for (const auto& ls : p.stats.layers)
       for (size_t e = 0; e < ls.experts.size(); ++e) {
         const ExpertStats& es = ls.experts[e];
-        if (es.tokens == 0) continue;  // never routed: absent (pack quantizes it unweighted)
+        // Never routed (or read from a profile without its energies): absent, pack quantizes it unweighted.
+        if (es.tokens == 0 || es.energy_in.empty() || es.energy_mid.empty()) continue;
         auto add = [&](pack::ImportanceSide side_kind, const std::vector<double>& v) {
           tensors.push_back({pack::ImportanceFile::tensor_name(ls.layer, int64_t(e), side_kind), DType::kF64,
                              {int64_t(v.size())},
@@ -214,15 +219,25 @@ void write_profile(Profile& p, const std::string& path, const std::vector<io::Fi
     // new sidecar (or leaves either half-written).
     io::write_safetensors(side + ".partial", tensors, {{"producer", "expertquant profile"}});
     staged.push_back({side + ".partial", side});
+    // Recorded in profile.json: a kill between the final renames can leave
+    // this sidecar beside a previous profile.json (or the reverse); readers
+    // compare the hash and refuse the pair.
+    try {
+      p.importance_xxh64 = hash_hex(pack::importance_file_xxh64(side + ".partial"));
+    } catch (...) {
+      std::remove((side + ".partial").c_str());
+      throw;
+    }
   }
   std::vector<io::FileText> files{{path, profile_to_json(p).dump(1) + "\n"}};
   files.insert(files.end(), also.begin(), also.end());
   io::write_files_atomic(files, staged);
 }
 
-Profile read_profile(const std::string& path) try {
+Profile read_profile(const std::string& path) { return read_profile_text(io::read_file_bytes(path, 1ull << 32), path); }
+
+Profile read_profile_text(std::string_view text, const std::string& path) try {
   const std::string label = "profile " + path;
-  const std::string text = io::read_file_bytes(path, 1ull << 32);
   io::check_json_depth(text, label);
   json j;
   try {
@@ -247,12 +262,44 @@ Profile read_profile(const std::string& path) try {
   p.policy = parse_policy(need(j, "policy", label, ""), label + " (policy)");
   const json& meas = need(j, "measured", label, "");
   const bool has_sens = meas.value("sensitivity", false);
-  std::vector<int64_t> layer_ids;
+  // Everything the statistics are sized from is checked first: the dims
+  // against the model config bounds, and one JSON entry per expert in every
+  // layer, so the per-expert tables are no larger than the file can hold.
+  const auto dim = [&](const std::string& key, int64_t lo, int64_t hi) {
+    const json& v = need(m, key, label, "model.");
+    if (!v.is_number_integer() || v.get<int64_t>() < lo)
+      invalid(label + ": field 'model." + key + "': expected an integer >= " + std::to_string(lo));
+    if (v.get<int64_t>() > hi)
+      fail(ErrorKind::kResource, label + ": field 'model." + key + "': " + std::to_string(v.get<int64_t>()) +
+                                     " exceeds the limit of " + std::to_string(hi));
+    return v.get<int64_t>();
+  };
+  const int64_t hidden = dim("hidden_size", 1, model::kMaxConfigDim);
+  const int64_t intermediate = dim("moe_intermediate_size", 1, model::kMaxConfigDim);
+  const int64_t num_experts = dim("num_experts", 1, model::kMaxConfigExperts);
+  const int64_t top_k = dim("top_k", 1, model::kMaxConfigExperts);
+  if (top_k > num_experts)
+    invalid(label + ": field 'model.top_k': " + std::to_string(top_k) + " is more than num_experts " +
+            std::to_string(num_experts));
   const json& layers = need(j, "layers", label, "");
-  for (const auto& l : layers) layer_ids.push_back(l.at("layer").get<int64_t>());
-  p.stats = RoutingStats::make(layer_ids, m.at("hidden_size"), m.at("moe_intermediate_size"), m.at("num_experts"),
-                               m.at("top_k"), meas.value("router_probabilities", false),
-                               meas.value("expert_outputs", false));
+  if (!layers.is_array()) invalid(label + ": field 'layers': not an array");
+  if (int64_t(layers.size()) > model::kMaxConfigLayers)
+    fail(ErrorKind::kResource, label + ": field 'layers': " + std::to_string(layers.size()) +
+                                   " entries exceed the limit of " + std::to_string(model::kMaxConfigLayers));
+  std::vector<int64_t> layer_ids;
+  for (size_t li = 0; li < layers.size(); ++li) {
+    const std::string where = "layers[" + std::to_string(li) + "].";
+    layer_ids.push_back(need(layers[li], "layer", label, where).get<int64_t>());
+    const json& experts = need(layers[li], "experts", label, where);
+    if (!experts.is_array() || int64_t(experts.size()) != num_experts)
+      invalid(label + ": field '" + where + "experts': " + std::to_string(experts.size()) + " entries, expected " +
+              std::to_string(num_experts));
+  }
+  // Energies are not sized here: only the experts the sidecar holds get them
+  // (below), from tensors whose bytes the sidecar actually contains.
+  p.stats = RoutingStats::make(layer_ids, hidden, intermediate, num_experts, top_k,
+                               meas.value("router_probabilities", false), false);
+  p.stats.has_outputs = meas.value("expert_outputs", false);
   if (has_sens) {
     p.sensitivity.formats = j.at("sensitivity_formats").get<std::vector<std::string>>();
     p.sensitivity.proxy_of.assign(p.sensitivity.formats.size(), "");
@@ -266,10 +313,7 @@ Profile read_profile(const std::string& path) try {
     LayerStats& ls = p.stats.layers[li];
     ls.tokens = need(l, "tokens", label, where).get<int64_t>();
     ls.routed_output_energy = l.value("routed_output_energy", 0.0);
-    const json& experts = need(l, "experts", label, where);
-    if (int64_t(experts.size()) != p.stats.num_experts)
-      invalid(label + ": field '" + where + "experts': " + std::to_string(experts.size()) + " entries, expected " +
-              std::to_string(p.stats.num_experts));
+    const json& experts = l["experts"];  // an array of num_experts entries (checked above)
     std::vector<ExpertSensitivity> srow;
     for (size_t e = 0; e < experts.size(); ++e) {
       const json& x = experts[e];
@@ -317,15 +361,24 @@ Profile read_profile(const std::string& path) try {
   if (j.contains("importance_file") && j["importance_file"].is_string() && p.stats.has_outputs) {
     p.importance_file = j["importance_file"];
     const std::string side = (std::filesystem::path(path).parent_path() / p.importance_file).string();
+    // Profiles written before the hash was recorded have no importance_xxh64: their pairing is unchecked.
+    if (j.contains("importance_xxh64") && !j["importance_xxh64"].is_null()) {
+      if (!j["importance_xxh64"].is_string()) invalid(label + ": field 'importance_xxh64': not a string");
+      p.importance_xxh64 = j["importance_xxh64"];
+      pack::check_importance_pairing(path, side, p.importance_xxh64);
+    }
     const auto file = io::SafetensorsFile::open(side);
     for (auto& ls : p.stats.layers)
       for (size_t e = 0; e < ls.experts.size(); ++e) {
         for (auto kind : {pack::ImportanceSide::kIn, pack::ImportanceSide::kMid}) {
           const io::TensorInfo* t = file->find(pack::ImportanceFile::tensor_name(ls.layer, int64_t(e), kind));
+          if (!t) continue;  // never routed: no energies
+          const int64_t want = kind == pack::ImportanceSide::kIn ? p.stats.hidden : p.stats.intermediate;
+          if (t->dtype != DType::kF64 || t->nbytes() != uint64_t(want) * sizeof(double))
+            invalid("importance file " + side + ": tensor " + t->name + ": expected F64 [" + std::to_string(want) + "]");
+          // Sized from a tensor the sidecar holds (its bytes are in the file).
           std::vector<double>& dst = kind == pack::ImportanceSide::kIn ? ls.experts[e].energy_in : ls.experts[e].energy_mid;
-          if (!t) continue;
-          if (t->dtype != DType::kF64 || t->nbytes() != dst.size() * sizeof(double))
-            invalid("importance file " + side + ": tensor " + t->name + ": expected F64 [" + std::to_string(dst.size()) + "]");
+          dst.resize(size_t(want));
           std::memcpy(dst.data(), file->view(*t).data, t->nbytes());
         }
       }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -47,6 +48,7 @@ struct Profile {
   Classification classification;
   double seconds_pass = 0, seconds_sensitivity = 0;
   std::string importance_file;  // file name beside profile.json ("" = none)
+  std::string importance_xxh64;  // XXH64 (hex) of that file's bytes, checked when reading
 
   // The dims summarize()/expert_bytes() need, rebuilt from the statistics.
   model::ModelConfig dims() const;
@@ -60,8 +62,12 @@ nlohmann::ordered_json profile_to_json(const Profile& p);
 // `also` files (e.g. the heatmap) as one output: all are replaced or, when a
 // write fails, none (io::write_files_atomic).
 void write_profile(Profile& p, const std::string& path, const std::vector<io::FileText>& also = {});
-// Reads profile.json (and its sidecar's energies). Errors name path and field.
+// Reads profile.json (and its sidecar's energies, after checking the sidecar's
+// XXH64 against the one profile.json records). Errors name path and field.
+// Energies exist only for the experts the sidecar holds (others stay empty).
 Profile read_profile(const std::string& path);
+// The same on the file's text; `path` names it in errors and locates the sidecar.
+Profile read_profile_text(std::string_view text, const std::string& path);
 
 // Statistics add exactly; sensitivity becomes the sample-weighted mean;
 // calibration slices are concatenated. The classification is redone by the
