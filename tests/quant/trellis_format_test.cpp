@@ -99,6 +99,37 @@ TEST(TrellisFormat, DequantizeMatchesFloat64DefinitionAcrossBlocks) {
   }
 }
 
+// decode_rotated_panels (the batch kernel's decoder) on every ISA: for a
+// sub-block of tiles, the panel layout of the scalar decode_tile values.
+TEST(TrellisFormat, RotatedPanelsAreDecodedTilesOnEveryIsa) {
+  const int64_t rows = 64, cols = 96, r0 = 16, r1 = 64, c0 = 32, c1 = 96;
+  const std::vector<float> w = gaussian(static_cast<size_t>(rows * cols), 12);
+  for (int bits : {2, 3, 4}) {
+    const QuantizedMatrix q = trellis_format(bits).quantize(w.data(), rows, cols, {});
+    const PackedMatrix m = q.view();
+    const auto* tiles = static_cast<const uint8_t*>(m.parts[0].data);
+    const auto* scales = static_cast<const float*>(m.parts[3].data);
+    const int64_t tiles_n = rows / trellis::kTileDim, kcount = c1 - c0;
+    std::vector<float> t(static_cast<size_t>(rows * cols));
+    for (int64_t kt = 0; kt < cols / trellis::kTileDim; ++kt)
+      for (int64_t nt = 0; nt < tiles_n; ++nt)
+        trellis::decode_tile_generic(tiles + (kt * tiles_n + nt) * trellis::tile_bytes(bits), bits,
+                                     scales + nt * trellis::kTileDim,
+                                     t.data() + nt * trellis::kTileDim * cols + kt * trellis::kTileDim, cols);
+    std::vector<float> expect(static_cast<size_t>((r1 - r0) * kcount));
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c)
+        expect[(r - r0) / 16 * 16 * kcount + (c - c0) * 16 + (r - r0) % 16] = t[r * cols + c];
+    for (Isa isa : supported_isas()) {
+      set_active_isa_for_testing(isa);
+      std::vector<float> out(expect.size(), NAN);
+      trellis::decode_rotated_panels(m, bits, r0, r1, c0, c1, out.data());
+      EXPECT_EQ(out, expect) << "trellis" << bits << " isa " << isa_name(isa);
+    }
+    set_active_isa_for_testing(detected_isa());
+  }
+}
+
 // Mean squared error on i.i.d. N(0,1) weights against the bounds
 // (QTIP-level; rate-distortion bound 2^-2K). 64K weights, fixed seed.
 TEST(TrellisFormat, MseOnGaussianMeetsBounds) {

@@ -5,10 +5,13 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "quant/trellis/codebook.h"
+#include "quant/trellis/gemv.h"
 #include "quant/trellis/kernels.h"
 #include "quant/trellis/viterbi.h"
 
@@ -151,21 +154,45 @@ TEST(TrellisKernels, SimdStepEqualsScalarBitForBit) {
   }
 }
 
+// Every tile decoder (each ISA's table, and both AVX-512 variants with and
+// without VBMI when the machine has them), row-major and panel layout, equals
+// the bit-level definition (tile_state, code_1mad, float(y) * factor) for
+// every K on random tiles and on the all-zero / all-one streams.
 TEST(TrellisKernels, SimdDecodeEqualsReference) {
+  using RowFn = void (*)(const uint8_t*, int, const float*, float*, int64_t);
+  using PanelFn = void (*)(const uint8_t*, int, const float*, float*);
+  std::vector<std::tuple<std::string, RowFn, PanelFn>> decoders;
+  for (Isa isa : supported_isas()) {
+    const Kernels& k = isa == Isa::kAvx512 ? avx512_kernels() : isa == Isa::kAvx2 ? avx2_kernels() : generic_kernels();
+    decoders.emplace_back(std::string(isa_name(isa)) + " table", k.decode_tile, k.decode_tile_panel);
+  }
+  if (detected_isa() >= Isa::kAvx512) {
+    decoders.emplace_back("avx512", decode_tile_avx512, decode_tile_panel_avx512);
+    if (cpu_has_avx512_vbmi()) decoders.emplace_back("avx512_vbmi", decode_tile_avx512_vbmi, decode_tile_panel_avx512_vbmi);
+  }
   std::mt19937 rng(6);
+  std::uniform_real_distribution<float> factor_dist(-0.02f, 0.02f);
   for (int K : {2, 3, 4}) {
-    std::vector<uint8_t> tile(tile_bytes(K));
-    for (auto& b : tile) b = static_cast<uint8_t>(rng());
-    float factor[16];
-    for (int r = 0; r < 16; ++r) factor[r] = 0.01f * (r + 1);
-    std::vector<float> expect(16 * 20, -1.0f);
-    for (int t = 0; t < kTileSize; ++t)
-      expect[(t / 16) * 20 + t % 16] = static_cast<float>(code_1mad(tile_state(tile.data(), K, t))) * factor[t / 16];
-    for (Isa isa : supported_isas()) {
-      const Kernels& k = isa == Isa::kAvx512 ? avx512_kernels() : isa == Isa::kAvx2 ? avx2_kernels() : generic_kernels();
-      std::vector<float> out(16 * 20, -1.0f);  // stride 20: the padding must stay untouched
-      k.decode_tile(tile.data(), K, factor, out.data(), 20);
-      EXPECT_EQ(out, expect) << isa_name(isa) << " K=" << K;
+    for (int trial = 0; trial < 24; ++trial) {
+      // Exactly tile_bytes(K) bytes, so ASan catches any read past the tile.
+      std::vector<uint8_t> tile(tile_bytes(K));
+      for (auto& b : tile) b = trial == 0 ? 0x00 : trial == 1 ? 0xFF : static_cast<uint8_t>(rng());
+      float factor[16];
+      for (float& f : factor) f = factor_dist(rng);
+      std::vector<float> expect(16 * 20, -1.0f), expect_panel(kTileSize);
+      for (int t = 0; t < kTileSize; ++t) {
+        const float v = static_cast<float>(code_1mad(tile_state(tile.data(), K, t))) * factor[t / 16];
+        expect[(t / 16) * 20 + t % 16] = v;
+        expect_panel[(t % 16) * 16 + t / 16] = v;
+      }
+      for (const auto& [name, row_fn, panel_fn] : decoders) {
+        std::vector<float> out(16 * 20, -1.0f);  // stride 20: the padding must stay untouched
+        row_fn(tile.data(), K, factor, out.data(), 20);
+        ASSERT_EQ(out, expect) << name << " K=" << K << " trial " << trial;
+        std::vector<float> panel(kTileSize, NAN);
+        panel_fn(tile.data(), K, factor, panel.data());
+        ASSERT_EQ(panel, expect_panel) << name << " panel K=" << K << " trial " << trial;
+      }
     }
   }
 }

@@ -9,7 +9,6 @@
 #include "core/thread_pool.h"
 #include "quant/gemv.h"
 #include "quant/hadamard.h"
-#include "quant/panel_transpose.h"
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/kernels.h"
 
@@ -132,14 +131,14 @@ void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t 
   if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols || r0 % kTileDim || r1 % kTileDim ||
       c0 % kTileDim || c1 % kTileDim)
     invalid("trellis" + std::to_string(bits) + ": rotated block not aligned to 16 x 16 tiles");
+  // Each tile goes straight to its 16 x 16 block of the panel (columns
+  // [16kt, 16kt + 16) of the panel of rows [16nt, 16nt + 16)).
   const Kernels& kern = kernels();
-  thread_local std::vector<float> strip;
-  strip.resize(static_cast<size_t>(kTileDim * kcount));
   for (int64_t nt = r0 / kTileDim; nt < r1 / kTileDim; ++nt) {
+    float* panel = out + (nt * kTileDim - r0) * kcount;
     for (int64_t kt = c0 / kTileDim; kt < c1 / kTileDim; ++kt)
-      kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
-                       strip.data() + (kt * kTileDim - c0), kcount);
-    active_rows_to_panel()(strip.data(), kcount, kcount, out + (nt * kTileDim - r0) * kcount);
+      kern.decode_tile_panel(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
+                             panel + (kt * kTileDim - c0) * kTileDim);
   }
 }
 

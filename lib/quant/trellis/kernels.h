@@ -21,6 +21,11 @@ struct Kernels {
   // Decodes one 16x16 tile (256*K bits, docs/formats.md) with L = 16 and the
   // 1MAD code: out[r * out_stride + c] = float(y(state_{16r+c})) * row_factor[r].
   void (*decode_tile)(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+  // The same tile transposed into the 16-row panel layout of
+  // FormatTraits::dequantize_block: out[c * 16 + r] (256 contiguous floats)
+  // = what decode_tile writes at out[r * out_stride + c], bit for bit. The
+  // batch kernel's decoder (decode_rotated_panels): no strip, no transpose pass.
+  void (*decode_tile_panel)(const uint8_t* tile, int K, const float* row_factor, float* out);
   // Orthonormal block Walsh–Hadamard of every row (length dim, block size `block`).
   void (*hadamard_rows)(float* x, int64_t rows, int64_t dim, int64_t block);
   // The same along columns: blocks of `block` consecutive rows.
@@ -41,9 +46,18 @@ const Kernels& avx512_kernels();
 void viterbi_step_generic(const float* prev, float* next, uint8_t* planes, const float* codes, int L, int K,
                           float target, float weight);
 void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+void decode_tile_panel_generic(const uint8_t* tile, int K, const float* row_factor, float* out);
 void hadamard_rows_generic(float* x, int64_t rows, int64_t dim, int64_t block);
 void hadamard_columns_generic(float* x, int64_t rows, int64_t cols, int64_t block);
 void strip_matmul_generic(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z,
                           int64_t z_stride);
+
+// The AVX-512 decoders, exposed so tests can run each on a machine that has
+// both: avx512_kernels() holds the VBMI ones when the CPU has VBMI
+// (cpu_has_avx512_vbmi, quant/trellis/gemv.h).
+void decode_tile_avx512(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+void decode_tile_panel_avx512(const uint8_t* tile, int K, const float* row_factor, float* out);
+void decode_tile_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+void decode_tile_panel_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out);
 
 }  // namespace eq::quant::trellis

@@ -3,6 +3,7 @@
 // strip_matmul (a different summation order).
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -42,15 +43,24 @@ void decode_tile_avx2(const uint8_t* tile, int K, const float* row_factor, float
   alignas(32) uint8_t ext[8 + 128 + 24] = {};
   std::memcpy(ext, tile + nbytes - 8, 8);
   std::memcpy(ext + 8, tile, nbytes);
-  alignas(32) uint8_t shuffle[32];
-  alignas(32) int32_t shift[8];
-  for (int l = 0; l < 8; ++l) {
-    int bit = (l + 1) * K;
-    for (int i = 0; i < 4; ++i) shuffle[4 * l + i] = static_cast<uint8_t>((bit >> 3) + 3 - i);
-    shift[l] = 16 - (bit & 7);
-  }
-  const __m256i vshuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(shuffle));
-  const __m256i vshift = _mm256_load_si256(reinterpret_cast<const __m256i*>(shift));
+  // vpshufb / vpsrlvd controls per K, built once (not on every tile).
+  struct Controls {
+    alignas(32) uint8_t shuffle[32];
+    alignas(32) int32_t shift[8];
+  };
+  static const auto controls = [] {
+    std::array<Controls, 5> c{};
+    for (int k = 2; k <= 4; ++k)
+      for (int l = 0; l < 8; ++l) {
+        int bit = (l + 1) * k;
+        for (int i = 0; i < 4; ++i) c[k].shuffle[4 * l + i] = static_cast<uint8_t>((bit >> 3) + 3 - i);
+        c[k].shift[l] = 16 - (bit & 7);
+      }
+    return c;
+  }();
+  const Controls& ctl = controls[K];
+  const __m256i vshuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl.shuffle));
+  const __m256i vshift = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl.shift));
   const __m256i low16 = _mm256_set1_epi32(0xFFFF);
   for (int g = 0; g < kTileDim; ++g) {
     const __m256 factor = _mm256_set1_ps(row_factor[g]);
@@ -61,6 +71,14 @@ void decode_tile_avx2(const uint8_t* tile, int K, const float* row_factor, float
       _mm256_storeu_ps(out + g * out_stride + 8 * half, _mm256_mul_ps(code_1mad_x8(state), factor));
     }
   }
+}
+
+// Rows through an L1 buffer, then transposed (a data move: same bits).
+void decode_tile_panel_avx2(const uint8_t* tile, int K, const float* row_factor, float* out) {
+  alignas(32) float rows[kTileSize];
+  decode_tile_avx2(tile, K, row_factor, rows, kTileDim);
+  for (int r = 0; r < kTileDim; ++r)
+    for (int c = 0; c < kTileDim; ++c) out[c * kTileDim + r] = rows[r * kTileDim + c];
 }
 
 namespace {
@@ -140,8 +158,8 @@ void strip_matmul_avx2(const float* x, int64_t m_rows, int64_t cols, const float
 }
 
 const Kernels& avx2_kernels() {
-  static const Kernels table{viterbi_step_avx2, decode_tile_avx2, hadamard_rows_avx2, hadamard_columns_avx2,
-                             strip_matmul_avx2};
+  static const Kernels table{viterbi_step_avx2,  decode_tile_avx2,      decode_tile_panel_avx2,
+                             hadamard_rows_avx2, hadamard_columns_avx2, strip_matmul_avx2};
   return table;
 }
 

@@ -1,6 +1,8 @@
 // AVX-512 decode, Hadamard and matmul kernels of the trellis format, and the
 // AVX-512 kernel table. Results equal the generic kernels bit for bit except
-// strip_matmul (a different summation order).
+// strip_matmul (a different summation order). The tile decoders share the
+// gemv kernel's state extraction (trellis_row_states.h); the VBMI ones are in
+// trellis_decode_vbmi.cpp.
 // GCC 12 flags the _mm512_undefined_* placeholders inside its own intrinsic
 // headers as uninitialized (GCC bug 105593); the warning is about the header.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -12,50 +14,31 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/panel_transpose.h"
 #include "quant/trellis/codebook.h"
+#include "quant/trellis/gemv.h"
 #include "quant/trellis/kernels.h"
+#include "trellis_row_states.h"
 
 namespace eq::quant::trellis {
 
 void viterbi_step_avx512(const float* prev, float* next, uint8_t* planes, const float* codes, int L, int K,
                          float target, float weight);
 
-namespace {
-
-// y(state) of the 1MAD code for 16 states.
-inline __m512 code_1mad_x16(__m512i state) {
-  __m512i x = _mm512_add_epi32(_mm512_mullo_epi32(state, _mm512_set1_epi32(static_cast<int>(k1madMul))),
-                               _mm512_set1_epi32(static_cast<int>(k1madAdd)));
-  const __m512i byte_mask = _mm512_set1_epi32(0x00FF00FF);
-  __m512i pairs = _mm512_add_epi32(_mm512_and_si512(x, byte_mask), _mm512_and_si512(_mm512_srli_epi32(x, 8), byte_mask));
-  __m512i y = _mm512_add_epi32(_mm512_and_si512(pairs, _mm512_set1_epi32(0xFFFF)), _mm512_srli_epi32(pairs, 16));
-  return _mm512_cvtepi32_ps(_mm512_sub_epi32(y, _mm512_set1_epi32(510)));
+void decode_tile_avx512(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride) {
+  switch (K) {
+    case 2: return decode_tile_rows<2>(tile, row_factor, out, out_stride, shift_and_mask<2>());
+    case 3: return decode_tile_rows<3>(tile, row_factor, out, out_stride, shift_and_mask<3>());
+    default: return decode_tile_rows<4>(tile, row_factor, out, out_stride, shift_and_mask<4>());
+  }
 }
 
-}  // namespace
-
-void decode_tile_avx512(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride) {
-  // As in the generic kernel: the stream with its last 8 bytes in front; the 16
-  // states of tile row g start at bit 48 + (16g + l + 1)K = 8 * (6 + 2gK) + (l+1)K.
-  const int nbytes = tile_bytes(K);
-  alignas(64) uint8_t ext[8 + 128 + 16] = {};
-  std::memcpy(ext, tile + nbytes - 8, 8);
-  std::memcpy(ext + 8, tile, nbytes);
-  alignas(64) uint8_t shuffle[64];
-  alignas(64) int32_t shift[16];
-  for (int l = 0; l < 16; ++l) {
-    int bit = (l + 1) * K;
-    for (int i = 0; i < 4; ++i) shuffle[4 * l + i] = static_cast<uint8_t>((bit >> 3) + 3 - i);  // big-endian word
-    shift[l] = 16 - (bit & 7);
-  }
-  const __m512i vshuffle = _mm512_load_si512(shuffle);
-  const __m512i vshift = _mm512_load_si512(shift);
-  for (int g = 0; g < kTileDim; ++g) {
-    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ext + 6 + 2 * g * K));
-    __m512i words = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(bytes), vshuffle);
-    __m512i state = _mm512_and_si512(_mm512_srlv_epi32(words, vshift), _mm512_set1_epi32(0xFFFF));
-    _mm512_storeu_ps(out + g * out_stride, _mm512_mul_ps(code_1mad_x16(state), _mm512_set1_ps(row_factor[g])));
-  }
+// Without VBMI no byte permute spans the tile, so the rows go through an L1
+// buffer and the 16 x 16 register transpose of the panel layout.
+void decode_tile_panel_avx512(const uint8_t* tile, int K, const float* row_factor, float* out) {
+  alignas(64) float rows[kTileSize];
+  decode_tile_avx512(tile, K, row_factor, rows, kTileDim);
+  quant::kernels::rows_to_panel_avx512(rows, kTileDim, kTileDim, out);
 }
 
 namespace {
@@ -137,8 +120,13 @@ void strip_matmul_avx512(const float* x, int64_t m_rows, int64_t cols, const flo
 }
 
 const Kernels& avx512_kernels() {
-  static const Kernels table{viterbi_step_avx512, decode_tile_avx512, hadamard_rows_avx512,
-                             hadamard_columns_avx512, strip_matmul_avx512};
+  static const bool vbmi = cpu_has_avx512_vbmi();
+  static const Kernels table{viterbi_step_avx512,
+                             vbmi ? decode_tile_avx512_vbmi : decode_tile_avx512,
+                             vbmi ? decode_tile_panel_avx512_vbmi : decode_tile_panel_avx512,
+                             hadamard_rows_avx512,
+                             hadamard_columns_avx512,
+                             strip_matmul_avx512};
   return table;
 }
 

@@ -12,11 +12,6 @@ namespace eq::quant::trellis {
 
 namespace {
 
-struct ShiftAndMask {
-  __m512i shift, mask;
-  __m512i operator()(__m512i words) const { return _mm512_and_si512(_mm512_srlv_epi32(words, shift), mask); }
-};
-
 template <int Bits>
 void run_bits(const TileGemvArgs& a) {
   const ShiftAndMask state_of{_mm512_load_si512(row_tables<Bits>().shift), _mm512_set1_epi32(0xFFFF)};

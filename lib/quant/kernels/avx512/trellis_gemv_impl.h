@@ -18,40 +18,11 @@
 #include <cmath>
 
 #include "quant/trellis/gemv.h"
+#include "trellis_row_states.h"  // RowTables, row_tables, ShiftAndMask, MultiShift
 
 namespace eq::quant::trellis {
 
 namespace {
-
-template <int Bits>
-struct RowTables {
-  alignas(64) uint8_t ctrl[kTileDim][64];
-  alignas(64) int32_t shift[kTileDim];      // vpsrlvd counts
-  alignas(64) int32_t multishift[kTileDim]; // vpmultishiftqb: bytes 0, 1 of each dword = bit offsets in the qword
-  int offset[kTileDim];
-};
-
-template <int Bits>
-const RowTables<Bits>& row_tables() {
-  static const RowTables<Bits> t = [] {
-    RowTables<Bits> r{};
-    for (int g = 0; g < kTileDim; ++g) {
-      r.offset[g] = row_load_offset(Bits, g);
-      for (int l = 0; l < kTileDim; ++l)
-        for (int i = 0; i < 4; ++i) r.ctrl[g][4 * l + i] = row_byte(Bits, g, l, i);
-    }
-    for (int l = 0; l < kTileDim; ++l) {
-      r.shift[l] = row_shift(Bits, l);
-      // The state is bits [shift, shift + 16) of its dword, i.e. of the qword
-      // from bit 32 * (l odd) + shift: low byte, then high byte.
-      const int low = 32 * (l & 1) + row_shift(Bits, l);
-      r.multishift[l] = low | (low + 8) << 8;
-    }
-    return r;
-  }();
-  return t;
-}
-
 
 // Sums of the lanes of 16 vectors: lane r of the result = sum of acc[r].
 inline __m512i sum_lanes_16(const __m512i* acc) {

@@ -10,18 +10,12 @@
 #pragma GCC target("avx512vbmi")
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593, as in trellis_gemv.cpp
 #endif
+#define EQ_TRELLIS_VBMI  // trellis_row_states.h: MultiShift
 #include "trellis_gemv_impl.h"
 
 namespace eq::quant::trellis {
 
 namespace {
-
-struct MultiShift {
-  __m512i control;
-  __m512i operator()(__m512i words) const {
-    return _mm512_maskz_multishift_epi64_epi8(0x3333333333333333ull, control, words);  // bytes 0, 1 of each dword
-  }
-};
 
 template <int Bits>
 void run_bits(const TileGemvArgs& a) {

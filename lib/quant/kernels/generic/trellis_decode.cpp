@@ -9,7 +9,11 @@
 
 namespace eq::quant::trellis {
 
-void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride) {
+namespace {
+
+// Value (r, c) of a tile goes to out[r * row_stride + c * col_stride].
+void decode_tile_strided(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t row_stride,
+                         int64_t col_stride) {
   // The stream with its last 8 bytes in front, so every 16-bit window is a
   // plain big-endian read (window of state t starts at bit 48 + (t+1)K).
   const int nbytes = tile_bytes(K);
@@ -21,8 +25,18 @@ void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, fl
     const uint8_t* b = ext + (start >> 3);
     uint32_t word = (uint32_t{b[0]} << 16) | (uint32_t{b[1]} << 8) | b[2];
     uint32_t state = (word >> (8 - (start & 7))) & 0xFFFFu;
-    out[(t >> 4) * out_stride + (t & 15)] = static_cast<float>(code_1mad(state)) * row_factor[t >> 4];
+    out[(t >> 4) * row_stride + (t & 15) * col_stride] = static_cast<float>(code_1mad(state)) * row_factor[t >> 4];
   }
+}
+
+}  // namespace
+
+void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride) {
+  decode_tile_strided(tile, K, row_factor, out, out_stride, 1);
+}
+
+void decode_tile_panel_generic(const uint8_t* tile, int K, const float* row_factor, float* out) {
+  decode_tile_strided(tile, K, row_factor, out, 1, kTileDim);
 }
 
 void hadamard_rows_generic(float* x, int64_t rows, int64_t dim, int64_t block) {
@@ -73,8 +87,8 @@ void strip_matmul_generic(const float* x, int64_t m_rows, int64_t cols, const fl
 }
 
 const Kernels& generic_kernels() {
-  static const Kernels table{viterbi_step_generic, decode_tile_generic, hadamard_rows_generic,
-                             hadamard_columns_generic, strip_matmul_generic};
+  static const Kernels table{viterbi_step_generic,     decode_tile_generic,      decode_tile_panel_generic,
+                             hadamard_rows_generic,    hadamard_columns_generic, strip_matmul_generic};
   return table;
 }
 
