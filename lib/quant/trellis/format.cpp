@@ -124,6 +124,9 @@ void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_
     }
 }
 
+// k-tiles decode_rotated_panels prefetches ahead.
+constexpr int64_t kPrefetchTiles = 4;
+
 void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                            float* out) {
   const TrellisParts p = parts_of(m, bits);
@@ -136,9 +139,16 @@ void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t 
   const Kernels& kern = kernels();
   for (int64_t nt = r0 / kTileDim; nt < r1 / kTileDim; ++nt) {
     float* panel = out + (nt * kTileDim - r0) * kcount;
-    for (int64_t kt = c0 / kTileDim; kt < c1 / kTileDim; ++kt)
+    for (int64_t kt = c0 / kTileDim; kt < c1 / kTileDim; ++kt) {
+      // Consecutive k-tiles of a panel are (N/16) tiles apart: fetch a few
+      // ahead (the weights come from DRAM in a real layer).
+      if (kt + kPrefetchTiles < c1 / kTileDim) {
+        const char* ahead = reinterpret_cast<const char*>(tile_at(p, bits, tiles_n, kt + kPrefetchTiles, nt));
+        for (int b = 0; b < tile_bytes(bits); b += 64) __builtin_prefetch(ahead + b);
+      }
       kern.decode_tile_panel(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
                              panel + (kt * kTileDim - c0) * kTileDim);
+    }
   }
 }
 
