@@ -13,6 +13,7 @@
 #include "eval/report.h"
 #include "exec/moe_inputs.h"
 #include "exec/packed_model.h"
+#include "exec/runtime_config.h"
 #include "io/text_file.h"
 #include "io/tokens.h"
 #include "exec/packed_fixture.h"
@@ -187,8 +188,11 @@ TEST(EvalCli, PackedAloneReportsItsOwnBitsAndSkipsTheComparison) {
   EXPECT_EQ(j["collapse"]["total"], 0);
   EXPECT_EQ(j["latency"]["strategies"].size(), 3u);
 
-  // The same bits as the library's packed-alone score of the same text.
+  // The same bits as the library's packed-alone score of the same text,
+  // with the expert-MLP kernels the CLI takes from the runtime config (its
+  // 128-token windows are small-batch calls under the default thresholds).
   auto pm = exec::PackedModel::open(p.mixed, test::open_options(false, ""));
+  pm->set_mlp_kernel_thresholds(exec::default_runtime_config().mlp_kernels);
   QualityOptions qo;
   qo.ctx = 128;
   std::vector<int32_t> toks = io::bytes_to_tokens(io::read_file_bytes(text));
