@@ -97,7 +97,8 @@ TEST(TraceReader, HeaderChecks) {
   }
   ASSERT_EQ(read_error(io::zstd_compress(z.data(), z.size())).first, 0);
   z = io::zstd_compress(z.data(), z.size());
-  z.resize(z.size() - 5);
+  ASSERT_GT(z.size(), 5u);
+  z.erase(z.end() - 5, z.end());  // (not resize: GCC's -Wstringop-overflow misreads it under ASan)
   EXPECT_NE(read_error(z).second.find("trace t.zst: truncated zstd data"), std::string::npos);
 }
 
