@@ -51,6 +51,20 @@ std::vector<std::shared_ptr<const Dispatch>> strategies() {
 
 const std::string& decode_pack();
 
+// One expert's decode MLP on `rows` rows of x at once, and on each row alone.
+std::pair<std::vector<float>, std::vector<float>> decode_together_and_alone(const ExpertWeights& w,
+                                                                           const quant::FormatTraits* f,
+                                                                           const std::vector<float>& x, int64_t rows,
+                                                                           int64_t H) {
+  std::vector<float> together(x.size()), alone(x.size());
+  const ExpertBatch all{&w, f, x.data(), together.data(), rows};
+  run_expert_batches({&all, 1}, MlpKernel::kDecode);
+  std::vector<ExpertBatch> singles;
+  for (int64_t r = 0; r < rows; ++r) singles.push_back({&w, f, x.data() + r * H, alone.data() + r * H, 1});
+  run_expert_batches(singles, MlpKernel::kDecode);
+  return {together, alone};
+}
+
 void check_strategies(const std::string& packed) {
   auto pm = PackedModel::open(packed, test::open_options(false));
   pm->set_dispatch(make_dispatch(DispatchKind::kSorted, 0));
@@ -132,12 +146,7 @@ TEST(DecodeMlp, TrellisExpertRowsThreadsAndFloat64) {
     std::vector<float> first;
     for (int threads : {1, 2}) {
       set_num_threads(threads);
-      std::vector<float> together(x.size()), alone(x.size());
-      const ExpertBatch all{&w, g.format, x.data(), together.data(), rows};
-      run_expert_batches({&all, 1}, MlpKernel::kDecode);
-      std::vector<ExpertBatch> singles;
-      for (int64_t r = 0; r < rows; ++r) singles.push_back({&w, g.format, x.data() + r * H, alone.data() + r * H, 1});
-      run_expert_batches(singles, MlpKernel::kDecode);
+      const auto [together, alone] = decode_together_and_alone(w, g.format, x, rows, H);
       EXPECT_EQ(together, alone) << threads << " threads";
       if (first.empty()) first = together;
       EXPECT_EQ(together, first) << threads << " threads";
@@ -182,12 +191,7 @@ TEST(DecodeMlp, RowsAreIndependent) {
     if (!g.format->gemv) continue;
     SCOPED_TRACE(std::string(g.format->name));
     const ExpertWeights& w = g.slots.front();
-    std::vector<float> together(x.size()), alone(x.size());
-    const ExpertBatch all{&w, g.format, x.data(), together.data(), rows};
-    run_expert_batches({&all, 1}, MlpKernel::kDecode);
-    std::vector<ExpertBatch> singles;
-    for (int64_t r = 0; r < rows; ++r) singles.push_back({&w, g.format, x.data() + r * H, alone.data() + r * H, 1});
-    run_expert_batches(singles, MlpKernel::kDecode);
+    const auto [together, alone] = decode_together_and_alone(w, g.format, x, rows, H);
     EXPECT_EQ(together, alone);
     // And it is the same MLP as the batch kernel, up to the int8 rounding of x and h.
     std::vector<float> batch(x.size());
