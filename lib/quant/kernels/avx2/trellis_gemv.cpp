@@ -8,32 +8,11 @@
 #include <cmath>
 
 #include "quant/trellis/gemv.h"
+#include "quant/trellis/row_tables.h"
 
 namespace eq::quant::trellis {
 
 namespace {
-
-template <int Bits>
-struct RowTables {
-  alignas(32) uint8_t ctrl[kTileDim][64];  // halves: states 0-7, 8-15
-  alignas(32) int32_t shift[kTileDim];
-  int offset[kTileDim];
-};
-
-template <int Bits>
-const RowTables<Bits>& row_tables() {
-  static const RowTables<Bits> t = [] {
-    RowTables<Bits> r{};
-    for (int g = 0; g < kTileDim; ++g) {
-      r.offset[g] = row_load_offset(Bits, g);
-      for (int l = 0; l < kTileDim; ++l)
-        for (int i = 0; i < 4; ++i) r.ctrl[g][4 * l + i] = row_byte(Bits, g, l, i);
-    }
-    for (int l = 0; l < kTileDim; ++l) r.shift[l] = row_shift(Bits, l);
-    return r;
-  }();
-  return t;
-}
 
 inline int32_t sum_lanes(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -45,7 +24,7 @@ inline int32_t sum_lanes(__m256i v) {
 template <int Bits>
 void tile_gemv_bits(const TileGemvArgs& a) {
   constexpr int kBytes = tile_bytes(Bits);
-  const RowTables<Bits>& rt = row_tables<Bits>();
+  const RowTables& rt = row_tables(Bits);
   const GemvInput& in = *a.in;
   const __m256i shift_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(rt.shift));
   const __m256i shift_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(rt.shift + 8));

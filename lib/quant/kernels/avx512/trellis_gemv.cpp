@@ -14,13 +14,13 @@ namespace {
 
 template <int Bits>
 void run_bits(const TileGemvArgs& a) {
-  const ShiftAndMask state_of{_mm512_load_si512(row_tables<Bits>().shift), _mm512_set1_epi32(0xFFFF)};
+  const ShiftAndMask state_of{_mm512_load_si512(row_tables(Bits).shift), _mm512_set1_epi32(0xFFFF)};
   tile_gemv_bits<Bits>(a, state_of);
 }
 
 template <int Bits>
 void run_rows_bits(const TileGemvArgs* a, int n) {
-  const ShiftAndMask state_of{_mm512_load_si512(row_tables<Bits>().shift), _mm512_set1_epi32(0xFFFF)};
+  const ShiftAndMask state_of{_mm512_load_si512(row_tables(Bits).shift), _mm512_set1_epi32(0xFFFF)};
   switch (n) {
     case 2: return tile_gemv_multi_bits<Bits, 2>(a, state_of);
     case 3: return tile_gemv_multi_bits<Bits, 3>(a, state_of);

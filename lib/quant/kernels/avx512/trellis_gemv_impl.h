@@ -18,7 +18,7 @@
 #include <cmath>
 
 #include "quant/trellis/gemv.h"
-#include "trellis_row_states.h"  // RowTables, row_tables, ShiftAndMask, MultiShift
+#include "trellis_row_states.h"  // row_bytes, ShiftAndMask, MultiShift (tables: quant/trellis/row_tables.h)
 
 namespace eq::quant::trellis {
 
@@ -56,7 +56,7 @@ inline __m512i sum_lanes_16(const __m512i* acc) {
 template <int Bits, class StateOf>
 void tile_gemv_bits(const TileGemvArgs& a, const StateOf& state_of) {
   constexpr int kBytes = tile_bytes(Bits);
-  const RowTables<Bits>& rt = row_tables<Bits>();
+  const RowTables& rt = row_tables(Bits);
   const GemvInput& in = *a.in;
   const __m512i mul = _mm512_set1_epi32(static_cast<int>(k1madMul));
   const __m512i add = _mm512_set1_epi32(static_cast<int>(k1madAdd));
@@ -113,7 +113,7 @@ void tile_gemv_multi_bits(const TileGemvArgs* args, const StateOf& state_of) {
   static_assert(NIn >= 2 && NIn <= 4);
   constexpr int kRows = NIn == 2 ? 8 : 4;
   constexpr int kBytes = tile_bytes(Bits);
-  const RowTables<Bits>& rt = row_tables<Bits>();
+  const RowTables& rt = row_tables(Bits);
   const TileGemvArgs& a = args[0];
   const __m512i mul = _mm512_set1_epi32(static_cast<int>(k1madMul));
   const __m512i add = _mm512_set1_epi32(static_cast<int>(k1madAdd));

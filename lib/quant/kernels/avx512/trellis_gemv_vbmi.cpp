@@ -19,13 +19,13 @@ namespace {
 
 template <int Bits>
 void run_bits(const TileGemvArgs& a) {
-  const MultiShift state_of{_mm512_load_si512(row_tables<Bits>().multishift)};
+  const MultiShift state_of{_mm512_load_si512(row_tables(Bits).multishift)};
   tile_gemv_bits<Bits>(a, state_of);
 }
 
 template <int Bits>
 void run_rows_bits(const TileGemvArgs* a, int n) {
-  const MultiShift state_of{_mm512_load_si512(row_tables<Bits>().multishift)};
+  const MultiShift state_of{_mm512_load_si512(row_tables(Bits).multishift)};
   switch (n) {
     case 2: return tile_gemv_multi_bits<Bits, 2>(a, state_of);
     case 3: return tile_gemv_multi_bits<Bits, 3>(a, state_of);

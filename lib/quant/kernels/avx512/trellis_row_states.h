@@ -15,39 +15,11 @@
 
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/gemv.h"
+#include "quant/trellis/row_tables.h"
 
 namespace eq::quant::trellis {
 
 namespace {
-
-template <int Bits>
-struct RowTables {
-  alignas(64) uint8_t ctrl[kTileDim][64];
-  alignas(64) int32_t shift[kTileDim];      // vpsrlvd counts
-  alignas(64) int32_t multishift[kTileDim]; // vpmultishiftqb: bytes 0, 1 of each dword = bit offsets in the qword
-  int offset[kTileDim];
-};
-
-template <int Bits>
-const RowTables<Bits>& row_tables() {
-  static const RowTables<Bits> t = [] {
-    RowTables<Bits> r{};
-    for (int g = 0; g < kTileDim; ++g) {
-      r.offset[g] = row_load_offset(Bits, g);
-      for (int l = 0; l < kTileDim; ++l)
-        for (int i = 0; i < 4; ++i) r.ctrl[g][4 * l + i] = row_byte(Bits, g, l, i);
-    }
-    for (int l = 0; l < kTileDim; ++l) {
-      r.shift[l] = row_shift(Bits, l);
-      // The state is bits [shift, shift + 16) of its dword, i.e. of the qword
-      // from bit 32 * (l odd) + shift: low byte, then high byte.
-      const int low = 32 * (l & 1) + row_shift(Bits, l);
-      r.multishift[l] = low | (low + 8) << 8;
-    }
-    return r;
-  }();
-  return t;
-}
 
 // The 16 bytes row g's states are read from (row 0 wraps around: the
 // stream's last 2 bytes, then its first 14). Loads never leave the tile.
@@ -60,8 +32,7 @@ inline __m128i row_bytes(const uint8_t* tile, int g) {
 }
 
 // Big-endian dwords holding each state's window, for row g.
-template <int Bits>
-inline __m512i row_words(const RowTables<Bits>& rt, __m128i bytes, int g) {
+inline __m512i row_words(const RowTables& rt, __m128i bytes, int g) {
   return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(bytes), _mm512_load_si512(rt.ctrl[g]));
 }
 
@@ -72,7 +43,7 @@ struct ShiftAndMask {
 
 template <int Bits>
 ShiftAndMask shift_and_mask() {
-  return {_mm512_load_si512(row_tables<Bits>().shift), _mm512_set1_epi32(0xFFFF)};
+  return {_mm512_load_si512(row_tables(Bits).shift), _mm512_set1_epi32(0xFFFF)};
 }
 
 #if defined(EQ_TRELLIS_VBMI)
@@ -85,7 +56,7 @@ struct MultiShift {
 
 template <int Bits>
 MultiShift multi_shift() {
-  return {_mm512_load_si512(row_tables<Bits>().multishift)};
+  return {_mm512_load_si512(row_tables(Bits).multishift)};
 }
 #endif
 
@@ -107,7 +78,7 @@ inline __m512i code_1mad_from_hash(__m512i hash) {
 template <int Bits, class StateOf>
 void decode_tile_rows(const uint8_t* tile, const float* row_factor, float* out, int64_t out_stride,
                       const StateOf& state_of) {
-  const RowTables<Bits>& rt = row_tables<Bits>();
+  const RowTables& rt = row_tables(Bits);
 #pragma GCC unroll 16
   for (int g = 0; g < kTileDim; ++g) {
     const __m512i y = code_1mad_from_hash(hash_1mad(state_of(row_words(rt, row_bytes<Bits>(tile, g), g))));
