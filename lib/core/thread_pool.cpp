@@ -1,7 +1,15 @@
 #include "core/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define EQ_CPU_RELAX() _mm_pause()
+#else
+#define EQ_CPU_RELAX() ((void)0)
+#endif
 
 namespace eq {
 
@@ -18,6 +26,24 @@ struct InJobScope {
 };
 }  // namespace
 
+// How long a waiting thread polls before it sleeps. Measured on the
+// qwen3-30b-a3b decode layer (bench/moe_layer, M = 1, two threads): the two
+// pool jobs per call (gate+up, down) otherwise start with the worker still
+// asleep; docs/benchmarks.md "Thread pool wake-up".
+constexpr int64_t kSpinMicros = 200;
+
+template <class Done>
+bool ThreadPool::spin_until(const Done& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      EQ_CPU_RELAX();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
 int hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
@@ -31,7 +57,7 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
@@ -57,9 +83,11 @@ void ThreadPool::worker_loop() {
   for (;;) {
     const std::function<void(size_t)>* fn;
     size_t chunks;
+    const auto started = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+    spin_until(started);
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      cv_start_.wait(lock, started);
       if (stop_) return;
       seen = generation_;
       fn = job_;
@@ -67,9 +95,11 @@ void ThreadPool::worker_loop() {
       ++busy_;
     }
     if (fn) drain(fn, chunks);  // null: woke after its job had already finished
-    {
+    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Taking the lock orders this notify after a run() that checked busy_
+      // under it and is about to wait: no lost wake-up.
       std::lock_guard<std::mutex> lock(mu_);
-      if (--busy_ == 0) cv_done_.notify_all();
+      cv_done_.notify_all();
     }
   }
 }
@@ -91,9 +121,11 @@ void ThreadPool::run(size_t chunks, const std::function<void(size_t)>& fn) {
   cv_start_.notify_all();
   drain(&fn, chunks);
   std::exception_ptr err;
+  const auto finished = [&] { return busy_.load(std::memory_order_acquire) == 0; };
+  spin_until(finished);
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_done_.wait(lock, [&] { return busy_ == 0; });
+    cv_done_.wait(lock, finished);
     // Workers that had not woken up yet for this generation will find no chunks left.
     job_ = nullptr;
     err = error_;

@@ -37,6 +37,12 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  // Polls done() for up to kSpinMicros before the caller blocks on a
+  // condition variable: a decode step runs a pool job every few hundred
+  // microseconds, and waking a sleeping thread costs tens of microseconds
+  // (a futex wake, an IPI to an idle vCPU on a VM) each time.
+  template <class Done>
+  static bool spin_until(const Done& done);
   void drain(const std::function<void(size_t)>* fn, size_t chunks);
 
   std::vector<std::thread> workers_;
@@ -44,9 +50,11 @@ class ThreadPool {
   std::condition_variable cv_start_, cv_done_;
   const std::function<void(size_t)>* job_ = nullptr;
   size_t job_chunks_ = 0;
-  size_t generation_ = 0;
-  size_t busy_ = 0;
-  bool stop_ = false;
+  // Atomic so that waiters can poll them before blocking (spin_until);
+  // written under mu_ like the job fields they publish.
+  std::atomic<size_t> generation_{0};
+  std::atomic<size_t> busy_{0};
+  std::atomic<bool> stop_{false};
   std::atomic<size_t> next_{0};
   std::exception_ptr error_;
 };
