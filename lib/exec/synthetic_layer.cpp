@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <numeric>
 
 #include "core/error.h"
@@ -102,7 +104,16 @@ std::span<const FormatMix> preset_format_mixes() {
 const FormatMix* find_format_mix(std::string_view name) {
   for (const FormatMix& m : preset_format_mixes())
     if (m.name == name) return &m;
-  return nullptr;
+  // Any registered format name is the uniform mix of that format (kept for
+  // the process's life: callers hold the pointer).
+  const quant::FormatTraits* format = quant::find_format(name);
+  if (!format) return nullptr;
+  static std::mutex mu;
+  static std::deque<FormatMix> uniform;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const FormatMix& m : uniform)
+    if (m.name == name) return &m;
+  return &uniform.emplace_back(FormatMix{std::string(name), {{format, 1.0}}});
 }
 
 void SyntheticLayer::FreeBytes::operator()(uint8_t* p) const { std::free(p); }

@@ -44,6 +44,7 @@ struct FormatMix {
 // mixes: mix842 = 15% int8_row / 60% fp4_g32 / 25% int2_g32, mix842t = the
 // same with trellis2 as the 2-bit format.
 std::span<const FormatMix> preset_format_mixes();
+// A preset's name, or any format name (quant registry) for that format alone.
 const FormatMix* find_format_mix(std::string_view name);
 
 // Expert e's float32 weights: gate and up [I, H], down [H, I], row-major.

@@ -104,6 +104,12 @@ void stream_kernel(const StreamGemvArgs& a, const GemvInput* const* ins, float* 
           }
         }
       }
+      if (k0 + kPrefetchUnits * Unit < a.cols) {  // the scale (and bias) rows are streams of their own
+        const int64_t ga = (k0 + kPrefetchUnits * Unit) / a.group * a.ld + p * 16;
+        if (a.scales_f16) _mm_prefetch(reinterpret_cast<const char*>(a.scales_f16 + ga), _MM_HINT_T0);
+        else _mm_prefetch(reinterpret_cast<const char*>(a.scales_u8 + ga), _MM_HINT_T0);
+        if (a.biases_f16) _mm_prefetch(reinterpret_cast<const char*>(a.biases_f16 + ga), _MM_HINT_T0);
+      }
       const __m512 w_scale = load_scales(a, g, p * 16, m);
       __m512 bias = _mm512_setzero_ps();
       if (a.biases_f16) bias = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a.biases_f16 + g * a.ld + p * 16));
