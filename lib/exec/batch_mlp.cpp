@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "core/thread_pool.h"
 #include "exec/int8_panel_gemm.h"
@@ -215,18 +216,62 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
   float* gb = f.has_biases ? s.gate_biases.data() : nullptr;
   float* ub = f.has_biases ? s.up_biases.data() : nullptr;
   float* db = f.has_biases ? s.down_biases.data() : nullptr;
+  // The blocks in execution order: gate+up (i0, c0) for every c0, then down
+  // (h0, i0) for every h0, per i0. While one block's GEMMs run, the source
+  // bytes of the next block are requested in kPrefetchSlices parts between
+  // GEMM slices: a burst of requests at build time stalled the build on the
+  // fill buffers and left the GEMM without memory traffic (e512, 10 rows per
+  // expert: build ≈ GEMM time, barely overlapped).
+  struct Block {
+    bool down = false;
+    int64_t i0 = 0, i1 = 0, a0 = 0, a1 = 0;  // gate/up: columns [a0, a1); down: rows [a0, a1)
+  };
+  auto next_of = [&](const Block& b) -> std::optional<Block> {
+    if (!b.down) {
+      if (b.a1 < H) return Block{false, b.i0, b.i1, b.a1, std::min(H, b.a1 + kb)};
+      return Block{true, b.i0, b.i1, 0, std::min(H, hb)};
+    }
+    if (b.a1 < H) return Block{true, b.i0, b.i1, b.a1, std::min(H, b.a1 + hb)};
+    if (b.i1 < I) return Block{false, b.i1, std::min(I, b.i1 + ib), 0, std::min(H, kb)};
+    return std::nullopt;
+  };
+  auto prefetch = [&](const std::optional<Block>& b, int slice, int slices) {
+    if (!b || !f.prefetch) return;
+    if (b->down) {
+      f.prefetch(w.down, b->a0, b->a1, b->i0, b->i1, slice, slices);
+    } else {
+      f.prefetch(w.gate, b->i0, b->i1, b->a0, b->a1, slice, slices);
+      f.prefetch(w.up, b->i0, b->i1, b->a0, b->a1, slice, slices);
+    }
+  };
+  // gemm over np panels in `slices` parts, part s of the next block's prefetch before each.
+  auto sliced_gemm = [&](const Int8Rows& a, const uint8_t* codes, const float* scales, const float* biases,
+                         int64_t np, int64_t kc, float* c, int64_t ldc, bool accumulate,
+                         const std::optional<Block>& next, int first_slice, int slices, int parts) {
+    const int64_t pstride = kc * 16, sstride = kc / quant::kInt8Unit * 16;
+    for (int s = 0; s < parts; ++s) {
+      prefetch(next, first_slice + s, slices);
+      const int64_t p0 = np * s / parts, p1 = np * (s + 1) / parts;
+      if (p1 > p0)
+        k.gemm(a, rows, codes + p0 * pstride, scales + p0 * sstride, biases ? biases + p0 * sstride : nullptr,
+               f.offset, p1 - p0, kc, c + p0 * 16, ldc, accumulate);
+    }
+  };
+  constexpr int kPrefetchSlices = 8;
   for (int64_t i0 = 0; i0 < I; i0 += ib) {
     const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0, np = ni / 16;
     for (int64_t c0 = 0; c0 < H; c0 += kb) {
       const int64_t c1 = std::min(H, c0 + kb), u0 = c0 / quant::kInt8Unit;
-      // The next column block of the same rows is prefetched meanwhile.
-      const int64_t next = c1 < H ? c1 : -1;
-      f.build(w.gate, i0, i1, c0, c1, s.gate_codes.data(), s.gate_scales.data(), gb, next < 0 ? -1 : i0, next);
-      f.build(w.up, i0, i1, c0, c1, s.up_codes.data(), s.up_scales.data(), ub, next < 0 ? -1 : i0, next);
+      const std::optional<Block> next = next_of(Block{false, i0, i1, c0, c1});
+      // Formats without a sliced prefetch let build() prefetch the same matrix's next block.
+      const int64_t pr = f.prefetch || c1 >= H ? -1 : i0, pc = f.prefetch || c1 >= H ? -1 : c1;
+      f.build(w.gate, i0, i1, c0, c1, s.gate_codes.data(), s.gate_scales.data(), gb, pr, pc);
+      f.build(w.up, i0, i1, c0, c1, s.up_codes.data(), s.up_scales.data(), ub, pr, pc);
       const Int8Rows xc{xr.q + c0, xr.ldq, xr.scale + u0, xr.qsum + u0, xr.xsum + u0, xr.ldu};
-      k.gemm(xc, rows, s.gate_codes.data(), s.gate_scales.data(), gb, f.offset, np, c1 - c0, s.gate.data(), ib,
-             c0 > 0);
-      k.gemm(xc, rows, s.up_codes.data(), s.up_scales.data(), ub, f.offset, np, c1 - c0, s.up.data(), ib, c0 > 0);
+      sliced_gemm(xc, s.gate_codes.data(), s.gate_scales.data(), gb, np, c1 - c0, s.gate.data(), ib, c0 > 0, next, 0,
+                  kPrefetchSlices, kPrefetchSlices / 2);
+      sliced_gemm(xc, s.up_codes.data(), s.up_scales.data(), ub, np, c1 - c0, s.up.data(), ib, c0 > 0, next,
+                  kPrefetchSlices / 2, kPrefetchSlices, kPrefetchSlices / 2);
     }
     // The reference MLP's SiLU kernel on the ni valid columns of each row.
     for (int64_t r = 0; r < rows; ++r)
@@ -234,9 +279,11 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
     k.quantize(s.gate.data(), ib, rows, ni, f.order, ar);
     for (int64_t h0 = 0; h0 < H; h0 += hb) {
       const int64_t h1 = std::min(H, h0 + hb);
-      f.build(w.down, h0, h1, i0, i1, s.down_codes.data(), s.down_scales.data(), db, h1 < H ? h1 : -1, i0);
-      k.gemm(ar.view(), rows, s.down_codes.data(), s.down_scales.data(), db, f.offset, (h1 - h0) / 16, ni, y + h0, H,
-             i0 > 0);
+      const std::optional<Block> next = next_of(Block{true, i0, i1, h0, h1});
+      const int64_t pr = f.prefetch || h1 >= H ? -1 : h1, pc = f.prefetch || h1 >= H ? -1 : i0;
+      f.build(w.down, h0, h1, i0, i1, s.down_codes.data(), s.down_scales.data(), db, pr, pc);
+      sliced_gemm(ar.view(), s.down_codes.data(), s.down_scales.data(), db, (h1 - h0) / 16, ni, y + h0, H, i0 > 0,
+                  next, 0, kPrefetchSlices, kPrefetchSlices);
     }
   }
 }

@@ -71,6 +71,27 @@ void stream_unit_scales(const PackedMatrix& m, const StreamLayout& l, int64_t r0
   }
 }
 
+inline void prefetch_run(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
+}
+
+// Slice s of n: word rows [w * s / n, w * (s + 1) / n) of the block, each a
+// run of (r1 - r0) words, and the same share of its scale (bias) rows.
+void stream_prefetch(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int s, int n) {
+  const StreamLayout l = stream_layout_of(*m.format);
+  if (r0 < 0 || r1 > m.rows || c0 < 0 || c1 > m.cols || r1 <= r0 || c1 <= c0) return;
+  const int64_t N = m.rows, w0 = c0 * l.bits / 32, words = (c1 - c0) * l.bits / 32;
+  const uint32_t* q = static_cast<const uint32_t*>(m.parts[0].data);
+  for (int64_t w = words * s / n; w < words * (s + 1) / n; ++w) prefetch_run(q + (w0 + w) * N + r0, (r1 - r0) * 4);
+  const int64_t g0 = c0 / l.group, groups = (c1 - c0 + l.group - 1) / l.group;
+  const int64_t esize = l.scale_kind == ScaleKind::kF16 ? 2 : 1;
+  for (int64_t g = g0 + groups * s / n; g < g0 + groups * (s + 1) / n; ++g) {
+    prefetch_run(static_cast<const uint8_t*>(m.parts[1].data) + (g * N + r0) * esize, (r1 - r0) * esize);
+    if (l.has_biases) prefetch_run(static_cast<const uint16_t*>(m.parts[2].data) + g * N + r0, (r1 - r0) * 2);
+  }
+}
+
 void stream_build(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* codes,
                   float* scales, float* biases, int64_t next_r0, int64_t next_c0) {
   const StreamLayout l = stream_layout_of(*m.format);
@@ -115,10 +136,10 @@ void int8_row_build(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, i
 
 }  // namespace
 
-const Int8Panels kFp4Int8Panels{.build = stream_build, .offset = 12, .has_biases = false, .order = Int8KOrder::kNibble};
-const Int8Panels kAffine2Int8Panels{.build = stream_build, .offset = 0, .has_biases = true, .order = Int8KOrder::kCrumb};
-const Int8Panels kAffine4Int8Panels{.build = stream_build, .offset = 0, .has_biases = true, .order = Int8KOrder::kNibble};
-const Int8Panels kAffine8Int8Panels{.build = stream_build, .offset = 0, .has_biases = true, .order = Int8KOrder::kNatural};
+const Int8Panels kFp4Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 12, .has_biases = false, .order = Int8KOrder::kNibble};
+const Int8Panels kAffine2Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 0, .has_biases = true, .order = Int8KOrder::kCrumb};
+const Int8Panels kAffine4Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 0, .has_biases = true, .order = Int8KOrder::kNibble};
+const Int8Panels kAffine8Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 0, .has_biases = true, .order = Int8KOrder::kNatural};
 const Int8Panels kInt8RowInt8Panels{.build = int8_row_build, .offset = 128, .has_biases = false,
                                     .order = Int8KOrder::kNatural};
 

@@ -55,6 +55,12 @@ struct Int8Panels {
   // caller's GEMM on this one (a hint: no effect on the result).
   void (*build)(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* codes,
                 float* scales, float* biases, int64_t next_r0, int64_t next_c0) = nullptr;
+  // Requests into L2 the source bytes build() will read for the block
+  // [r0, r1) x [c0, c1): part `slice` of `slices` equal parts, so a caller
+  // can spread the requests over its GEMM on the current block instead of
+  // issuing them in one burst (a hint: no effect on any result).
+  void (*prefetch)(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int slice,
+                   int slices) = nullptr;
   int offset = 0;           // code of a zero weight (before the bias)
   bool has_biases = false;  // affine: biases are written and must be applied
   Int8KOrder order = Int8KOrder::kNatural;
