@@ -232,6 +232,13 @@ TEST(Int8PanelGemm, Avx512MatchesGeneric) {
           kernels::int8_panel_gemm_avx512(a, m, codes.data(), ws.data(), bias ? wb.data() : nullptr, offset, np, kc,
                                           c1.data(), np * 16, acc);
           EXPECT_EQ(std::memcmp(c0.data(), c1.data(), c0.size() * 4), 0) << offset << " " << bias << " " << acc;
+          // Every row count (each splits into different row blocks) gives those rows the same bits.
+          for (int64_t mm = 1; mm < m; ++mm) {
+            std::vector<float> c2 = init;
+            kernels::int8_panel_gemm_avx512(a, mm, codes.data(), ws.data(), bias ? wb.data() : nullptr, offset, np,
+                                            kc, c2.data(), np * 16, acc);
+            EXPECT_EQ(std::memcmp(c0.data(), c2.data(), mm * np * 16 * 4), 0) << mm << " rows";
+          }
           // Element (i, p, j) against float64 from the definition.
           const int64_t i = 9, p = 6, j = 5;
           double want = acc ? init[i * np * 16 + p * 16 + j] : 0.0;

@@ -87,12 +87,25 @@ inline Int8Rows rows_from(const Int8Rows& a, int64_t i) {
 template <int P, bool Bias>
 void panels(const Int8Rows& a, int64_t m, const uint8_t* codes, const float* wscale, const float* wbias, int offset,
             int64_t kc, float* c, int64_t ldc, bool accumulate) {
-  int64_t i = 0;
-  for (; i + kRows <= m; i += kRows)
-    block<kRows, P, Bias>(rows_from(a, i), codes, wscale, wbias, offset, kc, c + i * ldc, ldc, accumulate);
-  for (; i + 3 <= m; i += 3)
-    block<3, P, Bias>(rows_from(a, i), codes, wscale, wbias, offset, kc, c + i * ldc, ldc, accumulate);
-  for (; i < m; ++i) block<1, P, Bias>(rows_from(a, i), codes, wscale, wbias, offset, kc, c + i * ldc, ldc, accumulate);
+  static_assert(kRows == 6);
+  // Blocks of 6 rows; a remainder of 7-11 rows as two near-equal blocks and
+  // one of 1-5 as one block: each code load serves as many rows as possible
+  // (10 rows, the e512 prefill's rows per expert, was 6 + 3 + 1).
+  for (int64_t i = 0; i < m;) {
+    const int64_t rem = m - i;
+    const int take = static_cast<int>(rem >= 12 ? 6 : rem > 6 ? (rem + 1) / 2 : rem);
+    const Int8Rows rows = rows_from(a, i);
+    float* ci = c + i * ldc;
+    switch (take) {
+      case 6: block<6, P, Bias>(rows, codes, wscale, wbias, offset, kc, ci, ldc, accumulate); break;
+      case 5: block<5, P, Bias>(rows, codes, wscale, wbias, offset, kc, ci, ldc, accumulate); break;
+      case 4: block<4, P, Bias>(rows, codes, wscale, wbias, offset, kc, ci, ldc, accumulate); break;
+      case 3: block<3, P, Bias>(rows, codes, wscale, wbias, offset, kc, ci, ldc, accumulate); break;
+      case 2: block<2, P, Bias>(rows, codes, wscale, wbias, offset, kc, ci, ldc, accumulate); break;
+      default: block<1, P, Bias>(rows, codes, wscale, wbias, offset, kc, ci, ldc, accumulate); break;
+    }
+    i += take;
+  }
 }
 
 template <bool Bias>
