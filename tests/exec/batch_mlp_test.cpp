@@ -16,6 +16,7 @@
 #include "exec/batch_mlp.h"
 #include "exec/decode_mlp.h"
 #include "exec/int8_panel_gemm.h"
+#include "exec/panel_gemm.h"
 #include "quant/format.h"
 #include "quant/int8_panels.h"
 
@@ -252,6 +253,33 @@ TEST(Int8PanelGemm, Avx512MatchesGeneric) {
           EXPECT_NEAR(c0[i * np * 16 + p * 16 + j], want, 1e-5 * (1.0 + std::abs(want)));
         }
   }
+}
+
+
+// The fp32 panel micro-kernels: AVX-512 and AVX2 give every row count the
+// same bits (one fma chain per element, k increasing, whatever the row
+// blocking), and agree with a float64 product.
+TEST(PanelGemm, SimdKernelsSameBitsForEveryRowCount) {
+  if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512";
+  const int64_t np = 5, kc = 37, lda = 41, pstride = kc * 16 + 8;
+  const std::vector<float> a = normal(14 * lda, 21, 1.0f), panels = normal(np * pstride, 22, 0.1f);
+  const std::vector<float> init = normal(14 * np * 16, 23, 1.0f);
+  for (int64_t m = 1; m <= 14; ++m)
+    for (bool acc : {false, true}) {
+      std::vector<float> c512 = init, c2 = init;
+      kernels::panel_gemm_avx512(a.data(), lda, m, panels.data(), np, pstride, kc, c512.data(), np * 16, acc);
+      kernels::panel_gemm_avx2(a.data(), lda, m, panels.data(), np, pstride, kc, c2.data(), np * 16, acc);
+      EXPECT_EQ(std::memcmp(c512.data(), c2.data(), m * np * 16 * 4), 0) << m << " rows";
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t o = 0; o < np * 16; o += 7) {
+          double want = acc ? init[i * np * 16 + o] : 0.0;
+          for (int64_t k = 0; k < kc; ++k)
+            want += static_cast<double>(a[i * lda + k]) * panels[(o / 16) * pstride + k * 16 + o % 16];
+          EXPECT_NEAR(c512[i * np * 16 + o], want, 1e-5 * (1.0 + std::abs(want))) << m << " " << i << " " << o;
+        }
+      // Rows past m untouched.
+      EXPECT_EQ(std::memcmp(c512.data() + m * np * 16, init.data() + m * np * 16, (14 - m) * np * 16 * 4), 0);
+    }
 }
 
 }  // namespace

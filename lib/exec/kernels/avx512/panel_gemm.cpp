@@ -32,10 +32,24 @@ inline void block(const float* a, int64_t lda, const float* panels, int64_t pstr
 template <int P>
 inline void rows(const float* a, int64_t lda, int64_t m, const float* panels, int64_t pstride, int64_t kc, float* c,
                  int64_t ldc, bool accumulate) {
-  int64_t i = 0;
-  for (; i + 6 <= m; i += 6) block<6, P>(a + i * lda, lda, panels, pstride, kc, c + i * ldc, ldc, accumulate);
-  for (; i + 2 <= m; i += 2) block<2, P>(a + i * lda, lda, panels, pstride, kc, c + i * ldc, ldc, accumulate);
-  for (; i < m; ++i) block<1, P>(a + i * lda, lda, panels, pstride, kc, c + i * ldc, ldc, accumulate);
+  // Blocks of 6 rows; a remainder of 7-11 rows as two near-equal blocks and
+  // one of 1-5 as one block, so each panel load serves as many rows as
+  // possible (32 rows were 5 x 6 + 2, 10 rows 6 + 2 + 2).
+  for (int64_t i = 0; i < m;) {
+    const int64_t rem = m - i;
+    const int take = static_cast<int>(rem >= 12 ? 6 : rem > 6 ? (rem + 1) / 2 : rem);
+    const float* ai = a + i * lda;
+    float* ci = c + i * ldc;
+    switch (take) {
+      case 6: block<6, P>(ai, lda, panels, pstride, kc, ci, ldc, accumulate); break;
+      case 5: block<5, P>(ai, lda, panels, pstride, kc, ci, ldc, accumulate); break;
+      case 4: block<4, P>(ai, lda, panels, pstride, kc, ci, ldc, accumulate); break;
+      case 3: block<3, P>(ai, lda, panels, pstride, kc, ci, ldc, accumulate); break;
+      case 2: block<2, P>(ai, lda, panels, pstride, kc, ci, ldc, accumulate); break;
+      default: block<1, P>(ai, lda, panels, pstride, kc, ci, ldc, accumulate); break;
+    }
+    i += take;
+  }
 }
 
 }  // namespace
