@@ -8,6 +8,6 @@
 
 namespace eq::exec {
 
-void run_batch_mlp(std::span<const ExpertBatch> batches);
+void run_batch_mlp(std::span<const ExpertBatch> batches, const BatchOptions& options = {});
 
 }  // namespace eq::exec

@@ -40,7 +40,7 @@ void grouped_matmul(const MoeWork& w, const int32_t* ids, float* out, DispatchSc
     batches.push_back({&w.layer->expert(id), &w.layer->format_of(id), s.rows_in.data() + b * H,
                        s.rows_out.data() + b * H, end - b});
   }
-  run_expert_batches(batches, w.kernel);
+  run_expert_batches(batches, w.kernel, batch_options_for(w.tokens, w.top_k, w.layer->num_experts));
   for (int64_t i = 0; i < pairs; ++i)
     std::memcpy(out + s.order[i] * H, s.rows_out.data() + i * H, H * sizeof(float));
 }
@@ -59,7 +59,7 @@ void run_per_token(const MoeWork& work) {
     batches[static_cast<size_t>(s)] = {&work.layer->expert(id), &work.layer->format_of(id),
                                        work.x + (s / work.top_k) * H, work.slot_out + s * H, 1};
   }
-  run_expert_batches(batches, work.kernel);
+  run_expert_batches(batches, work.kernel, batch_options_for(work.tokens, work.top_k, work.layer->num_experts));
 }
 
 void SortedDispatch::run(const MoeWork& work, DispatchScratch& scratch) const { run_sorted(work, scratch); }

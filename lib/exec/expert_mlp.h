@@ -29,11 +29,27 @@ struct ExpertBatch {
   int64_t rows = 0;
 };
 
+// Choices of the batch kernel made once per MoE call, from quantities every
+// dispatch strategy shares (never from one expert's row count, which
+// mask-combine changes), so all strategies keep the same bits.
+struct BatchOptions {
+  // Trellis experts through int8 codes and vpdpbusd (batch_mlp.cpp run_trellis)
+  // instead of fp32 panels: faster from about 8 rows per expert, slower below
+  // (the code conversion costs more than the GEMM saves).
+  bool trellis_int8 = true;
+};
+// The options for a call of `tokens` tokens routed top_k of num_experts:
+// trellis_int8 when the mean rows per expert is at least kTrellisInt8MinRows.
+inline constexpr int64_t kTrellisInt8MinRows = 8;
+inline BatchOptions batch_options_for(int64_t tokens, int64_t top_k, int64_t num_experts) {
+  return {.trellis_int8 = tokens * top_k >= kTrellisInt8MinRows * num_experts};
+}
+
 // Runs all batches through the kernel family `kernel` (chosen per MoE call
 // from its token count, mlp_kernel.h); batches write disjoint outputs, so the
 // result does not depend on the order or thread. Work is split into chunks
 // so both cores stay busy even when one expert dominates.
-void run_expert_batches(std::span<const ExpertBatch> batches, MlpKernel kernel);
+void run_expert_batches(std::span<const ExpertBatch> batches, MlpKernel kernel, const BatchOptions& options = {});
 
 // Whether a format's matmul already runs on eq::default_pool(): such batches
 // must run on the calling thread (the pool is not reentrant).

@@ -89,7 +89,16 @@ struct Int8PanelKernels {
   // the next block's same byte (0 = none).
   void (*row_codes)(const int8_t* w, int64_t ld, int64_t nrows, int64_t k_count, uint8_t* out,
                     int64_t prefetch) = nullptr;
+  // Float panels [p][k][16] (pstride floats apart) of trellis codes y
+  // (exact integers, |y| <= 510), k_count a multiple of 4:
+  // out[p * out_stride + (k / 4) * 64 + j * 4 + k % 4] = nearbyint(y * kTrellisInt8Step) + 128
+  // (fp32 product, round to nearest even), in [1, 255]: the trellis formats'
+  // int8 batch path (batch_mlp.cpp), weight = (code - 128) / kTrellisInt8Step * row scale.
+  void (*trellis_codes)(const float* panels, int64_t np, int64_t pstride, int64_t k_count, uint8_t* out,
+                        int64_t out_stride) = nullptr;
 };
+// 127 / 510: the largest |y| maps to 127.
+inline constexpr float kTrellisInt8Step = 127.0f / 510.0f;
 const Int8PanelKernels& int8_panel_kernels(Isa isa);
 
 namespace kernels {
@@ -97,6 +106,8 @@ void int8_stream_codes_generic(const uint32_t*, int64_t, int64_t, int, bool, int
 void int8_row_codes_generic(const int8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
 void int8_stream_codes_avx512(const uint32_t*, int64_t, int64_t, int, bool, int64_t, uint8_t*, int64_t, int64_t);
 void int8_row_codes_avx512(const int8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
+void int8_trellis_codes_generic(const float*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
+void int8_trellis_codes_avx512(const float*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
 }  // namespace kernels
 
 }  // namespace eq::quant

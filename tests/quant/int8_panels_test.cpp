@@ -4,6 +4,8 @@
 // scalar kernels' bytes; misaligned blocks are rejected.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <array>
 #include <cstring>
 #include <string>
@@ -119,6 +121,23 @@ TEST(Int8Panels, SimdCodeKernelsMatchScalar) {
       kernels::int8_row_codes_avx512(rows.data(), 200, nrows, kc, b.data(), 32);
       EXPECT_EQ(a, b) << nrows << " rows " << kc << " k";
     }
+  // Trellis codes: every y in [-510, 510] (ties of y * 127 / 510 included),
+  // as 2 panels of 68 k (pstride 68 * 16 + 16), against the scalar kernel
+  // and the definition.
+  std::vector<float> y(static_cast<size_t>(2 * (68 * 16 + 16)));
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(static_cast<int>(i % 1021) - 510);
+  std::vector<uint8_t> a(2 * 68 * 16 + 64), b(a.size());
+  kernels::int8_trellis_codes_generic(y.data(), 2, 68 * 16 + 16, 68, a.data(), 68 * 16 + 32);
+  kernels::int8_trellis_codes_avx512(y.data(), 2, 68 * 16 + 16, 68, b.data(), 68 * 16 + 32);
+  EXPECT_EQ(a, b);
+  for (int64_t p = 0; p < 2; ++p)
+    for (int64_t k = 0; k < 68; ++k)
+      for (int j = 0; j < 16; ++j) {
+        const float v = y[p * (68 * 16 + 16) + k * 16 + j];
+        const int code = a[p * (68 * 16 + 32) + k / 4 * 64 + j * 4 + k % 4];
+        ASSERT_LE(std::abs((code - 128) / kTrellisInt8Step - v), 0.5f / kTrellisInt8Step + 1e-3f) << v;
+        ASSERT_GE(code, 1);
+      }
 }
 
 }  // namespace

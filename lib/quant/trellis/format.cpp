@@ -127,8 +127,11 @@ void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_
 // k-tiles decode_rotated_panels prefetches ahead.
 constexpr int64_t kPrefetchTiles = 4;
 
+const float* row_scales(const PackedMatrix& m, int bits) { return parts_of(m, bits).scales; }
+
 void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                           float* out) {
+                           float* out, bool with_row_scales) {
+  static const float kOnes[kTileDim] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   const TrellisParts p = parts_of(m, bits);
   const int64_t tiles_n = m.rows / kTileDim, kcount = c1 - c0;
   if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols || r0 % kTileDim || r1 % kTileDim ||
@@ -146,7 +149,7 @@ void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t 
         const char* ahead = reinterpret_cast<const char*>(tile_at(p, bits, tiles_n, kt + kPrefetchTiles, nt));
         for (int b = 0; b < tile_bytes(bits); b += 64) __builtin_prefetch(ahead + b);
       }
-      kern.decode_tile_panel(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
+      kern.decode_tile_panel(tile_at(p, bits, tiles_n, kt, nt), bits, with_row_scales ? p.scales + nt * kTileDim : kOnes,
                              panel + (kt * kTileDim - c0) * kTileDim);
     }
   }

@@ -39,8 +39,12 @@ void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_
 // scales applied, no rotation or signs) as 16-row panels (the layout of
 // FormatTraits::dequantize_block); boundaries at multiples of 16. For kernels
 // that rotate the activations instead of the weights (lib/exec/batch_mlp.cpp).
+// with_row_scales = false leaves the scales out: the codes y themselves,
+// exact integers (|y| <= 510), for the int8 batch path.
 void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                           float* out);
+                           float* out, bool with_row_scales = true);
+// The per-row scales of W' (the "scales" part, float32 [rows]).
+const float* row_scales(const PackedMatrix& m, int bits);
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate);
 size_t packed_size(int64_t rows, int64_t cols, int bits);
 

@@ -3,6 +3,8 @@
 #include "quant/int8_panels.h"
 #include "quant/packed_stream.h"
 
+#include <cmath>
+
 namespace eq::quant::kernels {
 
 namespace {
@@ -27,6 +29,16 @@ void int8_row_codes_generic(const int8_t* w, int64_t ld, int64_t nrows, int64_t 
   for (int64_t k = 0; k < k_count; ++k)
     for (int64_t j = 0; j < 16; ++j)
       out[k / 4 * 64 + j * 4 + k % 4] = static_cast<uint8_t>(j < nrows ? w[j * ld + k] + 128 : 128);
+}
+
+void int8_trellis_codes_generic(const float* panels, int64_t np, int64_t pstride, int64_t k_count, uint8_t* out,
+                                int64_t out_stride) {
+  for (int64_t p = 0; p < np; ++p)
+    for (int64_t k = 0; k < k_count; ++k)
+      for (int64_t j = 0; j < 16; ++j) {
+        const float scaled = panels[p * pstride + k * 16 + j] * kTrellisInt8Step;
+        out[p * out_stride + k / 4 * 64 + j * 4 + k % 4] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(scaled)) + 128);
+      }
 }
 
 }  // namespace eq::quant::kernels
