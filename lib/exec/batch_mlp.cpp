@@ -68,7 +68,7 @@ const int8_t* signs(const quant::PackedMatrix& m, int part) { return static_cast
 // transforms act on rows x H and rows x 128 tiles, not on every weight.
 // Same blocking and per-row independence as run_blocked. With AVX-512 VNNI
 // the decoded codes y become int8 codes nearbyint(y * 127 / 510)
-// (Int8PanelKernels::trellis_codes) and the rotated activations int8 per 32 k,
+// (trellis::decode_rotated_int8_panels) and the rotated activations int8 per 32 k,
 // through the integer micro-kernel of the other formats (int8_panel_gemm.h):
 // vpdpbusd does 64 multiply-adds per instruction where an fp32 FMA does 16
 // (and vpdpwssd, for exact int16 codes, 32: no faster than two FMA ports).
@@ -98,7 +98,6 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     v.resize(static_cast<size_t>(n));
     return v.data();
   };
-  const quant::Int8PanelKernels& codes_kernels = quant::int8_panel_kernels(active_isa());
   const int64_t uh = H / quant::kInt8Unit, ui = ib / quant::kInt8Unit;
   Int8RowsBuffer xgr, xur, ar;
   const float *rs_g = nullptr, *rs_u = nullptr, *rs_d = nullptr;
@@ -120,10 +119,9 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
   }
   // The int8 panels of W'[r0:r1, c0:c1] (rows of scale rs): codes and per-unit scales.
   auto int8_panels = [&](const quant::PackedMatrix& m, const float* rs, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                         float* panels, uint8_t* codes, float* scales) {
+                         uint8_t* codes, float* scales) {
     const int64_t kc = c1 - c0, np = (r1 - r0) / 16, units = kc / quant::kInt8Unit;
-    quant::trellis::decode_rotated_panels(m, bits, r0, r1, c0, c1, panels, false);
-    codes_kernels.trellis_codes(panels, np, kc * 16, kc, codes, kc * 16);
+    quant::trellis::decode_rotated_int8_panels(m, bits, r0, r1, c0, c1, codes);
     for (int64_t p = 0; p < np; ++p)
       for (int64_t u = 0; u < units; ++u)
         for (int j = 0; j < 16; ++j) scales[(p * units + u) * 16 + j] = rs[r0 + p * 16 + j] / quant::kTrellisInt8Step;
@@ -143,8 +141,8 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
       const int64_t c1 = std::min(H, c0 + kb);
       if (int8) {
         const int64_t u0 = c0 / quant::kInt8Unit;
-        int8_panels(w.gate, rs_g, i0, i1, c0, c1, s.gate_panels.data(), s.gate_codes.data(), s.gate_scales.data());
-        int8_panels(w.up, rs_u, i0, i1, c0, c1, s.up_panels.data(), s.up_codes.data(), s.up_scales.data());
+        int8_panels(w.gate, rs_g, i0, i1, c0, c1, s.gate_codes.data(), s.gate_scales.data());
+        int8_panels(w.up, rs_u, i0, i1, c0, c1, s.up_codes.data(), s.up_scales.data());
         const Int8Rows xg{xgr.q + c0, xgr.ldq, xgr.scale + u0, xgr.qsum + u0, xgr.xsum + u0, xgr.ldu};
         const Int8Rows xu{xur.q + c0, xur.ldq, xur.scale + u0, xur.qsum + u0, xur.xsum + u0, xur.ldu};
         k8.gemm(xg, rows, s.gate_codes.data(), s.gate_scales.data(), nullptr, 128, ni / 16, c1 - c0, s.gate.data(), ib,
@@ -180,7 +178,7 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     for (int64_t h0 = 0; h0 < H; h0 += hb) {
       const int64_t h1 = std::min(H, h0 + hb);
       if (int8) {
-        int8_panels(w.down, rs_d, h0, h1, i0, i1, s.down_panels.data(), s.down_codes.data(), s.down_scales.data());
+        int8_panels(w.down, rs_d, h0, h1, i0, i1, s.down_codes.data(), s.down_scales.data());
         k8.gemm(ar.view(), rows, s.down_codes.data(), s.down_scales.data(), nullptr, 128, (h1 - h0) / 16, ni, y + h0, H,
                 i0 > 0);
         continue;

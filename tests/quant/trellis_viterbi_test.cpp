@@ -197,6 +197,39 @@ TEST(TrellisKernels, SimdDecodeEqualsReference) {
   }
 }
 
+// The int8 code decoders (Kernels::decode_tile_int8): every table and both
+// AVX-512 variants equal the definition nearbyint(y * 127 / 510) + 128 at the
+// panel position of each state.
+TEST(TrellisKernels, Int8CodeDecodeEqualsReference) {
+  using Int8Fn = void (*)(const uint8_t*, int, uint8_t*);
+  std::vector<std::pair<std::string, Int8Fn>> decoders;
+  for (Isa isa : supported_isas()) {
+    const Kernels& k = isa == Isa::kAvx512 ? avx512_kernels() : isa == Isa::kAvx2 ? avx2_kernels() : generic_kernels();
+    decoders.emplace_back(std::string(isa_name(isa)) + " table", k.decode_tile_int8);
+  }
+  if (detected_isa() >= Isa::kAvx512) {
+    decoders.emplace_back("avx512", decode_tile_int8_avx512);
+    if (cpu_has_avx512_vbmi()) decoders.emplace_back("avx512_vbmi", decode_tile_int8_avx512_vbmi);
+  }
+  std::mt19937 rng(8);
+  for (int K : {2, 3, 4})
+    for (int trial = 0; trial < 24; ++trial) {
+      std::vector<uint8_t> tile(tile_bytes(K));
+      for (auto& b : tile) b = trial == 0 ? 0x00 : trial == 1 ? 0xFF : static_cast<uint8_t>(rng());
+      std::vector<uint8_t> expect(kTileSize);
+      for (int t = 0; t < kTileSize; ++t) {
+        const int r = t / 16, c = t % 16;
+        const float y = static_cast<float>(code_1mad(tile_state(tile.data(), K, t)));
+        expect[(c / 4) * 64 + r * 4 + c % 4] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(y * (127.0f / 510.0f))) + 128);
+      }
+      for (const auto& [name, fn] : decoders) {
+        std::vector<uint8_t> out(kTileSize, 0);
+        fn(tile.data(), K, out.data());
+        ASSERT_EQ(out, expect) << name << " K=" << K << " trial " << trial;
+      }
+    }
+}
+
 TEST(TrellisKernels, SimdStripMatmulMatchesScalar) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;

@@ -130,8 +130,7 @@ constexpr int64_t kPrefetchTiles = 4;
 const float* row_scales(const PackedMatrix& m, int bits) { return parts_of(m, bits).scales; }
 
 void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                           float* out, bool with_row_scales) {
-  static const float kOnes[kTileDim] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+                           float* out) {
   const TrellisParts p = parts_of(m, bits);
   const int64_t tiles_n = m.rows / kTileDim, kcount = c1 - c0;
   if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols || r0 % kTileDim || r1 % kTileDim ||
@@ -149,8 +148,28 @@ void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t 
         const char* ahead = reinterpret_cast<const char*>(tile_at(p, bits, tiles_n, kt + kPrefetchTiles, nt));
         for (int b = 0; b < tile_bytes(bits); b += 64) __builtin_prefetch(ahead + b);
       }
-      kern.decode_tile_panel(tile_at(p, bits, tiles_n, kt, nt), bits, with_row_scales ? p.scales + nt * kTileDim : kOnes,
+      kern.decode_tile_panel(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
                              panel + (kt * kTileDim - c0) * kTileDim);
+    }
+  }
+}
+
+void decode_rotated_int8_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                uint8_t* codes) {
+  const TrellisParts p = parts_of(m, bits);
+  const int64_t tiles_n = m.rows / kTileDim, kcount = c1 - c0;
+  if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols || r0 % kTileDim || r1 % kTileDim ||
+      c0 % kTileDim || c1 % kTileDim)
+    invalid("trellis" + std::to_string(bits) + ": rotated block not aligned to 16 x 16 tiles");
+  const Kernels& kern = kernels();
+  for (int64_t nt = r0 / kTileDim; nt < r1 / kTileDim; ++nt) {
+    uint8_t* panel = codes + (nt * kTileDim - r0) * kcount;
+    for (int64_t kt = c0 / kTileDim; kt < c1 / kTileDim; ++kt) {
+      if (kt + kPrefetchTiles < c1 / kTileDim) {  // as decode_rotated_panels
+        const char* ahead = reinterpret_cast<const char*>(tile_at(p, bits, tiles_n, kt + kPrefetchTiles, nt));
+        for (int b = 0; b < tile_bytes(bits); b += 64) __builtin_prefetch(ahead + b);
+      }
+      kern.decode_tile_int8(tile_at(p, bits, tiles_n, kt, nt), bits, panel + (kt * kTileDim - c0) * kTileDim);
     }
   }
 }

@@ -39,10 +39,13 @@ void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_
 // scales applied, no rotation or signs) as 16-row panels (the layout of
 // FormatTraits::dequantize_block); boundaries at multiples of 16. For kernels
 // that rotate the activations instead of the weights (lib/exec/batch_mlp.cpp).
-// with_row_scales = false leaves the scales out: the codes y themselves,
-// exact integers (|y| <= 510), for the int8 batch path.
 void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                           float* out, bool with_row_scales = true);
+                           float* out);
+// The same block as int8 panel codes (quant/int8_panels.h layout, nk = c1 - c0
+// bytes x 16 per panel): code = nearbyint(y * kTrellisInt8Step) + 128, no
+// row scales (Kernels::decode_tile_int8).
+void decode_rotated_int8_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                uint8_t* codes);
 // The per-row scales of W' (the "scales" part, float32 [rows]).
 const float* row_scales(const PackedMatrix& m, int bits);
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate);

@@ -32,6 +32,11 @@ struct Kernels {
   void (*hadamard_columns)(float* x, int64_t rows, int64_t cols, int64_t block);
   // z[m * z_stride + r] = sum_k x[m * cols + k] * strip[r * cols + k], r < 16, m < m_rows.
   void (*strip_matmul)(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z, int64_t z_stride);
+  // The tile as int8 panel codes (quant/int8_panels.h, trellis_codes): for
+  // the y that decode_tile_panel writes (row_factor 1) at panel position
+  // (c, r), out[(c / 4) * 64 + r * 4 + c % 4] = nearbyint(y * kTrellisInt8Step) + 128
+  // (256 bytes). The batch kernel's integer path: no float panel in between.
+  void (*decode_tile_int8)(const uint8_t* tile, int K, uint8_t* out);
 };
 
 // The kernels for the active ISA (re-read on each call, so tests can force one).
@@ -47,6 +52,7 @@ void viterbi_step_generic(const float* prev, float* next, uint8_t* planes, const
                           float target, float weight);
 void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
 void decode_tile_panel_generic(const uint8_t* tile, int K, const float* row_factor, float* out);
+void decode_tile_int8_generic(const uint8_t* tile, int K, uint8_t* out);
 void hadamard_rows_generic(float* x, int64_t rows, int64_t dim, int64_t block);
 void hadamard_columns_generic(float* x, int64_t rows, int64_t cols, int64_t block);
 void strip_matmul_generic(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z,
@@ -59,5 +65,7 @@ void decode_tile_avx512(const uint8_t* tile, int K, const float* row_factor, flo
 void decode_tile_panel_avx512(const uint8_t* tile, int K, const float* row_factor, float* out);
 void decode_tile_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
 void decode_tile_panel_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out);
+void decode_tile_int8_avx512(const uint8_t* tile, int K, uint8_t* out);
+void decode_tile_int8_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out);
 
 }  // namespace eq::quant::trellis

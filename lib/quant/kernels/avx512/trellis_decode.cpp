@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/int8_panels.h"
 #include "quant/panel_transpose.h"
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/gemv.h"
@@ -119,6 +120,13 @@ void strip_matmul_avx512(const float* x, int64_t m_rows, int64_t cols, const flo
   }
 }
 
+void decode_tile_int8_avx512(const uint8_t* tile, int K, uint8_t* out) {
+  static const float kOnes[kTileDim] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  alignas(64) float y[kTileDim * kTileDim];
+  decode_tile_panel_avx512(tile, K, kOnes, y);
+  kernels::int8_trellis_codes_avx512(y, 1, kTileDim * kTileDim, kTileDim, out, kTileDim * kTileDim);
+}
+
 const Kernels& avx512_kernels() {
   static const bool vbmi = cpu_has_avx512_vbmi();
   static const Kernels table{viterbi_step_avx512,
@@ -126,7 +134,8 @@ const Kernels& avx512_kernels() {
                              vbmi ? decode_tile_panel_avx512_vbmi : decode_tile_panel_avx512,
                              hadamard_rows_avx512,
                              hadamard_columns_avx512,
-                             strip_matmul_avx512};
+                             strip_matmul_avx512,
+                             vbmi ? decode_tile_int8_avx512_vbmi : decode_tile_int8_avx512};
   return table;
 }
 

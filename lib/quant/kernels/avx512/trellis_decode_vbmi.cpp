@@ -20,6 +20,7 @@
 #define EQ_TRELLIS_VBMI  // trellis_row_states.h: MultiShift
 #include "trellis_row_states.h"
 
+#include "quant/int8_panels.h"
 #include "quant/trellis/kernels.h"
 
 namespace eq::quant::trellis {
@@ -73,7 +74,46 @@ void decode_tile_columns(const uint8_t* tile, const float* row_factor, float* ou
   }
 }
 
+// decode_tile_columns with int8 codes out (Kernels::decode_tile_int8): each
+// group of 4 columns is scaled, rounded and merged into one dword per row.
+template <int Bits>
+void decode_tile_columns_int8(const uint8_t* tile, uint8_t* out) {
+  const ColumnTables<Bits>& ct = column_tables<Bits>();
+  const __m512i lo = _mm512_loadu_si512(tile);
+  __m512i hi = _mm512_setzero_si512();
+  if constexpr (Bits == 3) hi = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64)));
+  if constexpr (Bits == 4) hi = _mm512_loadu_si512(tile + 64);
+  const __m512 step = _mm512_set1_ps(kTrellisInt8Step);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 4
+  for (int c0 = 0; c0 < kTileDim; c0 += 4) {
+    __m512i v[4];
+    for (int i = 0; i < 4; ++i) {
+      const int c = c0 + i;
+      const __m512i index = _mm512_load_si512(ct.perm[c]);
+      const __m512i words = Bits == 2 ? _mm512_permutexvar_epi8(index, lo) : _mm512_permutex2var_epi8(lo, index, hi);
+      const __m512i state =
+          _mm512_maskz_multishift_epi64_epi8(0x3333333333333333ull, _mm512_set1_epi64(ct.multishift[c]), words);
+      const __m512i y = code_1mad_from_hash(hash_1mad(state));
+      v[i] = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(y), step),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+    __m512i r = _mm512_ternarylogic_epi32(v[0], _mm512_slli_epi32(v[1], 8), _mm512_set1_epi32(0x0000FF00), 0xD8);
+    r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v[2], 16), _mm512_set1_epi32(0x00FF0000), 0xD8);
+    r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v[3], 24), _mm512_set1_epi32(static_cast<int>(0xFF000000u)), 0xD8);
+    _mm512_storeu_si512(out + c0 * kTileDim, _mm512_xor_si512(r, flip));
+  }
+}
+
 }  // namespace
+
+void decode_tile_int8_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out) {
+  switch (K) {
+    case 2: return decode_tile_columns_int8<2>(tile, out);
+    case 3: return decode_tile_columns_int8<3>(tile, out);
+    default: return decode_tile_columns_int8<4>(tile, out);
+  }
+}
 
 void decode_tile_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride) {
   switch (K) {

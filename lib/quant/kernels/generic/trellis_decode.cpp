@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/int8_panels.h"
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/kernels.h"
 
@@ -37,6 +38,13 @@ void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, fl
 
 void decode_tile_panel_generic(const uint8_t* tile, int K, const float* row_factor, float* out) {
   decode_tile_strided(tile, K, row_factor, out, 1, kTileDim);
+}
+
+void decode_tile_int8_generic(const uint8_t* tile, int K, uint8_t* out) {
+  static const float kOnes[kTileDim] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  float y[kTileDim * kTileDim];
+  decode_tile_panel_generic(tile, K, kOnes, y);
+  kernels::int8_trellis_codes_generic(y, 1, kTileDim * kTileDim, kTileDim, out, kTileDim * kTileDim);
 }
 
 void hadamard_rows_generic(float* x, int64_t rows, int64_t dim, int64_t block) {
@@ -88,7 +96,8 @@ void strip_matmul_generic(const float* x, int64_t m_rows, int64_t cols, const fl
 
 const Kernels& generic_kernels() {
   static const Kernels table{viterbi_step_generic,     decode_tile_generic,      decode_tile_panel_generic,
-                             hadamard_rows_generic,    hadamard_columns_generic, strip_matmul_generic};
+                             hadamard_rows_generic,    hadamard_columns_generic, strip_matmul_generic,
+                             decode_tile_int8_generic};
   return table;
 }
 
