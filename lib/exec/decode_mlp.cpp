@@ -117,7 +117,18 @@ void run_decode_mlp(std::span<const ExpertBatch> batches, int rows_per_pass) {
         can_shrink |= preferred > kMinBlock;
         for (int64_t b = 0; b < n; b += block) chunks.push_back({static_cast<uint32_t>(i), b, std::min(n, b + block)});
       }
-      if (chunks.size() >= want || !can_shrink) return chunks;
+      if (chunks.size() >= want || !can_shrink) {
+        // Largest first (bytes read): with experts of 8, 4 and 2 bits the
+        // chunks differ up to 4x, and a big one handed out last left the
+        // other core idle at the end of the pass (the mixed target at M = 1).
+        auto bytes = [&](const Chunk& c) {
+          const auto [first, second] = matrices_of(*rows[passes[c.pass].first].w);
+          return static_cast<double>(c.end - c.begin) * first->cols *
+                 (first->format->bits_per_weight + (second != first ? second->format->bits_per_weight : 0.0));
+        };
+        std::stable_sort(chunks.begin(), chunks.end(), [&](const Chunk& a, const Chunk& b) { return bytes(a) > bytes(b); });
+        return chunks;
+      }
     }
   };
   const std::vector<Chunk> gate_up = make_chunks([](const ExpertWeights& w) { return std::pair{&w.gate, &w.up}; });
