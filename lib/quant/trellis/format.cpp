@@ -129,49 +129,46 @@ constexpr int64_t kPrefetchTiles = 4;
 
 const float* row_scales(const PackedMatrix& m, int bits) { return parts_of(m, bits).scales; }
 
-void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                           float* out) {
+// Calls decode(tile, nt, kt) for every tile of the rotated block [r0, r1) x
+// [c0, c1) of W', panel by panel (rows of 16) and k-tile by k-tile within a
+// panel, prefetching a few k-tiles ahead: consecutive k-tiles of a panel are
+// N/16 tiles apart, and the weights come from DRAM in a real layer.
+template <class Decode>
+void for_each_rotated_tile(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                           const Decode& decode) {
   const TrellisParts p = parts_of(m, bits);
-  const int64_t tiles_n = m.rows / kTileDim, kcount = c1 - c0;
+  const int64_t tiles_n = m.rows / kTileDim;
   if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols || r0 % kTileDim || r1 % kTileDim ||
       c0 % kTileDim || c1 % kTileDim)
     invalid("trellis" + std::to_string(bits) + ": rotated block not aligned to 16 x 16 tiles");
-  // Each tile goes straight to its 16 x 16 block of the panel (columns
-  // [16kt, 16kt + 16) of the panel of rows [16nt, 16nt + 16)).
-  const Kernels& kern = kernels();
-  for (int64_t nt = r0 / kTileDim; nt < r1 / kTileDim; ++nt) {
-    float* panel = out + (nt * kTileDim - r0) * kcount;
+  for (int64_t nt = r0 / kTileDim; nt < r1 / kTileDim; ++nt)
     for (int64_t kt = c0 / kTileDim; kt < c1 / kTileDim; ++kt) {
-      // Consecutive k-tiles of a panel are (N/16) tiles apart: fetch a few
-      // ahead (the weights come from DRAM in a real layer).
       if (kt + kPrefetchTiles < c1 / kTileDim) {
         const char* ahead = reinterpret_cast<const char*>(tile_at(p, bits, tiles_n, kt + kPrefetchTiles, nt));
         for (int b = 0; b < tile_bytes(bits); b += 64) __builtin_prefetch(ahead + b);
       }
-      kern.decode_tile_panel(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
-                             panel + (kt * kTileDim - c0) * kTileDim);
+      decode(tile_at(p, bits, tiles_n, kt, nt), nt, kt);
     }
-  }
+}
+
+void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                           float* out) {
+  // Each tile goes straight to its 16 x 16 block of the panel (columns
+  // [16kt, 16kt + 16) of the panel of rows [16nt, 16nt + 16)).
+  const Kernels& kern = kernels();
+  const float* scales = parts_of(m, bits).scales;
+  for_each_rotated_tile(m, bits, r0, r1, c0, c1, [&](const uint8_t* tile, int64_t nt, int64_t kt) {
+    kern.decode_tile_panel(tile, bits, scales + nt * kTileDim,
+                           out + (nt * kTileDim - r0) * (c1 - c0) + (kt * kTileDim - c0) * kTileDim);
+  });
 }
 
 void decode_rotated_int8_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                 uint8_t* codes) {
-  const TrellisParts p = parts_of(m, bits);
-  const int64_t tiles_n = m.rows / kTileDim, kcount = c1 - c0;
-  if (r0 < 0 || r1 <= r0 || r1 > m.rows || c0 < 0 || c1 <= c0 || c1 > m.cols || r0 % kTileDim || r1 % kTileDim ||
-      c0 % kTileDim || c1 % kTileDim)
-    invalid("trellis" + std::to_string(bits) + ": rotated block not aligned to 16 x 16 tiles");
   const Kernels& kern = kernels();
-  for (int64_t nt = r0 / kTileDim; nt < r1 / kTileDim; ++nt) {
-    uint8_t* panel = codes + (nt * kTileDim - r0) * kcount;
-    for (int64_t kt = c0 / kTileDim; kt < c1 / kTileDim; ++kt) {
-      if (kt + kPrefetchTiles < c1 / kTileDim) {  // as decode_rotated_panels
-        const char* ahead = reinterpret_cast<const char*>(tile_at(p, bits, tiles_n, kt + kPrefetchTiles, nt));
-        for (int b = 0; b < tile_bytes(bits); b += 64) __builtin_prefetch(ahead + b);
-      }
-      kern.decode_tile_int8(tile_at(p, bits, tiles_n, kt, nt), bits, panel + (kt * kTileDim - c0) * kTileDim);
-    }
-  }
+  for_each_rotated_tile(m, bits, r0, r1, c0, c1, [&](const uint8_t* tile, int64_t nt, int64_t kt) {
+    kern.decode_tile_int8(tile, bits, codes + (nt * kTileDim - r0) * (c1 - c0) + (kt * kTileDim - c0) * kTileDim);
+  });
 }
 
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate) {

@@ -54,24 +54,32 @@ const ColumnTables<Bits>& column_tables() {
   return t;
 }
 
+// A tile's bytes [0, 64) and [64, n) (zero above n); no load leaves it.
 template <int Bits>
-void decode_tile_columns(const uint8_t* tile, const float* row_factor, float* out) {
-  const ColumnTables<Bits>& ct = column_tables<Bits>();
-  // Bytes [0, 64) and [64, n) of the tile (zero above n); no load leaves it.
-  const __m512i lo = _mm512_loadu_si512(tile);
-  __m512i hi = _mm512_setzero_si512();
-  if constexpr (Bits == 3) hi = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64)));
-  if constexpr (Bits == 4) hi = _mm512_loadu_si512(tile + 64);
-  const __m512 factor = _mm512_loadu_ps(row_factor);
-#pragma GCC unroll 16
-  for (int c = 0; c < kTileDim; ++c) {
+struct TileBytes {
+  __m512i lo, hi;
+  explicit TileBytes(const uint8_t* tile) : lo(_mm512_loadu_si512(tile)), hi(_mm512_setzero_si512()) {
+    if constexpr (Bits == 3) hi = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64)));
+    if constexpr (Bits == 4) hi = _mm512_loadu_si512(tile + 64);
+  }
+  // y of column c's 16 states (lane r = state 16r + c), exact.
+  __m512i column_y(const ColumnTables<Bits>& ct, int c) const {
     const __m512i index = _mm512_load_si512(ct.perm[c]);
     const __m512i words = Bits == 2 ? _mm512_permutexvar_epi8(index, lo) : _mm512_permutex2var_epi8(lo, index, hi);
     const __m512i state =
         _mm512_maskz_multishift_epi64_epi8(0x3333333333333333ull, _mm512_set1_epi64(ct.multishift[c]), words);
-    const __m512i y = code_1mad_from_hash(hash_1mad(state));
-    _mm512_storeu_ps(out + c * kTileDim, _mm512_mul_ps(_mm512_cvtepi32_ps(y), factor));
+    return code_1mad_from_hash(hash_1mad(state));
   }
+};
+
+template <int Bits>
+void decode_tile_columns(const uint8_t* tile, const float* row_factor, float* out) {
+  const ColumnTables<Bits>& ct = column_tables<Bits>();
+  const TileBytes<Bits> bytes(tile);
+  const __m512 factor = _mm512_loadu_ps(row_factor);
+#pragma GCC unroll 16
+  for (int c = 0; c < kTileDim; ++c)
+    _mm512_storeu_ps(out + c * kTileDim, _mm512_mul_ps(_mm512_cvtepi32_ps(bytes.column_y(ct, c)), factor));
 }
 
 // decode_tile_columns with int8 codes out (Kernels::decode_tile_int8): each
@@ -79,25 +87,15 @@ void decode_tile_columns(const uint8_t* tile, const float* row_factor, float* ou
 template <int Bits>
 void decode_tile_columns_int8(const uint8_t* tile, uint8_t* out) {
   const ColumnTables<Bits>& ct = column_tables<Bits>();
-  const __m512i lo = _mm512_loadu_si512(tile);
-  __m512i hi = _mm512_setzero_si512();
-  if constexpr (Bits == 3) hi = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64)));
-  if constexpr (Bits == 4) hi = _mm512_loadu_si512(tile + 64);
+  const TileBytes<Bits> bytes(tile);
   const __m512 step = _mm512_set1_ps(kTrellisInt8Step);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 4
   for (int c0 = 0; c0 < kTileDim; c0 += 4) {
     __m512i v[4];
-    for (int i = 0; i < 4; ++i) {
-      const int c = c0 + i;
-      const __m512i index = _mm512_load_si512(ct.perm[c]);
-      const __m512i words = Bits == 2 ? _mm512_permutexvar_epi8(index, lo) : _mm512_permutex2var_epi8(lo, index, hi);
-      const __m512i state =
-          _mm512_maskz_multishift_epi64_epi8(0x3333333333333333ull, _mm512_set1_epi64(ct.multishift[c]), words);
-      const __m512i y = code_1mad_from_hash(hash_1mad(state));
-      v[i] = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(y), step),
+    for (int i = 0; i < 4; ++i)
+      v[i] = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(bytes.column_y(ct, c0 + i)), step),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    }
     __m512i r = _mm512_ternarylogic_epi32(v[0], _mm512_slli_epi32(v[1], 8), _mm512_set1_epi32(0x0000FF00), 0xD8);
     r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v[2], 16), _mm512_set1_epi32(0x00FF0000), 0xD8);
     r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v[3], 24), _mm512_set1_epi32(static_cast<int>(0xFF000000u)), 0xD8);
