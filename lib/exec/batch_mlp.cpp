@@ -84,7 +84,7 @@ const int8_t* signs(const quant::PackedMatrix& m, int part) { return static_cast
 // the tiles are decoded (trellis::decode_rotated_panels); the Hadamard
 // transforms act on rows x H and rows x 128 tiles, not on every weight.
 // Same blocking and per-row independence as run_blocked. With AVX-512 VNNI
-// the decoded codes y become int8 codes nearbyint(y * 127 / 510)
+// the decoded codes y become int8 codes trellis_int8_code(y) ≈ y * 127 / 510
 // (trellis::decode_rotated_int8_panels) and the rotated activations int8 per 32 k,
 // through the integer micro-kernel of the other formats (int8_panel_gemm.h):
 // vpdpbusd does 64 multiply-adds per instruction where an fp32 FMA does 16
@@ -125,7 +125,7 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     s.down_panels.resize(static_cast<size_t>(hb * ib));
   }
   // The int8 panels of W'[r0:r1, c0:c1] into `out`: codes, and per-unit
-  // scales = the row's scale / kTrellisInt8Step.
+  // scales = the row's scale * kTrellisInt8Unscale.
   auto int8_panels = [&](const quant::PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                          Int8PanelStorage& out) {
     const int64_t kc = c1 - c0, np = (r1 - r0) / 16, units = kc / quant::kInt8Unit;
@@ -135,7 +135,7 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     const float* rs = quant::trellis::row_scales(m, bits);
     for (int64_t p = 0; p < np; ++p)
       for (int64_t u = 0; u < units; ++u)
-        for (int j = 0; j < 16; ++j) out.scales[(p * units + u) * 16 + j] = rs[r0 + p * 16 + j] / quant::kTrellisInt8Step;
+        for (int j = 0; j < 16; ++j) out.scales[(p * units + u) * 16 + j] = rs[r0 + p * 16 + j] * quant::kTrellisInt8Unscale;
   };
   s.gate.resize(static_cast<size_t>(rows * ib));
   s.up.resize(s.gate.size());

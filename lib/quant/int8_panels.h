@@ -91,14 +91,19 @@ struct Int8PanelKernels {
                     int64_t prefetch) = nullptr;
   // Float panels [p][k][16] (pstride floats apart) of trellis codes y
   // (exact integers, |y| <= 510), k_count a multiple of 4:
-  // out[p * out_stride + (k / 4) * 64 + j * 4 + k % 4] = nearbyint(y * kTrellisInt8Step) + 128
-  // (fp32 product, round to nearest even), in [1, 255]: the trellis formats'
-  // int8 batch path (batch_mlp.cpp), weight = (code - 128) / kTrellisInt8Step * row scale.
+  // out[p * out_stride + (k / 4) * 64 + j * 4 + k % 4] = trellis_int8_code(y) + 128,
+  // in [1, 255]: the trellis formats' int8 batch path (batch_mlp.cpp),
+  // weight = (code - 128) * kTrellisInt8Unscale * row scale.
   void (*trellis_codes)(const float* panels, int64_t np, int64_t pstride, int64_t k_count, uint8_t* out,
                         int64_t out_stride) = nullptr;
 };
-// 127 / 510: the largest |y| maps to 127.
-inline constexpr float kTrellisInt8Step = 127.0f / 510.0f;
+// A trellis code y (|y| <= 510) as int8: y * 8160 / 2^15 rounded half up,
+// in [-127, 127] — vpmulhrsw's arithmetic on a 16-bit lane (one instruction
+// per 16 codes), about y * 127 / 510.
+inline constexpr int kTrellisInt8Mul = 8160;
+inline constexpr int trellis_int8_code(int y) { return (y * kTrellisInt8Mul + (1 << 14)) >> 15; }
+// The weight of one int8 step in units of y.
+inline constexpr float kTrellisInt8Unscale = 32768.0f / kTrellisInt8Mul;
 const Int8PanelKernels& int8_panel_kernels(Isa isa);
 
 namespace kernels {

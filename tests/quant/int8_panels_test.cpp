@@ -121,7 +121,7 @@ TEST(Int8Panels, SimdCodeKernelsMatchScalar) {
       kernels::int8_row_codes_avx512(rows.data(), 200, nrows, kc, b.data(), 32);
       EXPECT_EQ(a, b) << nrows << " rows " << kc << " k";
     }
-  // Trellis codes: every y in [-510, 510] (ties of y * 127 / 510 included),
+  // Trellis codes: every y in [-510, 510] (ties of y * 8160 / 2^15 included),
   // as 2 panels of 68 k (pstride 68 * 16 + 16), against the scalar kernel
   // and the definition.
   std::vector<float> y(static_cast<size_t>(2 * (68 * 16 + 16)));
@@ -135,7 +135,9 @@ TEST(Int8Panels, SimdCodeKernelsMatchScalar) {
       for (int j = 0; j < 16; ++j) {
         const float v = y[p * (68 * 16 + 16) + k * 16 + j];
         const int code = a[p * (68 * 16 + 32) + k / 4 * 64 + j * 4 + k % 4];
-        ASSERT_LE(std::abs((code - 128) / kTrellisInt8Step - v), 0.5f / kTrellisInt8Step + 1e-3f) << v;
+        // Within half a step of y, and the rounding of the definition (half up, in double).
+        ASSERT_LE(std::abs((code - 128) * kTrellisInt8Unscale - v), 0.5f * kTrellisInt8Unscale + 1e-3f) << v;
+        ASSERT_EQ(code - 128, static_cast<int>(std::floor(v * 8160.0 / 32768.0 + 0.5))) << v;
         ASSERT_GE(code, 1);
       }
 }

@@ -198,8 +198,8 @@ TEST(TrellisKernels, SimdDecodeEqualsReference) {
 }
 
 // The int8 code decoders (Kernels::decode_tile_int8): every table and both
-// AVX-512 variants equal the definition nearbyint(y * 127 / 510) + 128 at the
-// panel position of each state.
+// AVX-512 variants equal the definition round-half-up(y * 8160 / 2^15) + 128
+// at the panel position of each state.
 TEST(TrellisKernels, Int8CodeDecodeEqualsReference) {
   using Int8Fn = void (*)(const uint8_t*, int, uint8_t*);
   std::vector<std::pair<std::string, Int8Fn>> decoders;
@@ -220,7 +220,10 @@ TEST(TrellisKernels, Int8CodeDecodeEqualsReference) {
       for (int t = 0; t < kTileSize; ++t) {
         const int r = t / 16, c = t % 16;
         const float y = static_cast<float>(code_1mad(tile_state(tile.data(), K, t)));
-        expect[(c / 4) * 64 + r * 4 + c % 4] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(y * (127.0f / 510.0f))) + 128);
+        // y * 8160 / 2^15 rounded half up (vpmulhrsw), in double: the definition.
+        const int code = static_cast<int>(std::floor(static_cast<double>(y) * 8160.0 / 32768.0 + 0.5));
+        ASSERT_LE(std::abs(code), 127);
+        expect[(c / 4) * 64 + r * 4 + c % 4] = static_cast<uint8_t>(code + 128);
       }
       for (const auto& [name, fn] : decoders) {
         std::vector<uint8_t> out(kTileSize, 0);

@@ -42,7 +42,7 @@ void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_
 void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                            float* out);
 // The same block as int8 panel codes (quant/int8_panels.h layout, nk = c1 - c0
-// bytes x 16 per panel): code = nearbyint(y * kTrellisInt8Step) + 128, no
+// bytes x 16 per panel): code = trellis_int8_code(y) + 128, no
 // row scales (Kernels::decode_tile_int8).
 void decode_rotated_int8_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                 uint8_t* codes);

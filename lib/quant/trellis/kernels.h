@@ -34,7 +34,7 @@ struct Kernels {
   void (*strip_matmul)(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z, int64_t z_stride);
   // The tile as int8 panel codes (quant/int8_panels.h, trellis_codes): for
   // the y that decode_tile_panel writes (row_factor 1) at panel position
-  // (c, r), out[(c / 4) * 64 + r * 4 + c % 4] = nearbyint(y * kTrellisInt8Step) + 128
+  // (c, r), out[(c / 4) * 64 + r * 4 + c % 4] = trellis_int8_code(y) + 128
   // (256 bytes). The batch kernel's integer path: no float panel in between.
   void (*decode_tile_int8)(const uint8_t* tile, int K, uint8_t* out);
 };

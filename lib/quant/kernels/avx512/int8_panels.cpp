@@ -81,11 +81,13 @@ void int8_stream_codes_avx512(const uint32_t* qweight, int64_t ld, int64_t k_cou
   }
 }
 
-// Per 4 k rows of 16 floats: scale, round (to nearest even), and merge the
-// low bytes into one dword per row (vpternlogd as a bit select), then + 128.
+// Per 4 k rows of 16 floats: to int32, trellis_int8_code by vpmulhrsw on the
+// low 16-bit half (the high half of |y| <= 510 is 0 or -1 and becomes 0),
+// then the low bytes merged into one dword per row (vpternlogd as a bit
+// select), + 128.
 void int8_trellis_codes_avx512(const float* panels, int64_t np, int64_t pstride, int64_t k_count, uint8_t* out,
                                int64_t out_stride) {
-  const __m512 step = _mm512_set1_ps(kTrellisInt8Step);
+  const __m512i mul = _mm512_set1_epi16(kTrellisInt8Mul);
   const __m512i m1 = _mm512_set1_epi32(0x0000FF00), m2 = _mm512_set1_epi32(0x00FF0000),
                 m3 = _mm512_set1_epi32(static_cast<int>(0xFF000000u)), flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t p = 0; p < np; ++p) {
@@ -94,8 +96,7 @@ void int8_trellis_codes_avx512(const float* panels, int64_t np, int64_t pstride,
     for (int64_t k = 0; k < k_count; k += 4) {
       __m512i v[4];
       for (int i = 0; i < 4; ++i)
-        v[i] = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(src + (k + i) * 16), step),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v[i] = _mm512_mulhrs_epi16(_mm512_cvttps_epi32(_mm512_loadu_ps(src + (k + i) * 16)), mul);
       __m512i r = _mm512_ternarylogic_epi32(v[0], _mm512_slli_epi32(v[1], 8), m1, 0xD8);  // m1 ? v1 << 8 : v0
       r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v[2], 16), m2, 0xD8);
       r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v[3], 24), m3, 0xD8);

@@ -83,19 +83,19 @@ void decode_tile_columns(const uint8_t* tile, const float* row_factor, float* ou
 }
 
 // decode_tile_columns with int8 codes out (Kernels::decode_tile_int8): each
-// group of 4 columns is scaled, rounded and merged into one dword per row.
+// group of 4 columns goes through vpmulhrsw (trellis_int8_code) and is merged
+// into one dword per row.
 template <int Bits>
 void decode_tile_columns_int8(const uint8_t* tile, uint8_t* out) {
   const ColumnTables<Bits>& ct = column_tables<Bits>();
   const TileBytes<Bits> bytes(tile);
-  const __m512 step = _mm512_set1_ps(kTrellisInt8Step);
+  const __m512i mul = _mm512_set1_epi16(kTrellisInt8Mul);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 4
   for (int c0 = 0; c0 < kTileDim; c0 += 4) {
     __m512i v[4];
     for (int i = 0; i < 4; ++i)
-      v[i] = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(bytes.column_y(ct, c0 + i)), step),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      v[i] = _mm512_mulhrs_epi16(bytes.column_y(ct, c0 + i), mul);
     __m512i r = _mm512_ternarylogic_epi32(v[0], _mm512_slli_epi32(v[1], 8), _mm512_set1_epi32(0x0000FF00), 0xD8);
     r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v[2], 16), _mm512_set1_epi32(0x00FF0000), 0xD8);
     r = _mm512_ternarylogic_epi32(r, _mm512_slli_epi32(v[3], 24), _mm512_set1_epi32(static_cast<int>(0xFF000000u)), 0xD8);

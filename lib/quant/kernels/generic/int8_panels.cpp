@@ -36,8 +36,8 @@ void int8_trellis_codes_generic(const float* panels, int64_t np, int64_t pstride
   for (int64_t p = 0; p < np; ++p)
     for (int64_t k = 0; k < k_count; ++k)
       for (int64_t j = 0; j < 16; ++j) {
-        const float scaled = panels[p * pstride + k * 16 + j] * kTrellisInt8Step;
-        out[p * out_stride + k / 4 * 64 + j * 4 + k % 4] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(scaled)) + 128);
+        const int y = static_cast<int>(panels[p * pstride + k * 16 + j]);
+        out[p * out_stride + k / 4 * 64 + j * 4 + k % 4] = static_cast<uint8_t>(trellis_int8_code(y) + 128);
       }
 }
 
