@@ -16,10 +16,8 @@
 namespace eq::quant {
 
 const Int8PanelKernels& int8_panel_kernels(Isa isa) {
-  static const Int8PanelKernels generic{kernels::int8_stream_codes_generic, kernels::int8_row_codes_generic,
-                                       kernels::int8_trellis_codes_generic};
-  static const Int8PanelKernels avx512{kernels::int8_stream_codes_avx512, kernels::int8_row_codes_avx512,
-                                      kernels::int8_trellis_codes_avx512};
+  static const Int8PanelKernels generic{kernels::int8_stream_codes_generic, kernels::int8_row_codes_generic};
+  static const Int8PanelKernels avx512{kernels::int8_stream_codes_avx512, kernels::int8_row_codes_avx512};
   // AVX2 has no vpdpbusd, and the batch kernel keeps the fp32 path there
   // (docs/design.md): the scalar builder serves tests and the reference.
   return std::min(isa, detected_isa()) == Isa::kAvx512 ? avx512 : generic;

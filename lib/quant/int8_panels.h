@@ -89,13 +89,6 @@ struct Int8PanelKernels {
   // the next block's same byte (0 = none).
   void (*row_codes)(const int8_t* w, int64_t ld, int64_t nrows, int64_t k_count, uint8_t* out,
                     int64_t prefetch) = nullptr;
-  // Float panels [p][k][16] (pstride floats apart) of trellis codes y
-  // (exact integers, |y| <= 510), k_count a multiple of 4:
-  // out[p * out_stride + (k / 4) * 64 + j * 4 + k % 4] = trellis_int8_code(y) + 128,
-  // in [1, 255]: the trellis formats' int8 batch path (batch_mlp.cpp),
-  // weight = (code - 128) * kTrellisInt8Unscale * row scale.
-  void (*trellis_codes)(const float* panels, int64_t np, int64_t pstride, int64_t k_count, uint8_t* out,
-                        int64_t out_stride) = nullptr;
 };
 // A trellis code y (|y| <= 510) as int8: y * 8160 / 2^15 rounded half up,
 // in [-127, 127] — vpmulhrsw's arithmetic on a 16-bit lane (one instruction
@@ -111,8 +104,16 @@ void int8_stream_codes_generic(const uint32_t*, int64_t, int64_t, int, bool, int
 void int8_row_codes_generic(const int8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
 void int8_stream_codes_avx512(const uint32_t*, int64_t, int64_t, int, bool, int64_t, uint8_t*, int64_t, int64_t);
 void int8_row_codes_avx512(const int8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
-void int8_trellis_codes_generic(const float*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
-void int8_trellis_codes_avx512(const float*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
+// Float panels [p][k][16] (pstride floats apart) of trellis codes y
+// (exact integers, |y| <= 510), k_count a multiple of 4:
+// out[p * out_stride + (k / 4) * 64 + j * 4 + k % 4] = trellis_int8_code(y) + 128,
+// in [1, 255]: the trellis formats' int8 batch path (batch_mlp.cpp),
+// weight = (code - 128) * kTrellisInt8Unscale * row scale.
+// Used by the trellis tile decoders (Kernels::decode_tile_int8) without a direct int8 path.
+void int8_trellis_codes_generic(const float* panels, int64_t np, int64_t pstride, int64_t k_count, uint8_t* out,
+                                int64_t out_stride);
+void int8_trellis_codes_avx512(const float* panels, int64_t np, int64_t pstride, int64_t k_count, uint8_t* out,
+                               int64_t out_stride);
 }  // namespace kernels
 
 }  // namespace eq::quant

@@ -32,7 +32,7 @@ struct Kernels {
   void (*hadamard_columns)(float* x, int64_t rows, int64_t cols, int64_t block);
   // z[m * z_stride + r] = sum_k x[m * cols + k] * strip[r * cols + k], r < 16, m < m_rows.
   void (*strip_matmul)(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z, int64_t z_stride);
-  // The tile as int8 panel codes (quant/int8_panels.h, trellis_codes): for
+  // The tile as int8 panel codes (quant/int8_panels.h, int8_trellis_codes_*): for
   // the y that decode_tile_panel writes (row_factor 1) at panel position
   // (c, r), out[(c / 4) * 64 + r * 4 + c % 4] = trellis_int8_code(y) + 128
   // (256 bytes). The batch kernel's integer path: no float panel in between.
