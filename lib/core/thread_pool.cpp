@@ -33,15 +33,13 @@ struct InJobScope {
 constexpr int64_t kSpinMicros = 200;
 
 template <class Done>
-bool ThreadPool::spin_until(const Done& done) {
+void ThreadPool::spin_until(const Done& done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
-  for (;;) {
+  while (std::chrono::steady_clock::now() < deadline)
     for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
+      if (done()) return;
       EQ_CPU_RELAX();
     }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-  }
 }
 
 int hardware_threads() {

@@ -42,7 +42,7 @@ class ThreadPool {
   // microseconds, and waking a sleeping thread costs tens of microseconds
   // (a futex wake, an IPI to an idle vCPU on a VM) each time.
   template <class Done>
-  static bool spin_until(const Done& done);
+  static void spin_until(const Done& done);
   void drain(const std::function<void(size_t)>* fn, size_t chunks);
 
   std::vector<std::thread> workers_;

@@ -315,20 +315,21 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
       f.prefetch(w.up, b->i0, b->i1, b->a0, b->a1, slice, slices);
     }
   };
-  // gemm over np panels in `slices` parts, part s of the next block's prefetch before each.
+  constexpr int kPrefetchSlices = 8;
+  // gemm over np panels in `parts` parts, with prefetch slices first_slice,
+  // first_slice + 1, ... of the next block before them.
   auto sliced_gemm = [&](const Int8Rows& a, const uint8_t* codes, const float* scales, const float* biases,
                          int64_t np, int64_t kc, float* c, int64_t ldc, bool accumulate,
-                         const std::optional<Block>& next, int first_slice, int slices, int parts) {
+                         const std::optional<Block>& next, int first_slice, int parts) {
     const int64_t pstride = kc * 16, sstride = kc / quant::kInt8Unit * 16;
     for (int s = 0; s < parts; ++s) {
-      prefetch(next, first_slice + s, slices);
+      prefetch(next, first_slice + s, kPrefetchSlices);
       const int64_t p0 = np * s / parts, p1 = np * (s + 1) / parts;
       if (p1 > p0)
         k.gemm(a, rows, codes + p0 * pstride, scales + p0 * sstride, biases ? biases + p0 * sstride : nullptr,
                f.offset, p1 - p0, kc, c + p0 * 16, ldc, accumulate);
     }
   };
-  constexpr int kPrefetchSlices = 8;
   for (int64_t i0 = 0; i0 < I; i0 += ib) {
     const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0, np = ni / 16;
     for (int64_t c0 = 0; c0 < H; c0 += kb) {
@@ -340,9 +341,9 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
       f.build(w.up, i0, i1, c0, c1, s.up.codes.data(), s.up.scales.data(), ub, pr, pc);
       const Int8Rows xc{xr.q + c0, xr.ldq, xr.scale + u0, xr.qsum + u0, xr.xsum + u0, xr.ldu};
       sliced_gemm(xc, s.gate.codes.data(), s.gate.scales.data(), gb, np, c1 - c0, s.gate_out.data(), ib, c0 > 0, next, 0,
-                  kPrefetchSlices, kPrefetchSlices / 2);
+                  kPrefetchSlices / 2);
       sliced_gemm(xc, s.up.codes.data(), s.up.scales.data(), ub, np, c1 - c0, s.up_out.data(), ib, c0 > 0, next,
-                  kPrefetchSlices / 2, kPrefetchSlices, kPrefetchSlices / 2);
+                  kPrefetchSlices / 2, kPrefetchSlices / 2);
     }
     // The reference MLP's SiLU kernel on the ni valid columns of each row.
     for (int64_t r = 0; r < rows; ++r)
@@ -354,7 +355,7 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
       const int64_t pr = f.prefetch || h1 >= H ? -1 : h1, pc = f.prefetch || h1 >= H ? -1 : i0;
       f.build(w.down, h0, h1, i0, i1, s.down.codes.data(), s.down.scales.data(), db, pr, pc);
       sliced_gemm(ar.view(), s.down.codes.data(), s.down.scales.data(), db, (h1 - h0) / 16, ni, y + h0, H, i0 > 0,
-                  next, 0, kPrefetchSlices, kPrefetchSlices);
+                  next, 0, kPrefetchSlices);
     }
   }
 }
