@@ -125,9 +125,12 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     s.down_panels.resize(static_cast<size_t>(hb * ib));
   }
   // The int8 panels of W'[r0:r1, c0:c1] into `out`: codes, and per-unit
-  // scales = the row's scale * kTrellisInt8Unscale.
+  // scales = the row's scale * kTrellisInt8Unscale (1MAD: codes rescaled from
+  // |y| <= 510), or the row's scale alone (LUT: the codes are y itself).
   auto int8_panels = [&](const quant::PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                          Int8PanelStorage& out) {
+    const float unscale =
+        quant::trellis::code_of(m) == quant::trellis::Code::kLut ? 1.0f : quant::kTrellisInt8Unscale;
     const int64_t kc = c1 - c0, np = (r1 - r0) / 16, units = kc / quant::kInt8Unit;
     out.codes.resize(static_cast<size_t>(np * 16 * kc));
     out.scales.resize(static_cast<size_t>(np * units * 16));
@@ -135,7 +138,7 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     const float* rs = quant::trellis::row_scales(m, bits);
     for (int64_t p = 0; p < np; ++p)
       for (int64_t u = 0; u < units; ++u)
-        for (int j = 0; j < 16; ++j) out.scales[(p * units + u) * 16 + j] = rs[r0 + p * 16 + j] * quant::kTrellisInt8Unscale;
+        for (int j = 0; j < 16; ++j) out.scales[(p * units + u) * 16 + j] = rs[r0 + p * 16 + j] * unscale;
   };
   s.gate.resize(static_cast<size_t>(rows * ib));
   s.up.resize(s.gate.size());

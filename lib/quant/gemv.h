@@ -41,9 +41,11 @@ struct GemvInput {
   const int8_t* q_nib = nullptr;     // 4-bit: per 8 k: k0 k2 k4 k6 | k1 k3 k5 k7
   const int8_t* q_crumb = nullptr;   // 2-bit: per 16 k: k0 k4 k8 k12 | k1 k5 k9 k13 | ...
   // Set by GemvActivation::set_replicated only (then the arrays above are
-  // null except x): int8 blocks of rep_block elements, each q[k] repeated in
-  // the 4 bytes of dword k, for kernels whose weight code is a sum of 4
-  // unsigned bytes (trellis 1MAD): one vpdpbusd lane is then code * q[k].
+  // null except x, and q, which holds the same q[k] once each, for codes of
+  // one byte per weight: trellis LUT): int8 blocks of rep_block elements,
+  // each q[k] repeated in the 4 bytes of dword k, for kernels whose weight
+  // code is a sum of 4 unsigned bytes (trellis 1MAD): one vpdpbusd lane is
+  // then code * q[k].
   int64_t rep_block = 0;
   const int8_t* q_rep4 = nullptr;     // [padded * 4]
   const float* rep_scale = nullptr;   // [padded / rep_block] max|x| / 127 of each block
@@ -64,7 +66,7 @@ class GemvActivation {
  private:
   GemvInput in_;
   std::vector<float> x_, q_scale_, x_sum16_, lane_scale_;
-  std::vector<int8_t> q_, q_nib_, q_crumb_;
+  std::vector<int8_t> q_, q_nib_, q_crumb_, q_once_;
   std::vector<int32_t> q_sum16_, q_sum4_;
 };
 
@@ -117,6 +119,7 @@ extern const GemvKernel kBf16Gemv;          // bf16 (fp32 path)
 // rotates its own output rows back (row_align 128 covers every Hadamard
 // block of N). docs/formats.md, trellis, "Decode matmul".
 extern const GemvKernel kTrellisGemv;
+extern const GemvKernel kTrellisLutGemv;  // trellis{2,3,4}_lut: the same steps, LUT code inner loop
 
 
 }  // namespace eq::quant

@@ -84,6 +84,7 @@ void GemvActivation::set_replicated(const float* x, int64_t cols, int64_t block)
   x_.assign(static_cast<size_t>(padded), 0.0f);
   std::copy(x, x + cols, x_.begin());
   q_.assign(static_cast<size_t>(padded * 4), 0);
+  q_once_.assign(static_cast<size_t>(padded), 0);
   const int64_t blocks = (padded + block - 1) / block;
   q_scale_.assign(static_cast<size_t>(blocks), 0.0f);
   q_sum4_.assign(static_cast<size_t>(blocks), 0);
@@ -104,6 +105,7 @@ void GemvActivation::set_replicated(const float* x, int64_t cols, int64_t block)
       sum += q;
       const uint32_t four = static_cast<uint32_t>(static_cast<uint8_t>(q)) * 0x01010101u;
       std::memcpy(q_.data() + (b * block + i) * 4, &four, 4);
+      q_once_[b * block + i] = static_cast<int8_t>(q);
     }
     q_sum4_[b] = sum;
   }
@@ -113,6 +115,7 @@ void GemvActivation::set_replicated(const float* x, int64_t cols, int64_t block)
   in_.x = x_.data();
   in_.rep_block = block;
   in_.q_rep4 = q_.data();
+  in_.q = q_once_.data();
   in_.rep_scale = q_scale_.data();
   in_.rep_sum = q_sum4_.data();
 }

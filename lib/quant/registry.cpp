@@ -121,6 +121,9 @@ const std::vector<FormatTraits> kRegistryRows = {
     trellis_row(2),
     trellis_row(3),
     trellis_row(4),
+    trellis_row(2, trellis::Code::kLut),
+    trellis_row(3, trellis::Code::kLut),
+    trellis_row(4, trellis::Code::kLut),
     // ---- end of trellis rows
 };
 // ========================== END REGISTRY ROWS ==========================

@@ -43,6 +43,19 @@ TrellisParts parts_of(const PackedMatrix& m, int bits) {
           static_cast<const int8_t*>(m.parts[2].data), static_cast<const float*>(m.parts[3].data)};
 }
 
+// The tile decoders of a code: 1MAD's per-ISA kernels, or LUT's (generic,
+// with the AVX-512 VBMI int8 decoder of the batch path when the CPU has it).
+struct TileDecoders {
+  void (*decode_tile)(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+  void (*decode_tile_panel)(const uint8_t* tile, int K, const float* row_factor, float* out);
+  void (*decode_tile_int8)(const uint8_t* tile, int K, uint8_t* out);
+};
+
+TileDecoders decoders(const Kernels& kern, Code code) {
+  if (code == Code::k1mad) return {kern.decode_tile, kern.decode_tile_panel, kern.decode_tile_int8};
+  return {decode_tile_lut_generic, decode_tile_panel_lut_generic, kern.decode_tile_int8_lut};
+}
+
 const uint8_t* tile_at(const TrellisParts& p, int bits, int64_t tiles_n, int64_t kt, int64_t nt) {
   return p.tiles + (kt * tiles_n + nt) * tile_bytes(bits);
 }
@@ -51,17 +64,19 @@ const uint8_t* tile_at(const TrellisParts& p, int bits, int64_t tiles_n, int64_t
 // buf (row-major, stride block_k) and applies both Hadamard transforms: the
 // rotated-back values before the signs, shared by dequantize and
 // dequantize_block so they stay bit-identical.
-void transform_sub_matrix(const Kernels& kern, const TrellisParts& p, int bits, int64_t tiles_n, int64_t n0,
+void transform_sub_matrix(const Kernels& kern, const TileDecoders& dec, const TrellisParts& p, int bits, int64_t tiles_n, int64_t n0,
                           int64_t k0, int64_t block_n, int64_t block_k, float* buf) {
   for (int64_t nt = n0 / kTileDim; nt < (n0 + block_n) / kTileDim; ++nt)
     for (int64_t kt = k0 / kTileDim; kt < (k0 + block_k) / kTileDim; ++kt)
-      kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
-                       buf + (nt * kTileDim - n0) * block_k + (kt * kTileDim - k0), block_k);
+      dec.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
+                      buf + (nt * kTileDim - n0) * block_k + (kt * kTileDim - k0), block_k);
   kern.hadamard_rows(buf, block_n, block_k, block_k);
   kern.hadamard_columns(buf, block_n, block_k, block_n);
 }
 
 }  // namespace
+
+Code code_of(const PackedMatrix& m) { return m.format ? code_of_format(m.format->name) : Code::k1mad; }
 
 size_t packed_size(int64_t rows, int64_t cols, int bits) {
   return static_cast<size_t>(rows / kTileDim * (cols / kTileDim) * tile_bytes(bits) + cols + rows + rows * 4);
@@ -82,11 +97,12 @@ void dequantize_matrix(const PackedMatrix& m, int bits, float* out) {
   const int64_t blocks_k = cols / block_k;
   default_pool().run(static_cast<size_t>(rows / block_n * blocks_k), [&](size_t index) {
     const Kernels& kern = kernels();
+    const TileDecoders dec = decoders(kern, code_of(m));
     const int64_t n0 = static_cast<int64_t>(index) / blocks_k * block_n;
     const int64_t k0 = static_cast<int64_t>(index) % blocks_k * block_k;
     thread_local std::vector<float> buf;
     buf.resize(static_cast<size_t>(block_n * block_k));
-    transform_sub_matrix(kern, p, bits, tiles_n, n0, k0, block_n, block_k, buf.data());
+    transform_sub_matrix(kern, dec, p, bits, tiles_n, n0, k0, block_n, block_k, buf.data());
     for (int64_t r = 0; r < block_n; ++r) {
       const float sv = p.sv[n0 + r];
       const float* src = buf.data() + r * block_k;
@@ -109,11 +125,12 @@ void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_
   // The same per-sub-matrix steps as dequantize_matrix (bit-identical), on
   // the calling thread, written transposed into 16-row panels.
   const Kernels& kern = kernels();
+  const TileDecoders dec = decoders(kern, code_of(m));
   thread_local std::vector<float> buf;
   buf.resize(static_cast<size_t>(block_n * block_k));
   for (int64_t n0 = r0; n0 < r1; n0 += block_n)
     for (int64_t k0 = c0; k0 < c1; k0 += block_k) {
-      transform_sub_matrix(kern, p, bits, tiles_n, n0, k0, block_n, block_k, buf.data());
+      transform_sub_matrix(kern, dec, p, bits, tiles_n, n0, k0, block_n, block_k, buf.data());
       for (int64_t r = 0; r < block_n; ++r) {
         const float sv = p.sv[n0 + r];
         const float* src = buf.data() + r * block_k;
@@ -155,19 +172,19 @@ void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t 
                            float* out) {
   // Each tile goes straight to its 16 x 16 block of the panel (columns
   // [16kt, 16kt + 16) of the panel of rows [16nt, 16nt + 16)).
-  const Kernels& kern = kernels();
+  const TileDecoders dec = decoders(kernels(), code_of(m));
   const float* scales = parts_of(m, bits).scales;
   for_each_rotated_tile(m, bits, r0, r1, c0, c1, [&](const uint8_t* tile, int64_t nt, int64_t kt) {
-    kern.decode_tile_panel(tile, bits, scales + nt * kTileDim,
+    dec.decode_tile_panel(tile, bits, scales + nt * kTileDim,
                            out + (nt * kTileDim - r0) * (c1 - c0) + (kt * kTileDim - c0) * kTileDim);
   });
 }
 
 void decode_rotated_int8_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                 uint8_t* codes) {
-  const Kernels& kern = kernels();
+  const TileDecoders dec = decoders(kernels(), code_of(m));
   for_each_rotated_tile(m, bits, r0, r1, c0, c1, [&](const uint8_t* tile, int64_t nt, int64_t kt) {
-    kern.decode_tile_int8(tile, bits, codes + (nt * kTileDim - r0) * (c1 - c0) + (kt * kTileDim - c0) * kTileDim);
+    dec.decode_tile_int8(tile, bits, codes + (nt * kTileDim - r0) * (c1 - c0) + (kt * kTileDim - c0) * kTileDim);
   });
 }
 
@@ -185,11 +202,12 @@ void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_ro
   constexpr int64_t kRowBlock = 32;  // x rows per pass, so the strip and x stay in L2
   default_pool().run(static_cast<size_t>(tiles_n), [&](size_t nt_index) {
     const Kernels& kern = kernels();
+    const TileDecoders dec = decoders(kern, code_of(m));
     const int64_t nt = static_cast<int64_t>(nt_index);
     thread_local std::vector<float> strip;
     strip.resize(static_cast<size_t>(kTileDim * cols));
     for (int64_t kt = 0; kt < tiles_k; ++kt)
-      kern.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim, strip.data() + kt * kTileDim, cols);
+      dec.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim, strip.data() + kt * kTileDim, cols);
     for (int64_t i0 = 0; i0 < m_rows; i0 += kRowBlock) {
       const int64_t count = std::min(kRowBlock, m_rows - i0);
       kern.strip_matmul(xr.data() + i0 * cols, count, cols, strip.data(), z.data() + i0 * rows + nt * kTileDim, rows);
@@ -205,9 +223,9 @@ void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_ro
 
 namespace {
 
-template <int Bits>
+template <int Bits, Code C>
 QuantizedMatrix quantize_bits(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
-  return quantize_matrix(w, rows, cols, options, Bits, initial_scale_ratio(Bits));
+  return quantize_matrix(w, rows, cols, options, Bits, initial_scale_ratio(Bits), C);
 }
 template <int Bits>
 void dequantize_bits(const PackedMatrix& m, float* out) {
@@ -235,7 +253,7 @@ void dequantize_block_bits(const PackedMatrix& m, int64_t r0, int64_t r1, int64_
   dequantize_block_matrix(m, Bits, r0, r1, c0, c1, out);
 }
 
-template <int Bits>
+template <int Bits, Code C>
 FormatTraits make_traits(std::string_view name, std::string_view description) {
   FormatTraits t{name,
                       "trellis",
@@ -246,7 +264,7 @@ FormatTraits make_traits(std::string_view name, std::string_view description) {
                       kTileDim,
                       kTileDim,
                       {"trellis", "su", "sv", "scales"},
-                      quantize_bits<Bits>,
+                      quantize_bits<Bits, C>,
                       dequantize_bits<Bits>,
                       matmul_bits<Bits>,
                       packed_bytes_bits<Bits>,
@@ -262,20 +280,34 @@ FormatTraits make_traits(std::string_view name, std::string_view description) {
 
 namespace eq::quant {
 
-FormatTraits trellis_row(int bits) {
+FormatTraits trellis_row(int bits, trellis::Code code) {
   using namespace trellis;
+  if (code == Code::kLut) {
+    FormatTraits t = [&] {
+      switch (bits) {
+        case 2: return make_traits<2, Code::kLut>("trellis2_lut", "Trellis, 2 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+        case 3: return make_traits<3, Code::kLut>("trellis3_lut", "Trellis, 3 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+        case 4: return make_traits<4, Code::kLut>("trellis4_lut", "Trellis, 4 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+        default: invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
+      }
+    }();
+    t.gemv = &kTrellisLutGemv;
+    return t;
+  }
   switch (bits) {
-    case 2: return make_traits<2>("trellis2", "Trellis (QTIP-style), 2 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
-    case 3: return make_traits<3>("trellis3", "Trellis (QTIP-style), 3 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
-    case 4: return make_traits<4>("trellis4", "Trellis (QTIP-style), 4 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    case 2: return make_traits<2, Code::k1mad>("trellis2", "Trellis (QTIP-style), 2 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    case 3: return make_traits<3, Code::k1mad>("trellis3", "Trellis (QTIP-style), 3 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    case 4: return make_traits<4, Code::k1mad>("trellis4", "Trellis (QTIP-style), 4 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
     default: invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
   }
 }
 
-const FormatTraits& trellis_format(int bits) {
-  static const FormatTraits own[3] = {trellis_row(2), trellis_row(3), trellis_row(4)};
+const FormatTraits& trellis_format(int bits, trellis::Code code) {
+  using trellis::Code;
+  static const FormatTraits own[2][3] = {{trellis_row(2), trellis_row(3), trellis_row(4)},
+                                         {trellis_row(2, Code::kLut), trellis_row(3, Code::kLut), trellis_row(4, Code::kLut)}};
   if (bits < 2 || bits > 4) invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
-  const FormatTraits& row = own[bits - 2];
+  const FormatTraits& row = own[code == Code::kLut ? 1 : 0][bits - 2];
   if (const FormatTraits* registered = find_format(row.name)) return *registered;
   return row;
 }

@@ -7,14 +7,15 @@
 #include <cstdint>
 
 #include "quant/format.h"
+#include "quant/trellis/codebook.h"
 
 namespace eq::quant {
 
-// The row for bits in {2, 3, 4} (the registry's own copy when registered);
-// throws eq::Error otherwise.
-const FormatTraits& trellis_format(int bits);
+// The row for bits in {2, 3, 4} and a code ("trellis3", "trellis3_lut"; the
+// registry's own copy when registered); throws eq::Error otherwise.
+const FormatTraits& trellis_format(int bits, trellis::Code code = trellis::Code::k1mad);
 // A fresh row, for the registry table (lib/quant/registry.cpp).
-FormatTraits trellis_row(int bits);
+FormatTraits trellis_row(int bits, trellis::Code code = trellis::Code::k1mad);
 
 }  // namespace eq::quant
 
@@ -30,7 +31,9 @@ double initial_scale_ratio(int bits);
 
 // The steps behind the registry rows (bits = K), exposed for tests and benches.
 QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
-                                int bits, double scale_ratio);
+                                int bits, double scale_ratio, Code code = Code::k1mad);
+// The code of a packed trellis matrix (from its format's name; 1MAD without one).
+Code code_of(const PackedMatrix& m);
 void dequantize_matrix(const PackedMatrix& m, int bits, float* out);
 // FormatTraits::dequantize_block: boundaries at multiples of the Hadamard block sizes.
 void dequantize_block_matrix(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,

@@ -29,6 +29,8 @@ bool cpu_has_avx512_vbmi() {
 }
 
 void tile_gemv(const TileGemvArgs& a) {
+  if (a.code == Code::kLut)
+    return active_isa() == Isa::kAvx512 && cpu_has_avx512_vbmi() ? tile_gemv_lut_avx512_vbmi(a) : tile_gemv_generic(a);
   switch (active_isa()) {
     case Isa::kAvx512: return cpu_has_avx512_vbmi() ? tile_gemv_avx512_vbmi(a) : tile_gemv_avx512(a);
     case Isa::kAvx2: return tile_gemv_avx2(a);
@@ -37,7 +39,7 @@ void tile_gemv(const TileGemvArgs& a) {
 }
 
 void tile_gemv_rows(const TileGemvArgs* args, int n) {
-  if (active_isa() == Isa::kAvx512)
+  if (active_isa() == Isa::kAvx512 && args[0].code == Code::k1mad)
     return cpu_has_avx512_vbmi() ? tile_gemv_avx512_vbmi_rows(args, n) : tile_gemv_avx512_rows(args, n);
   for (int i = 0; i < n; ++i) tile_gemv(args[i]);
 }
@@ -90,6 +92,7 @@ TileGemvArgs tile_args(const PackedMatrix& m, const GemvInput& in, int64_t row_b
   a.tiles_n = m.rows / kTileDim;
   a.tiles_k = m.cols / kTileDim;
   a.bits = m.format->weight_bits;
+  a.code = code_of_format(m.format->name);
   a.nt_begin = row_begin / kTileDim;
   a.nt_end = row_end / kTileDim;
   a.in = &in;
@@ -140,5 +143,13 @@ const GemvKernel kTrellisGemv{.run = trellis::trellis_gemv,
                               .int8_activation = true,
                               .prepare = trellis::trellis_prepare,
                               .run_rows = trellis::trellis_gemv_rows};
+
+// The same hooks: the code comes from the matrix's format (TileGemvArgs::code).
+const GemvKernel kTrellisLutGemv{.run = trellis::trellis_gemv,
+                                 .row_align = kMaxHadamardBlock,
+                                 .preferred_rows = 256,
+                                 .int8_activation = true,
+                                 .prepare = trellis::trellis_prepare,
+                                 .run_rows = trellis::trellis_gemv_rows};
 
 }  // namespace eq::quant

@@ -17,13 +17,15 @@ struct TileGemvArgs {
   int64_t tiles_n = 0;             // N / 16
   int64_t tiles_k = 0;             // K / 16
   int bits = 2;
+  Code code = Code::k1mad;
   int64_t nt_begin = 0, nt_end = 0;  // 16-row blocks to compute
   const GemvInput* in = nullptr;     // set_replicated, rep_block a multiple of 16 dividing K
   // [16 * (nt_end - nt_begin)] written: for n = 16 * nt + r,
   //   z[n] = 0, then for each block b in order
-  //          z[n] = fma(float(S_b[n] - 510 * rep_sum[b]), rep_scale[b], z[n])   (one rounding:
+  //          z[n] = fma(float(S_b[n] - bias * rep_sum[b]), rep_scale[b], z[n])   (one rounding:
   //          std::fma in the reference, so no compiler contraction can change the bits)
-  //   S_b[n] = sum_{k in b} (y(state[n, k]) + 510) * q[k]        (exact int32)
+  //   S_b[n] = sum_{k in b} (y(state[n, k]) + bias) * q[k]        (exact int32)
+  // with bias = code_bias(code) (510 for 1MAD, 128 for LUT).
   float* z = nullptr;
 };
 
@@ -36,6 +38,9 @@ void tile_gemv_avx512_vbmi(const TileGemvArgs& a);  // also needs AVX-512 VBMI (
 // each state once for all inputs; the other ISAs loop over tile_gemv.
 void tile_gemv_avx512_rows(const TileGemvArgs* args, int n);
 void tile_gemv_avx512_vbmi_rows(const TileGemvArgs* args, int n);
+// The LUT code's loop (needs VBMI: vpermb / vpermi2b / vpmultishiftqb). On
+// other ISAs the LUT code runs tile_gemv_generic.
+void tile_gemv_lut_avx512_vbmi(const TileGemvArgs& a);
 // The variant for the active ISA (the VBMI one at the avx512 level when the CPU has it).
 void tile_gemv(const TileGemvArgs& a);
 void tile_gemv_rows(const TileGemvArgs* args, int n);

@@ -37,6 +37,11 @@ struct Kernels {
   // (c, r), out[(c / 4) * 64 + r * 4 + c % 4] = trellis_int8_code(y) + 128
   // (256 bytes). The batch kernel's integer path: no float panel in between.
   void (*decode_tile_int8)(const uint8_t* tile, int K, uint8_t* out);
+  // decode_tile_int8 for the LUT code (formats trellis{2,3,4}_lut): the same
+  // layout with code = y + 128 exactly (|y| <= 126, no rescale). The other
+  // LUT decoders are the generic ones below on every ISA (the float paths
+  // are not hot: decode runs tile_gemv, prefill this).
+  void (*decode_tile_int8_lut)(const uint8_t* tile, int K, uint8_t* out);
 };
 
 // The kernels for the active ISA (re-read on each call, so tests can force one).
@@ -53,6 +58,9 @@ void viterbi_step_generic(const float* prev, float* next, uint8_t* planes, const
 void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
 void decode_tile_panel_generic(const uint8_t* tile, int K, const float* row_factor, float* out);
 void decode_tile_int8_generic(const uint8_t* tile, int K, uint8_t* out);
+void decode_tile_lut_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+void decode_tile_panel_lut_generic(const uint8_t* tile, int K, const float* row_factor, float* out);
+void decode_tile_int8_lut_generic(const uint8_t* tile, int K, uint8_t* out);
 void hadamard_rows_generic(float* x, int64_t rows, int64_t dim, int64_t block);
 void hadamard_columns_generic(float* x, int64_t rows, int64_t cols, int64_t block);
 void strip_matmul_generic(const float* x, int64_t m_rows, int64_t cols, const float* strip, float* z,
@@ -67,5 +75,6 @@ void decode_tile_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor
 void decode_tile_panel_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out);
 void decode_tile_int8_avx512(const uint8_t* tile, int K, uint8_t* out);
 void decode_tile_int8_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out);
+void decode_tile_int8_lut_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out);
 
 }  // namespace eq::quant::trellis

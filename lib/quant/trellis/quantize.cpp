@@ -51,7 +51,7 @@ TileSearch& tile_search() {
 
 // Runs the Viterbi search of tile (kt, nt) against `target` (rotated basis,
 // [rows, cols]) and stores the chosen states.
-void search_tile(int bits, int64_t cols, int64_t kt, int64_t nt, const float* target, const float* factor,
+void search_tile(int bits, const float* code_values, int64_t cols, int64_t kt, int64_t nt, const float* target, const float* factor,
                  const ImportanceFeedback& fb, uint16_t* states_out) {
   TileSearch& ts = tile_search();
   for (int r = 0; r < kTileDim; ++r) {
@@ -64,7 +64,7 @@ void search_tile(int bits, int64_t cols, int64_t kt, int64_t nt, const float* ta
       ts.weight[r * kTileDim + c] = f > 0 ? f * f * fb.column_weight(k) : 0.0f;
     }
   }
-  TrellisProblem p{kStateBits, bits, code_table_1mad(), kTileSize, ts.target, ts.weight};
+  TrellisProblem p{kStateBits, bits, code_values, kTileSize, ts.target, ts.weight};
   ts.viterbi.run_tail_biting(p, ts.states);
   for (int i = 0; i < kTileSize; ++i) states_out[i] = static_cast<uint16_t>(ts.states[i]);
 }
@@ -92,8 +92,9 @@ double initial_scale_ratio(int bits) {
 }
 
 QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
-                                int bits, double scale_ratio) {
+                                int bits, double scale_ratio, Code code) {
   check_input(w, rows, cols, options, bits);
+  const float* codes = code_table(code);
   const int64_t tiles_n = rows / kTileDim, tiles_k = cols / kTileDim;
   const std::vector<int8_t> su = random_signs(options.seed, kSuStream, cols);
   const std::vector<int8_t> sv = random_signs(options.seed, kSvStream, rows);
@@ -110,7 +111,7 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
   for (int64_t n = 0; n < rows; ++n) {
     double ss = 0;
     for (int64_t k = 0; k < cols; ++k) ss += static_cast<double>(rotated[n * cols + k]) * rotated[n * cols + k];
-    factor[n] = static_cast<float>(scale_ratio * std::sqrt(ss / static_cast<double>(cols)) / k1madStd);
+    factor[n] = static_cast<float>(scale_ratio * std::sqrt(ss / static_cast<double>(cols)) / code_std(code));
   }
 
   const ImportanceFeedback fb(options.importance, cols);
@@ -120,12 +121,11 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
   if (!fb.active()) {
     pool.run(static_cast<size_t>(tiles_k * tiles_n), [&](size_t i) {
       const int64_t kt = static_cast<int64_t>(i) / tiles_n, nt = static_cast<int64_t>(i) % tiles_n;
-      search_tile(bits, cols, kt, nt, rotated.data(), factor.data(), fb, tile_states(kt, nt));
+      search_tile(bits, codes, cols, kt, nt, rotated.data(), factor.data(), fb, tile_states(kt, nt));
     });
   } else {
     // Column tiles left to right; each target gets the feedback of the errors
     // already made in its Hadamard block (see importance.h).
-    const float* codes = code_table_1mad();
     std::vector<float> target(rotated);
     std::vector<float> error(static_cast<size_t>(rows * cols), 0.0f);  // W' - W'^
     const int64_t block = fb.block();
@@ -140,7 +140,7 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
             for (int64_t a = b0; a < c0; ++a) acc += static_cast<double>(error[n * cols + a]) * m[(a - b0) * block + (c - b0)];
             target[n * cols + c] = static_cast<float>(acc);
           }
-        search_tile(bits, cols, kt, nt, target.data(), factor.data(), fb, tile_states(kt, nt));
+        search_tile(bits, codes, cols, kt, nt, target.data(), factor.data(), fb, tile_states(kt, nt));
         const uint16_t* st = tile_states(kt, nt);
         for (int r = 0; r < kTileDim; ++r)
           for (int c = 0; c < kTileDim; ++c) {
@@ -160,7 +160,7 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
     for (int64_t r = 0; r < kTileDim; ++r) {
       const int64_t n = nt * kTileDim + r;
       for (int64_t kt = 0; kt < tiles_k; ++kt)
-        for (int c = 0; c < kTileDim; ++c) y[kt * kTileDim + c] = static_cast<float>(code_1mad(tile_states(kt, nt)[r * kTileDim + c]));
+        for (int c = 0; c < kTileDim; ++c) y[kt * kTileDim + c] = codes[tile_states(kt, nt)[r * kTileDim + c]];
       fb.apply_g(y.data(), gy.data());
       double num = 0, den = 0;
       for (int64_t k = 0; k < cols; ++k) {
@@ -172,7 +172,7 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
   });
 
   QuantizedMatrix q;
-  q.format = &trellis_format(bits);
+  q.format = &trellis_format(bits, code);
   q.rows = rows;
   q.cols = cols;
   const int tb = tile_bytes(bits);

@@ -9,9 +9,9 @@ namespace eq::quant::trellis {
 
 namespace {
 
-// y(state_t) + 510 (the plain sum of the 4 bytes of the 1MAD hash) of every
-// weight t = 16r + c of one tile.
-void tile_codes_plus_510(const uint8_t* tile, int bits, int32_t* codes) {
+// y(state_t) + code_bias(code) (for 1MAD the plain sum of the 4 bytes of the
+// hash) of every weight t = 16r + c of one tile.
+void tile_codes_biased(const uint8_t* tile, int bits, Code code, int32_t* codes) {
   const int nbytes = tile_bytes(bits);
   uint8_t ext[8 + 128 + 8] = {};  // the stream with its last 8 bytes in front (tail-biting wrap)
   std::memcpy(ext, tile + nbytes - 8, 8);
@@ -20,7 +20,7 @@ void tile_codes_plus_510(const uint8_t* tile, int bits, int32_t* codes) {
     const int start = 48 + (t + 1) * bits;
     const uint8_t* b = ext + (start >> 3);
     const uint32_t word = (uint32_t{b[0]} << 16) | (uint32_t{b[1]} << 8) | b[2];
-    codes[t] = code_1mad((word >> (8 - (start & 7))) & 0xFFFFu) + 510;
+    codes[t] = code_value(code, (word >> (8 - (start & 7))) & 0xFFFFu) + code_bias(code);
   }
 }
 
@@ -37,13 +37,14 @@ void tile_gemv_generic(const TileGemvArgs& a) {
     for (int64_t b = 0; b < a.tiles_k / tiles_per_block; ++b) {
       int32_t sum[kTileDim] = {};
       for (int64_t kt = b * tiles_per_block; kt < (b + 1) * tiles_per_block; ++kt) {
-        tile_codes_plus_510(a.tiles + (kt * a.tiles_n + nt) * tb, a.bits, codes);
+        tile_codes_biased(a.tiles + (kt * a.tiles_n + nt) * tb, a.bits, a.code, codes);
         const int8_t* q = in.q_rep4 + kt * kTileDim * 4;
         for (int r = 0; r < kTileDim; ++r)
           for (int c = 0; c < kTileDim; ++c) sum[r] += codes[r * kTileDim + c] * q[c * 4];
       }
       const float scale = in.rep_scale[b];
-      for (int r = 0; r < kTileDim; ++r) z[r] = std::fma(static_cast<float>(sum[r] - 510 * in.rep_sum[b]), scale, z[r]);
+      const int32_t offset = code_bias(a.code) * in.rep_sum[b];
+      for (int r = 0; r < kTileDim; ++r) z[r] = std::fma(static_cast<float>(sum[r] - offset), scale, z[r]);
     }
   }
 }

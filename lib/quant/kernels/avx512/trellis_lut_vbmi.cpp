@@ -1,0 +1,195 @@
+// AVX-512 VBMI kernels of the LUT-code trellis formats (trellis{2,3,4}_lut,
+// docs/formats.md): the decode (gemv) inner loop and the batch path's int8
+// tile decoder. Only this file (and the other *_vbmi.cpp) is compiled for
+// VBMI; the callers check cpu_has_avx512_vbmi() first.
+//
+// One tile = 4 vectors of 64 weights (t = 64v + i, i.e. tile rows 4v..4v+3).
+// Byte i of vector v holds y(state_t) + 128 as an unsigned byte, built by:
+//  1. vpermb / vpermi2b: qword g = 8v + i/8 gets the 8 stream bytes
+//     [8g K / 8 - 2, + 8) (modulo the tile: the tail-biting wrap) in reversed
+//     order, so the qword is the stream read most significant bit first and
+//     state_t = (Q >> (48 - (j + 1) K)) & 0xFFFF for t = 8g + j.
+//  2. a = (s ^ s >> 9) & 127 for all 8 states of a qword at once:
+//     Q ^ (Q >> 9) (vpsrlq, vpxorq), then one vpmultishiftqb picks each
+//     byte's field; bit 7 of a field is garbage, which vpermi2b ignores.
+//  3. b = P[a] ^ (s >> 7): vpermi2b of P, a second vpmultishiftqb, vpxorq.
+//  4. y + 128 = (A + 128)[a] + B[b]: two vpermi2b, vpaddb (wraps mod 256:
+//     exact, y + 128 is in [2, 254]).
+// 11 vector uops per 64 weights, 6 of them on port 5, and one vpdpbusd
+// (port 0) against the 16 activation bytes of the k-tile repeated 4x; the
+// 1MAD loop needs about 24 uops and 4 vpdpbusd for the same 64 weights.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vbmi"))), apply_to = function)
+#else
+#pragma GCC target("avx512vbmi")
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593, as in trellis_gemv.cpp
+#endif
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "quant/trellis/codebook.h"
+#include "quant/trellis/gemv.h"
+#include "quant/trellis/kernels.h"
+
+namespace eq::quant::trellis {
+
+namespace {
+
+// The per-K constants of steps 1-3.
+struct LutControls {
+  alignas(64) uint8_t gather[4][64];  // step 1 index of each vector
+  alignas(64) uint8_t field_a[64];    // step 2: 48 - (j + 1) K for byte j of every qword
+  alignas(64) uint8_t field_b[64];    // step 3: the same + 7 (the field s >> 7)
+};
+
+template <int Bits>
+const LutControls& lut_controls() {
+  static const LutControls c = [] {
+    LutControls t{};
+    constexpr int tb = tile_bytes(Bits);
+    for (int v = 0; v < 4; ++v)
+      for (int i = 0; i < 64; ++i) {
+        const int g = 8 * v + i / 8, j = i % 8;
+        const int a = ((g * Bits - 2 + 7 - j) % tb + tb) % tb;  // stream byte of qword byte j
+        // K = 3: the second source register holds stream bytes 32..95.
+        t.gather[v][i] = static_cast<uint8_t>(Bits == 3 && a >= 64 ? a + 32 : a);
+      }
+    for (int i = 0; i < 64; ++i) {
+      t.field_a[i] = static_cast<uint8_t>(48 - (i % 8 + 1) * Bits);
+      t.field_b[i] = static_cast<uint8_t>(t.field_a[i] + 7);
+    }
+    return t;
+  }();
+  return c;
+}
+
+template <int Bits>
+struct LutDecoder {
+  __m512i gather[4], field_a, field_b, a_lo, a_hi, b_lo, b_hi, p_lo, p_hi;
+
+  LutDecoder() {
+    const LutControls& c = lut_controls<Bits>();
+    for (int v = 0; v < 4; ++v) gather[v] = _mm512_load_si512(c.gather[v]);
+    field_a = _mm512_load_si512(c.field_a);
+    field_b = _mm512_load_si512(c.field_b);
+    alignas(64) uint8_t a[128];
+    for (int i = 0; i < 128; ++i) a[i] = static_cast<uint8_t>(kLutA[i] + 128);
+    a_lo = _mm512_load_si512(a);
+    a_hi = _mm512_load_si512(a + 64);
+    b_lo = _mm512_loadu_si512(kLutB);
+    b_hi = _mm512_loadu_si512(kLutB + 64);
+    p_lo = _mm512_loadu_si512(kLutP);
+    p_hi = _mm512_loadu_si512(kLutP + 64);
+  }
+
+  // u[v] byte i = y(state_{64v + i}) + 128.
+  inline void decode(const uint8_t* tile, __m512i* u) const {
+    const __m512i lo = _mm512_loadu_si512(tile);
+    __m512i hi = lo;
+    if constexpr (Bits == 3) hi = _mm512_loadu_si512(tile + 32);
+    if constexpr (Bits == 4) hi = _mm512_loadu_si512(tile + 64);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      __m512i q;
+      if constexpr (Bits == 2)
+        q = _mm512_permutexvar_epi8(gather[v], lo);
+      else
+        q = _mm512_permutex2var_epi8(lo, gather[v], hi);
+      const __m512i ia = _mm512_multishift_epi64_epi8(field_a, _mm512_xor_si512(q, _mm512_srli_epi64(q, 9)));
+      const __m512i ib = _mm512_xor_si512(_mm512_permutex2var_epi8(p_lo, ia, p_hi), _mm512_multishift_epi64_epi8(field_b, q));
+      u[v] = _mm512_add_epi8(_mm512_permutex2var_epi8(a_lo, ia, a_hi), _mm512_permutex2var_epi8(b_lo, ib, b_hi));
+    }
+  }
+};
+
+#ifndef EQ_TRELLIS_GEMV_PREFETCH
+#define EQ_TRELLIS_GEMV_PREFETCH 4  // n-tiles ahead, as the 1MAD loop (trellis_gemv_impl.h)
+#endif
+
+template <int Bits>
+void lut_gemv_bits(const TileGemvArgs& a) {
+  constexpr int kBytes = tile_bytes(Bits);
+  const LutDecoder<Bits> dec;
+  const GemvInput& in = *a.in;
+  const int64_t tiles_per_block = in.rep_block / kTileDim;
+  const int64_t stride = a.tiles_n * kBytes;
+  const int64_t nts = a.nt_end - a.nt_begin;
+  // Row r of the 16 sums comes from lane 4 (r % 4) + r / 4 (below).
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  for (int64_t i = 0; i < nts * kTileDim; ++i) a.z[i] = 0.0f;
+  for (int64_t b = 0; b < a.tiles_k / tiles_per_block; ++b) {
+    const int64_t kt0 = b * tiles_per_block;
+    const __m512i offset = _mm512_set1_epi32(128 * in.rep_sum[b]);
+    const __m512 scale = _mm512_set1_ps(in.rep_scale[b]);
+    for (int64_t nt = a.nt_begin; nt < a.nt_end; ++nt) {
+      const uint8_t* column = a.tiles + kt0 * stride + nt * kBytes;
+      // acc[v] 128-bit lane L: 4 partial sums of tile row 4v + L.
+      __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+      for (int64_t j = 0; j < tiles_per_block; ++j) {
+        const uint8_t* tile = column + j * stride;
+        if (nt + EQ_TRELLIS_GEMV_PREFETCH < a.tiles_n) {
+          const char* ahead = reinterpret_cast<const char*>(tile + EQ_TRELLIS_GEMV_PREFETCH * kBytes);
+          _mm_prefetch(ahead, _MM_HINT_T0);
+          if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
+          if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
+        }
+        const __m512i xq =
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in.q + (kt0 + j) * kTileDim)));
+        __m512i u[4];
+        dec.decode(tile, u);
+        for (int v = 0; v < 4; ++v) acc[v] = _mm512_dpbusd_epi32(acc[v], u[v], xq);
+      }
+      // Per 128-bit lane L: [sum acc0, sum acc1, sum acc2, sum acc3] = rows L, 4 + L, 8 + L, 12 + L.
+      const __m512i x0 = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[0], acc[1]), _mm512_unpackhi_epi32(acc[0], acc[1]));
+      const __m512i x1 = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[2], acc[3]), _mm512_unpackhi_epi32(acc[2], acc[3]));
+      const __m512i y = _mm512_add_epi32(_mm512_unpacklo_epi64(x0, x1), _mm512_unpackhi_epi64(x0, x1));
+      const __m512i sums = _mm512_sub_epi32(_mm512_permutexvar_epi32(order, y), offset);
+      float* z = a.z + (nt - a.nt_begin) * kTileDim;
+      _mm512_storeu_ps(z, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, _mm512_loadu_ps(z)));
+    }
+  }
+}
+
+template <int Bits>
+void lut_int8_bits(const uint8_t* tile, uint8_t* out) {
+  static const LutDecoder<Bits> dec;
+  __m512i u[4];
+  dec.decode(tile, u);
+  // Vector v lane L dword d (row 4v + L, columns 4d..4d+3) goes to output
+  // vector d, dword 4v + L: a dword transpose within each vector, then a 4 x 4
+  // transpose of 128-bit lanes across the vectors.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  __m512i t[4];
+  for (int v = 0; v < 4; ++v) t[v] = _mm512_permutexvar_epi32(order, u[v]);
+  const __m512i s0 = _mm512_shuffle_i64x2(t[0], t[1], 0x44), s1 = _mm512_shuffle_i64x2(t[0], t[1], 0xEE);
+  const __m512i s2 = _mm512_shuffle_i64x2(t[2], t[3], 0x44), s3 = _mm512_shuffle_i64x2(t[2], t[3], 0xEE);
+  _mm512_storeu_si512(out, _mm512_shuffle_i64x2(s0, s2, 0x88));
+  _mm512_storeu_si512(out + 64, _mm512_shuffle_i64x2(s0, s2, 0xDD));
+  _mm512_storeu_si512(out + 128, _mm512_shuffle_i64x2(s1, s3, 0x88));
+  _mm512_storeu_si512(out + 192, _mm512_shuffle_i64x2(s1, s3, 0xDD));
+}
+
+}  // namespace
+
+void tile_gemv_lut_avx512_vbmi(const TileGemvArgs& a) {
+  switch (a.bits) {
+    case 2: return lut_gemv_bits<2>(a);
+    case 3: return lut_gemv_bits<3>(a);
+    default: return lut_gemv_bits<4>(a);
+  }
+}
+
+void decode_tile_int8_lut_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out) {
+  switch (K) {
+    case 2: return lut_int8_bits<2>(tile, out);
+    case 3: return lut_int8_bits<3>(tile, out);
+    default: return lut_int8_bits<4>(tile, out);
+  }
+}
+
+}  // namespace eq::quant::trellis
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
