@@ -1,6 +1,7 @@
 // The trellis decode kernel (kTrellisGemv) alone, one thread, on copies of one
 // random [ROWS, COLS] matrix (any bytes are valid tile streams):
 //   build/bench/trellis_gemv BITS ROWS COLS [COPIES=96] [ROWS_PER_CALL=256] [INPUTS=1]
+// BITS 2, 3, 4 (trellisK, 1MAD code) or 2lut, 3lut, 4lut (trellisK_lut).
 // COPIES = 96 keeps the weights out of cache (96 x 0.4-0.8 MB at 768 x 2048),
 // COPIES = 1 runs from L2. Prints thread CPU time per matrix (best of 5 passes
 // over all copies), weights/s and packed GB/s, and the prepare step's time.
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int bits = std::atoi(argv[1]);
+  const trellis::Code code = std::string(argv[1]).ends_with("lut") ? trellis::Code::kLut : trellis::Code::k1mad;
   const int64_t N = std::atoll(argv[2]), K = std::atoll(argv[3]);
   const int copies = argc > 4 ? std::atoi(argv[4]) : 96;
   const int64_t per_call = argc > 5 ? std::atoll(argv[5]) : 256;
@@ -52,7 +54,7 @@ int main(int argc, char** argv) {
   const std::vector<float> scales(static_cast<size_t>(N), 0.01f);
   std::vector<PackedMatrix> ms(static_cast<size_t>(copies));
   for (int i = 0; i < copies; ++i) {
-    ms[i].format = &trellis_format(bits);
+    ms[i].format = &trellis_format(bits, code);
     ms[i].rows = N;
     ms[i].cols = K;
     ms[i].parts = {{tiles[i].data(), eq::DType::kU8, {K / 16, N / 16, trellis::tile_bytes(bits)}, tile_part},

@@ -34,7 +34,7 @@ struct RandomTrellis {
   std::vector<float> scales;
   PackedMatrix m;
 
-  RandomTrellis(int bits, int64_t rows, int64_t cols, uint64_t seed) {
+  RandomTrellis(int bits, int64_t rows, int64_t cols, uint64_t seed, trellis::Code code = trellis::Code::k1mad) {
     std::mt19937_64 rng(seed);
     tiles.resize(static_cast<size_t>(rows / 16 * (cols / 16) * trellis::tile_bytes(bits)));
     for (uint8_t& b : tiles) b = static_cast<uint8_t>(rng());
@@ -42,8 +42,8 @@ struct RandomTrellis {
     sv = random_signs(seed, 2, rows);
     std::uniform_real_distribution<float> u(0.5f, 1.5f);
     scales.resize(static_cast<size_t>(rows));
-    for (float& s : scales) s = u(rng) * 0.02f / static_cast<float>(trellis::k1madStd);
-    m.format = &trellis_format(bits);
+    for (float& s : scales) s = u(rng) * 0.02f / static_cast<float>(trellis::code_std(code));
+    m.format = &trellis_format(bits, code);
     m.rows = rows;
     m.cols = cols;
     m.parts = {{tiles.data(), DType::kU8, {cols / 16, rows / 16, trellis::tile_bytes(bits)}, tiles.size()},
@@ -81,11 +81,12 @@ double predicted_sq_error(const std::vector<float>& w, const std::vector<int8_t>
 }
 
 TEST(TrellisGemv, EveryIsaMatchesGenericAndFloat64) {
+  for (trellis::Code code : {trellis::Code::k1mad, trellis::Code::kLut})
   for (int bits : {2, 3, 4}) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{192, 64}, {48, 48}, {64, 96}, {768, 2048}, {2048, 768}}) {
       if (bits != 3 && rows * cols > 1'000'000) continue;  // the large shapes once (trellis3), for run time
-      SCOPED_TRACE("trellis" + std::to_string(bits) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-      const RandomTrellis t(bits, rows, cols, static_cast<uint64_t>(bits * 1000003 + rows * 31 + cols));
+      const RandomTrellis t(bits, rows, cols, static_cast<uint64_t>(bits * 1000003 + rows * 31 + cols), code);
+      SCOPED_TRACE(std::string(t.m.format->name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
       const PackedMatrix& m = t.m;
       ASSERT_NE(m.format->gemv, nullptr);
       ASSERT_NE(m.format->gemv->prepare, nullptr);
@@ -127,7 +128,7 @@ TEST(TrellisGemv, EveryIsaMatchesGenericAndFloat64) {
         ref2 += s * s;
       }
       const double predicted = predicted_sq_error(w, t.su, rows, cols, xr, hadamard_block_size(cols));
-      std::printf("  trellis%d [%lld, %lld]: relative L2 vs float64 %.3g (int8 rounding predicts %.3g", bits,
+      std::printf("  %s [%lld, %lld]: relative L2 vs float64 %.3g (int8 rounding predicts %.3g", t.m.format->name.data(),
                   static_cast<long long>(rows), static_cast<long long>(cols), std::sqrt(err2 / ref2),
                   std::sqrt(predicted / ref2));
       if (hadamard_block_size(cols) > 32)  // the alternative of finer blocks, for docs/formats.md
@@ -185,8 +186,61 @@ TEST(TrellisGemv, EveryInnerLoopVariantEqualsGeneric) {
   }
 }
 
+// The LUT code's loop (AVX-512 VBMI) equals the generic reference bit for
+// bit, on row sub-ranges and activation blocks of 16..128.
+TEST(TrellisGemv, LutInnerLoopEqualsGeneric) {
+  if (detected_isa() < Isa::kAvx512 || !trellis::cpu_has_avx512_vbmi()) GTEST_SKIP() << "no AVX-512 VBMI on this CPU";
+  for (int bits : {2, 3, 4}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{192, 64}, {48, 48}, {256, 384}, {128, 1024}}) {
+      SCOPED_TRACE("trellis" + std::to_string(bits) + "_lut [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+      const RandomTrellis t(bits, rows, cols, static_cast<uint64_t>(bits * 13 + rows + cols), trellis::Code::kLut);
+      std::vector<float> x = test::normal_matrix(1, cols, static_cast<uint64_t>(cols + bits), 1.0f);
+      x[3] = -30.0f;
+      GemvActivation act;
+      t.m.format->gemv->prepare(t.m, x.data(), act);
+      trellis::TileGemvArgs a;
+      a.tiles = t.tiles.data();
+      a.tiles_n = rows / 16;
+      a.tiles_k = cols / 16;
+      a.bits = bits;
+      a.code = trellis::Code::kLut;
+      a.nt_begin = 1;
+      a.nt_end = rows / 16;
+      a.in = &act.input();
+      std::vector<float> ref(static_cast<size_t>(rows - 16)), got(ref.size(), NAN);
+      a.z = ref.data();
+      trellis::tile_gemv_generic(a);
+      a.z = got.data();
+      trellis::tile_gemv_lut_avx512_vbmi(a);
+      EXPECT_EQ(got, ref);
+    }
+  }
+}
+
 // run_rows (up to 4 inputs, each state decoded once for all of them) gives
 // every input exactly run()'s bits, on every ISA and for every inner loop.
+TEST(TrellisGemv, LutRowsEqualOneInputAtATime) {
+  for (int bits : {2, 3, 4}) {
+    const int64_t rows = 256, cols = 384;
+    const RandomTrellis t(bits, rows, cols, static_cast<uint64_t>(bits * 11 + 5), trellis::Code::kLut);
+    std::vector<GemvActivation> acts(kMaxGemvRows);
+    std::vector<const GemvInput*> ins;
+    for (int i = 0; i < kMaxGemvRows; ++i) {
+      const std::vector<float> x = test::normal_matrix(1, cols, static_cast<uint64_t>(cols * 5 + i), 1.0f + i);
+      t.m.format->gemv->prepare(t.m, x.data(), acts[i]);
+      ins.push_back(&acts[i].input());
+    }
+    for (Isa isa : supported_isas()) {
+      IsaGuard guard(isa);
+      std::vector<std::vector<float>> out(kMaxGemvRows, std::vector<float>(static_cast<size_t>(rows - 128), NAN));
+      std::vector<float*> ys;
+      for (auto& o : out) ys.push_back(o.data());
+      t.m.format->gemv->run_rows(t.m, ins.data(), kMaxGemvRows, 128, rows, ys.data());
+      for (int i = 0; i < kMaxGemvRows; ++i) EXPECT_EQ(out[i], run(t.m, *ins[i], 128, rows)) << isa_name(isa) << " input " << i;
+    }
+  }
+}
+
 TEST(TrellisGemv, RowsVariantEqualsOneInputAtATime) {
   for (int bits : {2, 3, 4}) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{192, 64}, {256, 384}, {768, 256}}) {

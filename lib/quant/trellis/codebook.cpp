@@ -5,8 +5,8 @@
 
 namespace eq::quant::trellis {
 
-// Generated once (Gaussian quantiles (i + 0.5) / 128 times 22, rounded, shuffled
-// by a fixed seed; P a shuffled identity) and frozen here and in docs/formats.md.
+// Generated once (Gaussian quantiles (i + 0.5) / 128 times 22, rounded, in an
+// order shuffled by a fixed seed) and frozen here and in docs/formats.md.
 const int8_t kLutA[128] = {
     38, 32, 5, -4, 17, -6, 28, -16, 11, 40, 34, -11, -1, 2, -8, -7,
     42, -5, -7, -19, 26, 8, 30, -15, -1, -19, 1, 5, 36, 50, 7, -21,
@@ -25,15 +25,6 @@ const int8_t kLutB[128] = {
     15, -16, 12, -5, 15, -1, -2, -21, 23, 6, 26, -19, -12, -11, -45, -33,
     14, 2, 40, 2, 14, -2, -19, -25, 18, -9, 19, 4, 23, 42, 17, 45,
     -28, 13, 1, -20, -30, -31, 9, 25, -6, -3, -3, -5, 10, -15, -13, 17};
-const uint8_t kLutP[128] = {
-    120, 89, 37, 16, 96, 41, 88, 44, 2, 69, 60, 95, 26, 82, 17, 28,
-    56, 66, 126, 111, 115, 49, 14, 93, 78, 53, 108, 72, 124, 51, 11, 31,
-    99, 110, 47, 6, 46, 105, 22, 73, 21, 39, 38, 116, 54, 118, 45, 33,
-    29, 8, 25, 23, 52, 55, 117, 114, 92, 81, 86, 109, 61, 40, 35, 5,
-    103, 27, 87, 67, 0, 80, 74, 97, 32, 10, 101, 122, 50, 48, 94, 77,
-    12, 70, 113, 42, 121, 64, 100, 84, 24, 98, 68, 119, 30, 107, 43, 57,
-    19, 91, 123, 127, 15, 4, 62, 65, 34, 85, 112, 13, 7, 125, 106, 83,
-    9, 79, 20, 71, 59, 76, 18, 75, 58, 3, 36, 90, 102, 1, 104, 63};
 
 Code code_of_format(std::string_view name) { return name.ends_with("_lut") ? Code::kLut : Code::k1mad; }
 

@@ -12,10 +12,11 @@
 //  2. a = (s ^ s >> 9) & 127 for all 8 states of a qword at once:
 //     Q ^ (Q >> 9) (vpsrlq, vpxorq), then one vpmultishiftqb picks each
 //     byte's field; bit 7 of a field is garbage, which vpermi2b ignores.
-//  3. b = P[a] ^ (s >> 7): vpermi2b of P, a second vpmultishiftqb, vpxorq.
-//  4. y + 128 = (A + 128)[a] + B[b]: two vpermi2b, vpaddb (wraps mod 256:
+//  3. (A + 128)[a] by vpermi2b; b = that byte ^ (s >> 7) (bit 7, the only
+//     one the + 128 changes, is ignored): a second vpmultishiftqb, vpxorq.
+//  4. y + 128 = (A + 128)[a] + B[b]: vpermi2b, vpaddb (wraps mod 256:
 //     exact, y + 128 is in [2, 254]).
-// 11 vector uops per 64 weights, 6 of them on port 5, and one vpdpbusd
+// 10 vector uops per 64 weights, 5 of them on port 5, and one vpdpbusd
 // (port 0) against the 16 activation bytes of the k-tile repeated 4x; the
 // 1MAD loop needs about 24 uops and 4 vpdpbusd for the same 64 weights.
 #if defined(__clang__)
@@ -66,7 +67,7 @@ const LutControls& lut_controls() {
 
 template <int Bits>
 struct LutDecoder {
-  __m512i gather[4], field_a, field_b, a_lo, a_hi, b_lo, b_hi, p_lo, p_hi;
+  __m512i gather[4], field_a, field_b, a_lo, a_hi, b_lo, b_hi;
 
   LutDecoder() {
     const LutControls& c = lut_controls<Bits>();
@@ -79,8 +80,6 @@ struct LutDecoder {
     a_hi = _mm512_load_si512(a + 64);
     b_lo = _mm512_loadu_si512(kLutB);
     b_hi = _mm512_loadu_si512(kLutB + 64);
-    p_lo = _mm512_loadu_si512(kLutP);
-    p_hi = _mm512_loadu_si512(kLutP + 64);
   }
 
   // u[v] byte i = y(state_{64v + i}) + 128.
@@ -97,8 +96,9 @@ struct LutDecoder {
       else
         q = _mm512_permutex2var_epi8(lo, gather[v], hi);
       const __m512i ia = _mm512_multishift_epi64_epi8(field_a, _mm512_xor_si512(q, _mm512_srli_epi64(q, 9)));
-      const __m512i ib = _mm512_xor_si512(_mm512_permutex2var_epi8(p_lo, ia, p_hi), _mm512_multishift_epi64_epi8(field_b, q));
-      u[v] = _mm512_add_epi8(_mm512_permutex2var_epi8(a_lo, ia, a_hi), _mm512_permutex2var_epi8(b_lo, ib, b_hi));
+      const __m512i av = _mm512_permutex2var_epi8(a_lo, ia, a_hi);  // A[a] + 128
+      const __m512i ib = _mm512_xor_si512(av, _mm512_multishift_epi64_epi8(field_b, q));
+      u[v] = _mm512_add_epi8(av, _mm512_permutex2var_epi8(b_lo, ib, b_hi));
     }
   }
 };
