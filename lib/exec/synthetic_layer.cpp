@@ -96,6 +96,10 @@ std::span<const FormatMix> preset_format_mixes() {
         {"trellis4", {{f("trellis4"), 1.0}}},
         {"mix842", {{f("int8_row"), 0.15}, {f("fp4_g32"), 0.60}, {f("int2_g32"), 0.25}}},
         {"mix842t", {{f("int8_row"), 0.15}, {f("fp4_g32"), 0.60}, {f("trellis2"), 0.25}}},
+        {"trellis2_lut", {{f("trellis2_lut"), 1.0}}},
+        {"trellis3_lut", {{f("trellis3_lut"), 1.0}}},
+        {"trellis4_lut", {{f("trellis4_lut"), 1.0}}},
+        {"mix842tl", {{f("int8_row"), 0.15}, {f("fp4_g32"), 0.60}, {f("trellis2_lut"), 0.25}}},
     };
   }();
   return mixes;

@@ -42,7 +42,8 @@ struct FormatMix {
 
 // Uniform bf16, int8_row, fp4_g32, trellis2/3/4, and the article-like 8/4/2
 // mixes: mix842 = 15% int8_row / 60% fp4_g32 / 25% int2_g32, mix842t = the
-// same with trellis2 as the 2-bit format.
+// same with trellis2 as the 2-bit format; trellis2/3/4_lut and mix842tl the
+// same with the LUT-code trellis formats.
 std::span<const FormatMix> preset_format_mixes();
 // A preset's name, or any format name (quant registry) for that format alone.
 const FormatMix* find_format_mix(std::string_view name);

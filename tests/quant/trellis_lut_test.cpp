@@ -25,8 +25,8 @@ TEST(TrellisLut, CodeMatchesDefinitionAndGoldenValues) {
   double sum = 0, sum2 = 0;
   int largest = 0;
   for (uint32_t s = 0; s < 65536; ++s) {
-    const uint32_t a = (s ^ (s >> 9)) & 127;
-    const uint32_t b = (static_cast<uint32_t>(static_cast<uint8_t>(trellis::kLutA[a])) ^ (s >> 7)) & 127;
+    const uint32_t a = (s ^ (s >> 10)) & 63;
+    const uint32_t b = (static_cast<uint32_t>(static_cast<uint8_t>(trellis::kLutA[a])) ^ (s >> 6)) & 63;
     const int y = trellis::kLutA[a] + trellis::kLutB[b];
     ASSERT_EQ(trellis::code_lut(s), y) << s;
     ASSERT_EQ(trellis::code_table(Code::kLut)[s], static_cast<float>(y)) << s;
@@ -35,11 +35,11 @@ TEST(TrellisLut, CodeMatchesDefinitionAndGoldenValues) {
     largest = std::max(largest, std::abs(y));
   }
   // Golden values (docs/formats.md): a change of either table changes them.
-  EXPECT_EQ(trellis::code_lut(0), 49);      // a = 0: A[0] = 38; b = 38: B[38] = 11
-  EXPECT_EQ(trellis::code_lut(1), -2);
-  EXPECT_EQ(trellis::code_lut(0x1234), -29);
-  EXPECT_EQ(trellis::code_lut(0xFFFF), 44);
-  EXPECT_LE(largest, 126);  // y + 128 is a valid unsigned byte in [2, 254]
+  EXPECT_EQ(trellis::code_lut(0), 8);  // a = 0: A[0] = -20 (byte 0xEC); b = 0xEC & 63 = 44: B[44] = 28
+  EXPECT_EQ(trellis::code_lut(1), -22);
+  EXPECT_EQ(trellis::code_lut(0x1234), 17);
+  EXPECT_EQ(trellis::code_lut(0xFFFF), -6);
+  EXPECT_EQ(largest, 106);  // y + 128 is a valid unsigned byte in [22, 234]
   EXPECT_NEAR(sum / 65536, 0.0, 1e-9);
   EXPECT_NEAR(std::sqrt(sum2 / 65536), trellis::kLutStd, 1e-6);
   EXPECT_EQ(trellis::code_of_format("trellis3_lut"), Code::kLut);

@@ -5,20 +5,25 @@
 //
 // One tile = 4 vectors of 64 weights (t = 64v + i, i.e. tile rows 4v..4v+3).
 // Byte i of vector v holds y(state_t) + 128 as an unsigned byte, built by:
-//  1. vpermb / vpermi2b: qword g = 8v + i/8 gets the 8 stream bytes
-//     [8g K / 8 - 2, + 8) (modulo the tile: the tail-biting wrap) in reversed
-//     order, so the qword is the stream read most significant bit first and
-//     state_t = (Q >> (48 - (j + 1) K)) & 0xFFFF for t = 8g + j.
-//  2. a = (s ^ s >> 9) & 127 for all 8 states of a qword at once:
-//     Q ^ (Q >> 9) (vpsrlq, vpxorq), then one vpmultishiftqb picks each
-//     byte's field; bit 7 of a field is garbage, which vpermi2b ignores.
-//  3. (A + 128)[a] by vpermi2b; b = that byte ^ (s >> 7) (bit 7, the only
-//     one the + 128 changes, is ignored): a second vpmultishiftqb, vpxorq.
-//  4. y + 128 = (A + 128)[a] + B[b]: vpermi2b, vpaddb (wraps mod 256:
-//     exact, y + 128 is in [2, 254]).
-// 10 vector uops per 64 weights, 5 of them on port 5, and one vpdpbusd
-// (port 0) against the 16 activation bytes of the k-tile repeated 4x; the
-// 1MAD loop needs about 24 uops and 4 vpdpbusd for the same 64 weights.
+//  1. qword g = 8v + i/8 gets the 8 stream bytes [gK - 2, gK + 6) (modulo the
+//     tile: the tail-biting wrap) in reversed order, so the qword is the
+//     stream read most significant bit first and state_t =
+//     (Q >> (48 - (j + 1) K)) & 0xFFFF for t = 8g + j. K = 2: one vpermb of
+//     the 64-byte tile. K = 3, 4: vectors 1-3 need at most 36 consecutive
+//     bytes, so a masked 64-byte load at their first byte and one vpermb;
+//     vector 0 (the wrap) one vpermi2b of the tile's first and last 64 bytes.
+//  2. a = (s ^ s >> 10) & 63 for all 8 states of a qword at once:
+//     Q ^ (Q >> 10) (vpsrlq, vpxorq), then one vpmultishiftqb picks each
+//     byte's field; bits 6-7 of a field are garbage, which vpermb ignores.
+//  3. (A + 128)[a] by vpermb; b = that byte ^ (s >> 6) (the + 128 changes
+//     bit 7 only, ignored): a second vpmultishiftqb, vpxorq.
+//  4. y + 128 = (A + 128)[a] + B[b]: vpermb, vpaddb (wraps mod 256: exact,
+//     y + 128 is in [22, 234]).
+// Per 64 weights: 5 port-5 uops (K = 2; 5.25 for K = 3, 4), 5 on either
+// port, and one vpdpbusd against the 16 activation bytes of the k-tile
+// repeated 4x. Tables of 64 entries on purpose: a 128-entry lookup
+// (vpermi2b) occupies port 5 for two cycles on this core family
+// (docs/benchmarks.md, "Trellis LUT decode kernel").
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512vbmi"))), apply_to = function)
 #else
@@ -40,8 +45,10 @@ namespace {
 // The per-K constants of steps 1-3.
 struct LutControls {
   alignas(64) uint8_t gather[4][64];  // step 1 index of each vector
+  uint64_t load_mask[4] = {};         // step 1 (K = 3, 4): bytes of the load inside the tile
+  int load_offset[4] = {};            // step 1 (K = 3, 4): first byte of vector v's load
   alignas(64) uint8_t field_a[64];    // step 2: 48 - (j + 1) K for byte j of every qword
-  alignas(64) uint8_t field_b[64];    // step 3: the same + 7 (the field s >> 7)
+  alignas(64) uint8_t field_b[64];    // step 3: the same + 6 (the field s >> 6)
 };
 
 template <int Bits>
@@ -49,16 +56,24 @@ const LutControls& lut_controls() {
   static const LutControls c = [] {
     LutControls t{};
     constexpr int tb = tile_bytes(Bits);
-    for (int v = 0; v < 4; ++v)
+    for (int v = 0; v < 4; ++v) {
+      t.load_offset[v] = 8 * v * Bits - 2;
+      for (int i = 0; i < 64; ++i)
+        if (t.load_offset[v] + i < tb) t.load_mask[v] |= uint64_t{1} << i;
       for (int i = 0; i < 64; ++i) {
         const int g = 8 * v + i / 8, j = i % 8;
         const int a = ((g * Bits - 2 + 7 - j) % tb + tb) % tb;  // stream byte of qword byte j
-        // K = 3: the second source register holds stream bytes 32..95.
-        t.gather[v][i] = static_cast<uint8_t>(Bits == 3 && a >= 64 ? a + 32 : a);
+        if (Bits == 2)
+          t.gather[v][i] = static_cast<uint8_t>(a);
+        else if (v == 0)  // vpermi2b of bytes [0, 64) and [tb - 64, tb)
+          t.gather[v][i] = static_cast<uint8_t>(a < 64 ? a : 64 + a - (tb - 64));
+        else  // vpermb of the load at load_offset[v]
+          t.gather[v][i] = static_cast<uint8_t>(g * Bits - 2 + 7 - j - t.load_offset[v]);
       }
+    }
     for (int i = 0; i < 64; ++i) {
       t.field_a[i] = static_cast<uint8_t>(48 - (i % 8 + 1) * Bits);
-      t.field_b[i] = static_cast<uint8_t>(t.field_a[i] + 7);
+      t.field_b[i] = static_cast<uint8_t>(t.field_a[i] + 6);
     }
     return t;
   }();
@@ -67,38 +82,36 @@ const LutControls& lut_controls() {
 
 template <int Bits>
 struct LutDecoder {
-  __m512i gather[4], field_a, field_b, a_lo, a_hi, b_lo, b_hi;
+  const LutControls& c = lut_controls<Bits>();
+  __m512i gather[4], field_a, field_b, a_table, b_table;
 
   LutDecoder() {
-    const LutControls& c = lut_controls<Bits>();
     for (int v = 0; v < 4; ++v) gather[v] = _mm512_load_si512(c.gather[v]);
     field_a = _mm512_load_si512(c.field_a);
     field_b = _mm512_load_si512(c.field_b);
-    alignas(64) uint8_t a[128];
-    for (int i = 0; i < 128; ++i) a[i] = static_cast<uint8_t>(kLutA[i] + 128);
-    a_lo = _mm512_load_si512(a);
-    a_hi = _mm512_load_si512(a + 64);
-    b_lo = _mm512_loadu_si512(kLutB);
-    b_hi = _mm512_loadu_si512(kLutB + 64);
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    a_table = _mm512_add_epi8(_mm512_loadu_si512(kLutA), bias);  // A + 128
+    b_table = _mm512_loadu_si512(kLutB);
+  }
+
+  // Step 1: the reversed 8-byte windows of vector v.
+  inline __m512i windows(const uint8_t* tile, int v) const {
+    if constexpr (Bits == 2) return _mm512_permutexvar_epi8(gather[v], _mm512_loadu_si512(tile));
+    if (v == 0)
+      return _mm512_permutex2var_epi8(_mm512_loadu_si512(tile), gather[0],
+                                      _mm512_loadu_si512(tile + tile_bytes(Bits) - 64));
+    return _mm512_permutexvar_epi8(gather[v], _mm512_maskz_loadu_epi8(c.load_mask[v], tile + c.load_offset[v]));
   }
 
   // u[v] byte i = y(state_{64v + i}) + 128.
   inline void decode(const uint8_t* tile, __m512i* u) const {
-    const __m512i lo = _mm512_loadu_si512(tile);
-    __m512i hi = lo;
-    if constexpr (Bits == 3) hi = _mm512_loadu_si512(tile + 32);
-    if constexpr (Bits == 4) hi = _mm512_loadu_si512(tile + 64);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
-      __m512i q;
-      if constexpr (Bits == 2)
-        q = _mm512_permutexvar_epi8(gather[v], lo);
-      else
-        q = _mm512_permutex2var_epi8(lo, gather[v], hi);
-      const __m512i ia = _mm512_multishift_epi64_epi8(field_a, _mm512_xor_si512(q, _mm512_srli_epi64(q, 9)));
-      const __m512i av = _mm512_permutex2var_epi8(a_lo, ia, a_hi);  // A[a] + 128
+      const __m512i q = windows(tile, v);
+      const __m512i ia = _mm512_multishift_epi64_epi8(field_a, _mm512_xor_si512(q, _mm512_srli_epi64(q, 10)));
+      const __m512i av = _mm512_permutexvar_epi8(ia, a_table);  // A[a] + 128
       const __m512i ib = _mm512_xor_si512(av, _mm512_multishift_epi64_epi8(field_b, q));
-      u[v] = _mm512_add_epi8(av, _mm512_permutex2var_epi8(b_lo, ib, b_hi));
+      u[v] = _mm512_add_epi8(av, _mm512_permutexvar_epi8(ib, b_table));
     }
   }
 };
