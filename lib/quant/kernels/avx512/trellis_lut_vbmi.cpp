@@ -116,8 +116,13 @@ struct LutDecoder {
   }
 };
 
-#ifndef EQ_TRELLIS_GEMV_PREFETCH
-#define EQ_TRELLIS_GEMV_PREFETCH 4  // n-tiles ahead, as the 1MAD loop (trellis_gemv_impl.h)
+// Iterations (16-row block x activation block) ahead to prefetch. The
+// walk is the call's own (block b, n-tile) order, so prefetches continue into
+// the next activation block at the chunk's first n-tile and never touch
+// another chunk's rows (prefetching D n-tiles ahead within the matrix did:
+// at 16 n-tiles per chunk that wasted up to all of a prefetch's traffic).
+#ifndef EQ_TRELLIS_LUT_PREFETCH
+#define EQ_TRELLIS_LUT_PREFETCH 4
 #endif
 
 template <int Bits>
@@ -131,18 +136,24 @@ void lut_gemv_bits(const TileGemvArgs& a) {
   // Row r of the 16 sums comes from lane 4 (r % 4) + r / 4 (below).
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   for (int64_t i = 0; i < nts * kTileDim; ++i) a.z[i] = 0.0f;
-  for (int64_t b = 0; b < a.tiles_k / tiles_per_block; ++b) {
+  const int64_t blocks = a.tiles_k / tiles_per_block;
+  for (int64_t b = 0; b < blocks; ++b) {
     const int64_t kt0 = b * tiles_per_block;
     const __m512i offset = _mm512_set1_epi32(128 * in.rep_sum[b]);
     const __m512 scale = _mm512_set1_ps(in.rep_scale[b]);
     for (int64_t nt = a.nt_begin; nt < a.nt_end; ++nt) {
       const uint8_t* column = a.tiles + kt0 * stride + nt * kBytes;
+      // The iteration EQ_TRELLIS_LUT_PREFETCH ahead in (b, nt) order.
+      int64_t ahead_b = b, ahead_nt = nt + EQ_TRELLIS_LUT_PREFETCH;
+      while (ahead_nt >= a.nt_end) ahead_nt -= nts, ++ahead_b;
+      const uint8_t* ahead_column =
+          ahead_b < blocks ? a.tiles + ahead_b * tiles_per_block * stride + ahead_nt * kBytes : nullptr;
       // acc[v] 128-bit lane L: 4 partial sums of tile row 4v + L.
       __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
       for (int64_t j = 0; j < tiles_per_block; ++j) {
         const uint8_t* tile = column + j * stride;
-        if (nt + EQ_TRELLIS_GEMV_PREFETCH < a.tiles_n) {
-          const char* ahead = reinterpret_cast<const char*>(tile + EQ_TRELLIS_GEMV_PREFETCH * kBytes);
+        if (ahead_column) {
+          const char* ahead = reinterpret_cast<const char*>(ahead_column + j * stride);
           _mm_prefetch(ahead, _MM_HINT_T0);
           if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
           if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
