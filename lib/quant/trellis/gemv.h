@@ -29,6 +29,20 @@ struct TileGemvArgs {
   float* z = nullptr;
 };
 
+// Where the SIMD loops prefetch: the tiles of the iteration `distance` after
+// (block b, n-tile nt) in the call's own walk (n-tiles inner, activation
+// blocks outer), continuing into the next block at the call's first n-tile so
+// a prefetch never touches another call's rows; its k-tile j is at
+// + j * tiles_n * tile_bytes(bits). Null past the call's last iteration.
+inline const uint8_t* tile_gemv_prefetch_column(const TileGemvArgs& a, int64_t tiles_per_block, int64_t b, int64_t nt,
+                                                int64_t distance) {
+  const int64_t nts = a.nt_end - a.nt_begin, blocks = a.tiles_k / tiles_per_block;
+  int64_t ahead_b = b, ahead_nt = nt + distance;
+  while (ahead_nt >= a.nt_end) ahead_nt -= nts, ++ahead_b;
+  const int64_t bytes = tile_bytes(a.bits);
+  return ahead_b < blocks ? a.tiles + (ahead_b * tiles_per_block * a.tiles_n + ahead_nt) * bytes : nullptr;
+}
+
 void tile_gemv_generic(const TileGemvArgs& a);
 void tile_gemv_avx2(const TileGemvArgs& a);
 void tile_gemv_avx512(const TileGemvArgs& a);

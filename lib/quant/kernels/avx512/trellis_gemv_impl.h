@@ -43,10 +43,13 @@ inline __m512i sum_lanes_16(const __m512i* acc) {
   return _mm512_permutexvar_epi32(order, s);
 }
 
-// Tiles ahead (along n, within one k-tile row of the block) to prefetch:
-// measured 4 ~ 8 > 16 (trellis2 [768, 2048] from DRAM, one core: 133 / 143 /
-// 168 us); without it the k-major order (walking one 16-row block down all
-// of K, 3 KB strides) ran 282 us.
+// Iterations (16-row block x activation block) ahead to prefetch, along the
+// call's own walk: D n-tiles ahead in the same k-tile rows, continuing into
+// the next activation block at the call's first n-tile, so a prefetch never
+// touches another chunk's rows (tile_gemv_prefetch_column; until session 5 it ran D n-tiles ahead
+// within the whole matrix, which at 16 n-tiles per chunk fetched a quarter of
+// the traffic for nothing). Without prefetch the k-major order ran 282 us vs
+// 133 (trellis2 [768, 2048] from DRAM, one core).
 #ifndef EQ_TRELLIS_GEMV_PREFETCH
 #define EQ_TRELLIS_GEMV_PREFETCH 4
 #endif
@@ -66,18 +69,20 @@ void tile_gemv_bits(const TileGemvArgs& a, const StateOf& state_of) {
   for (int64_t i = 0; i < nts * kTileDim; ++i) a.z[i] = 0.0f;
   // Activation blocks outer, 16-row blocks inner: each k-tile row of the
   // block is then read as one contiguous run over the call's n-tiles.
-  for (int64_t b = 0; b < a.tiles_k / tiles_per_block; ++b) {
+  const int64_t blocks = a.tiles_k / tiles_per_block;
+  for (int64_t b = 0; b < blocks; ++b) {
     const int64_t kt0 = b * tiles_per_block;
     const __m512i offset = _mm512_set1_epi32(510 * in.rep_sum[b]);
     const __m512 scale = _mm512_set1_ps(in.rep_scale[b]);
     for (int64_t nt = a.nt_begin; nt < a.nt_end; ++nt) {
       const uint8_t* column = a.tiles + kt0 * stride + nt * kBytes;
+      const uint8_t* ahead_column = tile_gemv_prefetch_column(a, tiles_per_block, b, nt, EQ_TRELLIS_GEMV_PREFETCH);
       __m512i acc[kTileDim];
       for (int r = 0; r < kTileDim; ++r) acc[r] = _mm512_setzero_si512();
       for (int64_t j = 0; j < tiles_per_block; ++j) {
         const uint8_t* tile = column + j * stride;
-        if (nt + EQ_TRELLIS_GEMV_PREFETCH < a.tiles_n) {  // the same k-tile D n-tiles ahead (contiguous)
-          const char* ahead = reinterpret_cast<const char*>(tile + EQ_TRELLIS_GEMV_PREFETCH * kBytes);
+        if (ahead_column) {
+          const char* ahead = reinterpret_cast<const char*>(ahead_column + j * stride);
           _mm_prefetch(ahead, _MM_HINT_T0);  // a tile spans up to 3 cache lines
           if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
           if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
@@ -122,17 +127,19 @@ void tile_gemv_multi_bits(const TileGemvArgs* args, const StateOf& state_of) {
   const int64_t nts = a.nt_end - a.nt_begin;
   for (int i = 0; i < NIn; ++i)
     for (int64_t j = 0; j < nts * kTileDim; ++j) args[i].z[j] = 0.0f;
-  for (int64_t b = 0; b < a.tiles_k / tiles_per_block; ++b) {
+  const int64_t blocks = a.tiles_k / tiles_per_block;
+  for (int64_t b = 0; b < blocks; ++b) {
     const int64_t kt0 = b * tiles_per_block;
     for (int64_t nt = a.nt_begin; nt < a.nt_end; ++nt) {
       const uint8_t* column = a.tiles + kt0 * stride + nt * kBytes;
+      const uint8_t* ahead_column = tile_gemv_prefetch_column(a, tiles_per_block, b, nt, EQ_TRELLIS_GEMV_PREFETCH);
       for (int g0 = 0; g0 < kTileDim; g0 += kRows) {
         __m512i acc[16];
         for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_si512();
         for (int64_t j = 0; j < tiles_per_block; ++j) {
           const uint8_t* tile = column + j * stride;
-          if (g0 == 0 && nt + EQ_TRELLIS_GEMV_PREFETCH < a.tiles_n) {
-            const char* ahead = reinterpret_cast<const char*>(tile + EQ_TRELLIS_GEMV_PREFETCH * kBytes);
+          if (g0 == 0 && ahead_column) {
+            const char* ahead = reinterpret_cast<const char*>(ahead_column + j * stride);
             _mm_prefetch(ahead, _MM_HINT_T0);
             if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
             if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
