@@ -58,9 +58,10 @@ class GemvActivation {
   // Quantizes x[cols]. The result depends only on x (never on the ISA).
   void set(const float* x, int64_t cols);
   // Quantizes x[cols] in int8 blocks of `block` elements (a multiple of 16
-  // dividing cols) into the replicated layout (GemvInput::q_rep4), with the
-  // same rounding as set(). Depends only on x.
-  void set_replicated(const float* x, int64_t cols, int64_t block);
+  // dividing cols) into GemvInput::q and, when `replicate` (the 1MAD kernels
+  // read it), the replicated layout GemvInput::q_rep4 (null otherwise), with
+  // the same rounding as set(). Depends only on x.
+  void set_replicated(const float* x, int64_t cols, int64_t block, bool replicate = true);
   const GemvInput& input() const { return in_; }
 
  private:

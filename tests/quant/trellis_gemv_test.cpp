@@ -108,8 +108,7 @@ TEST(TrellisGemv, EveryIsaMatchesGenericAndFloat64) {
         // The activation does not depend on the ISA either.
         GemvActivation again;
         m.format->gemv->prepare(m, x.data(), again);
-        ASSERT_EQ(std::vector<int8_t>(again.input().q_rep4, again.input().q_rep4 + 4 * cols),
-                  std::vector<int8_t>(in.q_rep4, in.q_rep4 + 4 * cols));
+        ASSERT_EQ(std::vector<int8_t>(again.input().q, again.input().q + cols), std::vector<int8_t>(in.q, in.q + cols));
         EXPECT_EQ(run(m, in, 0, rows), generic);
       }
 
@@ -238,6 +237,30 @@ TEST(TrellisGemv, LutRowsEqualOneInputAtATime) {
       t.m.format->gemv->run_rows(t.m, ins.data(), kMaxGemvRows, 128, rows, ys.data());
       for (int i = 0; i < kMaxGemvRows; ++i) EXPECT_EQ(out[i], run(t.m, *ins[i], 128, rows)) << isa_name(isa) << " input " << i;
     }
+    // The VBMI multi-input loop directly, for 1-4 inputs, against the generic loop per input.
+    if (detected_isa() >= Isa::kAvx512 && trellis::cpu_has_avx512_vbmi()) {
+      for (int n = 1; n <= kMaxGemvRows; ++n) {
+        std::vector<trellis::TileGemvArgs> args(n);
+        std::vector<std::vector<float>> ref(n), got(n);
+        for (int i = 0; i < n; ++i) {
+          ref[i].assign(static_cast<size_t>(rows - 16), NAN);
+          got[i].assign(ref[i].size(), NAN);
+          args[i].tiles = t.tiles.data();
+          args[i].tiles_n = rows / 16;
+          args[i].tiles_k = cols / 16;
+          args[i].bits = bits;
+          args[i].code = trellis::Code::kLut;
+          args[i].nt_begin = 1;
+          args[i].nt_end = rows / 16;
+          args[i].in = ins[i];
+          args[i].z = ref[i].data();
+          trellis::tile_gemv_generic(args[i]);
+          args[i].z = got[i].data();
+        }
+        trellis::tile_gemv_lut_avx512_vbmi_rows(args.data(), n);
+        for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], ref[i]) << n << " inputs, input " << i;
+      }
+    }
   }
 }
 
@@ -325,6 +348,15 @@ TEST(TrellisGemv, ReplicatedActivationLayout) {
   int32_t sum0 = 0;
   for (int k = 0; k < 16; ++k) sum0 += in.q_rep4[4 * k];
   EXPECT_EQ(in.rep_sum[0], sum0);
+  for (int k = 0; k < 32; ++k) EXPECT_EQ(in.q[k], in.q_rep4[4 * k]) << k;  // q: the same values once each
+  // Without replication (the LUT loops): the same q, scales and sums, no q_rep4.
+  const std::vector<int8_t> q(in.q, in.q + 32);
+  GemvActivation once;
+  once.set_replicated(x.data(), 32, 16, false);
+  EXPECT_EQ(once.input().q_rep4, nullptr);
+  EXPECT_EQ(std::vector<int8_t>(once.input().q, once.input().q + 32), q);
+  EXPECT_EQ(once.input().rep_sum[0], sum0);
+  EXPECT_EQ(once.input().rep_scale[1], in.rep_scale[1]);
   EXPECT_THROW(act.set_replicated(x.data(), 32, 24), Error);
 }
 

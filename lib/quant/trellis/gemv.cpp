@@ -39,6 +39,8 @@ void tile_gemv(const TileGemvArgs& a) {
 }
 
 void tile_gemv_rows(const TileGemvArgs* args, int n) {
+  if (args[0].code == Code::kLut && active_isa() == Isa::kAvx512 && cpu_has_avx512_vbmi())
+    return tile_gemv_lut_avx512_vbmi_rows(args, n);
   if (active_isa() == Isa::kAvx512 && args[0].code == Code::k1mad)
     return cpu_has_avx512_vbmi() ? tile_gemv_avx512_vbmi_rows(args, n) : tile_gemv_avx512_rows(args, n);
   for (int i = 0; i < n; ++i) tile_gemv(args[i]);
@@ -64,12 +66,14 @@ void trellis_prepare(const PackedMatrix& m, const float* x, GemvActivation& out)
   rotated.resize(static_cast<size_t>(K));
   for (int64_t k = 0; k < K; ++k) rotated[k] = x[k] * static_cast<float>(su[k]);
   hadamard_rows(rotated.data(), 1, K);
-  out.set_replicated(rotated.data(), K, hadamard_block_size(K));
+  // The LUT loops read q once per k; only 1MAD's read the 4x replicated bytes.
+  out.set_replicated(rotated.data(), K, hadamard_block_size(K), code_of_format(m.format->name) == Code::k1mad);
 }
 
 void check_call(const PackedMatrix& m, const GemvInput& in, int64_t row_begin, int64_t row_end) {
   const int64_t N = m.rows, K = m.cols, block_n = hadamard_block_size(N);
-  if (!in.q_rep4 || in.cols != K || in.rep_block != hadamard_block_size(K))
+  const bool lut = code_of_format(m.format->name) == Code::kLut;
+  if ((lut ? !in.q : !in.q_rep4) || in.cols != K || in.rep_block != hadamard_block_size(K))
     invalid(std::string(m.format->name) + " gemv: the input was not prepared by its prepare hook");
   if (row_begin < 0 || row_end > N || row_begin % block_n || (row_end % block_n && row_end != N))
     invalid(std::string(m.format->name) + " gemv: rows [" + std::to_string(row_begin) + ", " +

@@ -55,6 +55,8 @@ void tile_gemv_avx512_vbmi_rows(const TileGemvArgs* args, int n);
 // The LUT code's loop (needs VBMI: vpermb / vpermi2b / vpmultishiftqb). On
 // other ISAs the LUT code runs tile_gemv_generic.
 void tile_gemv_lut_avx512_vbmi(const TileGemvArgs& a);
+// n (1-4) inputs, each state decoded once (as tile_gemv_avx512_vbmi_rows).
+void tile_gemv_lut_avx512_vbmi_rows(const TileGemvArgs* args, int n);
 // The variant for the active ISA (the VBMI one at the avx512 level when the CPU has it).
 void tile_gemv(const TileGemvArgs& a);
 void tile_gemv_rows(const TileGemvArgs* args, int n);

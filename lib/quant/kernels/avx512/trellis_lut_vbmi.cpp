@@ -125,27 +125,32 @@ struct LutDecoder {
 #define EQ_TRELLIS_LUT_PREFETCH 4
 #endif
 
-template <int Bits>
-void lut_gemv_bits(const TileGemvArgs& a) {
+// NIn (1-4) inputs against the same tiles and rows (GemvKernel::run_rows):
+// each tile is decoded once and meets every input's q, so an extra input
+// costs one vpdpbusd per 64 weights. Input i's sums and their fp32
+// combination are exactly what the one-input call computes.
+template <int Bits, int NIn>
+void lut_gemv_bits(const TileGemvArgs* args) {
   constexpr int kBytes = tile_bytes(Bits);
   const LutDecoder<Bits> dec;
-  const GemvInput& in = *a.in;
-  const int64_t tiles_per_block = in.rep_block / kTileDim;
+  const TileGemvArgs& a = args[0];
+  const int64_t tiles_per_block = a.in->rep_block / kTileDim;
   const int64_t stride = a.tiles_n * kBytes;
   const int64_t nts = a.nt_end - a.nt_begin;
   // Row r of the 16 sums comes from lane 4 (r % 4) + r / 4 (below).
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  for (int64_t i = 0; i < nts * kTileDim; ++i) a.z[i] = 0.0f;
+  for (int i = 0; i < NIn; ++i)
+    for (int64_t r = 0; r < nts * kTileDim; ++r) args[i].z[r] = 0.0f;
   const int64_t blocks = a.tiles_k / tiles_per_block;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t kt0 = b * tiles_per_block;
-    const __m512i offset = _mm512_set1_epi32(128 * in.rep_sum[b]);
-    const __m512 scale = _mm512_set1_ps(in.rep_scale[b]);
     for (int64_t nt = a.nt_begin; nt < a.nt_end; ++nt) {
       const uint8_t* column = a.tiles + kt0 * stride + nt * kBytes;
       const uint8_t* ahead_column = tile_gemv_prefetch_column(a, tiles_per_block, b, nt, EQ_TRELLIS_LUT_PREFETCH);
-      // acc[v] 128-bit lane L: 4 partial sums of tile row 4v + L.
-      __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+      // acc[i][v] 128-bit lane L: 4 partial sums of input i, tile row 4v + L.
+      __m512i acc[NIn][4];
+      for (int i = 0; i < NIn; ++i)
+        for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_si512();
       for (int64_t j = 0; j < tiles_per_block; ++j) {
         const uint8_t* tile = column + j * stride;
         if (ahead_column) {
@@ -154,19 +159,26 @@ void lut_gemv_bits(const TileGemvArgs& a) {
           if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
           if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
         }
-        const __m512i xq =
-            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in.q + (kt0 + j) * kTileDim)));
         __m512i u[4];
         dec.decode(tile, u);
-        for (int v = 0; v < 4; ++v) acc[v] = _mm512_dpbusd_epi32(acc[v], u[v], xq);
+        for (int i = 0; i < NIn; ++i) {
+          const __m512i xq = _mm512_broadcast_i32x4(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(args[i].in->q + (kt0 + j) * kTileDim)));
+          for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], u[v], xq);
+        }
       }
-      // Per 128-bit lane L: [sum acc0, sum acc1, sum acc2, sum acc3] = rows L, 4 + L, 8 + L, 12 + L.
-      const __m512i x0 = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[0], acc[1]), _mm512_unpackhi_epi32(acc[0], acc[1]));
-      const __m512i x1 = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[2], acc[3]), _mm512_unpackhi_epi32(acc[2], acc[3]));
-      const __m512i y = _mm512_add_epi32(_mm512_unpacklo_epi64(x0, x1), _mm512_unpackhi_epi64(x0, x1));
-      const __m512i sums = _mm512_sub_epi32(_mm512_permutexvar_epi32(order, y), offset);
-      float* z = a.z + (nt - a.nt_begin) * kTileDim;
-      _mm512_storeu_ps(z, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, _mm512_loadu_ps(z)));
+      for (int i = 0; i < NIn; ++i) {
+        // Per 128-bit lane L: [sum acc0, sum acc1, sum acc2, sum acc3] = rows L, 4 + L, 8 + L, 12 + L.
+        const __m512i* c = acc[i];
+        const __m512i x0 = _mm512_add_epi32(_mm512_unpacklo_epi32(c[0], c[1]), _mm512_unpackhi_epi32(c[0], c[1]));
+        const __m512i x1 = _mm512_add_epi32(_mm512_unpacklo_epi32(c[2], c[3]), _mm512_unpackhi_epi32(c[2], c[3]));
+        const __m512i y = _mm512_add_epi32(_mm512_unpacklo_epi64(x0, x1), _mm512_unpackhi_epi64(x0, x1));
+        const __m512i sums =
+            _mm512_sub_epi32(_mm512_permutexvar_epi32(order, y), _mm512_set1_epi32(128 * args[i].in->rep_sum[b]));
+        float* z = args[i].z + (nt - a.nt_begin) * kTileDim;
+        _mm512_storeu_ps(z, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(args[i].in->rep_scale[b]),
+                                            _mm512_loadu_ps(z)));
+      }
     }
   }
 }
@@ -192,13 +204,25 @@ void lut_int8_bits(const uint8_t* tile, uint8_t* out) {
 
 }  // namespace
 
-void tile_gemv_lut_avx512_vbmi(const TileGemvArgs& a) {
-  switch (a.bits) {
-    case 2: return lut_gemv_bits<2>(a);
-    case 3: return lut_gemv_bits<3>(a);
-    default: return lut_gemv_bits<4>(a);
+template <int Bits>
+void lut_gemv_inputs(const TileGemvArgs* args, int n) {
+  switch (n) {
+    case 1: return lut_gemv_bits<Bits, 1>(args);
+    case 2: return lut_gemv_bits<Bits, 2>(args);
+    case 3: return lut_gemv_bits<Bits, 3>(args);
+    default: return lut_gemv_bits<Bits, 4>(args);
   }
 }
+
+void tile_gemv_lut_avx512_vbmi_rows(const TileGemvArgs* args, int n) {
+  switch (args[0].bits) {
+    case 2: return lut_gemv_inputs<2>(args, n);
+    case 3: return lut_gemv_inputs<3>(args, n);
+    default: return lut_gemv_inputs<4>(args, n);
+  }
+}
+
+void tile_gemv_lut_avx512_vbmi(const TileGemvArgs& a) { tile_gemv_lut_avx512_vbmi_rows(&a, 1); }
 
 void decode_tile_int8_lut_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out) {
   switch (K) {

@@ -38,9 +38,9 @@ void tile_gemv_generic(const TileGemvArgs& a) {
       int32_t sum[kTileDim] = {};
       for (int64_t kt = b * tiles_per_block; kt < (b + 1) * tiles_per_block; ++kt) {
         tile_codes_biased(a.tiles + (kt * a.tiles_n + nt) * tb, a.bits, a.code, codes);
-        const int8_t* q = in.q_rep4 + kt * kTileDim * 4;
+        const int8_t* q = in.q + kt * kTileDim;  // set_replicated always fills q (q_rep4 only for 1MAD)
         for (int r = 0; r < kTileDim; ++r)
-          for (int c = 0; c < kTileDim; ++c) sum[r] += codes[r * kTileDim + c] * q[c * 4];
+          for (int c = 0; c < kTileDim; ++c) sum[r] += codes[r * kTileDim + c] * q[c];
       }
       const float scale = in.rep_scale[b];
       const int32_t offset = code_bias(a.code) * in.rep_sum[b];
