@@ -100,6 +100,12 @@ TEST(TrellisLut, TileDecodersEqualDefinition) {
       if (detected_isa() >= Isa::kAvx512 && trellis::cpu_has_avx512_vbmi()) {
         trellis::decode_tile_int8_lut_avx512_vbmi(tile.data(), bits, fast.data());
         ASSERT_EQ(fast, codes) << "VBMI int8 decoder, trellis" << bits << "_lut";
+        std::vector<float> fast_rows(16 * 20, -1.0f), fast_panel(256, -1.0f);
+        trellis::decode_tile_lut_avx512_vbmi(tile.data(), bits, factor, fast_rows.data(), 20);
+        trellis::decode_tile_panel_lut_avx512_vbmi(tile.data(), bits, factor, fast_panel.data());
+        for (int r = 0; r < 16; ++r)
+          for (int c = 0; c < 16; ++c) ASSERT_EQ(fast_rows[r * 20 + c], rows[r * 20 + c]) << "VBMI rows " << r << " " << c;
+        ASSERT_EQ(fast_panel, panel) << "VBMI panel decoder, trellis" << bits << "_lut";
       }
     }
   }

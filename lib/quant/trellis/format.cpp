@@ -43,8 +43,7 @@ TrellisParts parts_of(const PackedMatrix& m, int bits) {
           static_cast<const int8_t*>(m.parts[2].data), static_cast<const float*>(m.parts[3].data)};
 }
 
-// The tile decoders of a code: 1MAD's per-ISA kernels, or LUT's (generic,
-// with the AVX-512 VBMI int8 decoder of the batch path when the CPU has it).
+// The tile decoders of a code (the per-ISA kernel table has both sets).
 struct TileDecoders {
   void (*decode_tile)(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
   void (*decode_tile_panel)(const uint8_t* tile, int K, const float* row_factor, float* out);
@@ -53,7 +52,7 @@ struct TileDecoders {
 
 TileDecoders decoders(const Kernels& kern, Code code) {
   if (code == Code::k1mad) return {kern.decode_tile, kern.decode_tile_panel, kern.decode_tile_int8};
-  return {decode_tile_lut_generic, decode_tile_panel_lut_generic, kern.decode_tile_int8_lut};
+  return {kern.decode_tile_lut, kern.decode_tile_panel_lut, kern.decode_tile_int8_lut};
 }
 
 const uint8_t* tile_at(const TrellisParts& p, int bits, int64_t tiles_n, int64_t kt, int64_t nt) {

@@ -37,10 +37,12 @@ struct Kernels {
   // (c, r), out[(c / 4) * 64 + r * 4 + c % 4] = trellis_int8_code(y) + 128
   // (256 bytes). The batch kernel's integer path: no float panel in between.
   void (*decode_tile_int8)(const uint8_t* tile, int K, uint8_t* out);
-  // decode_tile_int8 for the LUT code (formats trellis{2,3,4}_lut): the same
-  // layout with code = y + 128 exactly (|y| <= 126, no rescale). The other
-  // LUT decoders are the generic ones below on every ISA (the float paths
-  // are not hot: decode runs tile_gemv, prefill this).
+  // decode_tile, decode_tile_panel and decode_tile_int8 for the LUT code
+  // (formats trellis{2,3,4}_lut): the same layouts, y from code_lut; the int8
+  // codes are y + 128 exactly (|y| <= 106, no rescale). VBMI variants where
+  // the CPU has it, the generic ones otherwise.
+  void (*decode_tile_lut)(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+  void (*decode_tile_panel_lut)(const uint8_t* tile, int K, const float* row_factor, float* out);
   void (*decode_tile_int8_lut)(const uint8_t* tile, int K, uint8_t* out);
 };
 
@@ -76,5 +78,7 @@ void decode_tile_panel_avx512_vbmi(const uint8_t* tile, int K, const float* row_
 void decode_tile_int8_avx512(const uint8_t* tile, int K, uint8_t* out);
 void decode_tile_int8_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out);
 void decode_tile_int8_lut_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out);
+void decode_tile_lut_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
+void decode_tile_panel_lut_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out);
 
 }  // namespace eq::quant::trellis

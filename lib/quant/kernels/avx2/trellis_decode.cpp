@@ -160,7 +160,8 @@ void strip_matmul_avx2(const float* x, int64_t m_rows, int64_t cols, const float
 const Kernels& avx2_kernels() {
   static const Kernels table{viterbi_step_avx2,  decode_tile_avx2,      decode_tile_panel_avx2,
                              hadamard_rows_avx2, hadamard_columns_avx2, strip_matmul_avx2,
-                             decode_tile_int8_generic, decode_tile_int8_lut_generic};  // no int8 batch kernel on AVX2 (int8_panel_gemm.h)
+                             decode_tile_int8_generic,   decode_tile_lut_generic,
+                             decode_tile_panel_lut_generic, decode_tile_int8_lut_generic};  // no int8 batch kernel on AVX2 (int8_panel_gemm.h)
   return table;
 }
 

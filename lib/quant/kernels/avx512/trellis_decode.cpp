@@ -136,6 +136,8 @@ const Kernels& avx512_kernels() {
                              hadamard_columns_avx512,
                              strip_matmul_avx512,
                              vbmi ? decode_tile_int8_avx512_vbmi : decode_tile_int8_avx512,
+                             vbmi ? decode_tile_lut_avx512_vbmi : decode_tile_lut_generic,
+                             vbmi ? decode_tile_panel_lut_avx512_vbmi : decode_tile_panel_lut_generic,
                              vbmi ? decode_tile_int8_lut_avx512_vbmi : decode_tile_int8_lut_generic};
   return table;
 }

@@ -32,6 +32,7 @@
 #endif
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 
 #include "quant/trellis/codebook.h"
@@ -202,7 +203,44 @@ void lut_int8_bits(const uint8_t* tile, uint8_t* out) {
   _mm512_storeu_si512(out + 192, _mm512_shuffle_i64x2(s1, s3, 0xDD));
 }
 
-}  // namespace
+// Row-major floats: vector v's 128-bit lane L is tile row 4v + L.
+template <int Bits>
+void lut_rows_bits(const uint8_t* tile, const float* row_factor, float* out, int64_t out_stride) {
+  static const LutDecoder<Bits> dec;
+  __m512i u[4];
+  dec.decode(tile, u);
+  const __m512i bias = _mm512_set1_epi32(128);
+  for (int v = 0; v < 4; ++v)
+    for (int L = 0; L < 4; ++L) {
+      const int r = 4 * v + L;
+      const __m512i y = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(u[v], L)), bias);
+      _mm512_storeu_ps(out + r * out_stride, _mm512_mul_ps(_mm512_cvtepi32_ps(y), _mm512_set1_ps(row_factor[r])));
+    }
+}
+
+// Panel floats out[c * 16 + r]: the int8 panel layout (lut_int8_bits), then
+// per group of 4 columns one vpermb into column-major order.
+template <int Bits>
+void lut_panel_bits(const uint8_t* tile, const float* row_factor, float* out) {
+  alignas(64) uint8_t codes[kTileSize];
+  lut_int8_bits<Bits>(tile, codes);
+  alignas(64) static const auto index = [] {
+    std::array<uint8_t, 64> t{};
+    for (int cc = 0; cc < 4; ++cc)
+      for (int r = 0; r < 16; ++r) t[cc * 16 + r] = static_cast<uint8_t>(r * 4 + cc);
+    return t;
+  }();
+  const __m512i columns = _mm512_loadu_si512(index.data());
+  const __m512i bias = _mm512_set1_epi32(128);
+  const __m512 factor = _mm512_loadu_ps(row_factor);
+  for (int w = 0; w < 4; ++w) {
+    const __m512i col = _mm512_permutexvar_epi8(columns, _mm512_load_si512(codes + 64 * w));
+    for (int cc = 0; cc < 4; ++cc) {
+      const __m512i y = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(col, cc)), bias);
+      _mm512_storeu_ps(out + (4 * w + cc) * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(y), factor));
+    }
+  }
+}
 
 template <int Bits>
 void lut_gemv_inputs(const TileGemvArgs* args, int n) {
@@ -214,6 +252,8 @@ void lut_gemv_inputs(const TileGemvArgs* args, int n) {
   }
 }
 
+}  // namespace
+
 void tile_gemv_lut_avx512_vbmi_rows(const TileGemvArgs* args, int n) {
   switch (args[0].bits) {
     case 2: return lut_gemv_inputs<2>(args, n);
@@ -223,6 +263,22 @@ void tile_gemv_lut_avx512_vbmi_rows(const TileGemvArgs* args, int n) {
 }
 
 void tile_gemv_lut_avx512_vbmi(const TileGemvArgs& a) { tile_gemv_lut_avx512_vbmi_rows(&a, 1); }
+
+void decode_tile_lut_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride) {
+  switch (K) {
+    case 2: return lut_rows_bits<2>(tile, row_factor, out, out_stride);
+    case 3: return lut_rows_bits<3>(tile, row_factor, out, out_stride);
+    default: return lut_rows_bits<4>(tile, row_factor, out, out_stride);
+  }
+}
+
+void decode_tile_panel_lut_avx512_vbmi(const uint8_t* tile, int K, const float* row_factor, float* out) {
+  switch (K) {
+    case 2: return lut_panel_bits<2>(tile, row_factor, out);
+    case 3: return lut_panel_bits<3>(tile, row_factor, out);
+    default: return lut_panel_bits<4>(tile, row_factor, out);
+  }
+}
 
 void decode_tile_int8_lut_avx512_vbmi(const uint8_t* tile, int K, uint8_t* out) {
   switch (K) {

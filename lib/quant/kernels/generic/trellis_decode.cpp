@@ -97,7 +97,8 @@ void strip_matmul_generic(const float* x, int64_t m_rows, int64_t cols, const fl
 const Kernels& generic_kernels() {
   static const Kernels table{viterbi_step_generic,     decode_tile_generic,      decode_tile_panel_generic,
                              hadamard_rows_generic,    hadamard_columns_generic, strip_matmul_generic,
-                             decode_tile_int8_generic, decode_tile_int8_lut_generic};
+                             decode_tile_int8_generic, decode_tile_lut_generic,
+                             decode_tile_panel_lut_generic, decode_tile_int8_lut_generic};
   return table;
 }
 

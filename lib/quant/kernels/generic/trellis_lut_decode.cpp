@@ -2,6 +2,7 @@
 // the definition (tile_state, code_lut) the VBMI decoders are tested against,
 // and the decoders of every ISA without one.
 #include <cstdint>
+#include <cstring>
 
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/kernels.h"
@@ -10,9 +11,20 @@ namespace eq::quant::trellis {
 
 namespace {
 
-// y of every weight t = 16r + c of one tile.
+// y of every weight t = 16r + c of one tile. The stream with its last 8
+// bytes in front, so every 16-bit window is one big-endian 3-byte read (as
+// the 1MAD generic decoder; tile_state's bit loop ran 24x slower).
 void tile_lut_codes(const uint8_t* tile, int K, int* y) {
-  for (int t = 0; t < kTileSize; ++t) y[t] = code_lut(tile_state(tile, K, t));
+  const int nbytes = tile_bytes(K);
+  uint8_t ext[8 + 128 + 8] = {};
+  std::memcpy(ext, tile + nbytes - 8, 8);
+  std::memcpy(ext + 8, tile, static_cast<size_t>(nbytes));
+  for (int t = 0; t < kTileSize; ++t) {
+    const int start = 48 + (t + 1) * K;
+    const uint8_t* b = ext + (start >> 3);
+    const uint32_t word = (uint32_t{b[0]} << 16) | (uint32_t{b[1]} << 8) | b[2];
+    y[t] = code_lut((word >> (8 - (start & 7))) & 0xFFFFu);
+  }
 }
 
 }  // namespace
