@@ -118,9 +118,11 @@ struct LutDecoder {
 };
 
 // Iterations (16-row block x activation block) ahead to prefetch, along the
-// call's own walk (tile_gemv_prefetch_column): measured 4 < 8 < 16 (qwen3-30b-a3b
-// M = 1 layer: trellis2_lut 0.70 / 0.74 / 0.77 ms). Prefetching D n-tiles ahead
-// within the whole matrix instead ran 0.90 / 1.07 / 1.27 ms: at 16 n-tiles per
+// call's own walk (tile_gemv_prefetch_column), into L2 (_MM_HINT_T1).
+// qwen3-30b-a3b M = 1 layer, trellis2_lut: distance 4 / 6 / 8 with T1 0.66 /
+// 0.68 / 0.68 ms, T0 0.68 ms, NTA 0.83 ms; distance 4 / 8 / 16 with T0 0.70 /
+// 0.74 / 0.77 ms. Prefetching D n-tiles ahead within the whole matrix instead
+// (the 1MAD loop's old walk) ran 0.90 / 1.07 / 1.27 ms: at 16 n-tiles per
 // chunk it fetched other chunks' rows for nothing.
 #ifndef EQ_TRELLIS_LUT_PREFETCH
 #define EQ_TRELLIS_LUT_PREFETCH 4
@@ -156,9 +158,9 @@ void lut_gemv_bits(const TileGemvArgs* args) {
         const uint8_t* tile = column + j * stride;
         if (ahead_column) {
           const char* ahead = reinterpret_cast<const char*>(ahead_column + j * stride);
-          _mm_prefetch(ahead, _MM_HINT_T0);
-          if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
-          if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
+          _mm_prefetch(ahead, _MM_HINT_T1);
+          if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T1);
+          if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T1);
         }
         __m512i u[4];
         dec.decode(tile, u);
