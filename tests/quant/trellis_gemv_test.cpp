@@ -53,6 +53,41 @@ struct RandomTrellis {
   }
 };
 
+// The inner-loop arguments for t's n-tiles [1, rows / 16) (a sub-range, as a
+// row chunk), all of K, input `in`; z is set by the caller.
+trellis::TileGemvArgs chunk_args(const RandomTrellis& t, const GemvInput* in) {
+  trellis::TileGemvArgs a;
+  a.tiles = t.tiles.data();
+  a.tiles_n = t.m.rows / 16;
+  a.tiles_k = t.m.cols / 16;
+  a.bits = t.m.format->weight_bits;
+  a.code = trellis::code_of_format(t.m.format->name);
+  a.nt_begin = 1;
+  a.nt_end = t.m.rows / 16;
+  a.in = in;
+  return a;
+}
+
+// fn(args, n) (a multi-input inner loop) for n = 1..4 inputs gives each
+// input exactly the generic loop's values for it alone.
+void expect_rows_loop_equals_generic(const RandomTrellis& t, const std::vector<const GemvInput*>& ins,
+                                     void (*fn)(const trellis::TileGemvArgs*, int), const std::string& name) {
+  for (int n = 1; n <= kMaxGemvRows; ++n) {
+    std::vector<std::vector<float>> ref(n), got(n);
+    std::vector<trellis::TileGemvArgs> args(n);
+    for (int i = 0; i < n; ++i) {
+      ref[i].assign(static_cast<size_t>(t.m.rows - 16), NAN);
+      got[i].assign(ref[i].size(), NAN);
+      args[i] = chunk_args(t, ins[i]);
+      args[i].z = ref[i].data();
+      trellis::tile_gemv_generic(args[i]);
+      args[i].z = got[i].data();
+    }
+    fn(args.data(), n);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], ref[i]) << name << ", " << n << " inputs, input " << i;
+  }
+}
+
 std::vector<float> run(const PackedMatrix& m, const GemvInput& in, int64_t begin, int64_t end) {
   std::vector<float> y(static_cast<size_t>(end - begin), NAN);
   m.format->gemv->run(m, in, begin, end, y.data());
@@ -164,14 +199,7 @@ TEST(TrellisGemv, EveryInnerLoopVariantEqualsGeneric) {
       const std::vector<float> x = test::normal_matrix(1, cols, static_cast<uint64_t>(cols + bits), 1.0f);
       GemvActivation act;
       t.m.format->gemv->prepare(t.m, x.data(), act);
-      trellis::TileGemvArgs a;
-      a.tiles = t.tiles.data();
-      a.tiles_n = rows / 16;
-      a.tiles_k = cols / 16;
-      a.bits = bits;
-      a.nt_begin = 1;  // a sub-range, as a row chunk
-      a.nt_end = rows / 16;
-      a.in = &act.input();
+      trellis::TileGemvArgs a = chunk_args(t, &act.input());
       std::vector<float> ref(static_cast<size_t>(rows - 16)), got(ref.size());
       a.z = ref.data();
       trellis::tile_gemv_generic(a);
@@ -197,15 +225,7 @@ TEST(TrellisGemv, LutInnerLoopEqualsGeneric) {
       x[3] = -30.0f;
       GemvActivation act;
       t.m.format->gemv->prepare(t.m, x.data(), act);
-      trellis::TileGemvArgs a;
-      a.tiles = t.tiles.data();
-      a.tiles_n = rows / 16;
-      a.tiles_k = cols / 16;
-      a.bits = bits;
-      a.code = trellis::Code::kLut;
-      a.nt_begin = 1;
-      a.nt_end = rows / 16;
-      a.in = &act.input();
+      trellis::TileGemvArgs a = chunk_args(t, &act.input());
       std::vector<float> ref(static_cast<size_t>(rows - 16)), got(ref.size(), NAN);
       a.z = ref.data();
       trellis::tile_gemv_generic(a);
@@ -238,29 +258,8 @@ TEST(TrellisGemv, LutRowsEqualOneInputAtATime) {
       for (int i = 0; i < kMaxGemvRows; ++i) EXPECT_EQ(out[i], run(t.m, *ins[i], 128, rows)) << isa_name(isa) << " input " << i;
     }
     // The VBMI multi-input loop directly, for 1-4 inputs, against the generic loop per input.
-    if (detected_isa() >= Isa::kAvx512 && trellis::cpu_has_avx512_vbmi()) {
-      for (int n = 1; n <= kMaxGemvRows; ++n) {
-        std::vector<trellis::TileGemvArgs> args(n);
-        std::vector<std::vector<float>> ref(n), got(n);
-        for (int i = 0; i < n; ++i) {
-          ref[i].assign(static_cast<size_t>(rows - 16), NAN);
-          got[i].assign(ref[i].size(), NAN);
-          args[i].tiles = t.tiles.data();
-          args[i].tiles_n = rows / 16;
-          args[i].tiles_k = cols / 16;
-          args[i].bits = bits;
-          args[i].code = trellis::Code::kLut;
-          args[i].nt_begin = 1;
-          args[i].nt_end = rows / 16;
-          args[i].in = ins[i];
-          args[i].z = ref[i].data();
-          trellis::tile_gemv_generic(args[i]);
-          args[i].z = got[i].data();
-        }
-        trellis::tile_gemv_lut_avx512_vbmi_rows(args.data(), n);
-        for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], ref[i]) << n << " inputs, input " << i;
-      }
-    }
+    if (detected_isa() >= Isa::kAvx512 && trellis::cpu_has_avx512_vbmi())
+      expect_rows_loop_equals_generic(t, ins, trellis::tile_gemv_lut_avx512_vbmi_rows, "lut_avx512_vbmi");
   }
 }
 
@@ -294,28 +293,7 @@ TEST(TrellisGemv, RowsVariantEqualsOneInputAtATime) {
       if (detected_isa() >= Isa::kAvx512) loops.push_back({"avx512", trellis::tile_gemv_avx512_rows});
       if (detected_isa() >= Isa::kAvx512 && trellis::cpu_has_avx512_vbmi())
         loops.push_back({"avx512_vbmi", trellis::tile_gemv_avx512_vbmi_rows});
-      for (const auto& [name, fn] : loops) {
-        for (int n = 1; n <= kMaxGemvRows; ++n) {
-          std::vector<std::vector<float>> ref(n), got(n);
-          std::vector<trellis::TileGemvArgs> args(n);
-          for (int i = 0; i < n; ++i) {
-            ref[i].assign(static_cast<size_t>(rows - 16), NAN);
-            got[i].assign(ref[i].size(), NAN);
-            args[i].tiles = t.tiles.data();
-            args[i].tiles_n = rows / 16;
-            args[i].tiles_k = cols / 16;
-            args[i].bits = bits;
-            args[i].nt_begin = 1;
-            args[i].nt_end = rows / 16;
-            args[i].in = ins[i];
-            args[i].z = ref[i].data();
-            trellis::tile_gemv_generic(args[i]);
-            args[i].z = got[i].data();
-          }
-          fn(args.data(), n);
-          for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], ref[i]) << name << ", " << n << " inputs, input " << i;
-        }
-      }
+      for (const auto& [name, fn] : loops) expect_rows_loop_equals_generic(t, ins, fn, name);
     }
   }
 }

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace eq::quant::trellis {
@@ -85,6 +86,23 @@ inline uint32_t tile_state(const uint8_t* tile, int bits, int t) {
     state = (state << 1) | ((tile[pos >> 3] >> (7 - (pos & 7))) & 1u);
   }
   return state;
+}
+
+// All 256 states of a tile, tile_state's windows with one 3-byte read each:
+// the stream with its last 8 bytes in front, so every window is a plain
+// big-endian read (the window of state t starts at bit 48 + (t+1)K). The
+// scalar decoders of both codes use it.
+inline void tile_states(const uint8_t* tile, int bits, uint32_t* states) {
+  const int nbytes = tile_bytes(bits);
+  uint8_t ext[8 + 128 + 8] = {};
+  std::memcpy(ext, tile + nbytes - 8, 8);
+  std::memcpy(ext + 8, tile, static_cast<size_t>(nbytes));
+  for (int t = 0; t < kTileSize; ++t) {
+    const int start = 48 + (t + 1) * bits;
+    const uint8_t* b = ext + (start >> 3);
+    const uint32_t word = (uint32_t{b[0]} << 16) | (uint32_t{b[1]} << 8) | b[2];
+    states[t] = (word >> (8 - (start & 7))) & 0xFFFFu;
+  }
 }
 
 }  // namespace eq::quant::trellis

@@ -43,6 +43,16 @@ inline const uint8_t* tile_gemv_prefetch_column(const TileGemvArgs& a, int64_t t
   return ahead_b < blocks ? a.tiles + (ahead_b * tiles_per_block * a.tiles_n + ahead_nt) * bytes : nullptr;
 }
 
+// Requests the cache lines of one tile (bytes = tile_bytes(bits): 64, 96 or
+// 128, so 1-3 lines whatever its alignment); Locality as __builtin_prefetch
+// (3: into L1, _MM_HINT_T0; 2: into L2, _MM_HINT_T1).
+template <int Locality>
+inline void prefetch_tile(const uint8_t* tile, int64_t bytes) {
+  __builtin_prefetch(tile, 0, Locality);
+  if (bytes > 64) __builtin_prefetch(tile + 64, 0, Locality);
+  if (bytes > 32) __builtin_prefetch(tile + bytes - 1, 0, Locality);
+}
+
 void tile_gemv_generic(const TileGemvArgs& a);
 void tile_gemv_avx2(const TileGemvArgs& a);
 void tile_gemv_avx512(const TileGemvArgs& a);

@@ -1,6 +1,9 @@
 // AVX-512 variant of quant/block_int8.h: the generic kernel's operations on
 // 16 lanes (|x| max, one multiply, clamp, round half to even by the same
 // add and subtract of 1.5 * 2^23), so the bits are the same.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593 in _mm512_reduce_*, as in trellis_gemv.cpp
+#endif
 #include <immintrin.h>
 
 #include "quant/block_int8.h"

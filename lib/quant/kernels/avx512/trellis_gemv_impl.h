@@ -81,12 +81,7 @@ void tile_gemv_bits(const TileGemvArgs& a, const StateOf& state_of) {
       for (int r = 0; r < kTileDim; ++r) acc[r] = _mm512_setzero_si512();
       for (int64_t j = 0; j < tiles_per_block; ++j) {
         const uint8_t* tile = column + j * stride;
-        if (ahead_column) {
-          const char* ahead = reinterpret_cast<const char*>(ahead_column + j * stride);
-          _mm_prefetch(ahead, _MM_HINT_T0);  // a tile spans up to 3 cache lines
-          if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
-          if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
-        }
+        if (ahead_column) prefetch_tile<3>(ahead_column + j * stride, kBytes);
         const __m512i xq = _mm512_loadu_si512(in.q_rep4 + (kt0 + j) * kTileDim * 4);
         auto row = [&](int g, __m128i bytes) {
           const __m512i words = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(bytes), _mm512_load_si512(rt.ctrl[g]));
@@ -138,12 +133,7 @@ void tile_gemv_multi_bits(const TileGemvArgs* args, const StateOf& state_of) {
         for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_si512();
         for (int64_t j = 0; j < tiles_per_block; ++j) {
           const uint8_t* tile = column + j * stride;
-          if (g0 == 0 && ahead_column) {
-            const char* ahead = reinterpret_cast<const char*>(ahead_column + j * stride);
-            _mm_prefetch(ahead, _MM_HINT_T0);
-            if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
-            if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T0);
-          }
+          if (g0 == 0 && ahead_column) prefetch_tile<3>(ahead_column + j * stride, kBytes);
           __m512i xq[NIn];
           for (int i = 0; i < NIn; ++i) xq[i] = _mm512_loadu_si512(args[i].in->q_rep4 + (kt0 + j) * kTileDim * 4);
 #pragma GCC unroll 8

@@ -156,12 +156,7 @@ void lut_gemv_bits(const TileGemvArgs* args) {
         for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_si512();
       for (int64_t j = 0; j < tiles_per_block; ++j) {
         const uint8_t* tile = column + j * stride;
-        if (ahead_column) {
-          const char* ahead = reinterpret_cast<const char*>(ahead_column + j * stride);
-          _mm_prefetch(ahead, _MM_HINT_T1);
-          if (kBytes > 64) _mm_prefetch(ahead + 64, _MM_HINT_T1);
-          if (kBytes > 32) _mm_prefetch(ahead + kBytes - 1, _MM_HINT_T1);
-        }
+        if (ahead_column) prefetch_tile<2>(ahead_column + j * stride, kBytes);
         __m512i u[4];
         dec.decode(tile, u);
         for (int i = 0; i < NIn; ++i) {

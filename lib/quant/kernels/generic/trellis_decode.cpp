@@ -15,19 +15,10 @@ namespace {
 // Value (r, c) of a tile goes to out[r * row_stride + c * col_stride].
 void decode_tile_strided(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t row_stride,
                          int64_t col_stride) {
-  // The stream with its last 8 bytes in front, so every 16-bit window is a
-  // plain big-endian read (window of state t starts at bit 48 + (t+1)K).
-  const int nbytes = tile_bytes(K);
-  uint8_t ext[8 + 128 + 8] = {};
-  std::memcpy(ext, tile + nbytes - 8, 8);
-  std::memcpy(ext + 8, tile, nbytes);
-  for (int t = 0; t < kTileSize; ++t) {
-    const int start = 48 + (t + 1) * K;
-    const uint8_t* b = ext + (start >> 3);
-    uint32_t word = (uint32_t{b[0]} << 16) | (uint32_t{b[1]} << 8) | b[2];
-    uint32_t state = (word >> (8 - (start & 7))) & 0xFFFFu;
-    out[(t >> 4) * row_stride + (t & 15) * col_stride] = static_cast<float>(code_1mad(state)) * row_factor[t >> 4];
-  }
+  uint32_t states[kTileSize];
+  tile_states(tile, K, states);
+  for (int t = 0; t < kTileSize; ++t)
+    out[(t >> 4) * row_stride + (t & 15) * col_stride] = static_cast<float>(code_1mad(states[t])) * row_factor[t >> 4];
 }
 
 }  // namespace

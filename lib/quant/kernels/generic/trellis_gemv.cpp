@@ -12,16 +12,9 @@ namespace {
 // y(state_t) + code_bias(code) (for 1MAD the plain sum of the 4 bytes of the
 // hash) of every weight t = 16r + c of one tile.
 void tile_codes_biased(const uint8_t* tile, int bits, Code code, int32_t* codes) {
-  const int nbytes = tile_bytes(bits);
-  uint8_t ext[8 + 128 + 8] = {};  // the stream with its last 8 bytes in front (tail-biting wrap)
-  std::memcpy(ext, tile + nbytes - 8, 8);
-  std::memcpy(ext + 8, tile, static_cast<size_t>(nbytes));
-  for (int t = 0; t < kTileSize; ++t) {
-    const int start = 48 + (t + 1) * bits;
-    const uint8_t* b = ext + (start >> 3);
-    const uint32_t word = (uint32_t{b[0]} << 16) | (uint32_t{b[1]} << 8) | b[2];
-    codes[t] = code_value(code, (word >> (8 - (start & 7))) & 0xFFFFu) + code_bias(code);
-  }
+  uint32_t states[kTileSize];
+  tile_states(tile, bits, states);
+  for (int t = 0; t < kTileSize; ++t) codes[t] = code_value(code, states[t]) + code_bias(code);
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 // the definition (tile_state, code_lut) the VBMI decoders are tested against,
 // and the decoders of every ISA without one.
 #include <cstdint>
-#include <cstring>
 
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/kernels.h"
@@ -11,20 +10,11 @@ namespace eq::quant::trellis {
 
 namespace {
 
-// y of every weight t = 16r + c of one tile. The stream with its last 8
-// bytes in front, so every 16-bit window is one big-endian 3-byte read (as
-// the 1MAD generic decoder; tile_state's bit loop ran 24x slower).
+// y of every weight t = 16r + c of one tile.
 void tile_lut_codes(const uint8_t* tile, int K, int* y) {
-  const int nbytes = tile_bytes(K);
-  uint8_t ext[8 + 128 + 8] = {};
-  std::memcpy(ext, tile + nbytes - 8, 8);
-  std::memcpy(ext + 8, tile, static_cast<size_t>(nbytes));
-  for (int t = 0; t < kTileSize; ++t) {
-    const int start = 48 + (t + 1) * K;
-    const uint8_t* b = ext + (start >> 3);
-    const uint32_t word = (uint32_t{b[0]} << 16) | (uint32_t{b[1]} << 8) | b[2];
-    y[t] = code_lut((word >> (8 - (start & 7))) & 0xFFFFu);
-  }
+  uint32_t states[kTileSize];
+  tile_states(tile, K, states);
+  for (int t = 0; t < kTileSize; ++t) y[t] = code_lut(states[t]);
 }
 
 }  // namespace
