@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
                  "Comma list: qwen3-30b-a3b, mixtral-8x7b, e512, qwen3moe-small, or all (default leaves out "
                  "mixtral-8x7b: 360 GFLOP per M=512 call)");
   app.add_option("--mixes", mixes_arg, "Comma list of format mixes (default all: bf16,int8_row,fp4_g32,trellis2,"
-                                       "trellis3,trellis4,mix842,mix842t,trellis2_lut,trellis3_lut,trellis4_lut,mix842tl), "
+                                       "trellis3,trellis4,mix842,mix842t,trellis2_lut,trellis3_lut,"
+                                       "trellis4_lut,mix842tl), "
                                        "or any format name for that "
                                        "format alone (e.g. int2_g32)");
   app.add_option("--dispatch", dispatch_arg, "Comma list of dispatch strategies");

@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
   }
   std::printf("%s [%lld, %lld] %s, %d copies, %lld rows per call, %d inputs: %.1f us per matrix, %.2f G weights/s, "
               "%.2f GB/s; prepare %.1f us\n",
-              std::string(ms[0].format->name).c_str(), static_cast<long long>(N), static_cast<long long>(K), std::string(eq::isa_name(eq::active_isa())).c_str(), copies,
+              std::string(ms[0].format->name).c_str(), static_cast<long long>(N), static_cast<long long>(K),
+              std::string(eq::isa_name(eq::active_isa())).c_str(), copies,
               static_cast<long long>(per_call), inputs, best * 1e6, static_cast<double>(N * K) * inputs / best * 1e-9,
               static_cast<double>(tile_part) / best * 1e-9, best_prepare * 1e6);
   return 0;

@@ -53,10 +53,12 @@ EQ_VBMI_TARGET void run() {
   auto report = [&](const char* name, double ns, int per_iteration) {
     std::printf("%-30s %6.3f ns per iteration, %.2f cycles per instruction\n", name, ns, ns / cycle / per_iteration);
   };
-  report("vpermb (64-entry lookup)", ns_per_iteration([&](__m512i x) EQ_VBMI_TARGET { return _mm512_permutexvar_epi8(x, b); }), 8);
+  report("vpermb (64-entry lookup)",
+         ns_per_iteration([&](__m512i x) EQ_VBMI_TARGET { return _mm512_permutexvar_epi8(x, b); }), 8);
   report("vpermi2b (128-entry lookup)",
          ns_per_iteration([&](__m512i x) EQ_VBMI_TARGET { return _mm512_permutex2var_epi8(b, x, c); }), 8);
-  report("vpmultishiftqb", ns_per_iteration([&](__m512i x) EQ_VBMI_TARGET { return _mm512_multishift_epi64_epi8(b, x); }), 8);
+  report("vpmultishiftqb",
+         ns_per_iteration([&](__m512i x) EQ_VBMI_TARGET { return _mm512_multishift_epi64_epi8(b, x); }), 8);
   report("vpdpbusd", ns_per_iteration([&](__m512i x) EQ_VBMI_TARGET { return _mm512_dpbusd_epi32(x, b, c); }), 8);
   report("vpsrlq", ns_per_iteration([&](__m512i x) EQ_VBMI_TARGET { return _mm512_srli_epi64(x, 9); }), 8);
   report("vpermi2b + vpmultishiftqb", ns_per_iteration([&](__m512i x) EQ_VBMI_TARGET {

@@ -65,8 +65,6 @@ Code code_of_format(std::string_view format_name);
 inline int code_value(Code code, uint32_t state) { return code == Code::kLut ? code_lut(state) : code_1mad(state); }
 inline double code_std(Code code) { return code == Code::kLut ? kLutStd : k1madStd; }
 inline int code_bias(Code code) { return code == Code::kLut ? 128 : 510; }
-// Format-name suffix of a code ("" or "_lut").
-inline std::string_view code_suffix(Code code) { return code == Code::kLut ? "_lut" : ""; }
 
 // float(y(s)) for all 2^16 states (computed once).
 const float* code_table_1mad();

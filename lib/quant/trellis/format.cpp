@@ -63,8 +63,8 @@ const uint8_t* tile_at(const TrellisParts& p, int bits, int64_t tiles_n, int64_t
 // buf (row-major, stride block_k) and applies both Hadamard transforms: the
 // rotated-back values before the signs, shared by dequantize and
 // dequantize_block so they stay bit-identical.
-void transform_sub_matrix(const Kernels& kern, const TileDecoders& dec, const TrellisParts& p, int bits, int64_t tiles_n, int64_t n0,
-                          int64_t k0, int64_t block_n, int64_t block_k, float* buf) {
+void transform_sub_matrix(const Kernels& kern, const TileDecoders& dec, const TrellisParts& p, int bits,
+                          int64_t tiles_n, int64_t n0, int64_t k0, int64_t block_n, int64_t block_k, float* buf) {
   for (int64_t nt = n0 / kTileDim; nt < (n0 + block_n) / kTileDim; ++nt)
     for (int64_t kt = k0 / kTileDim; kt < (k0 + block_k) / kTileDim; ++kt)
       dec.decode_tile(tile_at(p, bits, tiles_n, kt, nt), bits, p.scales + nt * kTileDim,
@@ -175,7 +175,7 @@ void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t 
   const float* scales = parts_of(m, bits).scales;
   for_each_rotated_tile(m, bits, r0, r1, c0, c1, [&](const uint8_t* tile, int64_t nt, int64_t kt) {
     dec.decode_tile_panel(tile, bits, scales + nt * kTileDim,
-                           out + (nt * kTileDim - r0) * (c1 - c0) + (kt * kTileDim - c0) * kTileDim);
+                          out + (nt * kTileDim - r0) * (c1 - c0) + (kt * kTileDim - c0) * kTileDim);
   });
 }
 
