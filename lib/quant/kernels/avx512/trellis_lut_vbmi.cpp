@@ -206,12 +206,17 @@ void lut_rows_bits(const uint8_t* tile, const float* row_factor, float* out, int
   __m512i u[4];
   dec.decode(tile, u);
   const __m512i bias = _mm512_set1_epi32(128);
-  for (int v = 0; v < 4; ++v)
-    for (int L = 0; L < 4; ++L) {
-      const int r = 4 * v + L;
-      const __m512i y = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(u[v], L)), bias);
-      _mm512_storeu_ps(out + r * out_stride, _mm512_mul_ps(_mm512_cvtepi32_ps(y), _mm512_set1_ps(row_factor[r])));
-    }
+  // The lane index of vextracti32x4 must be a constant (clang enforces it).
+  auto row = [&](int r, __m128i bytes) {
+    const __m512i y = _mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), bias);
+    _mm512_storeu_ps(out + r * out_stride, _mm512_mul_ps(_mm512_cvtepi32_ps(y), _mm512_set1_ps(row_factor[r])));
+  };
+  for (int v = 0; v < 4; ++v) {
+    row(4 * v + 0, _mm512_extracti32x4_epi32(u[v], 0));
+    row(4 * v + 1, _mm512_extracti32x4_epi32(u[v], 1));
+    row(4 * v + 2, _mm512_extracti32x4_epi32(u[v], 2));
+    row(4 * v + 3, _mm512_extracti32x4_epi32(u[v], 3));
+  }
 }
 
 // Panel floats out[c * 16 + r]: the int8 panel layout (lut_int8_bits), then
@@ -229,12 +234,16 @@ void lut_panel_bits(const uint8_t* tile, const float* row_factor, float* out) {
   const __m512i columns = _mm512_loadu_si512(index.data());
   const __m512i bias = _mm512_set1_epi32(128);
   const __m512 factor = _mm512_loadu_ps(row_factor);
+  auto column = [&](int c, __m128i bytes) {  // constant lane indices below, as in lut_rows_bits
+    const __m512i y = _mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), bias);
+    _mm512_storeu_ps(out + c * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(y), factor));
+  };
   for (int w = 0; w < 4; ++w) {
     const __m512i col = _mm512_permutexvar_epi8(columns, _mm512_load_si512(codes + 64 * w));
-    for (int cc = 0; cc < 4; ++cc) {
-      const __m512i y = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(col, cc)), bias);
-      _mm512_storeu_ps(out + (4 * w + cc) * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(y), factor));
-    }
+    column(4 * w + 0, _mm512_extracti32x4_epi32(col, 0));
+    column(4 * w + 1, _mm512_extracti32x4_epi32(col, 1));
+    column(4 * w + 2, _mm512_extracti32x4_epi32(col, 2));
+    column(4 * w + 3, _mm512_extracti32x4_epi32(col, 3));
   }
 }
 
