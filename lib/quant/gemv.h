@@ -119,8 +119,9 @@ extern const GemvKernel kBf16Gemv;          // bf16 (fp32 path)
 // (the 4 bytes of the 1MAD hash), subtracts 510 * sum(q), scales in fp32 and
 // rotates its own output rows back (row_align 128 covers every Hadamard
 // block of N). docs/formats.md, trellis, "Decode matmul".
+// The same kernel serves trellis{2,3,4}_lut: the inner loop follows the
+// matrix's format (TileGemvArgs::code), bias 128 in place of 510.
 extern const GemvKernel kTrellisGemv;
-extern const GemvKernel kTrellisLutGemv;  // trellis{2,3,4}_lut: the same steps, LUT code inner loop
 
 
 }  // namespace eq::quant

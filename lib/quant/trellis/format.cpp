@@ -282,16 +282,12 @@ namespace eq::quant {
 FormatTraits trellis_row(int bits, trellis::Code code) {
   using namespace trellis;
   if (code == Code::kLut) {
-    FormatTraits t = [&] {
-      switch (bits) {
-        case 2: return make_traits<2, Code::kLut>("trellis2_lut", "Trellis, 2 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
-        case 3: return make_traits<3, Code::kLut>("trellis3_lut", "Trellis, 3 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
-        case 4: return make_traits<4, Code::kLut>("trellis4_lut", "Trellis, 4 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
-        default: invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
-      }
-    }();
-    t.gemv = &kTrellisLutGemv;
-    return t;
+    switch (bits) {
+      case 2: return make_traits<2, Code::kLut>("trellis2_lut", "Trellis, 2 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+      case 3: return make_traits<3, Code::kLut>("trellis3_lut", "Trellis, 3 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+      case 4: return make_traits<4, Code::kLut>("trellis4_lut", "Trellis, 4 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+      default: invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
+    }
   }
   switch (bits) {
     case 2: return make_traits<2, Code::k1mad>("trellis2", "Trellis (QTIP-style), 2 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");

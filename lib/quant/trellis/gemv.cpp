@@ -148,12 +148,4 @@ const GemvKernel kTrellisGemv{.run = trellis::trellis_gemv,
                               .prepare = trellis::trellis_prepare,
                               .run_rows = trellis::trellis_gemv_rows};
 
-// The same hooks: the code comes from the matrix's format (TileGemvArgs::code).
-const GemvKernel kTrellisLutGemv{.run = trellis::trellis_gemv,
-                                 .row_align = kMaxHadamardBlock,
-                                 .preferred_rows = 256,
-                                 .int8_activation = true,
-                                 .prepare = trellis::trellis_prepare,
-                                 .run_rows = trellis::trellis_gemv_rows};
-
 }  // namespace eq::quant
