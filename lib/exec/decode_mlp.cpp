@@ -5,7 +5,7 @@
 // through the formats' gemv kernels. A kernel with a prepare hook (trellis:
 // the rotated input H_K(su o x)) gets its own input per (row, matrix), built
 // once in the prepare step and read by every chunk of that matrix. Chunks are (row, block) pairs handed out
-// by the pool's atomic counter, so a dominant expert (Mixtral top-2: two
+// by the pool's atomic counter, so a dominant expert (top-2 of 8 experts: two
 // 14336 x 4096 experts) still keeps every core busy. Chunks write disjoint
 // outputs and each row's result depends only on (expert, x row), so any
 // thread count and any grouping of rows into batches give the same bits.

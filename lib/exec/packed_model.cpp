@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -195,13 +194,6 @@ model::LinearOps quantized_linear_ops(const pack::Manifest& m, const model::Mode
 // given, the source checkpoint's config: the first differing field is named.
 void check_configs(const pack::Manifest& m, const model::ModelConfig& packed, const std::string& folder,
                    const model::ModelConfig* source, const std::string& source_path) {
-  auto field = [&](const char* name, auto a, auto b) {
-    if (a == b) return;
-    std::ostringstream os;
-    os << std::boolalpha << source_path << "/config.json: field '" << name << "' is " << b << ", the packed model's "
-       << folder << "/config.json says " << a << " (--model is not the checkpoint this folder was packed from)";
-    invalid(os.str());
-  };
   auto manifest_field = [&](const char* name, int64_t in_manifest, int64_t in_config) {
     if (in_manifest != in_config)
       invalid(folder + "/config.json: '" + name + "' is " + std::to_string(in_config) + ", manifest.json source." +
@@ -215,29 +207,13 @@ void check_configs(const pack::Manifest& m, const model::ModelConfig& packed, co
   manifest_field("hidden_size", m.source.hidden_size, packed.hidden_size);
   manifest_field("moe_intermediate_size", m.source.moe_intermediate_size, packed.moe_intermediate_size);
   if (!source) return;
-  const model::ModelConfig &a = packed, &b = *source;
-  field("model_type", a.model_type, b.model_type);
-  field("vocab_size", a.vocab_size, b.vocab_size);
-  field("hidden_size", a.hidden_size, b.hidden_size);
-  field("num_hidden_layers", a.num_layers, b.num_layers);
-  field("num_attention_heads", a.num_heads, b.num_heads);
-  field("num_key_value_heads", a.num_kv_heads, b.num_kv_heads);
-  field("head_dim", a.head_dim, b.head_dim);
-  field("num_experts", a.num_experts, b.num_experts);
-  field("num_experts_per_tok", a.top_k, b.top_k);
-  field("moe_intermediate_size", a.moe_intermediate_size, b.moe_intermediate_size);
-  field("intermediate_size", a.intermediate_size, b.intermediate_size);
-  field("shared_expert_intermediate_size", a.shared_expert_intermediate_size, b.shared_expert_intermediate_size);
-  field("norm_topk_prob", a.norm_topk_prob, b.norm_topk_prob);
-  field("rope_theta", a.rope_theta, b.rope_theta);
-  field("rms_norm_eps", a.rms_norm_eps, b.rms_norm_eps);
-  field("tie_word_embeddings", a.tie_word_embeddings, b.tie_word_embeddings);
-  field("attention_bias", a.attention_bias, b.attention_bias);
-  field("clip_qkv", a.clip_qkv, b.clip_qkv);
-  field("max_position_embeddings", a.max_position_embeddings, b.max_position_embeddings);
-  if (a.layer_is_moe != b.layer_is_moe)
-    invalid(source_path + "/config.json: the MoE layers (decoder_sparse_step / mlp_only_layers) differ from " +
-            folder + "/config.json");
+  // Every parsed field, in the architecture-independent order of fields():
+  // the first difference is named.
+  const auto a = packed.fields(), b = source->fields();
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (a[i] != b[i])
+      invalid(source_path + "/config.json: field '" + b[i].first + "' is " + b[i].second + ", the packed model's " +
+              folder + "/config.json says " + a[i].second + " (--model is not the checkpoint this folder was packed from)");
 }
 
 }  // namespace

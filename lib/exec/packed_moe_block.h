@@ -1,7 +1,7 @@
 // model::MoeBlock over packed experts: the router in float32 (the same math as
 // the reference, restricted to the experts that were not pruned), a Dispatch
 // strategy for the routed experts, the gate-weighted combine in slot order,
-// and the qwen2_moe shared expert from the unquantized weights.
+// and the shared expert from the unquantized weights.
 #pragma once
 
 #include <memory>

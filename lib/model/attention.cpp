@@ -19,14 +19,15 @@ constexpr int64_t kQueryBlock = 64;
 void norm_qk(const ModelConfig& c, const AttentionWeights& w, float* q, float* k, int64_t n) {
   const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   if (!w.q_norm) return;
+  const bool whole = c.qk_norm == QkNorm::kWhole;
   default_pool().parallel_for(static_cast<size_t>(n), 64, [&](size_t r0, size_t r1) {
     const int64_t rows = static_cast<int64_t>(r1 - r0);
     float* qr = q + static_cast<int64_t>(r0) * qd;
     float* kr = k + static_cast<int64_t>(r0) * kvd;
-    if (c.qk_norm_full) {  // olmoe: one RMSNorm over the whole projection
+    if (whole) {  // one RMSNorm over the whole projection
       rms_norm_rows(qr, rows, qd, w.q_norm->data.data(), c.rms_norm_eps, qr);
       rms_norm_rows(kr, rows, kvd, w.k_norm->data.data(), c.rms_norm_eps, kr);
-    } else {  // qwen3_moe: per head
+    } else {  // per head
       rms_norm_rows(qr, rows * c.num_heads, c.head_dim, w.q_norm->data.data(), c.rms_norm_eps, qr);
       rms_norm_rows(kr, rows * c.num_kv_heads, c.head_dim, w.k_norm->data.data(), c.rms_norm_eps, kr);
     }
@@ -59,7 +60,7 @@ void attention_forward(const ModelConfig& c, const AttentionWeights& w, const Ro
   project(x, n, H, w.k, w.k_op, kvd, w.k_bias, k.data());
   project(x, n, H, w.v, w.v_op, kvd, w.v_bias, v.data());
   norm_qk(c, w, q.data(), k.data(), n);
-  if (c.clip_qkv > 0) {  // olmoe option: clamp after the norms, as HF does
+  if (c.clip_qkv > 0) {  // clamped after the norms, as the reference does
     const float lim = static_cast<float>(c.clip_qkv);
     for (auto* buf : {&q, &k, &v})
       for (float& f : *buf) f = std::clamp(f, -lim, lim);

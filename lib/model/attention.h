@@ -1,6 +1,6 @@
 // Causal grouped-query self-attention with RoPE and the per-architecture
-// extras: q/k RMSNorm per head (qwen3_moe) or over the whole projection
-// (olmoe), q/k/v (and o) biases when the checkpoint has them (qwen2_moe).
+// extras: q/k RMSNorm per head or over the whole projection (ModelConfig::qk_norm),
+// q/k/v (and o) biases when the checkpoint has them.
 #pragma once
 
 #include <cstdint>

@@ -1,15 +1,20 @@
-// Architecture description read from a checkpoint's config.json, for the MoE
-// families we support: qwen3_moe, qwen2_moe, mixtral, olmoe. Checked against
-// the tensors present (a missing tensor or wrong shape is an error naming it).
+// A checkpoint's config.json as one generic description: the architecture
+// file of its model_type (lib/model/arch/) parses it, and everything
+// downstream reads these fields instead of branching on the model_type.
+// Checked against the tensors present (a missing tensor or wrong shape is an
+// error naming it).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "model/arch/architecture.h"
 
 namespace eq::io {
 class Checkpoint;
@@ -17,14 +22,12 @@ class Checkpoint;
 
 namespace eq::model {
 
-enum class Arch { kQwen3Moe, kQwen2Moe, kMixtral, kOlmoe };
-
 // Which projection of an expert (SwiGLU: down(silu(gate(x)) * up(x))).
 enum class Proj { kGate = 0, kUp = 1, kDown = 2 };
 
 struct ModelConfig {
-  Arch arch = Arch::kQwen3Moe;
-  std::string model_type;  // as in config.json
+  const Architecture* arch = nullptr;  // the row of model_type (never null after parsing)
+  std::string model_type;              // as in config.json
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -35,15 +38,16 @@ struct ModelConfig {
   int64_t top_k = 0;
   int64_t moe_intermediate_size = 0;     // per routed expert
   int64_t intermediate_size = 0;         // dense MLP layers
-  int64_t shared_expert_intermediate_size = 0;  // qwen2_moe; 0 = none
-  bool norm_topk_prob = false;
+  int64_t shared_expert_intermediate_size = 0;  // 0 = no shared expert
+  bool shared_expert_gated = false;      // scaled by sigmoid(x · shared_expert_gate) per token
+  bool norm_topk_prob = false;           // renormalize the top-k weights to sum 1
+  RouterScoring router_scoring = RouterScoring::kSoftmax;
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;           // q/k/v bias (qwen2_moe)
-  bool qk_norm = false;                  // per-head q/k RMSNorm (qwen3_moe)
-  bool qk_norm_full = false;             // q/k RMSNorm over the whole projection (olmoe)
-  double clip_qkv = 0.0;                 // olmoe: clamp q/k/v to ±clip_qkv when > 0
+  bool attention_bias = false;           // q/k/v biases required
+  QkNorm qk_norm = QkNorm::kNone;
+  double clip_qkv = 0.0;                 // clamp q/k/v to ±clip_qkv after the norms when > 0
   int64_t max_position_embeddings = 0;
   std::vector<bool> layer_is_moe;        // from decoder_sparse_step / mlp_only_layers
   std::string source_dtype;              // "bfloat16", ...
@@ -51,9 +55,13 @@ struct ModelConfig {
   // True when token ids are bytes (vocab 256): plain text is accepted as input.
   bool byte_level() const { return vocab_size == 256; }
   int64_t num_moe_layers() const;
+  // Every parsed field as (name, value) in a fixed order: what must agree
+  // between a packed folder's config and its source's.
+  std::vector<std::pair<std::string, std::string>> fields() const;
 };
 
-// Parses config.json text; `path` names the file in errors. Throws eq::Error
+// Parses config.json (the fields every decoder shares, then the
+// architecture's own); `path` names the file in errors. Throws eq::Error
 // listing the supported model types for an unknown one.
 ModelConfig parse_config(const nlohmann::json& j, const std::string& path);
 // Parses config.json text (depth-guarded JSON, then parse_config).
@@ -68,15 +76,14 @@ inline constexpr int64_t kMaxConfigLayers = 4096;
 inline constexpr int64_t kMaxConfigExperts = 65536;
 inline constexpr int64_t kMaxConfigLayerExperts = 1 << 22;  // num_layers x num_experts
 inline constexpr int64_t kMaxConfigDim = 1 << 24;          // vocab, hidden and intermediate sizes, heads
-std::string arch_name(Arch a);
 std::vector<std::string> supported_model_types();
 
-// ---- tensor naming (DESIGN.md table) ----
+// ---- tensor naming (the architecture's TensorNaming) ----
 std::string router_name(const ModelConfig& c, int64_t layer);
 std::string expert_weight_name(const ModelConfig& c, int64_t layer, int64_t expert, Proj p);
 // Dense MLP of a non-MoE layer ("model.layers.L.mlp.gate_proj.weight").
 std::string dense_mlp_name(const ModelConfig& c, int64_t layer, Proj p);
-// qwen2_moe shared expert and its sigmoid gate.
+// The shared expert and its sigmoid gate.
 std::string shared_expert_name(const ModelConfig& c, int64_t layer, Proj p);
 std::string shared_expert_gate_name(const ModelConfig& c, int64_t layer);
 // Prefix of layer L's attention tensors ("model.layers.L.self_attn.").

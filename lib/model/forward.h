@@ -1,5 +1,5 @@
-// The float32 reference forward pass of a MoE decoder (qwen3_moe, qwen2_moe,
-// mixtral, olmoe): token embedding; per layer
+// The float32 reference forward pass of a MoE decoder (every architecture of
+// lib/model/arch/): token embedding; per layer
 //   h += attention(rms_norm(h, input_layernorm))
 //   h += ffn(rms_norm(h, post_attention_layernorm))   (MoeBlock or dense MLP)
 // then the final norm and lm_head (tied to the embedding when configured).

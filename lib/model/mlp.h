@@ -1,5 +1,5 @@
-// SwiGLU MLP: down(silu(gate x) ⊙ up x). Used by dense layers, the qwen2_moe
-// shared expert, and (single-threaded, on a row block) by each routed expert.
+// SwiGLU MLP: down(silu(gate x) ⊙ up x). Used by dense layers, the shared
+// expert, and (single-threaded, on a row block) by each routed expert.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,8 @@
 //   logits = x · routerᵀ; p = softmax(logits) over all experts (float32);
 //   top-k of p; renormalize the k weights when the arch does (routing.h);
 //   out = Σ_j w_j · down_e(silu(gate_e x) ⊙ up_e x)   (summed in slot order j)
-//       + sigmoid(x · shared_gateᵀ) · shared_mlp(x)     (qwen2_moe only).
+//       + g · shared_mlp(x)   (when the architecture has a shared expert;
+//                              g = sigmoid(x · shared_gateᵀ) if gated, else 1).
 #pragma once
 
 #include <cstdint>

@@ -34,13 +34,16 @@ FloatBuffer add_shared_expert(const ModelConfig& c, const WeightStore& w, int64_
   se.gate = w.get(shared_expert_name(c, layer, Proj::kGate), {I, H});
   se.up = w.get(shared_expert_name(c, layer, Proj::kUp), {I, H});
   se.down = w.get(shared_expert_name(c, layer, Proj::kDown), {H, I});
-  const Tensor32Ptr se_gate = w.get(shared_expert_gate_name(c, layer), {1, H});
   shared.resize(static_cast<size_t>(tokens * H));
-  FloatBuffer gate_logit(static_cast<size_t>(tokens));
   mlp_forward(se, x, tokens, H, shared.data());
-  linear(x, tokens, H, se_gate->data.data(), 1, nullptr, gate_logit.data());
+  FloatBuffer gate_logit;
+  if (c.shared_expert_gated) {
+    const Tensor32Ptr se_gate = w.get(shared_expert_gate_name(c, layer), {1, H});
+    gate_logit.resize(static_cast<size_t>(tokens));
+    linear(x, tokens, H, se_gate->data.data(), 1, nullptr, gate_logit.data());
+  }
   for (int64_t t = 0; t < tokens; ++t) {
-    const float g = 1.0f / (1.0f + std::exp(-gate_logit[t]));
+    const float g = c.shared_expert_gated ? 1.0f / (1.0f + std::exp(-gate_logit[t])) : 1.0f;
     for (int64_t i = 0; i < H; ++i) {
       shared[t * H + i] *= g;
       out[t * H + i] += shared[t * H + i];

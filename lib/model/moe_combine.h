@@ -1,6 +1,6 @@
 // The parts of a MoE block that do not depend on how the experts are run:
-// combining the slots' expert outputs with their gate weights, qwen2_moe's
-// gated shared expert, and reporting to the observer. The reference block and
+// combining the slots' expert outputs with their gate weights, the (gated)
+// shared expert, and reporting to the observer. The reference block and
 // the packed executor's block both use them, so they stay the same function.
 #pragma once
 
@@ -19,9 +19,9 @@ namespace eq::model {
 void combine_slots(const Routing& routing, const float* slot_out, int64_t tokens, int64_t top_k, int64_t hidden,
                    float* out);
 
-// qwen2_moe: adds sigmoid(x · shared_gateᵀ) · shared_mlp(x) to out and returns
-// that gated term ([tokens, hidden]); empty, with out untouched, when the
-// architecture has no shared expert.
+// Adds g · shared_mlp(x) to out, g = sigmoid(x · shared_gateᵀ) when the
+// architecture gates it, else 1, and returns that term ([tokens, hidden]);
+// empty, with out untouched, when the architecture has no shared expert.
 FloatBuffer add_shared_expert(const ModelConfig& c, const WeightStore& w, int64_t layer, const float* x,
                               int64_t tokens, float* out);
 

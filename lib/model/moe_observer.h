@@ -20,7 +20,7 @@ struct MoeObservation {
   // [tokens, top_k, hidden] each chosen expert's own output (before its gate
   // weight); only when the observer wants_expert_outputs(), else null.
   const float* expert_outputs = nullptr;
-  const float* shared_output = nullptr;  // [tokens, hidden] gated shared expert (qwen2_moe), else null
+  const float* shared_output = nullptr;  // [tokens, hidden] (gated) shared expert output, else null
   const float* output = nullptr;         // [tokens, hidden] block output, before the residual add
 };
 

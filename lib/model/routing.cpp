@@ -7,7 +7,7 @@
 
 namespace eq::model {
 
-bool renormalizes_top_k(const ModelConfig& c) { return c.arch == Arch::kMixtral || c.norm_topk_prob; }
+bool renormalizes_top_k(const ModelConfig& c) { return c.norm_topk_prob; }
 
 Routing route_tokens(const float* logits, int64_t tokens, int64_t num_experts, int64_t top_k, bool renormalize) {
   if (top_k <= 0 || top_k > num_experts)

@@ -16,8 +16,8 @@ struct Routing {
   std::vector<float> weights;       // [tokens, top_k]
 };
 
-// Whether the architecture renormalizes the top-k weights (mixtral always,
-// the others per config.norm_topk_prob).
+// Whether the architecture renormalizes the top-k weights (its file decides:
+// some always do, others per config.json's norm_topk_prob).
 bool renormalizes_top_k(const ModelConfig& c);
 
 // logits: [tokens, num_experts]. Parallel over tokens.

@@ -87,10 +87,10 @@ AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int6
   if (c.attention_bias && (!a.q_bias || !a.k_bias || !a.v_bias))
     invalid("checkpoint " + w.checkpoint().path() + ": config has attention bias but " + p +
             "{q,k,v}_proj.bias is missing");
-  if (c.qk_norm_full) {
+  if (c.qk_norm == QkNorm::kWhole) {
     a.q_norm = w.get(p + "q_norm.weight", {qd});
     a.k_norm = w.get(p + "k_norm.weight", {kvd});
-  } else if (c.qk_norm) {
+  } else if (c.qk_norm == QkNorm::kPerHead) {
     a.q_norm = w.get(p + "q_norm.weight", {c.head_dim});
     a.k_norm = w.get(p + "k_norm.weight", {c.head_dim});
   }
@@ -127,7 +127,7 @@ MoeWeights load_moe(const WeightStore& w, const ModelConfig& c, int64_t layer) {
   if (c.shared_expert_intermediate_size > 0) {
     m.shared_expert = load_mlp(w, c, c.shared_expert_intermediate_size, shared_expert_name(c, layer, Proj::kGate),
                                shared_expert_name(c, layer, Proj::kUp), shared_expert_name(c, layer, Proj::kDown));
-    m.shared_expert_gate = w.get(shared_expert_gate_name(c, layer), {1, c.hidden_size});
+    if (c.shared_expert_gated) m.shared_expert_gate = w.get(shared_expert_gate_name(c, layer), {1, c.hidden_size});
   }
   return m;
 }

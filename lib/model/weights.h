@@ -66,7 +66,7 @@ struct AttentionWeights {
   Tensor32Ptr input_norm;              // [H]
   Tensor32Ptr q, k, v, o;              // [nh*hd, H], [nkv*hd, H], [nkv*hd, H], [H, nh*hd]
   Tensor32Ptr q_bias, k_bias, v_bias, o_bias;  // optional (present in the checkpoint -> used)
-  Tensor32Ptr q_norm, k_norm;          // [hd] (qwen3_moe) or [nh*hd]/[nkv*hd] (olmoe); else null
+  Tensor32Ptr q_norm, k_norm;          // [hd] per head, or [nh*hd]/[nkv*hd] whole (ModelConfig::qk_norm); else null
   // Set instead of q/k/v/o when the projection is a LinearOp (quantized).
   const LinearOp *q_op = nullptr, *k_op = nullptr, *v_op = nullptr, *o_op = nullptr;
 };
@@ -81,8 +81,8 @@ struct MlpWeights {
 struct MoeWeights {
   Tensor32Ptr router;                  // [E, H]
   std::vector<MlpWeights> experts;     // E
-  MlpWeights shared_expert;            // qwen2_moe; gate == nullptr when absent
-  Tensor32Ptr shared_expert_gate;      // [1, H]
+  MlpWeights shared_expert;            // gate == nullptr when the architecture has none
+  Tensor32Ptr shared_expert_gate;      // [1, H]; null when the shared expert is ungated
 };
 
 // Projections named in `ops` are taken from there (q/k/v/o stay null).

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -31,11 +34,12 @@ std::string error_of(const json& j) {
 
 TEST(Config, ParsesQwen3Variants) {
   auto c = model::parse_config(qwen3_json(), "cfg.json");
-  EXPECT_EQ(c.arch, model::Arch::kQwen3Moe);
+  EXPECT_EQ(c.arch, model::find_architecture("qwen3_moe"));
+  ASSERT_NE(c.arch, nullptr);
   EXPECT_EQ(c.num_experts, 8);
   EXPECT_EQ(c.top_k, 2);
   EXPECT_EQ(c.rope_theta, 5000.0);
-  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.qk_norm, model::QkNorm::kPerHead);
   EXPECT_EQ(c.layer_is_moe, (std::vector<bool>{true, false, true}));
   EXPECT_EQ(c.num_moe_layers(), 2);
   // Older hub naming: num_experts and top-level rope_theta.
@@ -75,14 +79,15 @@ TEST(Config, ArchitectureSpecificDefaults) {
   EXPECT_TRUE(c.attention_bias);
   EXPECT_FALSE(c.norm_topk_prob);
   EXPECT_EQ(c.shared_expert_intermediate_size, 96);
+  EXPECT_TRUE(c.shared_expert_gated);
   EXPECT_EQ(model::shared_expert_gate_name(c, 1), "model.layers.1.mlp.shared_expert_gate.weight");
+  EXPECT_EQ(model::shared_expert_name(c, 1, model::Proj::kDown), "model.layers.1.mlp.shared_expert.down_proj.weight");
 
   j = qwen3_json();
   j["model_type"] = "olmoe";
   j["intermediate_size"] = 40;
   c = model::parse_config(j, "cfg.json");
-  EXPECT_TRUE(c.qk_norm_full);
-  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.qk_norm, model::QkNorm::kWhole);
   EXPECT_EQ(c.moe_intermediate_size, 40);
 }
 
@@ -91,7 +96,7 @@ TEST(Config, ErrorsNameTheField) {
   j["model_type"] = "llama";
   auto msg = error_of(j);
   EXPECT_NE(msg.find("'llama' is not supported"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("qwen3_moe, qwen2_moe, mixtral, olmoe"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("mixtral, olmoe, qwen2_moe, qwen3_moe"), std::string::npos) << msg;
   j = qwen3_json();
   j.erase("num_local_experts");
   EXPECT_NE(error_of(j).find("num_local_experts"), std::string::npos);
@@ -104,6 +109,39 @@ TEST(Config, ErrorsNameTheField) {
   j = qwen3_json();
   j["num_key_value_heads"] = 3;
   EXPECT_NE(error_of(j).find("multiple of num_key_value_heads"), std::string::npos);
+  // Values that parse but would give NaN logits are refused for every architecture.
+  for (const char* type : {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe"}) {
+    j = qwen3_json();
+    j["model_type"] = type;
+    j["intermediate_size"] = 40;
+    j["rms_norm_eps"] = -1;
+    EXPECT_NE(error_of(j).find("'rms_norm_eps' must be a positive"), std::string::npos) << type;
+    j["rms_norm_eps"] = 1e-6;
+    j.erase("rope_parameters");
+    j["rope_theta"] = 0;
+    EXPECT_NE(error_of(j).find("'rope_theta' must be a positive"), std::string::npos) << type;
+  }
+}
+
+// The registry holds one row per file under lib/model/arch/, sorted, each
+// parsing a config of its own model_type.
+TEST(Config, RegistryListsEveryArchitectureFile) {
+  std::vector<std::string> types;
+  for (const model::Architecture* a : model::all_architectures()) {
+    types.emplace_back(a->model_type);
+    EXPECT_NE(a->parse, nullptr) << a->model_type;
+    EXPECT_FALSE(a->description.empty()) << a->model_type;
+    EXPECT_EQ(model::find_architecture(a->model_type), a);
+  }
+  EXPECT_TRUE(std::is_sorted(types.begin(), types.end()));
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() / "lib/model/arch")) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() == ".cpp" && stem != "common" && stem != "registry") files.push_back(stem);
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(types, files);
+  EXPECT_EQ(model::find_architecture("llama"), nullptr);
 }
 
 TEST(Config, BundledModelMatchesItsTensors) {

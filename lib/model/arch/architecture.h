@@ -1,0 +1,68 @@
+// An architecture is data: one Architecture row per config.json model_type,
+// defined in its own file under lib/model/arch/ (the registry collects every
+// file there at build time, see registry.cpp). A row parses its config fields
+// into the generic ModelConfig, names its tensors and states how its router,
+// experts and attention work; everything downstream (forward, profile, pack,
+// exec, eval, inspect) reads those fields and never compares a model_type.
+// docs/adding-an-architecture.md lists the touch points.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace eq::model {
+
+struct ModelConfig;
+
+// How the router turns logits into the top-k experts and their weights.
+enum class RouterScoring : uint8_t {
+  kSoftmax,  // p = softmax(logits) over all experts, top-k of p, weights = p (renormalized when configured)
+};
+
+// How routed experts are stored on disk.
+enum class ExpertStorage : uint8_t {
+  kPerExpert,  // three 2-D matrices per expert: <moe>.experts.<e>.<proj>.weight, [out, in]
+};
+
+// Query/key normalization before RoPE.
+enum class QkNorm : uint8_t {
+  kNone,
+  kPerHead,  // RMSNorm over each head's head_dim values, weight [head_dim]
+  kWhole,    // RMSNorm over the whole q (k) projection, weight [heads * head_dim]
+};
+
+// Tensor names of one architecture, relative to "model.layers.<L>.". The
+// checkpoint layout is HF's: "<moe>.<router>.weight",
+// "<moe>.experts.<e>.<expert_proj[p]>.weight", "<moe>.<shared_expert>.<dense_proj[p]>.weight",
+// "<moe>.<shared_expert_gate>.weight", dense layers "mlp.<dense_proj[p]>.weight".
+struct TensorNaming {
+  std::string_view moe = "mlp";
+  std::string_view router = "gate";
+  std::array<std::string_view, 3> expert_proj = {"gate_proj", "up_proj", "down_proj"};  // gate, up, down
+  std::array<std::string_view, 3> dense_proj = {"gate_proj", "up_proj", "down_proj"};
+  std::string_view shared_expert = "shared_expert";
+  std::string_view shared_expert_gate = "shared_expert_gate";
+};
+
+struct Architecture {
+  std::string_view model_type;  // as in config.json
+  std::string_view description;  // one line for inspect and docs
+  TensorNaming naming;
+  ExpertStorage expert_storage = ExpertStorage::kPerExpert;
+  // Fills the architecture's fields of `c` from config.json (`j`); the fields
+  // every decoder shares are parsed before (arch/common.h). Errors name `path`
+  // and the field.
+  void (*parse)(const nlohmann::json& j, const std::string& path, ModelConfig& c) = nullptr;
+};
+
+// Every registered architecture, sorted by model_type.
+std::span<const Architecture* const> all_architectures();
+// nullptr when no architecture has this model_type.
+const Architecture* find_architecture(std::string_view model_type);
+
+}  // namespace eq::model

@@ -1,0 +1,128 @@
+#include "model/arch/common.h"
+
+#include <set>
+
+#include "core/error.h"
+
+namespace eq::model::arch {
+
+int64_t get_int(const json& j, const char* key, const std::string& path, std::optional<int64_t> fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    invalid(path + ": field '" + key + "' is missing");
+  }
+  if (!it->is_number_integer()) invalid(path + ": field '" + key + "' must be an integer");
+  int64_t v = it->get<int64_t>();
+  if (v < 0) invalid(path + ": field '" + key + "' must be non-negative, got " + std::to_string(v));
+  return v;
+}
+
+double get_double(const json& j, const char* key, const std::string& path, double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) invalid(path + ": field '" + key + "' must be a number");
+  return it->get<double>();
+}
+
+bool get_bool(const json& j, const char* key, const std::string& path, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) invalid(path + ": field '" + key + "' must be true or false");
+  return it->get<bool>();
+}
+
+// json::value() throws nlohmann's type_error when the field has another type;
+// this names the file and field instead.
+std::string get_string(const json& j, const char* key, const std::string& path, const std::string& fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_string()) invalid(path + ": field '" + key + "' must be a string");
+  return it->get<std::string>();
+}
+
+void check_max(int64_t v, int64_t max, const char* what, const std::string& path) {
+  if (v > max)
+    fail(ErrorKind::kResource, path + ": " + what + " is " + std::to_string(v) + ", more than the supported " +
+                                   std::to_string(max));
+}
+
+void parse_decoder_fields(const json& j, const std::string& path, ModelConfig& c) {
+  c.vocab_size = get_int(j, "vocab_size", path);
+  c.hidden_size = get_int(j, "hidden_size", path);
+  c.num_layers = get_int(j, "num_hidden_layers", path);
+  c.num_heads = get_int(j, "num_attention_heads", path);
+  c.num_kv_heads = get_int(j, "num_key_value_heads", path, c.num_heads);
+  if (c.num_heads == 0 || c.hidden_size == 0 || c.num_layers == 0 || c.vocab_size == 0)
+    invalid(path + ": hidden_size, num_hidden_layers, num_attention_heads and vocab_size must be positive");
+  check_max(c.vocab_size, kMaxConfigDim, "vocab_size", path);
+  check_max(c.hidden_size, kMaxConfigDim, "hidden_size", path);
+  check_max(c.num_layers, kMaxConfigLayers, "num_hidden_layers", path);
+  check_max(c.num_heads, kMaxConfigDim, "num_attention_heads", path);
+  c.head_dim = get_int(j, "head_dim", path, c.hidden_size / c.num_heads);
+  check_max(c.head_dim, kMaxConfigDim, "head_dim", path);
+  if (c.num_kv_heads == 0 || c.num_heads % c.num_kv_heads != 0)
+    invalid(path + ": num_attention_heads (" + std::to_string(c.num_heads) +
+            ") must be a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) + ")");
+  if (c.head_dim == 0 || c.head_dim % 2 != 0) invalid(path + ": head_dim must be even and positive");
+  if (j.contains("num_experts") && !j["num_experts"].is_null())
+    c.num_experts = get_int(j, "num_experts", path);
+  else if (j.contains("num_local_experts") && !j["num_local_experts"].is_null())
+    c.num_experts = get_int(j, "num_local_experts", path);
+  else
+    invalid(path + ": neither 'num_experts' nor 'num_local_experts' is present");
+  check_max(c.num_experts, kMaxConfigExperts, "the number of experts", path);
+  check_max(c.num_experts * c.num_layers, kMaxConfigLayerExperts, "num_hidden_layers x experts", path);
+  c.top_k = get_int(j, "num_experts_per_tok", path);
+  if (c.num_experts == 0 || c.top_k == 0 || c.top_k > c.num_experts)
+    invalid(path + ": need 0 < num_experts_per_tok (" + std::to_string(c.top_k) + ") <= experts (" +
+            std::to_string(c.num_experts) + ")");
+  c.intermediate_size = get_int(j, "intermediate_size", path, 0);
+  check_max(c.intermediate_size, kMaxConfigDim, "intermediate_size", path);
+  c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", path, false);
+  c.max_position_embeddings = get_int(j, "max_position_embeddings", path, 0);
+  c.source_dtype = get_string(j, "dtype", path, get_string(j, "torch_dtype", path, "unknown"));
+  if (c.source_dtype.empty()) c.source_dtype = "unknown";
+  c.layer_is_moe.assign(static_cast<size_t>(c.num_layers), true);
+}
+
+double parse_rope_theta(const json& j, const std::string& path, double fallback) {
+  double theta = fallback;
+  if (j.contains("rope_theta") && !j["rope_theta"].is_null())
+    theta = get_double(j, "rope_theta", path, theta);
+  else if (j.contains("rope_parameters") && j["rope_parameters"].is_object())
+    theta = get_double(j["rope_parameters"], "rope_theta", path + " rope_parameters", theta);
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    const auto& rs = j["rope_scaling"];
+    std::string type = get_string(rs, "rope_type", path + " rope_scaling",
+                                  get_string(rs, "type", path + " rope_scaling", "default"));
+    if (type != "default") unsupported(path + ": rope_scaling type '" + type + "' is not supported");
+  }
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    std::string type = get_string(j["rope_parameters"], "rope_type", path + " rope_parameters", "default");
+    if (type != "default") unsupported(path + ": rope_parameters.rope_type '" + type + "' is not supported");
+  }
+  return theta;
+}
+
+int64_t parse_expert_size(const json& j, const char* key, const std::string& path) {
+  const int64_t v = get_int(j, key, path);
+  check_max(v, kMaxConfigDim, key, path);
+  return v;
+}
+
+void parse_sparse_step_layers(const json& j, const std::string& path, ModelConfig& c) {
+  const int64_t step = get_int(j, "decoder_sparse_step", path, 1);
+  std::set<int64_t> dense;
+  if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array())
+    for (const auto& v : j["mlp_only_layers"]) {
+      if (!v.is_number_integer()) invalid(path + ": mlp_only_layers must hold integers");
+      dense.insert(v.get<int64_t>());
+    }
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    c.layer_is_moe[static_cast<size_t>(l)] = !dense.count(l) && step > 0 && (l + 1) % step == 0;
+  if (c.num_moe_layers() < c.num_layers && c.intermediate_size == 0)
+    invalid(path + ": dense MLP layers need 'intermediate_size'");
+}
+
+}  // namespace eq::model::arch

@@ -1,0 +1,30 @@
+// Mixtral: plain GQA, softmax router whose top-k weights are always
+// renormalized, experts named w1 (gate), w3 (up), w2 (down) under
+// block_sparse_moe; every layer MoE.
+#include "model/arch/architecture.h"
+#include "model/arch/common.h"
+
+namespace eq::model {
+namespace {
+
+void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+  c.moe_intermediate_size = arch::parse_expert_size(j, "intermediate_size", path);
+  c.norm_topk_prob = true;  // the reference renormalizes unconditionally
+  c.rope_theta = arch::parse_rope_theta(j, path, 1e6);
+  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-5);
+  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
+}
+
+}  // namespace
+
+const Architecture& architecture_mixtral() {
+  static const Architecture row{
+      .model_type = "mixtral",
+      .description = "Mixtral: GQA, softmax top-k router with renormalized weights",
+      .naming = {.moe = "block_sparse_moe", .expert_proj = {"w1", "w3", "w2"}},
+      .parse = parse,
+  };
+  return row;
+}
+
+}  // namespace eq::model

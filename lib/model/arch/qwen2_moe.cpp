@@ -1,0 +1,34 @@
+// Qwen2-MoE (and Qwen1.5-MoE): q/k/v biases, softmax router, a shared expert
+// gated by sigmoid(x · shared_expert_gate) added to every token; dense layers
+// by decoder_sparse_step / mlp_only_layers.
+#include "model/arch/architecture.h"
+#include "model/arch/common.h"
+
+namespace eq::model {
+namespace {
+
+void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+  c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size", path);
+  c.shared_expert_intermediate_size = arch::get_int(j, "shared_expert_intermediate_size", path, 0);
+  arch::check_max(c.shared_expert_intermediate_size, kMaxConfigDim, "shared_expert_intermediate_size", path);
+  c.shared_expert_gated = true;
+  c.norm_topk_prob = arch::get_bool(j, "norm_topk_prob", path, false);
+  c.rope_theta = arch::parse_rope_theta(j, path, 10000.0);
+  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
+  c.attention_bias = true;  // always: the config field is not consulted by the reference
+  arch::parse_sparse_step_layers(j, path, c);
+}
+
+}  // namespace
+
+const Architecture& architecture_qwen2_moe() {
+  static const Architecture row{
+      .model_type = "qwen2_moe",
+      .description = "Qwen2-MoE: GQA with q/k/v bias, softmax top-k router, sigmoid-gated shared expert",
+      .naming = {},
+      .parse = parse,
+  };
+  return row;
+}
+
+}  // namespace eq::model

@@ -1,0 +1,32 @@
+// Qwen3-MoE: per-head q/k RMSNorm, softmax router with optional top-k
+// renormalization, no shared expert; dense layers by decoder_sparse_step /
+// mlp_only_layers.
+#include "model/arch/architecture.h"
+#include "model/arch/common.h"
+
+namespace eq::model {
+namespace {
+
+void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+  c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size", path);
+  c.norm_topk_prob = arch::get_bool(j, "norm_topk_prob", path, false);
+  c.rope_theta = arch::parse_rope_theta(j, path, 10000.0);
+  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
+  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
+  c.qk_norm = QkNorm::kPerHead;
+  arch::parse_sparse_step_layers(j, path, c);
+}
+
+}  // namespace
+
+const Architecture& architecture_qwen3_moe() {
+  static const Architecture row{
+      .model_type = "qwen3_moe",
+      .description = "Qwen3-MoE: GQA with per-head q/k norm, softmax top-k router",
+      .naming = {},
+      .parse = parse,
+  };
+  return row;
+}
+
+}  // namespace eq::model
