@@ -61,8 +61,7 @@ int run_generate(GenerateCliOptions& o) {
     if (s.sequences.size() != 1) invalid(o.tokens_file + ": expected one sequence, got " + std::to_string(s.sequences.size()));
     prompt = s.sequences[0];
   } else {
-    if (!c.byte_level())
-      invalid("--prompt/--prompt-file need a byte-level model (vocab 256); give token ids with --tokens");
+    io::require_byte_level(o.prompt.empty() ? o.prompt_file : "--prompt", c.vocab_size);
     // --prompt decodes C escapes ("import os\nimport"); files and --raw-prompt are sent byte for byte.
     const std::string text = !o.prompt.empty() ? (o.raw_prompt ? o.prompt : io::unescape_prompt(o.prompt))
                                                : io::read_file_bytes(o.prompt_file);

@@ -39,10 +39,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
   io::TokenSequences input;
   const std::string& source = o.text.empty() ? o.tokens : o.text;
   if (!o.text.empty()) {
-    if (!c.byte_level())
-      invalid(o.text + ": plain text needs a byte-level model (vocabulary of 256); this model's vocabulary is " +
-              std::to_string(c.vocab_size) + " tokens: tokenize the text and pass token ids with --tokens");
-    input.sequences.push_back(io::bytes_to_tokens(io::read_file_bytes(o.text)));
+    input.sequences.push_back(io::read_text_tokens(o.text, c.vocab_size));
   } else {
     const auto format = io::parse_token_file_format(o.tokens_format);
     if (!format) invalid("--tokens-format: expected auto, json, npy, u32 or i32, got '" + o.tokens_format + "'");

@@ -28,11 +28,7 @@ std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab
     if (in.max_tokens > 0 && static_cast<int64_t>(t.size()) > in.max_tokens) t.resize(static_cast<size_t>(in.max_tokens));
   };
   for (const std::string& p : in.texts) {
-    if (vocab_size != 256)
-      invalid(p + ": plain text needs a byte-level model (vocabulary of 256); this model's vocabulary is " +
-              std::to_string(vocab_size) + " tokens: tokenize the text and pass token ids with --tokens");
-    // read_file_bytes decompresses .zst (the bundled corpus).
-    eval::LabeledTokens t{domain_label(p), io::bytes_to_tokens(io::read_file_bytes(p))};
+    eval::LabeledTokens t{domain_label(p), io::read_text_tokens(p, vocab_size)};
     cap(t.tokens);
     out.push_back(std::move(t));
   }

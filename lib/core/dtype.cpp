@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <iterator>
+
 namespace eq {
 
 namespace {
@@ -19,6 +21,13 @@ constexpr DTypeRow kRows[] = {
     {DType::kF32, "F32", 4, true},          {DType::kF64, "F64", 8, true},
     {DType::kI64, "I64", 8, false},         {DType::kU64, "U64", 8, false},
 };
+// row() indexes kRows by the enum value: each row must sit at its own index.
+constexpr bool rows_in_enum_order() {
+  for (size_t i = 0; i < std::size(kRows); ++i)
+    if (static_cast<size_t>(kRows[i].type) != i) return false;
+  return std::size(kRows) == std::size(kAllDTypes);
+}
+static_assert(rows_in_enum_order(), "kRows must list every DType in enum order");
 const DTypeRow& row(DType t) { return kRows[static_cast<size_t>(t)]; }
 }  // namespace
 

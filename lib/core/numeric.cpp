@@ -177,10 +177,6 @@ void convert_to_f32(DType type, const void* src, float* dst, size_t n) {
   }
 }
 
-void convert_f32_to_f16(const float* src, uint16_t* dst, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
-}
-
 void convert_f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }

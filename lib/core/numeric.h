@@ -39,7 +39,6 @@ float e8m0_to_f32(uint8_t v);
 void convert_to_f32(DType type, const void* src, float* dst, size_t n);
 
 // Converts float32 to fp16/bf16 (round to nearest even).
-void convert_f32_to_f16(const float* src, uint16_t* dst, size_t n);
 void convert_f32_to_bf16(const float* src, uint16_t* dst, size_t n);
 
 }  // namespace eq

@@ -50,7 +50,8 @@ std::string tokens_text(const std::vector<int32_t>& t, bool byte_level) {
 }
 
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
-constexpr const char* kClassColors[] = {"#d62728", "#1f77b4", "#ffbf00", "#bbbbbb"};  // critical, standard, depr, pruned
+// Indexed by pack::ExpertClass: critical, standard, deprioritized, pruned.
+constexpr const char* kClassColors[pack::kNumClasses] = {"#d62728", "#1f77b4", "#ffbf00", "#bbbbbb"};
 
 // Median MoE-step time against M, log-log, one line per strategy (baseline dashed).
 void latency_chart(std::string& out, const LatencyResult& l, const LatencyResult* base) {

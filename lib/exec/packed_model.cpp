@@ -254,7 +254,6 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const 
   mo.linear_ops = quantized_linear_ops(m, c, *packed, folder);
   pm->model_ = std::make_unique<model::Model>(std::move(packed), std::move(c), mo);
   pm->reference_model_ = std::move(source);
-  pm->reference_path_ = options.model_path;
   const model::ModelConfig& cfg = pm->model_->config();
   const io::Checkpoint& ckpt = pm->model_->checkpoint();
 

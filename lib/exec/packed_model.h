@@ -61,7 +61,6 @@ class PackedModel {
   model::Model& packed_model() { return *model_; }
   // Whether the unquantized source model is loaded (PackedModelOptions::model_path).
   bool has_reference() const { return reference_model_ != nullptr; }
-  const std::string& reference_path() const { return reference_path_; }
 
   // Every MoE layer, ascending.
   const std::vector<PackedLayer>& layers() const { return layers_; }
@@ -77,7 +76,6 @@ class PackedModel {
   // and reference MoE blocks): the baseline eval compares against. Throws
   // eq::Error when no source was given.
   void use_reference(bool on);
-  bool using_reference() const { return reference_; }
 
  private:
   PackedModel() = default;
@@ -85,7 +83,6 @@ class PackedModel {
   pack::Manifest manifest_;
   std::unique_ptr<model::Model> model_;            // over the folder's own tensors
   std::unique_ptr<model::Model> reference_model_;  // the source checkpoint, or null
-  std::string reference_path_;
   std::vector<PackedLayer> layers_;
   std::vector<PackedMoeBlock*> blocks_;  // by model layer; owned by model_
   std::shared_ptr<const Dispatch> dispatch_;

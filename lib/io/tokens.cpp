@@ -11,6 +11,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "io/json_guard.h"
+#include "io/text_file.h"
 
 namespace eq::io {
 namespace {
@@ -262,16 +263,6 @@ std::optional<TokenFileFormat> parse_token_file_format(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view token_file_format_name(TokenFileFormat f) {
-  switch (f) {
-    case TokenFileFormat::kAuto: return "auto";
-    case TokenFileFormat::kJson: return "json";
-    case TokenFileFormat::kNpy: return "npy";
-    case TokenFileFormat::kU32: return "u32";
-    case TokenFileFormat::kI32: return "i32";
-  }
-  return "?";
-}
 
 int64_t TokenSequences::total() const {
   int64_t n = 0;
@@ -302,14 +293,15 @@ std::vector<int32_t> bytes_to_tokens(std::string_view text) {
   return t;
 }
 
-std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size) {
+void require_byte_level(const std::string& label, int64_t vocab_size) {
   if (vocab_size != 256)
-    invalid(path + ": plain text needs a byte-level model (vocabulary of 256); this model's vocabulary is " +
+    invalid(label + ": plain text needs a byte-level model (vocabulary of 256); this model's vocabulary is " +
             std::to_string(vocab_size) + " tokens: tokenize the text and pass token ids with --tokens");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::kIo, "cannot open text file " + path);
-  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return bytes_to_tokens(s);
+}
+
+std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size) {
+  require_byte_level(path, vocab_size);
+  return bytes_to_tokens(read_file_bytes(path));
 }
 
 void check_token_range(const TokenSequences& tokens, int64_t vocab_size, const std::string& label) {

@@ -20,7 +20,6 @@ enum class TokenFileFormat { kAuto, kJson, kNpy, kU32, kI32 };
 
 // "auto", "json", "npy", "u32", "i32"; nullopt otherwise.
 std::optional<TokenFileFormat> parse_token_file_format(std::string_view name);
-std::string_view token_file_format_name(TokenFileFormat f);
 
 struct TokenSequences {
   std::vector<std::vector<int32_t>> sequences;
@@ -39,8 +38,10 @@ TokenSequences parse_token_buffer(std::string_view bytes, TokenFileFormat format
 
 // Bytes of `text` as token ids 0..255.
 std::vector<int32_t> bytes_to_tokens(std::string_view text);
-// Reads a text file as byte tokens; throws eq::Error (telling the user to pass
-// token ids) when the model's vocabulary is not bytes (vocab_size != 256).
+// Throws eq::Error naming `label` (a file or option) and telling the user to
+// pass token ids when the model's vocabulary is not bytes (vocab_size != 256).
+void require_byte_level(const std::string& label, int64_t vocab_size);
+// Reads a text file (.zst decompressed) as byte tokens, after require_byte_level.
 std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size);
 
 // Throws eq::Error naming `label`, the sequence and position of the first id

@@ -110,8 +110,7 @@ ModelConfig load_config(const std::string& folder) {
   std::ifstream in(path);
   if (!in) fail(ErrorKind::kIo, path + ": cannot open (a checkpoint folder needs config.json)");
   in.close();
-  // A config.json is a few kilobytes; 64 MiB is far beyond any real one.
-  return parse_config_text(io::read_file_bytes(path, 64ull << 20), path);
+  return parse_config_text(io::read_file_bytes(path, kMaxConfigBytes), path);
 }
 
 std::string attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".self_attn."; }

@@ -66,6 +66,9 @@ struct ModelConfig {
 ModelConfig parse_config(const nlohmann::json& j, const std::string& path);
 // Parses config.json text (depth-guarded JSON, then parse_config).
 ModelConfig parse_config_text(std::string_view text, const std::string& path);
+// A config.json is a few kilobytes; anything past this is refused before it
+// is read (every reader of config.json uses this one cap).
+inline constexpr uint64_t kMaxConfigBytes = 16ull << 20;
 // Reads <folder>/config.json.
 ModelConfig load_config(const std::string& folder);
 

@@ -19,7 +19,6 @@ class KvCache {
   int64_t capacity() const { return capacity_; }
   // Positions already stored (the next token's position).
   int64_t length() const { return length_; }
-  int64_t kv_dim() const { return kv_dim_; }
   void clear() { length_ = 0; }
   // Marks `n` more positions as stored (forward() calls this after the last layer).
   void advance(int64_t n);

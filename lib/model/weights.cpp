@@ -119,19 +119,6 @@ MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer
                   /*expert=*/true);
 }
 
-MoeWeights load_moe(const WeightStore& w, const ModelConfig& c, int64_t layer) {
-  MoeWeights m;
-  m.router = w.get(router_name(c, layer), {c.num_experts, c.hidden_size});
-  m.experts.reserve(c.num_experts);
-  for (int64_t e = 0; e < c.num_experts; ++e) m.experts.push_back(load_expert(w, c, layer, e));
-  if (c.shared_expert_intermediate_size > 0) {
-    m.shared_expert = load_mlp(w, c, c.shared_expert_intermediate_size, shared_expert_name(c, layer, Proj::kGate),
-                               shared_expert_name(c, layer, Proj::kUp), shared_expert_name(c, layer, Proj::kDown));
-    if (c.shared_expert_gated) m.shared_expert_gate = w.get(shared_expert_gate_name(c, layer), {1, c.hidden_size});
-  }
-  return m;
-}
-
 MlpWeights load_dense_mlp(const WeightStore& w, const ModelConfig& c, int64_t layer) {
   return load_mlp(w, c, c.intermediate_size, dense_mlp_name(c, layer, Proj::kGate),
                   dense_mlp_name(c, layer, Proj::kUp), dense_mlp_name(c, layer, Proj::kDown));

@@ -48,7 +48,6 @@ class WeightStore {
   bool has(const std::string& name) const;
 
   const io::Checkpoint& checkpoint() const { return ckpt_; }
-  bool caches_experts() const { return cache_experts_; }
   // Bytes of float32 data currently cached.
   uint64_t cached_bytes() const;
 
@@ -78,19 +77,11 @@ struct MlpWeights {
   int64_t intermediate = 0;
 };
 
-struct MoeWeights {
-  Tensor32Ptr router;                  // [E, H]
-  std::vector<MlpWeights> experts;     // E
-  MlpWeights shared_expert;            // gate == nullptr when the architecture has none
-  Tensor32Ptr shared_expert_gate;      // [1, H]; null when the shared expert is ungated
-};
-
 // Projections named in `ops` are taken from there (q/k/v/o stay null).
 AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer,
                                 const LinearOps* ops = nullptr);
 Tensor32Ptr load_post_attention_norm(const WeightStore& w, const ModelConfig& c, int64_t layer);
 MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer, int64_t expert);
-MoeWeights load_moe(const WeightStore& w, const ModelConfig& c, int64_t layer);
 MlpWeights load_dense_mlp(const WeightStore& w, const ModelConfig& c, int64_t layer);
 
 }  // namespace eq::model

@@ -21,6 +21,8 @@ inline constexpr std::string_view kAllocationSchema = "expertquant.allocation";
 
 enum class ExpertClass { kCritical = 0, kStandard = 1, kDeprioritized = 2, kPruned = 3 };
 inline constexpr int kNumClasses = 4;
+// Tables indexed by the class (names, colours, counts) have kNumClasses rows in enum order.
+static_assert(static_cast<int>(ExpertClass::kPruned) == kNumClasses - 1);
 
 std::string_view class_name(ExpertClass c);
 std::optional<ExpertClass> parse_class(std::string_view name);

@@ -27,12 +27,6 @@ double ByteCounts::avg_bits_per_expert_weight() const {
   return expert_weights ? 8.0 * double(expert_bytes_after) / double(expert_weights) : 0.0;
 }
 
-const ManifestTensor* Manifest::find_tensor(const std::string& name) const {
-  for (const auto& t : tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
 std::string shard_file_name(int index, int count) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", index + 1, count);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "model/config.h"
 #include "pack/allocation.h"
 
 namespace eq::pack {
@@ -21,7 +22,9 @@ namespace eq::pack {
 inline constexpr int kManifestVersion = 1;
 inline constexpr std::string_view kManifestSchema = "expertquant.manifest";
 inline constexpr std::string_view kManifestFile = "manifest.json";
+// Indexed by model::Proj (gate 0, up 1, down 2).
 inline constexpr std::string_view kProjNames[3] = {"gate", "up", "down"};
+static_assert(static_cast<int>(model::Proj::kDown) == 2 && static_cast<int>(model::Proj::kGate) == 0);
 
 // One part of one expert: a slice of a stacked group tensor.
 struct ManifestPart {
@@ -132,7 +135,6 @@ struct Manifest {
   uint64_t file_bytes = 0;  // sum of shard file sizes
   PackingStats packing;
 
-  const ManifestTensor* find_tensor(const std::string& name) const;
 };
 
 // config.json and the side files the packer copies (generation_config.json,

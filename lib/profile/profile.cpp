@@ -54,7 +54,7 @@ ModelFingerprint fingerprint_model(const std::string& model_path) {
   ModelFingerprint f;
   f.path = model_path;
   const std::unique_ptr<io::Checkpoint> ckpt = io::Checkpoint::open(model_path);
-  const std::string config = io::read_file_bytes(ckpt->folder() + "/config.json", 1 << 24);
+  const std::string config = io::read_file_bytes(ckpt->folder() + "/config.json", model::kMaxConfigBytes);
   f.config_xxh64 = hash_hex(xxhash64(config));
   Xxhash64 h;
   for (const auto& name : ckpt->tensor_names()) {

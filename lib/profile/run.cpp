@@ -40,8 +40,7 @@ std::vector<std::vector<int32_t>> read_calib_tokens(const std::string& path, con
   }
   if (!c.byte_level() && *fmt == io::TokenFileFormat::kAuto && !token_file && !bytes.empty() && bytes[0] != '[' &&
       bytes[0] != '{' && bytes.compare(0, 6, "\x93NUMPY") != 0)
-    invalid("--calib " + path + ": the model's vocabulary is not bytes (vocab_size " + std::to_string(c.vocab_size) +
-            "): pass token ids (.json, .npy, .u32) instead of text");
+    io::require_byte_level("--calib " + path, c.vocab_size);
   slice.kind = "tokens";
   io::TokenSequences seqs = io::parse_token_buffer(bytes, *fmt, "--calib " + path);
   io::check_token_range(seqs, c.vocab_size, "--calib " + path);
