@@ -62,6 +62,9 @@ class SafetensorsFile {
   uint64_t header_size() const { return header_bytes_; }
   // Advise the kernel that a tensor's pages are no longer needed (streaming).
   void release(const TensorInfo& t) const;
+  // The same for bytes [offset, offset + length) of a tensor (one expert of a
+  // stacked tensor); clamped to the tensor.
+  void release(const TensorInfo& t, uint64_t offset, uint64_t length) const;
 
  private:
   std::string path_;

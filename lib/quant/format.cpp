@@ -4,16 +4,11 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/shape.h"
 
 namespace eq::quant {
 
 namespace {
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // numel * dtype size with overflow checks; nullopt-like -1 on overflow or negative dims.
 int64_t checked_nbytes(const std::vector<int64_t>& shape, DType dtype) {
@@ -76,7 +71,7 @@ void validate_packed(const PackedMatrix& m, std::string_view what) {
     const std::string part = where + "." + std::string(f.parts[i]);
     const int64_t expect = checked_nbytes(p.shape, p.dtype);
     if (expect < 0 || static_cast<size_t>(expect) != p.nbytes)
-      invalid(part + ": " + std::to_string(p.nbytes) + " bytes do not match shape " + shape_string(p.shape) + " of " +
+      invalid(part + ": " + std::to_string(p.nbytes) + " bytes do not match shape " + shape_str(p.shape) + " of " +
               std::string(dtype_name(p.dtype)) + fmt);
     if (p.data == nullptr && p.nbytes != 0) invalid(part + ": no data" + fmt);
     total += p.nbytes;
@@ -91,7 +86,7 @@ void validate_packed(const PackedMatrix& m, std::string_view what) {
         invalid(part + ": dtype " + std::string(dtype_name(p.dtype)) + ", expected " +
                 std::string(dtype_name(specs[i].dtype)) + fmt);
       if (p.shape != specs[i].shape)
-        invalid(part + ": shape " + shape_string(p.shape) + ", expected " + shape_string(specs[i].shape) + " for [" +
+        invalid(part + ": shape " + shape_str(p.shape) + ", expected " + shape_str(specs[i].shape) + " for [" +
                 std::to_string(m.rows) + ", " + std::to_string(m.cols) + "]" + fmt);
     }
   }

@@ -126,6 +126,14 @@ struct FormatTraits {
   // blocks of W as unsigned byte codes in vpdpbusd panels with per-(row, 32 k)
   // scales and biases (lib/quant/int8_panels.h). Null: the fp32 path above.
   const Int8Panels* int8_panels = nullptr;
+  // Optional (mxfp4 only): takes a matrix that a source checkpoint already
+  // stores as MXFP4, bit for bit (no requantization). blocks [rows, cols/32, 16]
+  // and scales [rows, cols/32] in the release layout (byte j of a block holds
+  // element 2j in its low nibble, 2j+1 in its high nibble; scale 2^(byte - 127)).
+  // Throws eq::Error naming tensor_name for cols not a multiple of 32 or a
+  // scale byte 0xFF (NaN, which the format never stores).
+  QuantizedMatrix (*import_mxfp4)(const uint8_t* blocks, const uint8_t* scales, int64_t rows, int64_t cols,
+                                  std::string_view tensor_name) = nullptr;
 };
 
 // All registered formats, in a stable order.

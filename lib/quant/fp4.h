@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "quant/format.h"
@@ -26,6 +27,10 @@ QuantizedMatrix quantize_mxfp4(const float* w, int64_t rows, int64_t cols, const
 // The OCP MX v1.0 rule alone (exponent floor(log2 amax) - 2), for comparison in bench/quant_error.
 QuantizedMatrix quantize_mxfp4_floor_rule(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
 std::vector<PartSpec> mxfp4_part_specs(int64_t rows, int64_t cols);
+// FormatTraits::import_mxfp4 of the mxfp4 row: release-layout blocks and scales
+// rearranged into qweight and scales, codes and scale bytes unchanged.
+QuantizedMatrix import_mxfp4(const uint8_t* blocks, const uint8_t* scales, int64_t rows, int64_t cols,
+                             std::string_view tensor_name);
 size_t mxfp4_packed_bytes(int64_t rows, int64_t cols);
 
 // nvfp4: qweight U32 [K/8, N], scales F8_E4M3 [K/16, N], tensor_scale F32 [1].

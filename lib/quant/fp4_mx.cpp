@@ -2,7 +2,9 @@
 // scale 2^(byte - 127).
 #include <algorithm>
 #include <cmath>
+#include <string>
 
+#include "core/error.h"
 #include "quant/fp4.h"
 #include "quant/fp4_common.h"
 #include "quant/quantize_common.h"
@@ -65,6 +67,39 @@ QuantizedMatrix quantize_mxfp4_floor_rule(const float* w, int64_t rows, int64_t 
 
 std::vector<PartSpec> mxfp4_part_specs(int64_t rows, int64_t cols) {
   return {{"qweight", DType::kU32, {cols / 8, rows}}, {"scales", DType::kF8_E8M0, {cols / kGroup, rows}}};
+}
+
+// Release block (r, g) holds elements 32g .. 32g+31 of row r, two per byte,
+// low nibble first; our stream word (k/8, r) holds elements 8w .. 8w+7, one
+// per nibble, low nibble first. So stream word 4g + q is exactly bytes
+// 4q .. 4q+3 of block (r, g) read little-endian: a transpose, no recoding.
+QuantizedMatrix import_mxfp4(const uint8_t* blocks, const uint8_t* scales, int64_t rows, int64_t cols,
+                             std::string_view tensor_name) {
+  static const FormatTraits& format = format_by_name("mxfp4");
+  const std::string name = tensor_name.empty() ? std::string("<unnamed>") : std::string(tensor_name);
+  if (rows <= 0 || cols <= 0 || cols % kGroup != 0)
+    invalid("tensor '" + name + "': cannot import [" + std::to_string(rows) + ", " + std::to_string(cols) +
+            "] as mxfp4: needs a non-empty shape with columns a multiple of 32");
+  const int64_t groups = cols / kGroup;
+  QuantizedMatrix out = allocate_quantized(format, rows, cols);
+  uint32_t* qweight = reinterpret_cast<uint32_t*>(out.parts[0].bytes.data());
+  uint8_t* our_scales = out.parts[1].bytes.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t s = scales[r * groups + g];
+      if (s == 0xFF)
+        invalid("tensor '" + name + "': mxfp4 scale byte 0xff (NaN) at row " + std::to_string(r) + ", group " +
+                std::to_string(g) + " cannot be imported");
+      our_scales[g * rows + r] = s;
+      const uint8_t* b = blocks + (r * groups + g) * 16;
+      for (int64_t q = 0; q < 4; ++q) {
+        const uint8_t* w = b + 4 * q;
+        qweight[(4 * g + q) * rows + r] = static_cast<uint32_t>(w[0]) | static_cast<uint32_t>(w[1]) << 8 |
+                                          static_cast<uint32_t>(w[2]) << 16 | static_cast<uint32_t>(w[3]) << 24;
+      }
+    }
+  }
+  return out;
 }
 
 size_t mxfp4_packed_bytes(int64_t rows, int64_t cols) { return specs_nbytes(mxfp4_part_specs(rows, cols)); }

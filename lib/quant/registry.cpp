@@ -81,7 +81,7 @@ const std::vector<FormatTraits> kRegistryRows = {
      .parts = {"qweight", "scales"},
      .quantize = quantize_mxfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
      .packed_bytes = mxfp4_packed_bytes, .part_specs = mxfp4_part_specs, .gemv = &kStreamGemvInt8,
-     .dequantize_block = stream_dequantize_block, .int8_panels = &kFp4Int8Panels},
+     .dequantize_block = stream_dequantize_block, .int8_panels = &kFp4Int8Panels, .import_mxfp4 = import_mxfp4},
     {.name = "nvfp4", .family = "nvfp4",
      .description = "NVFP4: E2M1, E4M3 scale per 16 weights times an fp32 tensor scale (4.5 bits)",
      .weight_bits = 4, .bits_per_weight = 4.5, .group_size = 16, .row_multiple = 1, .col_multiple = 16,
