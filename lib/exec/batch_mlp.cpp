@@ -144,7 +144,7 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
   s.up.resize(s.gate.size());
   for (int64_t i0 = 0; i0 < I; i0 += ib) {
     const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0;
-    if (ni < ib) {  // the padding columns of a short last block must be finite for silu_mul
+    if (ni < ib) {  // the padding columns of a short last block must be finite for the activation
       std::fill(s.gate.begin(), s.gate.end(), 0.0f);
       std::fill(s.up.begin(), s.up.end(), 0.0f);
     }
@@ -178,7 +178,7 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
         u[i] *= static_cast<float>(sv_u[i0 + i]);
       }
     }
-    model::kernels::silu_mul(s.gate.data(), s.up.data(), rows * ib, s.gate.data());
+    model::kernels::glu({}, s.gate.data(), s.up.data(), rows * ib, s.gate.data());
     // Into down's rotated input basis: H (su ⊙ act), again block-diagonal within [i0, i1).
     for (int64_t r = 0; r < rows; ++r) {
       float* a = s.gate.data() + r * ib;
@@ -223,7 +223,7 @@ void run_blocked(const ExpertWeights& w, const float* x, int64_t rows, float* y,
   s.up.resize(s.gate.size());
   for (int64_t i0 = 0; i0 < I; i0 += ib) {
     const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0, np = (ni + 15) / 16;
-    if (ni < ib) {  // the padding columns of a short last block must be finite for silu_mul
+    if (ni < ib) {  // the padding columns of a short last block must be finite for the activation
       std::fill(s.gate.begin(), s.gate.end(), 0.0f);
       std::fill(s.up.begin(), s.up.end(), 0.0f);
     }
@@ -235,7 +235,7 @@ void run_blocked(const ExpertWeights& w, const float* x, int64_t rows, float* y,
       gemm(x + c0, H, rows, s.up_panels.data(), np, (c1 - c0) * 16, c1 - c0, s.up.data(), ib_pad, c0 > 0);
     }
     // The reference MLP's SiLU kernel, so bf16 packs reproduce the reference.
-    model::kernels::silu_mul(s.gate.data(), s.up.data(), rows * ib_pad, s.gate.data());
+    model::kernels::glu({}, s.gate.data(), s.up.data(), rows * ib_pad, s.gate.data());
     for (int64_t h0 = 0; h0 < H; h0 += hb) {
       const int64_t h1 = std::min(H, h0 + hb), nh = h1 - h0;
       f.dequantize_block(w.down, h0, h1, i0, i1, s.down_panels.data());
@@ -350,7 +350,7 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
     }
     // The reference MLP's SiLU kernel on the ni valid columns of each row.
     for (int64_t r = 0; r < rows; ++r)
-      model::kernels::silu_mul(s.gate_out.data() + r * ib, s.up_out.data() + r * ib, ni, s.gate_out.data() + r * ib);
+      model::kernels::glu({}, s.gate_out.data() + r * ib, s.up_out.data() + r * ib, ni, s.gate_out.data() + r * ib);
     k.quantize(s.gate_out.data(), ib, rows, ni, f.order, ar);
     for (int64_t h0 = 0; h0 < H; h0 += hb) {
       const int64_t h1 = std::min(H, h0 + hb);
@@ -379,7 +379,7 @@ void run_expert(const ExpertWeights& w, const float* x, int64_t rows, float* y, 
   w.gate.format->matmul(w.gate, x, rows, gate, false);
   w.up.format->matmul(w.up, x, rows, up, false);
   // The same SiLU kernel as the reference MLP, so bf16 passthrough packs reproduce it.
-  model::kernels::silu_mul(gate, up, rows * I, gate);
+  model::kernels::glu({}, gate, up, rows * I, gate);
   w.down.format->matmul(w.down, gate, rows, y, false);
 }
 

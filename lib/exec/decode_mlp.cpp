@@ -161,7 +161,7 @@ void run_decode_mlp(std::span<const ExpertBatch> batches, int rows_per_pass) {
     quant::gemv_run_rows(*w.gate.format->gemv, w.gate, g_in, n, ch.begin, ch.end, gate);
     quant::gemv_run_rows(*w.up.format->gemv, w.up, u_in, n, ch.begin, ch.end, up);
     // The same SiLU kernel as the reference and batch MLPs.
-    for (int j = 0; j < n; ++j) model::kernels::silu_mul(gate[j], up[j], ch.end - ch.begin, gate[j]);
+    for (int j = 0; j < n; ++j) model::kernels::glu({}, gate[j], up[j], ch.end - ch.begin, gate[j]);
   });
   pool.run(R, [&](size_t i) {
     const ExpertWeights& w = *rows[i].w;
