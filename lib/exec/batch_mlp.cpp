@@ -79,6 +79,15 @@ struct Int8Scratch {
 
 const int8_t* signs(const quant::PackedMatrix& m, int part) { return static_cast<const int8_t*>(m.parts[part].data); }
 
+// The activation on a tile of intermediate columns [i0, i0 + ni) of `rows`
+// rows (row stride ld), gate and up biases of those columns added first; in
+// place into gate. Columns past ni (a short last block's padding) are left
+// as they are: down reads ni columns only.
+void glu_tile(const ExpertWeights& w, float* gate, const float* up, int64_t rows, int64_t i0, int64_t ni, int64_t ld) {
+  model::kernels::glu_rows(w.act, gate, up, rows, ni, ld, w.gate_bias ? w.gate_bias + i0 : nullptr,
+                           w.up_bias ? w.up_bias + i0 : nullptr, gate);
+}
+
 // Trellis, W = diag(sv) H W' H diag(su) per projection: the activations are
 // rotated instead of the weights (as the format's own matmul does), so only
 // the tiles are decoded (trellis::decode_rotated_panels); the Hadamard
@@ -144,10 +153,6 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
   s.up.resize(s.gate.size());
   for (int64_t i0 = 0; i0 < I; i0 += ib) {
     const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0;
-    if (ni < ib) {  // the padding columns of a short last block must be finite for silu_mul
-      std::fill(s.gate.begin(), s.gate.end(), 0.0f);
-      std::fill(s.up.begin(), s.up.end(), 0.0f);
-    }
     for (int64_t c0 = 0; c0 < H; c0 += kb) {
       const int64_t c1 = std::min(H, c0 + kb);
       if (int8) {
@@ -178,7 +183,7 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
         u[i] *= static_cast<float>(sv_u[i0 + i]);
       }
     }
-    model::kernels::silu_mul(s.gate.data(), s.up.data(), rows * ib, s.gate.data());
+    glu_tile(w, s.gate.data(), s.up.data(), rows, i0, ni, ib);
     // Into down's rotated input basis: H (su ⊙ act), again block-diagonal within [i0, i1).
     for (int64_t r = 0; r < rows; ++r) {
       float* a = s.gate.data() + r * ib;
@@ -201,11 +206,13 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
   tk.hadamard_rows(y, rows, H, bH);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < H; ++h) y[r * H + h] *= static_cast<float>(sv_d[h]);
+  add_bias_rows(w.down_bias, H, y, rows, H);
 }
 
-// One expert on `rows` contiguous rows: y = down(silu(gate x) ⊙ up x), the
-// intermediate dimension in blocks so the SwiGLU tile stays in cache; down's
-// contribution of each block is accumulated into y. Every output element is
+// One expert on `rows` contiguous rows: y = down(act(gate x, up x)) (biases
+// as glu_tile and add_bias_rows add them), the intermediate dimension in
+// blocks so the activation tile stays in cache; down's contribution of each
+// block is accumulated into y. Every output element is
 // one FMA chain in a fixed order (panel_gemm.h), so a row's result does not
 // depend on the other rows of the call.
 void run_blocked(const ExpertWeights& w, const float* x, int64_t rows, float* y, Scratch& s) {
@@ -223,10 +230,6 @@ void run_blocked(const ExpertWeights& w, const float* x, int64_t rows, float* y,
   s.up.resize(s.gate.size());
   for (int64_t i0 = 0; i0 < I; i0 += ib) {
     const int64_t i1 = std::min(I, i0 + ib), ni = i1 - i0, np = (ni + 15) / 16;
-    if (ni < ib) {  // the padding columns of a short last block must be finite for silu_mul
-      std::fill(s.gate.begin(), s.gate.end(), 0.0f);
-      std::fill(s.up.begin(), s.up.end(), 0.0f);
-    }
     for (int64_t c0 = 0; c0 < H; c0 += kb) {
       const int64_t c1 = std::min(H, c0 + kb);
       f.dequantize_block(w.gate, i0, i1, c0, c1, s.gate_panels.data());
@@ -234,8 +237,8 @@ void run_blocked(const ExpertWeights& w, const float* x, int64_t rows, float* y,
       gemm(x + c0, H, rows, s.gate_panels.data(), np, (c1 - c0) * 16, c1 - c0, s.gate.data(), ib_pad, c0 > 0);
       gemm(x + c0, H, rows, s.up_panels.data(), np, (c1 - c0) * 16, c1 - c0, s.up.data(), ib_pad, c0 > 0);
     }
-    // The reference MLP's SiLU kernel, so bf16 packs reproduce the reference.
-    model::kernels::silu_mul(s.gate.data(), s.up.data(), rows * ib_pad, s.gate.data());
+    // The reference MLP's activation kernel, so bf16 packs reproduce the reference.
+    glu_tile(w, s.gate.data(), s.up.data(), rows, i0, ni, ib_pad);
     for (int64_t h0 = 0; h0 < H; h0 += hb) {
       const int64_t h1 = std::min(H, h0 + hb), nh = h1 - h0;
       f.dequantize_block(w.down, h0, h1, i0, i1, s.down_panels.data());
@@ -256,6 +259,7 @@ void run_blocked(const ExpertWeights& w, const float* x, int64_t rows, float* y,
         for (int64_t j = 0; j < rest; ++j) y[r * H + h0 + full * 16 + j] = edge[r * 16 + j];
     }
   }
+  add_bias_rows(w.down_bias, H, y, rows, H);
 }
 
 // Whether an expert runs the integer path: a format with int8 panels, an
@@ -348,9 +352,8 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
       sliced_gemm(xc, s.up.codes.data(), s.up.scales.data(), ub, np, c1 - c0, s.up_out.data(), ib, c0 > 0, next,
                   kPrefetchSlices / 2, kPrefetchSlices / 2);
     }
-    // The reference MLP's SiLU kernel on the ni valid columns of each row.
-    for (int64_t r = 0; r < rows; ++r)
-      model::kernels::silu_mul(s.gate_out.data() + r * ib, s.up_out.data() + r * ib, ni, s.gate_out.data() + r * ib);
+    // The reference MLP's activation kernel on the ni valid columns of each row.
+    glu_tile(w, s.gate_out.data(), s.up_out.data(), rows, i0, ni, ib);
     k.quantize(s.gate_out.data(), ib, rows, ni, f.order, ar);
     for (int64_t h0 = 0; h0 < H; h0 += hb) {
       const int64_t h1 = std::min(H, h0 + hb);
@@ -361,6 +364,7 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
                   next, 0, kPrefetchSlices);
     }
   }
+  add_bias_rows(w.down_bias, H, y, rows, H);
 }
 
 }  // namespace
@@ -378,9 +382,10 @@ void run_expert(const ExpertWeights& w, const float* x, int64_t rows, float* y, 
   float* up = gate + rows * I;
   w.gate.format->matmul(w.gate, x, rows, gate, false);
   w.up.format->matmul(w.up, x, rows, up, false);
-  // The same SiLU kernel as the reference MLP, so bf16 passthrough packs reproduce it.
-  model::kernels::silu_mul(gate, up, rows * I, gate);
+  // The same activation kernel as the reference MLP, so bf16 passthrough packs reproduce it.
+  model::kernels::glu_rows(w.act, gate, up, rows, I, I, w.gate_bias, w.up_bias, gate);
   w.down.format->matmul(w.down, gate, rows, y, false);
+  add_bias_rows(w.down_bias, w.down.rows, y, rows, w.down.rows);
 }
 
 void run_batch_mlp(std::span<const ExpertBatch> batches, const BatchOptions& options) {

@@ -1,5 +1,6 @@
 // The batch expert-MLP kernel (MlpKernel::kBatch): each expert's contiguous
-// rows times its format's matmul, gate and up, SiLU-gated product, down.
+// rows times its format's matmul: gate and up, the gated activation (with the
+// expert's biases), down.
 #pragma once
 
 #include <span>

@@ -9,13 +9,21 @@
 #include <string>
 #include <vector>
 
+#include "model/activation.h"
 #include "quant/format.h"
 
 namespace eq::exec {
 
-// One expert's three projections: gate, up [I, H] and down [H, I].
+// One expert's three projections, gate, up [I, H] and down [H, I], and its
+// MLP's shape: y = down(act(gate x + gate_bias, up x + up_bias)) + down_bias.
+// The biases are float32 ([I], [I], [H]) in memory the packed layer owns;
+// null = none (SwiGLU without biases is every checkpoint before gpt-oss).
 struct ExpertWeights {
   quant::PackedMatrix gate, up, down;
+  const float* gate_bias = nullptr;
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;
+  model::Activation act{};  // braces: aggregate inits naming only the matrices stay warning-free
 };
 
 struct BitGroup {

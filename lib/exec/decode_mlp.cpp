@@ -1,7 +1,8 @@
 // The decode expert-MLP kernel: every row of every batch runs
 //   prepare x once (int8 blocks, quant/gemv.h)
-//   -> gate and up of one block of I rows in one chunk, SwiGLU on the block
-//   -> prepare h once -> down, one block of H rows per chunk
+//   -> gate and up of one block of I rows in one chunk, their biases and the
+//      activation on the block
+//   -> prepare h once -> down, one block of H rows per chunk, plus its bias
 // through the formats' gemv kernels. A kernel with a prepare hook (trellis:
 // the rotated input H_K(su o x)) gets its own input per (row, matrix), built
 // once in the prepare step and read by every chunk of that matrix. Chunks are (row, block) pairs handed out
@@ -160,8 +161,11 @@ void run_decode_mlp(std::span<const ExpertBatch> batches, int rows_per_pass) {
     }
     quant::gemv_run_rows(*w.gate.format->gemv, w.gate, g_in, n, ch.begin, ch.end, gate);
     quant::gemv_run_rows(*w.up.format->gemv, w.up, u_in, n, ch.begin, ch.end, up);
-    // The same SiLU kernel as the reference and batch MLPs.
-    for (int j = 0; j < n; ++j) model::kernels::silu_mul(gate[j], up[j], ch.end - ch.begin, gate[j]);
+    // The same activation kernel as the reference and batch MLPs.
+    const float* gb = w.gate_bias ? w.gate_bias + ch.begin : nullptr;
+    const float* ub = w.up_bias ? w.up_bias + ch.begin : nullptr;
+    const int64_t len = ch.end - ch.begin;
+    for (int j = 0; j < n; ++j) model::kernels::glu_rows(w.act, gate[j], up[j], 1, len, len, gb, ub, gate[j]);
   });
   pool.run(R, [&](size_t i) {
     const ExpertWeights& w = *rows[i].w;
@@ -178,6 +182,8 @@ void run_decode_mlp(std::span<const ExpertBatch> batches, int rows_per_pass) {
     float* y[quant::kMaxGemvRows] = {};
     for (int j = 0; j < n; ++j) d_in[j] = down_in[p.first + j], y[j] = rows[p.first + j].y + ch.begin;
     quant::gemv_run_rows(*w.down.format->gemv, w.down, d_in, n, ch.begin, ch.end, y);
+    if (w.down_bias)
+      for (int j = 0; j < n; ++j) add_bias_rows(w.down_bias + ch.begin, ch.end - ch.begin, y[j], 1, ch.end - ch.begin);
   });
 }
 

@@ -1,5 +1,10 @@
 // One routed expert on a batch of rows through its format's kernels:
-//   y = down(silu(gate x) ⊙ up x)
+//   y = down(act(gate x + gate_bias, up x + up_bias)) + down_bias
+// (ExpertWeights; SwiGLU without biases for every checkpoint before gpt-oss).
+// Every kernel adds the gate/up biases where it applies the activation
+// (model::kernels::glu_rows, outside the GEMM loops) and the down bias once
+// per row after its down matmul (add_bias_rows), so a row's result still
+// depends only on (expert, x row) and the dispatch strategies keep equal bits.
 // This is the seam the optimized kernels slot into (int8-activation decode,
 // fused gate+up and SwiGLU+down, batch-size thresholds): every dispatch
 // strategy reaches the weights only through run_expert / run_expert_batches.
@@ -50,6 +55,9 @@ inline BatchOptions batch_options_for(int64_t tokens, int64_t top_k, int64_t num
 // result does not depend on the order or thread. Work is split into chunks
 // so both cores stay busy even when one expert dominates.
 void run_expert_batches(std::span<const ExpertBatch> batches, MlpKernel kernel, const BatchOptions& options = {});
+
+// y[r * ldy + c] += bias[c] for r < rows, c < n; nothing when bias is null.
+void add_bias_rows(const float* bias, int64_t n, float* y, int64_t rows, int64_t ldy);
 
 // Whether a format's matmul already runs on eq::default_pool(): such batches
 // must run on the calling thread (the pool is not reentrant).

@@ -4,14 +4,20 @@
 #include "model/ops.h"
 
 namespace eq::model {
+namespace {
+
+const float* data_or_null(const Tensor32Ptr& t) { return t ? t->data.data() : nullptr; }
+
+}  // namespace
 
 void mlp_forward(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out) {
   const int64_t I = w.intermediate;
   FloatBuffer gate(n * I), up(n * I);
   linear(x, n, hidden, w.gate->data.data(), I, nullptr, gate.data());
   linear(x, n, hidden, w.up->data.data(), I, nullptr, up.data());
-  kernels::silu_mul(gate.data(), up.data(), n * I, gate.data());
-  linear(gate.data(), n, I, w.down->data.data(), hidden, nullptr, out);
+  kernels::glu_rows(w.act, gate.data(), up.data(), n, I, I, data_or_null(w.gate_bias), data_or_null(w.up_bias),
+                    gate.data());
+  linear(gate.data(), n, I, w.down->data.data(), hidden, data_or_null(w.down_bias), out);
 }
 
 void mlp_forward_serial(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out,
@@ -22,8 +28,11 @@ void mlp_forward_serial(const MlpWeights& w, const float* x, int64_t n, int64_t 
   float* up = gate + n * I;
   kernels::gemm_nt(n, I, hidden, x, hidden, w.gate->data.data(), hidden, gate, I);
   kernels::gemm_nt(n, I, hidden, x, hidden, w.up->data.data(), hidden, up, I);
-  kernels::silu_mul(gate, up, n * I, gate);
+  kernels::glu_rows(w.act, gate, up, n, I, I, data_or_null(w.gate_bias), data_or_null(w.up_bias), gate);
   kernels::gemm_nt(n, hidden, I, gate, I, w.down->data.data(), I, out, hidden);
+  if (const float* b = data_or_null(w.down_bias))
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t h = 0; h < hidden; ++h) out[r * hidden + h] += b[h];
 }
 
 }  // namespace eq::model

@@ -1,4 +1,5 @@
-// SwiGLU MLP: down(silu(gate x) ⊙ up x). Used by dense layers, the shared
+// Gated MLP: down(act(gate x + b_gate, up x + b_up)) + b_down, SwiGLU without
+// biases unless MlpWeights says otherwise. Used by dense layers, the shared
 // expert, and (single-threaded, on a row block) by each routed expert.
 #pragma once
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activation.h"
 #include "model/config.h"
 #include "model/float_buffer.h"
 #include "model/linear_op.h"
@@ -70,11 +71,15 @@ struct AttentionWeights {
   const LinearOp *q_op = nullptr, *k_op = nullptr, *v_op = nullptr, *o_op = nullptr;
 };
 
-// One SwiGLU MLP: down(silu(gate x) * up x).
+// One gated MLP: down(act(gate x + gate_bias, up x + up_bias)) + down_bias
+// (act: model/activation.h; SwiGLU without biases unless set).
 struct MlpWeights {
   Tensor32Ptr gate, up;  // [I, H]
   Tensor32Ptr down;      // [H, I]
   int64_t intermediate = 0;
+  Tensor32Ptr gate_bias, up_bias;  // [I]; null = none
+  Tensor32Ptr down_bias;           // [H]; null = none
+  Activation act;
 };
 
 // Projections named in `ops` are taken from there (q/k/v/o stay null).

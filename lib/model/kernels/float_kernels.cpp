@@ -32,6 +32,13 @@ void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const
 
 void softmax_row(float* x, int64_t n) { table().softmax_row(x, n); }
 
-void silu_mul(const float* gate, const float* up, int64_t n, float* act) { table().silu_mul(gate, up, n, act); }
+void glu(const Activation& act, const float* gate, const float* up, int64_t n, float* out) {
+  table().glu_rows(act, gate, up, 1, n, n, nullptr, nullptr, out);
+}
+
+void glu_rows(const Activation& act, const float* gate, const float* up, int64_t rows, int64_t width, int64_t ld,
+              const float* gate_bias, const float* up_bias, float* out) {
+  table().glu_rows(act, gate, up, rows, width, ld, gate_bias, up_bias, out);
+}
 
 }  // namespace eq::model::kernels

@@ -101,23 +101,51 @@ void softmax_impl(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void silu_mul_impl(const float* gate, const float* up, int64_t n, float* act) {
+// One block of len <= kPacketBlock elements: gate and up (plus their biases,
+// where given) copied into the packet-padded buffers, the activation on whole
+// packets, len results written back. Reading the whole block before writing
+// lets out alias gate or up. The SwiGLU expression is the one the executor's
+// figures were measured with; changing it changes every result's last bits.
+void glu_block(const Activation& act, const float* gate, const float* up, const float* gate_bias,
+               const float* up_bias, int64_t len, float* out) {
   alignas(64) float g[kPacketBlock], u[kPacketBlock];
-  for (int64_t i = 0; i < n; i += kPacketBlock) {
-    const int64_t len = n - i < kPacketBlock ? n - i : kPacketBlock, padded = padded_to_packets(len);
-    for (int64_t j = 0; j < padded; ++j) {
-      g[j] = j < len ? gate[i + j] : 0.0f;
-      u[j] = j < len ? up[i + j] : 0.0f;
-    }
-    AlignedArray gm(g, padded), um(u, padded);
+  const int64_t padded = padded_to_packets(len);
+  if (gate_bias)
+    for (int64_t j = 0; j < len; ++j) g[j] = gate[j] + gate_bias[j];
+  else
+    for (int64_t j = 0; j < len; ++j) g[j] = gate[j];
+  if (up_bias)
+    for (int64_t j = 0; j < len; ++j) u[j] = up[j] + up_bias[j];
+  else
+    for (int64_t j = 0; j < len; ++j) u[j] = up[j];
+  for (int64_t j = len; j < padded; ++j) g[j] = u[j] = 0.0f;
+  AlignedArray gm(g, padded), um(u, padded);
+  if (act.kind == ActivationKind::kSwiGlu) {
     gm = gm / (1.0f + (-gm).exp()) * um;
-    for (int64_t j = 0; j < len; ++j) act[i + j] = g[j];
+  } else {
+    gm = gm.min(act.limit);
+    um = um.max(-act.limit).min(act.limit);
+    gm = (um + 1.0f) * (gm / (1.0f + (gm * -act.alpha).exp()));
   }
+  for (int64_t j = 0; j < len; ++j) out[j] = g[j];
+}
+
+void glu_rows_impl(const Activation& act, const float* gate, const float* up, int64_t rows, int64_t width, int64_t ld,
+                   const float* gate_bias, const float* up_bias, float* out) {
+  if (rows <= 0 || width <= 0) return;
+  // Contiguous rows without biases are one array (the blocks may then span rows).
+  if (!gate_bias && !up_bias && width == ld) width *= rows, rows = 1;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; c += kPacketBlock) {
+      const int64_t len = width - c < kPacketBlock ? width - c : kPacketBlock, at = r * ld + c;
+      glu_block(act, gate + at, up + at, gate_bias ? gate_bias + c : nullptr, up_bias ? up_bias + c : nullptr, len,
+                out + at);
+    }
 }
 
 }  // namespace
 
-KernelTable EQ_KERNEL_CAT(kernel_table_, EQ_KERNEL_ISA)() { return KernelTable{&nt, &nn, &softmax_impl, &silu_mul_impl}; }
+KernelTable EQ_KERNEL_CAT(kernel_table_, EQ_KERNEL_ISA)() { return KernelTable{&nt, &nn, &softmax_impl, &glu_rows_impl}; }
 
 }  // namespace eq::model::kernels
 
