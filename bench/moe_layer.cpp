@@ -29,6 +29,7 @@
 #include "exec/runtime_config.h"
 #include "exec/synthetic_layer.h"
 #include "exec/timing.h"
+#include "io/quantized_source.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -67,6 +68,7 @@ struct Cell {
 // The small shared model's layer: shape from its config, weights from its checkpoint.
 struct RealLayer {
   std::unique_ptr<io::Checkpoint> ckpt;
+  std::unique_ptr<io::SourceTensors> source_tensors;
   std::unique_ptr<model::WeightStore> store;
   model::ModelConfig config;
   exec::LayerShape shape;
@@ -77,7 +79,8 @@ std::unique_ptr<RealLayer> open_real_layer(const std::string& folder, int64_t la
   auto r = std::make_unique<RealLayer>();
   r->config = model::load_config(folder);
   r->ckpt = io::Checkpoint::open(folder);
-  r->store = std::make_unique<model::WeightStore>(*r->ckpt, false);
+  r->source_tensors = std::make_unique<io::SourceTensors>(*r->ckpt, r->config.source_quant);
+  r->store = std::make_unique<model::WeightStore>(*r->source_tensors, false);
   const model::ModelConfig& c = r->config;
   r->shape = {"qwen3moe-small", c.num_experts, c.top_k, c.hidden_size, c.moe_intermediate_size};
   RealLayer* self = r.get();

@@ -30,16 +30,23 @@ void print_table(const nlohmann::ordered_json& s, bool tensors) {
   } else {
     std::printf("model_type  (no config.json: tensors only)\n");
   }
-  std::printf("\n%-18s %16s %12s %8s\n", "part", "parameters", "bytes", "share");
+  if (s.contains("source_quantization"))
+    std::printf("quantized   %s\n", s["source_quantization"]["method"].get<std::string>().c_str());
+  std::printf("\n%-18s %16s %12s %8s  %s\n", "part", "parameters", "bytes", "share", "stored as");
   const auto& p = s["parameters"];
   const double total = static_cast<double>(p["total"]["parameters"].get<uint64_t>());
   for (const char* k : {"routed_experts", "shared_experts", "attention", "embeddings_head", "norms_router",
                         "dense_mlp", "other", "total"}) {
     const uint64_t n = p[k]["parameters"].get<uint64_t>();
     if (n == 0 && std::string(k) != "total") continue;
-    std::printf("%-18s %16s %12s %7.2f%%\n", k, with_commas(n).c_str(),
+    std::string stored;
+    if (s.contains("source_quantization") && s["source_quantization"].contains("stored") &&
+        s["source_quantization"]["stored"].contains(k))
+      for (const auto& kind : s["source_quantization"]["stored"][k])
+        stored += (stored.empty() ? "" : ", ") + kind.get<std::string>();
+    std::printf("%-18s %16s %12s %7.2f%%  %s\n", k, with_commas(n).c_str(),
                 human_bytes(static_cast<double>(p[k]["bytes"].get<uint64_t>())).c_str(),
-                total > 0 ? 100.0 * static_cast<double>(n) / total : 0.0);
+                total > 0 ? 100.0 * static_cast<double>(n) / total : 0.0, stored.c_str());
   }
   std::printf("\ndtypes     ");
   for (auto it = s["dtypes"].begin(); it != s["dtypes"].end(); ++it)

@@ -31,4 +31,14 @@ inline MlpKernel select_mlp_kernel(int64_t tokens, const MlpKernelThresholds& t)
 }
 
 
+// For messages and test labels.
+inline std::string_view mlp_kernel_name(MlpKernel k) {
+  switch (k) {
+    case MlpKernel::kDecode: return "decode";
+    case MlpKernel::kSmallBatch: return "small-batch";
+    case MlpKernel::kBatch: return "batch";
+  }
+  return "?";
+}
+
 }  // namespace eq::exec

@@ -3,22 +3,18 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/hash.h"
 #include "exec/packed_linear.h"
 #include "exec/packed_moe_block.h"
 #include "io/safetensors.h"
+#include "core/shape.h"
 #include "pack/packer.h"
 
 namespace eq::exec {
 namespace {
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 // Every tensor the manifest lists is in the folder with its dtype, shape and
 // size; with `verify`, its bytes hash to the recorded checksum.
@@ -124,6 +120,7 @@ PackedLayer build_layer(const pack::ManifestLayer& ml, const model::ModelConfig&
       w.gate = expert_matrix(me, 0, *bg.format, I, H, packed, ew + " gate");
       w.up = expert_matrix(me, 1, *bg.format, I, H, packed, ew + " up");
       w.down = expert_matrix(me, 2, *bg.format, H, I, packed, ew + " down");
+      w.act = c.expert_activation;
       bg.slots.push_back(std::move(w));
       bg.bytes += me.bytes_after;
       pl.experts[static_cast<size_t>(e)] = {bg.id, static_cast<int>(s)};
@@ -251,6 +248,12 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const 
       check_tensors(m, *packed, source ? &source->checkpoint() : nullptr, folder, options.verify);
   model::ModelOptions mo = options.model_options;
   mo.routed_experts = false;
+  // Group parts and quantized matrices are read by their format only (an
+  // nvfp4 part's F8 scales are not fp8 weights with block scales).
+  auto opaque = std::make_shared<std::set<std::string>>();
+  for (const pack::ManifestTensor& t : m.tensors)
+    if (t.kind != "copy") opaque->insert(t.name);
+  mo.opaque_tensors = [opaque](std::string_view name) { return opaque->count(std::string(name)) > 0; };
   mo.linear_ops = quantized_linear_ops(m, c, *packed, folder);
   pm->model_ = std::make_unique<model::Model>(std::move(packed), std::move(c), mo);
   pm->reference_model_ = std::move(source);

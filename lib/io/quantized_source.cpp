@@ -108,7 +108,8 @@ const std::array<float, 256>& e8m0_table() {
 
 uint64_t SourceTensors::Info::numel() const { return product(shape); }
 
-SourceTensors::SourceTensors(const Checkpoint& ckpt, SourceQuantization q) : ckpt_(ckpt), quant_(std::move(q)) {
+SourceTensors::SourceTensors(const Checkpoint& ckpt, SourceQuantization q, const std::function<bool(std::string_view)>& opaque)
+    : ckpt_(ckpt), quant_(std::move(q)) {
   const std::string& where = ckpt_.path();
   if (quant_.method == SourceQuant::kFp8Block && (quant_.block_rows <= 0 || quant_.block_cols <= 0))
     invalid(where + ": fp8 block quantization needs a positive block size, got " + std::to_string(quant_.block_rows) +
@@ -120,6 +121,10 @@ SourceTensors::SourceTensors(const Checkpoint& ckpt, SourceQuantization q) : ckp
   };
   for (const std::string& name : ckpt_.tensor_names()) {
     const TensorInfo& t = ckpt_.info(name);
+    if (opaque && opaque(name)) {
+      add({{name, t.shape, t.dtype, Encoding::kPlain, t.nbytes()}, &t, nullptr});
+      continue;
+    }
     if (is_fp8(t.dtype)) {
       const std::string dt(dtype_name(t.dtype));
       if (quant_.method != SourceQuant::kFp8Block)
@@ -190,6 +195,13 @@ SourceTensors::SourceTensors(const Checkpoint& ckpt, SourceQuantization q) : ckp
     }
     add({{name, t.shape, t.dtype, Encoding::kPlain, t.nbytes()}, &t, nullptr});
   }
+}
+
+std::vector<std::string> SourceTensors::stored_names(std::string_view name) const {
+  const Entry& e = entry(name);
+  std::vector<std::string> out{e.data->name};
+  if (e.scale) out.push_back(e.scale->name);
+  return out;
 }
 
 std::vector<std::string> SourceTensors::names() const {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <span>
@@ -74,13 +75,19 @@ class SourceTensors {
     uint64_t numel() const;
   };
 
-  // `ckpt` must outlive this object.
-  SourceTensors(const Checkpoint& ckpt, SourceQuantization q);
+  // `ckpt` must outlive this object. Names for which `opaque` is true are
+  // taken as stored, unchecked: tensors of a packed folder whose bytes only
+  // their format reads (an nvfp4 group's F8 scales are not fp8 weights).
+  SourceTensors(const Checkpoint& ckpt, SourceQuantization q,
+                const std::function<bool(std::string_view)>& opaque = {});
 
   const Checkpoint& checkpoint() const { return ckpt_; }
   const SourceQuantization& quantization() const { return quant_; }
   // Logical names, sorted.
   std::vector<std::string> names() const;
+  // The stored tensors a logical tensor is made of (the weight and its
+  // scales, blocks and scales, or the tensor itself), for copying as stored.
+  std::vector<std::string> stored_names(std::string_view name) const;
   bool has(std::string_view name) const;
   // Throws eq::Error naming the checkpoint and tensor when absent.
   const Info& info(std::string_view name) const;

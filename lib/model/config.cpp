@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/shape.h"
 #include "io/json_guard.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
@@ -67,6 +68,9 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
   add("qk_norm", int(qk_norm));
   add("clip_qkv", clip_qkv);
   add("max_position_embeddings", max_position_embeddings);
+  add("expert_activation", int(expert_activation.kind));
+  add("expert_activation_alpha", expert_activation.alpha);
+  add("expert_activation_limit", expert_activation.limit);
   std::string moe;
   for (bool m : layer_is_moe) moe += m ? '1' : '0';
   add("moe_layers", moe);
@@ -83,6 +87,9 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   if (!c.arch)
     unsupported(path + ": model_type '" + c.model_type + "' is not supported (supported: " +
                 join(supported_model_types()) + ")");
+  // Before anything else: a quantization we cannot read must stop the run
+  // (exit 4) rather than let its codes be taken for weights.
+  c.source_quant = io::parse_quantization_config(j, path);
   arch::parse_decoder_fields(j, path, c);
   c.arch->parse(j, path, c);
   // Checked here, for every architecture: a non-positive epsilon or theta
@@ -199,15 +206,10 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors(const
   return t;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 }  // namespace
 
-void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt, bool routed_experts,
+void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckpt, bool routed_experts,
                               const std::vector<std::string>& provided) {
   std::set<std::string> skip(provided.begin(), provided.end());
   if (!routed_experts)
@@ -217,14 +219,15 @@ void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt, 
           for (Proj p : {Proj::kGate, Proj::kUp, Proj::kDown}) skip.insert(expert_weight_name(c, l, e, p));
   for (const auto& [name, shape] : expected_tensors(c)) {
     if (skip.count(name)) continue;
+    const std::string& path = ckpt.checkpoint().path();
     if (!ckpt.has(name))
-      invalid(ckpt.path() + ": tensor '" + name + "' required by " + c.model_type + " config is missing");
+      invalid(path + ": tensor '" + name + "' required by " + c.model_type + " config is missing");
     const auto& info = ckpt.info(name);
     if (info.shape != shape)
-      invalid(ckpt.path() + ": tensor '" + name + "' has shape " + shape_str(info.shape) + ", config implies " +
+      invalid(path + ": tensor '" + name + "' has shape " + shape_str(info.shape) + ", config implies " +
               shape_str(shape));
-    if (!dtype_is_float(info.dtype))
-      invalid(ckpt.path() + ": tensor '" + name + "' has non-float dtype " + std::string(dtype_name(info.dtype)));
+    if (info.encoding == io::SourceTensors::Encoding::kPlain && !dtype_is_float(info.stored))
+      invalid(path + ": tensor '" + name + "' has non-float dtype " + std::string(dtype_name(info.stored)));
   }
 }
 
@@ -242,34 +245,39 @@ std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const s
   return std::nullopt;
 }
 
-ParamBreakdown count_parameters(const ModelConfig& c, const io::Checkpoint& ckpt) {
-  ParamBreakdown b;
+std::string_view tensor_part(const ModelConfig& c, const std::string& name) {
   const std::string moe = "." + std::string(c.arch->naming.moe) + ".";
   const std::string shared = "." + std::string(c.arch->naming.shared_expert) + ".";
   const std::string shared_gate = "." + std::string(c.arch->naming.shared_expert_gate) + ".";
   const std::string router = moe + std::string(c.arch->naming.router) + ".";
-  for (const auto& name : ckpt.tensor_names()) {
+  if (name.find(moe + "experts.") != std::string::npos) return "routed_experts";
+  if (name.find(moe.substr(0, moe.size() - 1) + shared) != std::string::npos) return "shared_experts";
+  if (name.find(".self_attn.") != std::string::npos && name.find("_norm.") == std::string::npos) return "attention";
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return "embeddings_head";
+  if (name.find("norm") != std::string::npos || name.find(router) != std::string::npos ||
+      name.find(shared_gate) != std::string::npos)
+    return "norms_router";
+  if (name.find(".mlp.") != std::string::npos) return "dense_mlp";
+  return "other";
+}
+
+ParamBreakdown count_parameters(const ModelConfig& c, const io::SourceTensors& ckpt) {
+  ParamBreakdown b;
+  for (const auto& name : ckpt.names()) {
     const auto& info = ckpt.info(name);
-    const uint64_t n = info.numel(), bytes = info.nbytes();
+    const uint64_t n = info.numel(), bytes = info.stored_bytes;
     auto add = [&](uint64_t& count, uint64_t& nbytes) {
       count += n;
       nbytes += bytes;
     };
-    if (name.find(moe + "experts.") != std::string::npos)
-      add(b.routed_experts, b.routed_experts_bytes);
-    else if (name.find(moe.substr(0, moe.size() - 1) + shared) != std::string::npos)
-      add(b.shared_experts, b.shared_experts_bytes);
-    else if (name.find(".self_attn.") != std::string::npos && name.find("_norm.") == std::string::npos)
-      add(b.attention, b.attention_bytes);
-    else if (name == "model.embed_tokens.weight" || name == "lm_head.weight")
-      add(b.embeddings_head, b.embeddings_head_bytes);
-    else if (name.find("norm") != std::string::npos || name.find(router) != std::string::npos ||
-             name.find(shared_gate) != std::string::npos)
-      add(b.norms_router, b.norms_router_bytes);
-    else if (name.find(".mlp.") != std::string::npos)
-      add(b.dense_mlp, b.dense_mlp_bytes);
-    else
-      add(b.other, b.other_bytes);
+    const std::string_view part = tensor_part(c, name);
+    if (part == "routed_experts") add(b.routed_experts, b.routed_experts_bytes);
+    else if (part == "shared_experts") add(b.shared_experts, b.shared_experts_bytes);
+    else if (part == "attention") add(b.attention, b.attention_bytes);
+    else if (part == "embeddings_head") add(b.embeddings_head, b.embeddings_head_bytes);
+    else if (part == "norms_router") add(b.norms_router, b.norms_router_bytes);
+    else if (part == "dense_mlp") add(b.dense_mlp, b.dense_mlp_bytes);
+    else add(b.other, b.other_bytes);
   }
   return b;
 }

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "io/quantized_source.h"
+#include "model/activation.h"
 #include "model/arch/architecture.h"
 
 namespace eq::io {
@@ -51,6 +53,8 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   std::vector<bool> layer_is_moe;        // from decoder_sparse_step / mlp_only_layers
   std::string source_dtype;              // "bfloat16", ...
+  io::SourceQuantization source_quant;   // config.json's quantization_config (fp8 blocks, mxfp4, none)
+  Activation expert_activation;          // of routed experts, shared experts and dense MLPs
 
   // True when token ids are bytes (vocab 256): plain text is accepted as input.
   bool byte_level() const { return vocab_size == 256; }
@@ -98,7 +102,7 @@ std::string attn_prefix(int64_t layer);
 // folder holds them in bit groups). Names in `provided` are not required
 // either (the forward applies them as LinearOps; their shapes are checked by
 // whoever builds them).
-void check_against_checkpoint(const ModelConfig& c, const io::Checkpoint& ckpt, bool routed_experts = true,
+void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckpt, bool routed_experts = true,
                               const std::vector<std::string>& provided = {});
 // The [rows, cols] the config implies for a 2-D weight tensor of the
 // attention projection, lm_head or the embedding; nullopt for other names.
@@ -118,6 +122,9 @@ struct ParamBreakdown {
            norms_router_bytes + dense_mlp_bytes + other_bytes;
   }
 };
-ParamBreakdown count_parameters(const ModelConfig& c, const io::Checkpoint& ckpt);
+ParamBreakdown count_parameters(const ModelConfig& c, const io::SourceTensors& ckpt);
+// Which part a tensor belongs to: "routed_experts", "shared_experts",
+// "attention", "embeddings_head", "norms_router", "dense_mlp" or "other".
+std::string_view tensor_part(const ModelConfig& c, const std::string& name);
 
 }  // namespace eq::model

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/quantized_source.h"
 #include "io/safetensors.h"
 #include "model/attention.h"
 #include "model/mlp.h"
@@ -47,8 +48,9 @@ Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const Mod
               std::to_string((*shape)[1]) + "]");
     provided.push_back(name);
   }
-  check_against_checkpoint(config_, *ckpt_, options.routed_experts, provided);
-  weights_ = std::make_unique<WeightStore>(*ckpt_, options.cache_experts);
+  source_ = std::make_unique<io::SourceTensors>(*ckpt_, config_.source_quant, options.opaque_tensors);
+  check_against_checkpoint(config_, *source_, options.routed_experts, provided);
+  weights_ = std::make_unique<WeightStore>(*source_, options.cache_experts);
   moe_blocks_.resize(config_.num_layers);
   for (int64_t l = 0; l < config_.num_layers; ++l)
     if (config_.layer_is_moe.at(l)) moe_blocks_[l] = std::make_unique<ReferenceMoeBlock>(config_, *weights_);

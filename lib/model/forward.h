@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -41,6 +42,9 @@ struct ModelOptions {
   // projections, lm_head) instead of a float32 tensor; such a tensor need not
   // be in the checkpoint.
   LinearOps linear_ops;
+  // Tensors read only by their own format (a packed folder's groups and
+  // quantized matrices): not checked or decoded as source tensors.
+  std::function<bool(std::string_view)> opaque_tensors;
 };
 
 class Model {
@@ -53,6 +57,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const io::Checkpoint& checkpoint() const { return *ckpt_; }
+  // The checkpoint's tensors as the model reads them (quantized sources dequantized).
+  const io::SourceTensors& source() const { return *source_; }
   const WeightStore& weights() const { return *weights_; }
 
   // Replaces the MoE block of a MoE layer (packed execution); throws for a dense layer.
@@ -79,6 +85,7 @@ class Model {
  private:
   std::unique_ptr<io::Checkpoint> ckpt_;
   ModelConfig config_;
+  std::unique_ptr<io::SourceTensors> source_;
   std::unique_ptr<WeightStore> weights_;
   RopeTable rope_;
   LinearOps linear_ops_;

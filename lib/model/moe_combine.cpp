@@ -31,6 +31,7 @@ FloatBuffer add_shared_expert(const ModelConfig& c, const WeightStore& w, int64_
   const int64_t I = c.shared_expert_intermediate_size, H = c.hidden_size;
   MlpWeights se;
   se.intermediate = I;
+  se.act = c.expert_activation;
   se.gate = w.get(shared_expert_name(c, layer, Proj::kGate), {I, H});
   se.up = w.get(shared_expert_name(c, layer, Proj::kUp), {I, H});
   se.down = w.get(shared_expert_name(c, layer, Proj::kDown), {H, I});

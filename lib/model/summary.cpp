@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
+#include "io/quantized_source.h"
 #include "io/safetensors.h"
 
 namespace eq::model {
@@ -15,8 +17,22 @@ nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_t
   ParamBreakdown b;
   if (has_config) {
     ModelConfig c = load_config(ckpt->folder());
-    check_against_checkpoint(c, *ckpt);
-    b = count_parameters(c, *ckpt);
+    const io::SourceTensors source(*ckpt, c.source_quant);
+    check_against_checkpoint(c, source);
+    b = count_parameters(c, source);
+    // How each part is stored: "BF16", "F8_E4M3 + block scales", "MXFP4" ...
+    std::map<std::string, std::set<std::string>> stored;
+    for (const auto& n : source.names()) {
+      const auto& i = source.info(n);
+      std::string s(dtype_name(i.stored));
+      if (i.encoding == io::SourceTensors::Encoding::kFp8Block) s += " + block scales";
+      if (i.encoding == io::SourceTensors::Encoding::kMxfp4) s = "MXFP4";
+      stored[std::string(tensor_part(c, n))].insert(s);
+    }
+    nlohmann::ordered_json q;
+    q["method"] = c.source_quant.summary();
+    for (const auto& [part, kinds] : stored) q["stored"][part] = kinds;
+    out["source_quantization"] = q;
     nlohmann::ordered_json a;
     a["model_type"] = c.model_type;
     a["layers"] = c.num_layers;

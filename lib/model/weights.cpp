@@ -1,27 +1,18 @@
 #include "model/weights.h"
 
-#include <sstream>
-
 #include "core/error.h"
+#include "core/shape.h"
+#include "io/quantized_source.h"
 #include "io/safetensors.h"
 
 namespace eq::model {
-namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::ostringstream o;
-  o << '[';
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << ']';
-  return o.str();
-}
+WeightStore::WeightStore(const io::SourceTensors& source, bool cache_experts)
+    : src_(source), cache_experts_(cache_experts) {}
 
-}  // namespace
+const io::Checkpoint& WeightStore::checkpoint() const { return src_.checkpoint(); }
 
-WeightStore::WeightStore(const io::Checkpoint& ckpt, bool cache_experts)
-    : ckpt_(ckpt), cache_experts_(cache_experts) {}
-
-bool WeightStore::has(const std::string& name) const { return ckpt_.has(name); }
+bool WeightStore::has(const std::string& name) const { return src_.has(name); }
 
 Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>& expect_shape, bool expert) const {
   {
@@ -29,16 +20,16 @@ Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>
     auto it = cached_.find(name);
     if (it != cached_.end()) return it->second;
   }
-  const io::TensorInfo& info = ckpt_.info(name);  // throws naming checkpoint + tensor
+  const io::SourceTensors::Info& info = src_.info(name);  // throws naming checkpoint + tensor
   if (!expect_shape.empty() && info.shape != expect_shape)
-    invalid("checkpoint " + ckpt_.path() + ": tensor " + name + " has shape " + shape_str(info.shape) +
+    invalid("checkpoint " + src_.checkpoint().path() + ": tensor " + name + " has shape " + shape_str(info.shape) +
             ", the config implies " + shape_str(expect_shape));
   auto t = std::make_shared<Tensor32>();
   t->shape = info.shape;
   t->data.resize(info.numel());
-  ckpt_.view(name).to_f32(t->data.data());
-  // The float32 copy replaces the mapped bytes: drop their pages.
-  ckpt_.shard_of(name).release(info);
+  // Dequantized exactly when stored quantized; the mapped pages are dropped
+  // after conversion, so the float32 copy replaces them.
+  src_.to_f32(name, t->data.data());
   if (expert && !cache_experts_) return t;
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = cached_.emplace(name, std::move(t));
@@ -46,7 +37,7 @@ Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>
 }
 
 Tensor32Ptr WeightStore::get_optional(const std::string& name, const std::vector<int64_t>& expect_shape) const {
-  if (!ckpt_.has(name)) return nullptr;
+  if (!src_.has(name)) return nullptr;
   return get(name, expect_shape);
 }
 
@@ -106,6 +97,7 @@ MlpWeights load_mlp(const WeightStore& w, const ModelConfig& c, int64_t inter, c
                     const std::string& up, const std::string& down, bool expert = false) {
   MlpWeights m;
   m.intermediate = inter;
+  m.act = c.expert_activation;
   m.gate = w.get(gate, {inter, c.hidden_size}, expert);
   m.up = w.get(up, {inter, c.hidden_size}, expert);
   m.down = w.get(down, {c.hidden_size, inter}, expert);

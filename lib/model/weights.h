@@ -22,6 +22,7 @@
 
 namespace eq::io {
 class Checkpoint;
+class SourceTensors;
 }
 
 namespace eq::model {
@@ -36,7 +37,8 @@ class WeightStore {
  public:
   // `cache_experts`: also keep routed-expert tensors (faster repeated decode,
   // ~2x a bf16 checkpoint resident). Non-expert tensors are always kept.
-  WeightStore(const io::Checkpoint& ckpt, bool cache_experts);
+  // Reads through `source` (quantized source tensors dequantized exactly).
+  WeightStore(const io::SourceTensors& source, bool cache_experts);
 
   // Converts (or returns the cached) tensor; throws eq::Error naming the
   // tensor and checkpoint when absent or when its shape differs from
@@ -48,12 +50,13 @@ class WeightStore {
   Tensor32Ptr get_optional(const std::string& name, const std::vector<int64_t>& expect_shape = {}) const;
   bool has(const std::string& name) const;
 
-  const io::Checkpoint& checkpoint() const { return ckpt_; }
+  const io::Checkpoint& checkpoint() const;
+  const io::SourceTensors& source() const { return src_; }
   // Bytes of float32 data currently cached.
   uint64_t cached_bytes() const;
 
  private:
-  const io::Checkpoint& ckpt_;
+  const io::SourceTensors& src_;
   bool cache_experts_;
   mutable std::mutex mu_;
   mutable std::map<std::string, Tensor32Ptr> cached_;

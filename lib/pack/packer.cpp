@@ -13,6 +13,7 @@
 #include "core/hash.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "io/quantized_source.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "pack/importance.h"
@@ -47,6 +48,7 @@ void release_all(const io::Checkpoint& ckpt) {
 
 struct PackState {
   const io::Checkpoint& ckpt;
+  const io::SourceTensors& src;
   const model::ModelConfig& cfg;
   const PackPlan& plan;
   const ImportanceFile* importance;
@@ -89,9 +91,8 @@ struct PackState {
   // All parts of one quantized non-expert matrix; returns the next index.
   size_t quantize_plain(size_t i) {
     const PlannedTensor& t0 = plan.tensors[i];
-    const io::TensorInfo& info = ckpt.info(t0.source);
-    std::vector<float> w = ckpt.load_f32(t0.source);
-    ckpt.shard_of(t0.source).release(info);
+    const io::SourceTensors::Info& info = src.info(t0.source);
+    std::vector<float> w = src.load_f32(t0.source);  // dequantized exactly; pages released
     quant::QuantizeOptions qo;
     qo.seed = xxhash64(t0.source);
     qo.tensor_name = t0.source;
@@ -104,7 +105,7 @@ struct PackState {
       const auto& part = q.parts.at(size_t(plan.tensors[j].part_index));
       manifest.tensors.push_back(record(plan.tensors[j], out.append(j, part.bytes)));
     }
-    progress(info.nbytes(), t0.source);
+    progress(info.stored_bytes, t0.source);
     return j;
   }
 
@@ -130,20 +131,27 @@ struct PackState {
         for (size_t s = w; s < n; s += workers) {
           const int64_t e = g.experts[s];
           const std::string name = model::expert_weight_name(cfg, lp.layer, e, model::Proj(p));
-          const io::TensorInfo& info = ckpt.info(name);
+          const io::SourceTensors::Info& info = src.info(name);
           if (info.shape.size() != 2 || info.shape[0] != l.rows || info.shape[1] != l.cols)
             invalid("tensor " + name + ": expected shape [" + std::to_string(l.rows) + ", " + std::to_string(l.cols) + "]");
-          ckpt.view(name).to_f32(buf.data());
-          ckpt.shard_of(name).release(info);
-          src_bytes[s] = info.nbytes();
-          std::vector<float> imp;
-          if (importance)
-            imp = importance->load(lp.layer, e, p == 2 ? ImportanceSide::kMid : ImportanceSide::kIn);
-          quant::QuantizeOptions qo;
-          qo.importance = imp.empty() ? nullptr : imp.data();
-          qo.seed = xxhash64(name);
-          qo.tensor_name = name;
-          quant::QuantizedMatrix q = g.format->quantize(buf.data(), l.rows, l.cols, qo);
+          src_bytes[s] = info.stored_bytes;
+          quant::QuantizedMatrix q;
+          if (info.encoding == io::SourceTensors::Encoding::kMxfp4 && g.format->import_mxfp4) {
+            // An MXFP4 source taken by a format that holds MXFP4: its codes and
+            // scales are moved bit for bit, never requantized.
+            const io::SourceTensors::Mxfp4Slice mx = src.mxfp4_slice(name, 0);
+            q = g.format->import_mxfp4(mx.blocks.data(), mx.scales.data(), mx.rows, mx.cols, name);
+          } else {
+            src.to_f32(name, buf.data());  // dequantized exactly; pages released
+            std::vector<float> imp;
+            if (importance)
+              imp = importance->load(lp.layer, e, p == 2 ? ImportanceSide::kMid : ImportanceSide::kIn);
+            quant::QuantizeOptions qo;
+            qo.importance = imp.empty() ? nullptr : imp.data();
+            qo.seed = xxhash64(name);
+            qo.tensor_name = name;
+            q = g.format->quantize(buf.data(), l.rows, l.cols, qo);
+          }
           EQ_CHECK(q.parts.size() == l.parts.size(), "format " + std::string(g.format->name) + " part count changed");
           for (size_t k = 0; k < l.parts.size(); ++k) {
             EQ_CHECK(q.parts[k].bytes.size() == l.parts[k].nbytes,
@@ -204,7 +212,8 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
 
   auto ckpt = io::Checkpoint::open(rq.model_path);
   const model::ModelConfig cfg = model::load_config(ckpt->folder());
-  model::check_against_checkpoint(cfg, *ckpt);
+  const io::SourceTensors src(*ckpt, cfg.source_quant);
+  model::check_against_checkpoint(cfg, src);
 
   Manifest m;
   m.tool_version = EQ_VERSION;
@@ -245,7 +254,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
   if (rq.shard_size == 0) invalid("--shard-size must be positive");
   po.shard_size = rq.shard_size;
   po.max_threads = default_pool().size();
-  const PackPlan plan = make_plan(*ckpt, cfg, alloc, po);
+  const PackPlan plan = make_plan(src, cfg, alloc, po);
 
   m.source.path = rq.model_path;
   m.source.model_type = cfg.model_type;
@@ -272,7 +281,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
   std::vector<OutputTensor> decls;
   for (const auto& t : plan.tensors) decls.push_back({t.name, t.dtype, t.shape, t.nbytes, t.shard});
   ShardedOutput out(partial, std::move(decls), plan.num_shards);
-  PackState st{*ckpt, cfg, plan, importance.get(), out, m, observer};
+  PackState st{*ckpt, src, cfg, plan, importance.get(), out, m, observer};
 
   for (const auto& lp : plan.layers) {
     ManifestLayer ml;
@@ -286,7 +295,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
       me.group = lp.expert_group[e];
       me.slot = lp.expert_slot[e];
       for (int p = 0; p < 3; ++p)
-        me.bytes_before += ckpt->info(model::expert_weight_name(cfg, lp.layer, int64_t(e), model::Proj(p))).nbytes();
+        me.bytes_before += src.info(model::expert_weight_name(cfg, lp.layer, int64_t(e), model::Proj(p))).stored_bytes;
       ml.experts.push_back(std::move(me));
     }
     for (const auto& g : lp.groups) {

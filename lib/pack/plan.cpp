@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "io/quantized_source.h"
 #include "io/safetensors.h"
 
 namespace eq::pack {
@@ -109,7 +110,7 @@ std::vector<int> assign_shards(const std::vector<uint64_t>& sizes, uint64_t shar
   return shard;
 }
 
-PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, const Allocation& a,
+PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, const Allocation& a,
                    const PlanOptions& o) {
   PackPlan plan;
   const int64_t first = o.first_layer, last = o.last_layer < 0 ? c.num_layers - 1 : o.last_layer;
@@ -124,16 +125,20 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
     for (int64_t e = 0; e < c.num_experts; ++e)
       for (int p = 0; p < 3; ++p) expert_tensors.insert(model::expert_weight_name(c, la.layer, e, model::Proj(p)));
 
+  // Logical tensors: a quantized source weight and its scales are one entry,
+  // copied as stored or quantized from its exact dequantized values.
   std::map<int64_t, std::vector<std::string>> by_layer;  // -1: globals
-  for (const auto& name : ckpt.tensor_names())
+  for (const auto& name : src.names())
     if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
 
   uint64_t unit_max = 0;  // largest single-thread unit outside the groups
   uint64_t src_elem = 2;
   auto add_plain = [&](const std::string& name, int64_t layer, std::vector<PlannedTensor>& dst) {
-    const io::TensorInfo& info = ckpt.info(name);
-    src_elem = std::max<uint64_t>(src_elem, dtype_size(info.dtype));
-    if (attn && is_attention_or_head(name) && info.shape.size() == 2 && dtype_is_float(info.dtype)) {
+    const io::SourceTensors::Info& logical = src.info(name);
+    const bool plain = logical.encoding == io::SourceTensors::Encoding::kPlain;
+    src_elem = std::max<uint64_t>(src_elem, plain ? dtype_size(logical.stored) : sizeof(float));
+    if (attn && is_attention_or_head(name) && logical.shape.size() == 2 && (!plain || dtype_is_float(logical.stored))) {
+      const io::SourceTensors::Info& info = logical;
       const int64_t rows = info.shape[0], cols = info.shape[1];
       if ((attn->row_multiple > 0 && rows % attn->row_multiple) || (attn->col_multiple > 0 && cols % attn->col_multiple))
         invalid("--attn-format " + o.attn_format + ": tensor " + name + " [" + std::to_string(rows) + ", " +
@@ -148,7 +153,7 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
         t.dtype = l.parts[i].dtype;
         t.shape = l.parts[i].shape;
         t.nbytes = l.parts[i].nbytes;
-        t.bytes_before = i == 0 ? info.nbytes() : 0;
+        t.bytes_before = i == 0 ? info.stored_bytes : 0;
         t.layer = layer;
         t.source = name;
         t.format = attn;
@@ -156,19 +161,24 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
         t.part_index = int(i);
         dst.push_back(std::move(t));
       }
-      unit_max = std::max(unit_max, per_matrix_bytes(l, dtype_size(info.dtype)) + info.nbytes());
+      unit_max = std::max(unit_max, per_matrix_bytes(l, sizeof(float)) + info.stored_bytes);
       return;
     }
-    PlannedTensor t;
-    t.name = name;
-    t.kind = TensorKind::kCopy;
-    t.dtype = info.dtype;
-    t.shape = info.shape;
-    t.nbytes = t.bytes_before = info.nbytes();
-    t.layer = layer;
-    t.source = name;
-    dst.push_back(std::move(t));
-    unit_max = std::max(unit_max, info.nbytes() + 2 * kPage);
+    // Copied as stored: a quantized source weight keeps its scales beside it
+    // (the packed config.json keeps the quantization_config that reads them).
+    for (const std::string& stored : src.stored_names(name)) {
+      const io::TensorInfo& info = src.checkpoint().info(stored);
+      PlannedTensor t;
+      t.name = stored;
+      t.kind = TensorKind::kCopy;
+      t.dtype = info.dtype;
+      t.shape = info.shape;
+      t.nbytes = t.bytes_before = info.nbytes();
+      t.layer = layer;
+      t.source = stored;
+      dst.push_back(std::move(t));
+      unit_max = std::max(unit_max, info.nbytes() + 2 * kPage);
+    }
   };
 
   // Tensors outside the layers travel with the part that holds layer 0.
@@ -305,7 +315,7 @@ PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, cons
   for (const auto& lp : plan.layers)
     for (size_t e = 0; e < lp.experts.size(); ++e)
       for (int p = 0; p < 3; ++p)
-        plan.total_bytes_before += ckpt.info(model::expert_weight_name(c, lp.layer, int64_t(e), model::Proj(p))).nbytes();
+        plan.total_bytes_before += src.info(model::expert_weight_name(c, lp.layer, int64_t(e), model::Proj(p))).stored_bytes;
   return plan;
 }
 

@@ -15,6 +15,7 @@
 
 namespace eq::io {
 class Checkpoint;
+class SourceTensors;
 }
 
 namespace eq::pack {
@@ -91,7 +92,7 @@ struct PackPlan {
 
 // Throws eq::Error (kResource) when max_memory cannot hold the smallest unit
 // of work, naming the tensor/group and the bytes it needs.
-PackPlan make_plan(const io::Checkpoint& ckpt, const model::ModelConfig& c, const Allocation& a,
+PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, const Allocation& a,
                    const PlanOptions& o);
 
 // Greedy assignment of consecutive tensors to shards of at most shard_size

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/quantized_source.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/summary.h"
@@ -147,7 +148,9 @@ TEST(Config, RegistryListsEveryArchitectureFile) {
 TEST(Config, BundledModelMatchesItsTensors) {
   const auto path = (test::data_dir() / "tinymoe").string();
   auto c = model::load_config(path);
-  auto ckpt = io::Checkpoint::open(path);
+  auto file = io::Checkpoint::open(path);
+  const io::SourceTensors source(*file, c.source_quant);
+  const io::SourceTensors* ckpt = &source;
   EXPECT_NO_THROW(model::check_against_checkpoint(c, *ckpt));
   auto b = model::count_parameters(c, *ckpt);
   // Figures from the model's README: 3,425,664 total; experts 3,145,728.
