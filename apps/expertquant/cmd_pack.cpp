@@ -124,6 +124,8 @@ Command add_pack(CLI::App& app) {
   uni->excludes(alloc, prof);
   alloc->excludes(prof);
   sub->add_option("--attn-format", o->request.attn_format, "Also quantize attention projections and lm_head");
+  sub->add_option("--shared-format", o->request.shared_format,
+                  "Quantize shared experts (never routed, never pruned) to this format; default: copied as stored");
   sub->add_option("--layers", o->layers, "Pack only layers A-B (inclusive), for `expertquant merge`");
   sub->add_option("--max-memory", o->max_memory,
                   "Bound on memory above the process baseline (bytes, or 512M, 4G; default half the RAM)");

@@ -242,6 +242,15 @@ std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const s
     if (rest == "k_proj.weight" || rest == "v_proj.weight") return std::vector<int64_t>{kv, H};
     if (rest == "o_proj.weight") return std::vector<int64_t>{H, q};
   }
+  if (c.shared_expert_intermediate_size > 0) {
+    const int64_t S = c.shared_expert_intermediate_size;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      if (!c.layer_is_moe[static_cast<size_t>(l)]) continue;
+      if (name == shared_expert_name(c, l, Proj::kGate) || name == shared_expert_name(c, l, Proj::kUp))
+        return std::vector<int64_t>{S, H};
+      if (name == shared_expert_name(c, l, Proj::kDown)) return std::vector<int64_t>{H, S};
+    }
+  }
   return std::nullopt;
 }
 

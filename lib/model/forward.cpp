@@ -40,8 +40,8 @@ Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const Mod
   for (const auto& [name, op] : linear_ops_) {
     const auto shape = expected_shape(config_, name);
     if (!shape || shape->size() != 2 || name == "model.embed_tokens.weight")
-      unsupported(ckpt_->path() + ": '" + name + "' cannot run as a quantized matrix (attention projections and "
-                  "lm_head can)");
+      unsupported(ckpt_->path() + ": '" + name + "' cannot run as a quantized matrix (attention projections, "
+                  "shared experts and lm_head can)");
     if (op->rows() != (*shape)[0] || op->cols() != (*shape)[1])
       invalid(ckpt_->path() + ": quantized '" + name + "' is [" + std::to_string(op->rows()) + ", " +
               std::to_string(op->cols()) + "], the config implies [" + std::to_string((*shape)[0]) + ", " +
@@ -51,6 +51,7 @@ Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const Mod
   source_ = std::make_unique<io::SourceTensors>(*ckpt_, config_.source_quant, options.opaque_tensors);
   check_against_checkpoint(config_, *source_, options.routed_experts, provided);
   weights_ = std::make_unique<WeightStore>(*source_, options.cache_experts);
+  weights_->set_linear_ops(&linear_ops_);
   moe_blocks_.resize(config_.num_layers);
   for (int64_t l = 0; l < config_.num_layers; ++l)
     if (config_.layer_is_moe.at(l)) moe_blocks_[l] = std::make_unique<ReferenceMoeBlock>(config_, *weights_);

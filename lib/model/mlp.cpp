@@ -8,16 +8,29 @@ namespace {
 
 const float* data_or_null(const Tensor32Ptr& t) { return t ? t->data.data() : nullptr; }
 
+// y = x · Wᵀ (+ bias) through the float32 tensor or the LinearOp.
+void project(const float* x, int64_t n, int64_t in, const Tensor32Ptr& w, const LinearOp* op, int64_t out,
+             const float* bias, float* y) {
+  if (!op) {
+    linear(x, n, in, w->data.data(), out, bias, y);
+    return;
+  }
+  op->apply(x, n, y);
+  if (bias)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < out; ++i) y[r * out + i] += bias[i];
+}
+
 }  // namespace
 
 void mlp_forward(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out) {
   const int64_t I = w.intermediate;
   FloatBuffer gate(n * I), up(n * I);
-  linear(x, n, hidden, w.gate->data.data(), I, nullptr, gate.data());
-  linear(x, n, hidden, w.up->data.data(), I, nullptr, up.data());
+  project(x, n, hidden, w.gate, w.gate_op, I, nullptr, gate.data());
+  project(x, n, hidden, w.up, w.up_op, I, nullptr, up.data());
   kernels::glu_rows(w.act, gate.data(), up.data(), n, I, I, data_or_null(w.gate_bias), data_or_null(w.up_bias),
                     gate.data());
-  linear(gate.data(), n, I, w.down->data.data(), hidden, data_or_null(w.down_bias), out);
+  project(gate.data(), n, I, w.down, w.down_op, hidden, data_or_null(w.down_bias), out);
 }
 
 void mlp_forward_serial(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out,

@@ -32,9 +32,15 @@ FloatBuffer add_shared_expert(const ModelConfig& c, const WeightStore& w, int64_
   MlpWeights se;
   se.intermediate = I;
   se.act = c.expert_activation;
-  se.gate = w.get(shared_expert_name(c, layer, Proj::kGate), {I, H});
-  se.up = w.get(shared_expert_name(c, layer, Proj::kUp), {I, H});
-  se.down = w.get(shared_expert_name(c, layer, Proj::kDown), {H, I});
+  // A packed shared expert runs through its LinearOps (pack --shared-format).
+  auto load = [&](Proj p, int64_t rows, int64_t cols, Tensor32Ptr& t, const LinearOp*& op) {
+    const std::string name = shared_expert_name(c, layer, p);
+    op = w.op(name);
+    if (!op) t = w.get(name, {rows, cols});
+  };
+  load(Proj::kGate, I, H, se.gate, se.gate_op);
+  load(Proj::kUp, I, H, se.up, se.up_op);
+  load(Proj::kDown, H, I, se.down, se.down_op);
   shared.resize(static_cast<size_t>(tokens * H));
   mlp_forward(se, x, tokens, H, shared.data());
   FloatBuffer gate_logit;

@@ -14,6 +14,12 @@ const io::Checkpoint& WeightStore::checkpoint() const { return src_.checkpoint()
 
 bool WeightStore::has(const std::string& name) const { return src_.has(name); }
 
+const LinearOp* WeightStore::op(const std::string& name) const {
+  if (!ops_) return nullptr;
+  auto it = ops_->find(name);
+  return it == ops_->end() ? nullptr : it->second.get();
+}
+
 Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>& expect_shape, bool expert) const {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -46,6 +46,10 @@ class WeightStore {
   // `expert`: a routed-expert tensor (cached only with cache_experts).
   Tensor32Ptr get(const std::string& name, const std::vector<int64_t>& expect_shape = {},
                   bool expert = false) const;
+  // The LinearOps applied instead of checkpoint tensors (the model's; not
+  // owned); op() is null for a name without one.
+  void set_linear_ops(const LinearOps* ops) { ops_ = ops; }
+  const LinearOp* op(const std::string& name) const;
   // nullptr when the checkpoint has no such tensor (optional biases).
   Tensor32Ptr get_optional(const std::string& name, const std::vector<int64_t>& expect_shape = {}) const;
   bool has(const std::string& name) const;
@@ -58,6 +62,7 @@ class WeightStore {
  private:
   const io::SourceTensors& src_;
   bool cache_experts_;
+  const LinearOps* ops_ = nullptr;
   mutable std::mutex mu_;
   mutable std::map<std::string, Tensor32Ptr> cached_;
 };
@@ -83,6 +88,9 @@ struct MlpWeights {
   Tensor32Ptr gate_bias, up_bias;  // [I]; null = none
   Tensor32Ptr down_bias;           // [H]; null = none
   Activation act;
+  // Set instead of gate/up/down when the projection is a LinearOp (a packed
+  // shared expert); mlp_forward only.
+  const LinearOp *gate_op = nullptr, *up_op = nullptr, *down_op = nullptr;
 };
 
 // Projections named in `ops` are taken from there (q/k/v/o stay null).

@@ -149,6 +149,7 @@ ordered_json manifest_to_json(const Manifest& m) {
   pol["kind"] = m.policy.kind;
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
   pol["attn_format"] = m.policy.attn_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.attn_format);
+  if (!m.policy.shared_format.empty()) pol["shared_format"] = m.policy.shared_format;
   if (m.policy.allocation_xxh64) pol["allocation_xxh64"] = hash_hex(*m.policy.allocation_xxh64);
   if (m.policy.profile_xxh64) pol["profile_xxh64"] = hash_hex(*m.policy.profile_xxh64);
   if (m.policy.importance_xxh64) pol["importance_xxh64"] = hash_hex(*m.policy.importance_xxh64);
@@ -375,6 +376,7 @@ Manifest parse_manifest(const json& j, const std::string& label) {
     r.bad("policy.kind", "must be uniform, allocation or profile");
   m.policy.uniform_format = r.str_or_null(pol, "uniform_format", "policy");
   m.policy.attn_format = r.str_or_null(pol, "attn_format", "policy");
+  m.policy.shared_format = r.str_or_null(pol, "shared_format", "policy");
   m.policy.allocation_xxh64 = r.opt_hash(pol, "allocation_xxh64", "policy");
   m.policy.profile_xxh64 = r.opt_hash(pol, "profile_xxh64", "policy");
   m.policy.importance_xxh64 = r.opt_hash(pol, "importance_xxh64", "policy");

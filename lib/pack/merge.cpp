@@ -29,6 +29,7 @@ Manifest run_merge(const MergeRequest& rq) {
       invalid("merge: " + rq.inputs[i] + " was packed from a different checkpoint (fingerprint " +
               hash_hex(p.source.fingerprint) + " vs " + hash_hex(ref.source.fingerprint) + " in " + rq.inputs[0] + ")");
     if (p.policy.allocation_xxh64 != ref.policy.allocation_xxh64 || p.policy.attn_format != ref.policy.attn_format ||
+        p.policy.shared_format != ref.policy.shared_format ||
         p.policy.importance_xxh64 != ref.policy.importance_xxh64)
       invalid("merge: " + rq.inputs[i] + " was packed with a different policy than " + rq.inputs[0]);
     if (p.has_globals) {

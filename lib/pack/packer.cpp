@@ -240,6 +240,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
   check_allocation(alloc, cfg, policy_label);
   m.policy.allocation_xxh64 = xxhash64(allocation_to_json(alloc).dump());
   m.policy.attn_format = rq.attn_format;
+  m.policy.shared_format = rq.shared_format;
   std::unique_ptr<ImportanceFile> importance;
   if (!importance_path.empty()) {
     importance = ImportanceFile::open(importance_path, cfg.hidden_size, cfg.moe_intermediate_size);
@@ -250,6 +251,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
   po.first_layer = rq.first_layer;
   po.last_layer = rq.last_layer;
   po.attn_format = rq.attn_format;
+  po.shared_format = rq.shared_format;
   po.max_memory = rq.max_memory ? rq.max_memory : default_max_memory();
   if (rq.shard_size == 0) invalid("--shard-size must be positive");
   po.shard_size = rq.shard_size;

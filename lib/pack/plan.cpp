@@ -118,6 +118,15 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
     invalid("--layers " + std::to_string(first) + "-" + std::to_string(last) + ": the model has layers 0-" +
             std::to_string(c.num_layers - 1));
   const quant::FormatTraits* attn = o.attn_format.empty() ? nullptr : &quant::format_by_name(o.attn_format);
+  const quant::FormatTraits* shared = o.shared_format.empty() ? nullptr : &quant::format_by_name(o.shared_format);
+  // The format a non-routed matrix is quantized to (null: copied as stored),
+  // and the option that asked for it (named in errors).
+  auto format_for = [&](const std::string& name) -> std::pair<const quant::FormatTraits*, std::string> {
+    if (attn && is_attention_or_head(name)) return {attn, "--attn-format " + o.attn_format};
+    if (shared && model::tensor_part(c, name) == "shared_experts" && model::expected_shape(c, name))
+      return {shared, "--shared-format " + o.shared_format};
+    return {nullptr, ""};
+  };
 
   // Which source tensors are routed-expert weights (packed into groups).
   std::set<std::string> expert_tensors;
@@ -137,14 +146,15 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
     const io::SourceTensors::Info& logical = src.info(name);
     const bool plain = logical.encoding == io::SourceTensors::Encoding::kPlain;
     src_elem = std::max<uint64_t>(src_elem, plain ? dtype_size(logical.stored) : sizeof(float));
-    if (attn && is_attention_or_head(name) && logical.shape.size() == 2 && (!plain || dtype_is_float(logical.stored))) {
+    const auto [fmt, option] = format_for(name);
+    if (fmt && logical.shape.size() == 2 && (!plain || dtype_is_float(logical.stored))) {
       const io::SourceTensors::Info& info = logical;
       const int64_t rows = info.shape[0], cols = info.shape[1];
-      if ((attn->row_multiple > 0 && rows % attn->row_multiple) || (attn->col_multiple > 0 && cols % attn->col_multiple))
-        invalid("--attn-format " + o.attn_format + ": tensor " + name + " [" + std::to_string(rows) + ", " +
-                std::to_string(cols) + "] is not a multiple of [" + std::to_string(attn->row_multiple) + ", " +
-                std::to_string(attn->col_multiple) + "]");
-      const MatrixLayout& l = matrix_layout(*attn, rows, cols);
+      if ((fmt->row_multiple > 0 && rows % fmt->row_multiple) || (fmt->col_multiple > 0 && cols % fmt->col_multiple))
+        invalid(option + ": tensor " + name + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                "] is not a multiple of [" + std::to_string(fmt->row_multiple) + ", " +
+                std::to_string(fmt->col_multiple) + "]");
+      const MatrixLayout& l = matrix_layout(*fmt, rows, cols);
       const std::string base = name.substr(0, name.size() - std::string(".weight").size());
       for (size_t i = 0; i < l.parts.size(); ++i) {
         PlannedTensor t;
@@ -156,7 +166,7 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
         t.bytes_before = i == 0 ? info.stored_bytes : 0;
         t.layer = layer;
         t.source = name;
-        t.format = attn;
+        t.format = fmt;
         t.part = l.parts[i].name;
         t.part_index = int(i);
         dst.push_back(std::move(t));
