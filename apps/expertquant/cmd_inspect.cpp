@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "core/shape.h"
 #include "format_util.h"
 #include "model/summary.h"
 
@@ -59,10 +60,7 @@ void print_table(const nlohmann::ordered_json& s, bool tensors) {
   if (tensors) {
     std::printf("\n");
     for (const auto& t : s["tensors"]) {
-      std::string shape = "[";
-      for (size_t i = 0; i < t["shape"].size(); ++i)
-        shape += (i ? ", " : "") + std::to_string(t["shape"][i].get<long long>());
-      shape += "]";
+      const std::string shape = shape_str(t["shape"].get<std::vector<int64_t>>());
       std::printf("%-60s %-8s %-18s %s\n", t["name"].get<std::string>().c_str(),
                   t["dtype"].get<std::string>().c_str(), shape.c_str(), t["shard"].get<std::string>().c_str());
     }

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "model/config.h"
 #include "core/thread_pool.h"
 #include "format_util.h"
 #include "io/atomic_file.h"
@@ -211,7 +212,17 @@ Command add_profile(CLI::App& app) {
               std::cout << j.dump(2) << "\n";
               return 0;
             }
-            if (o->summary) print_summary(p);
+            if (o->summary) {
+              print_summary(p);
+              // Shared experts are a class of their own: every token runs them, so
+              // they are never classified, allocated or pruned (pack --shared-format).
+              const model::ModelConfig c = model::load_config(o->request.model_path);
+              if (c.shared_expert_intermediate_size > 0)
+                std::printf("shared experts: 1 per MoE layer x %lld layers, intermediate %lld%s: always active, "
+                            "never pruned; pack --shared-format sets their format\n",
+                            (long long)c.num_moe_layers(), (long long)c.shared_expert_intermediate_size,
+                            c.shared_expert_gated ? ", sigmoid-gated" : "");
+            }
             if (info.trace_raw_bytes)
               std::printf("trace %s: %s -> %s (zstd ratio %.2f)\n", o->request.save_trace.c_str(),
                           human_bytes(double(info.trace_raw_bytes)).c_str(),

@@ -22,23 +22,14 @@
 #include "exec/int8_panel_gemm.h"
 #include "quant/format.h"
 #include "quant/gemv.h"
+#include "../quant/quant_test_util.h"
 
 namespace eq::exec {
 namespace {
 
-class IsaGuard {
- public:
-  explicit IsaGuard(Isa isa) { set_active_isa_for_testing(isa); }
-  ~IsaGuard() { set_active_isa_for_testing(detected_isa()); }
-};
+using quant::test::IsaGuard;
 
-std::vector<float> normal(int64_t n, uint64_t seed, float sigma) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
+std::vector<float> normal(int64_t n, uint64_t seed, float sigma) { return quant::test::normal_matrix(1, n, seed, sigma); }
 
 const model::Activation kClamped{.kind = model::ActivationKind::kSwiGluClamped, .alpha = 1.702f, .limit = 7.0f};
 

@@ -82,6 +82,16 @@ TEST(SharedExpertPack, QuantizedToItsOwnFormatAndRunByTheExecutor) {
   const auto dir = test::temp_dir("shared_expert");
   const auto model = write_shared_expert_model(dir);
   std::string out;
+  // profile names the class and leaves it out of the routed classification.
+  ASSERT_EQ(test::run_command(test::binary() + " profile --model " + model.string() + " --calib " +
+                                  (test::data_dir() / "corpus" / "calib_small.txt.zst").string() +
+                                  " --max-tokens 1024 --no-sensitivity --summary -o " + (dir / "profile.json").string() +
+                                  " 2>&1",
+                              &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("shared experts: 1 per MoE layer x 4 layers, intermediate 64, sigmoid-gated"), std::string::npos)
+      << out;
   for (const char* shared : {"bf16", "int8_row"}) {
     const auto pack = dir / (std::string("pack_") + shared);
     ASSERT_EQ(test::run_command(test::binary() + " pack --model " + model.string() + " --uniform bf16 --shared-format " +
