@@ -112,10 +112,9 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
       for (const exec::PackedLayer& l : pm.layers()) {
         const float* x = inputs.by_layer.at(l.layer).data();
         std::vector<float> logits(static_cast<size_t>(m * c.num_experts));
-        const model::Tensor32Ptr router =
-            model.weights().get(model::router_name(c, l.layer), {c.num_experts, H});
-        model::linear(x, m, H, router->data.data(), c.num_experts, nullptr, logits.data());
-        const model::Routing routing = exec::route_survivors(c, l, logits.data(), m);
+        const model::LayerRouter router = model::load_router(c, model.weights(), l.layer);
+        model::router_logits(c, router, x, m, logits.data());
+        const model::Routing routing = exec::route_survivors(c, router, l, logits.data(), m);
         const exec::BytesRead b = exec::estimate_bytes_read(disp, l, routing.expert_ids.data(), m, c.top_k, H);
         p.bytes.weights += b.weights;
         p.bytes.activations += b.activations;

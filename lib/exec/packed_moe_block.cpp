@@ -9,20 +9,14 @@
 
 namespace eq::exec {
 
-model::Routing route_survivors(const model::ModelConfig& c, const PackedLayer& layer, const float* logits,
-                               int64_t tokens) {
-  const int64_t E = c.num_experts;
-  const bool renorm = model::renormalizes_top_k(c);
-  if (!layer.any_pruned()) return model::route_tokens(logits, tokens, E, c.top_k, renorm);
-  // Compacting the logits to the survivors is exactly a softmax with pruned
-  // logits at -inf, and keeps the lower-id-first tie rule (survivors ascend).
-  const int64_t S = static_cast<int64_t>(layer.survivors.size());
-  model::FloatBuffer compact(static_cast<size_t>(tokens * S));
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t i = 0; i < S; ++i) compact[t * S + i] = logits[t * E + layer.survivors[i]];
-  model::Routing r = model::route_tokens(compact.data(), tokens, S, c.top_k, renorm);
-  for (int32_t& id : r.expert_ids) id = layer.survivors[static_cast<size_t>(id)];
-  return r;
+model::Routing route_survivors(const model::ModelConfig& c, const model::LayerRouter& router,
+                               const PackedLayer& layer, const float* logits, int64_t tokens) {
+  if (!layer.any_pruned()) return model::route_layer(c, router, logits, tokens);
+  // Pruned experts are never chosen; a softmax router spreads all mass over
+  // the survivors (as if the pruned logits were -inf).
+  std::vector<uint8_t> allowed(static_cast<size_t>(c.num_experts), 0);
+  for (int32_t e : layer.survivors) allowed[static_cast<size_t>(e)] = 1;
+  return model::route_layer(c, router, logits, tokens, allowed.data());
 }
 
 PackedMoeBlock::PackedMoeBlock(const model::ModelConfig& c, const model::WeightStore& weights,
@@ -34,9 +28,9 @@ void PackedMoeBlock::forward(const model::MoeCall& call, const float* x, float* 
   const int64_t l = call.layer;
 
   model::FloatBuffer logits(static_cast<size_t>(n * E));
-  const model::Tensor32Ptr router = w_.get(model::router_name(c_, l), {E, H});
-  model::linear(x, n, H, router->data.data(), E, nullptr, logits.data());
-  const model::Routing routing = route_survivors(c_, layer_, logits.data(), n);
+  const model::LayerRouter router = model::load_router(c_, w_, l);
+  model::router_logits(c_, router, x, n, logits.data());
+  const model::Routing routing = route_survivors(c_, router, layer_, logits.data(), n);
 
   slot_out_.resize(static_cast<size_t>(n * K * H));
   MoeWork work{&layer_, x, n, H, K, routing.expert_ids.data(), slot_out_.data()};

@@ -17,11 +17,11 @@
 
 namespace eq::exec {
 
-// Router over the survivors only: softmax over the experts that were not
-// pruned (a pruned expert's probability is exactly 0 and the rest
-// renormalize), top-k among them, ids mapped back to expert ids.
-model::Routing route_survivors(const model::ModelConfig& c, const PackedLayer& layer, const float* logits,
-                               int64_t tokens);
+// The layer's router over the survivors only: a pruned expert is never
+// chosen (a softmax router gives it probability exactly 0 and the rest
+// renormalize).
+model::Routing route_survivors(const model::ModelConfig& c, const model::LayerRouter& router,
+                               const PackedLayer& layer, const float* logits, int64_t tokens);
 
 class PackedMoeBlock : public model::MoeBlock {
  public:

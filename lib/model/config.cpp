@@ -26,6 +26,24 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// The grouped selection needs whole groups and enough experts in the kept
+// groups for top-k; a scaling factor that is not positive and finite would
+// make every combine weight zero or NaN.
+void check_router_fields(const ModelConfig& c, const std::string& path) {
+  const int64_t G = c.router_groups, TG = c.router_topk_groups;
+  if (G < 1 || c.num_experts % G != 0)
+    invalid(path + ": field 'n_group' (" + std::to_string(G) + ") must be positive and divide the " +
+            std::to_string(c.num_experts) + " experts");
+  if (TG < 1 || TG > G)
+    invalid(path + ": field 'topk_group' (" + std::to_string(TG) + ") must be in [1, n_group = " +
+            std::to_string(G) + "]");
+  if (TG * (c.num_experts / G) < c.top_k)
+    invalid(path + ": topk_group x experts per group (" + std::to_string(TG * (c.num_experts / G)) +
+            ") is less than num_experts_per_tok (" + std::to_string(c.top_k) + ")");
+  if (!(c.routed_scaling_factor > 0) || !std::isfinite(c.routed_scaling_factor))
+    invalid(path + ": field 'routed_scaling_factor' must be a positive finite number");
+}
+
 }  // namespace
 
 int64_t ModelConfig::num_moe_layers() const {
@@ -61,6 +79,11 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
   add("shared_expert_gated", shared_expert_gated);
   add("norm_topk_prob", norm_topk_prob);
   add("router_scoring", int(router_scoring));
+  add("router_bias", router_bias);
+  add("router_correction_bias", router_correction_bias);
+  add("router_groups", router_groups);
+  add("router_topk_groups", router_topk_groups);
+  add("routed_scaling_factor", routed_scaling_factor);
   add("rope_theta", rope_theta);
   add("rms_norm_eps", rms_norm_eps);
   add("tie_word_embeddings", tie_word_embeddings);
@@ -98,6 +121,7 @@ ModelConfig parse_config(const json& j, const std::string& path) {
     invalid(path + ": field 'rms_norm_eps' must be a positive finite number");
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
     invalid(path + ": field 'rope_theta' must be a positive finite number");
+  check_router_fields(c, path);
   return c;
 }
 
@@ -131,6 +155,14 @@ std::string moe_prefix(const ModelConfig& c, int64_t layer) {
 
 std::string router_name(const ModelConfig& c, int64_t layer) {
   return moe_prefix(c, layer) + std::string(c.arch->naming.router) + ".weight";
+}
+
+std::string router_bias_name(const ModelConfig& c, int64_t layer) {
+  return moe_prefix(c, layer) + std::string(c.arch->naming.router) + ".bias";
+}
+
+std::string router_correction_bias_name(const ModelConfig& c, int64_t layer) {
+  return moe_prefix(c, layer) + std::string(c.arch->naming.router) + ".e_score_correction_bias";
 }
 
 std::string expert_weight_name(const ModelConfig& c, int64_t layer, int64_t expert, Proj p) {
@@ -184,6 +216,8 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors(const
     if (c.layer_is_moe[static_cast<size_t>(l)]) {
       const int64_t I = c.moe_intermediate_size;
       t.push_back({router_name(c, l), {c.num_experts, H}});
+      if (c.router_bias) t.push_back({router_bias_name(c, l), {c.num_experts}});
+      if (c.router_correction_bias) t.push_back({router_correction_bias_name(c, l), {c.num_experts}});
       for (int64_t e = 0; e < c.num_experts; ++e) {
         t.push_back({expert_weight_name(c, l, e, Proj::kGate), {I, H}});
         t.push_back({expert_weight_name(c, l, e, Proj::kUp), {I, H}});

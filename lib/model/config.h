@@ -44,6 +44,11 @@ struct ModelConfig {
   bool shared_expert_gated = false;      // scaled by sigmoid(x · shared_expert_gate) per token
   bool norm_topk_prob = false;           // renormalize the top-k weights to sum 1
   RouterScoring router_scoring = RouterScoring::kSoftmax;
+  bool router_bias = false;              // the router linear has a bias ("<router>.bias", [E])
+  bool router_correction_bias = false;   // "<router>.e_score_correction_bias" [E], added for selection only
+  int64_t router_groups = 1;             // experts split into this many consecutive groups (n_group)
+  int64_t router_topk_groups = 1;        // experts are chosen only from this many best groups (topk_group)
+  double routed_scaling_factor = 1.0;    // the combine weights are multiplied by it
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
@@ -87,6 +92,9 @@ std::vector<std::string> supported_model_types();
 
 // ---- tensor naming (the architecture's TensorNaming) ----
 std::string router_name(const ModelConfig& c, int64_t layer);
+// The router's bias and selection-only correction bias (when the config has them).
+std::string router_bias_name(const ModelConfig& c, int64_t layer);
+std::string router_correction_bias_name(const ModelConfig& c, int64_t layer);
 std::string expert_weight_name(const ModelConfig& c, int64_t layer, int64_t expert, Proj p);
 // Dense MLP of a non-MoE layer ("model.layers.L.mlp.gate_proj.weight").
 std::string dense_mlp_name(const ModelConfig& c, int64_t layer, Proj p);

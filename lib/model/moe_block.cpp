@@ -25,9 +25,9 @@ void ReferenceMoeBlock::forward(const MoeCall& call, const float* x, float* out)
   const int64_t layer = call.layer;
 
   FloatBuffer logits(n * E);
-  Tensor32Ptr router = w_.get(router_name(c_, layer), {E, H});
-  linear(x, n, H, router->data.data(), E, nullptr, logits.data());
-  const Routing routing = route_tokens(logits.data(), n, E, K, renormalizes_top_k(c_));
+  const LayerRouter router = load_router(c_, w_, layer);
+  router_logits(c_, router, x, n, logits.data());
+  const Routing routing = route_layer(c_, router, logits.data(), n);
   const ExpertGroups groups = group_by_expert(routing, E);
 
   // One task per used expert: it converts that expert's weights (unless the

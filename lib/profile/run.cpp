@@ -110,13 +110,13 @@ void run_hidden(const ProfileRequest& r, const model::ModelConfig& c, const mode
     const std::vector<float> x = file->view(t).to_f32();
     h.update(x.data(), x.size() * sizeof(float));
     const int64_t T = t.shape[0], H = c.hidden_size, E = c.num_experts;
-    const model::Tensor32Ptr router = weights.get(model::router_name(c, l), {E, H});
+    const model::LayerRouter router = model::load_router(c, weights, l);
     std::vector<float> logits;
     for (int64_t r0 = 0; r0 < T; r0 += kCapturedRows) {
       const int64_t n = std::min(kCapturedRows, T - r0);
       logits.resize(n * E);
-      model::linear(x.data() + r0 * H, n, H, router->data.data(), E, nullptr, logits.data());
-      const model::Routing routing = model::route_tokens(logits.data(), n, E, c.top_k, model::renormalizes_top_k(c));
+      model::router_logits(c, router, x.data() + r0 * H, n, logits.data());
+      const model::Routing routing = model::route_layer(c, router, logits.data(), n);
       collector.observe(l, n, x.data() + r0 * H, logits.data(), routing.expert_ids.data(), routing.weights.data());
       done += n;
       if (r.progress) r.progress("pass", done, total);
@@ -126,8 +126,8 @@ void run_hidden(const ProfileRequest& r, const model::ModelConfig& c, const mode
   slice.xxh64 = hash_hex(h.digest());
 }
 
-void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, ProfileCollector& collector,
-                       CalibrationSlice& slice) {
+void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, const model::WeightStore& weights,
+                       ProfileCollector& collector, CalibrationSlice& slice) {
   const int64_t E = c.num_experts;
   if (is_trace_file(r.input_path)) {
     slice.kind = "trace";
@@ -160,10 +160,10 @@ void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, Pro
     const std::vector<float> logits = file->view(*t).to_f32();
     h.update(logits.data(), logits.size() * sizeof(float));
     const int64_t T = t->shape[0];
+    const model::LayerRouter router = model::load_router(c, weights, l);
     for (int64_t r0 = 0; r0 < T; r0 += kCapturedRows) {
       const int64_t n = std::min(kCapturedRows, T - r0);
-      const model::Routing routing =
-          model::route_tokens(logits.data() + r0 * E, n, E, c.top_k, model::renormalizes_top_k(c));
+      const model::Routing routing = model::route_layer(c, router, logits.data() + r0 * E, n);
       collector.observe(l, n, nullptr, logits.data() + r0 * E, routing.expert_ids.data(), routing.weights.data());
     }
     slice.tokens = T;
@@ -200,7 +200,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   switch (r.source) {
     case SourceKind::kCalib: run_calib(r, *model, collector, slice); break;
     case SourceKind::kHidden: run_hidden(r, c, model->weights(), collector, slice); break;
-    case SourceKind::kRouterLogits: run_router_logits(r, c, collector, slice); break;
+    case SourceKind::kRouterLogits: run_router_logits(r, c, model->weights(), collector, slice); break;
   }
   slice.seconds = since(t0);
   p.seconds_pass = slice.seconds;

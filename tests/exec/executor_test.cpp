@@ -113,7 +113,7 @@ TEST(PackedModel, PrunedExpertsAreNeverRoutedAndWeightsRenormalize) {
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t e = 0; e < c.num_experts; ++e)
       logits[t * c.num_experts + e] = (l.experts[e].group < 0 ? 20.0f : 0.0f) + 0.01f * static_cast<float>((t * 7 + e * 3) % 11);
-  const model::Routing r = route_survivors(c, l, logits.data(), tokens);
+  const model::Routing r = route_survivors(c, model::load_router(c, pm->packed_model().weights(), l.layer), l, logits.data(), tokens);
   for (int64_t t = 0; t < tokens; ++t) {
     float sum = 0;
     for (int64_t j = 0; j < c.top_k; ++j) {
@@ -121,7 +121,7 @@ TEST(PackedModel, PrunedExpertsAreNeverRoutedAndWeightsRenormalize) {
       EXPECT_GE(l.experts[id].group, 0) << "pruned expert " << id << " was routed";
       sum += r.weights[t * c.top_k + j];
     }
-    if (model::renormalizes_top_k(c)) {
+    if (c.norm_topk_prob) {
       EXPECT_NEAR(sum, 1.0f, 1e-6f);
     }
   }

@@ -19,9 +19,13 @@ namespace eq::model {
 
 struct ModelConfig;
 
-// How the router turns logits into the top-k experts and their weights.
+// How the router turns logits into the top-k experts and their weights
+// (lib/model/routing.h implements each; ModelConfig's router fields add the
+// renormalization, selection bias, expert groups and scaling).
 enum class RouterScoring : uint8_t {
-  kSoftmax,  // p = softmax(logits) over all experts, top-k of p, weights = p (renormalized when configured)
+  kSoftmax,      // p = softmax(logits) over all experts, top-k of p, weights = p
+  kSigmoid,      // s = sigmoid(logits); top-k of s + correction bias within the best groups; weights = s
+  kTopKSoftmax,  // top-k of the logits; weights = softmax over the k selected logits
 };
 
 // How routed experts are stored on disk.
