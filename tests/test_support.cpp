@@ -64,4 +64,15 @@ int run_command(const std::string& command, std::string* output) {
 
 std::string binary() { return EQ_BINARY; }
 
+std::vector<std::filesystem::path> output_leftovers(const std::filesystem::path& out) {
+  std::vector<std::filesystem::path> found;
+  const std::string name = out.filename().string();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(out.parent_path(), ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.starts_with(name + ".partial") || n.starts_with(name + ".old-")) found.push_back(e.path());
+  }
+  return found;
+}
+
 }  // namespace eq::test

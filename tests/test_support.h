@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace eq::test {
 
@@ -18,6 +19,9 @@ std::filesystem::path temp_dir(const std::string& tag);
 int run_command(const std::string& command, std::string* output = nullptr);
 // Path of the expertquant binary.
 std::string binary();
+// The staging ("OUT.partial-…") and moved-aside ("OUT.old-…") folders beside
+// a pack/merge output OUT (lib/pack/output.h); empty after a clean run.
+std::vector<std::filesystem::path> output_leftovers(const std::filesystem::path& out);
 
 }  // namespace eq::test
 

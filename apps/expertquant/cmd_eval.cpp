@@ -62,6 +62,10 @@ eval::LatencyResult run_latency(exec::PackedModel& pm, const std::vector<eval::L
 
 int run_eval(EvalCliOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
+  std::vector<io::NamedPath> inputs = input_paths(o.inputs);
+  inputs.insert(inputs.end(), {{"--packed", o.packed}, {"--model", o.model}, {"--baseline", o.baseline},
+                               {"--runtime-config", o.exec.runtime_config}});
+  io::check_outputs_apart({{"--json", o.json_out}, {"--html", o.html_out}}, inputs);
   if (o.threads > 0) set_num_threads(o.threads);
   const exec::RuntimeConfig rt = resolve_runtime(o.exec);
   exec::PackedModelOptions po;

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/memory.h"
 #include "format_util.h"
+#include "io/output_path.h"
 #include "pack/merge.h"
 
 namespace eq::app {
@@ -29,6 +30,9 @@ Command add_merge(CLI::App& app) {
   sub->add_flag("--force", o->request.force, "Replace an existing output folder");
   sub->add_flag("--json", o->json, "Print a JSON summary on stdout");
   return {sub, [o] {
+            std::vector<io::NamedPath> parts;
+            for (const auto& p : o->request.inputs) parts.push_back({"part", p});
+            io::check_outputs_apart({{"-o", o->request.out_path}}, parts);
             if (!o->shard_size.empty()) o->request.shard_size = parse_byte_size(o->shard_size, "--shard-size");
             const pack::Manifest m = pack::run_merge(o->request);
             if (o->json) {

@@ -10,7 +10,9 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "format_util.h"
+#include "io/output_path.h"
 #include "pack/packer.h"
+#include "profile/profile.h"
 #include "progress.h"
 
 namespace eq::app {
@@ -115,7 +117,7 @@ Command add_pack(CLI::App& app) {
   auto o = std::make_shared<PackCliOptions>();
   CLI::App* sub = app.add_subcommand("pack", "Quantize each expert to its allocated format, one bit group at a time");
   sub->add_option("--model", o->request.model_path, "Source checkpoint folder")->required();
-  sub->add_option("-o,--out", o->request.out_path, "Output folder (written as OUT.partial, renamed when complete)")
+  sub->add_option("-o,--out", o->request.out_path, "Output folder (staged beside it, renamed when complete)")
       ->required();
   auto* uni = sub->add_option("--uniform", o->request.uniform_format, "Every expert in this registry format");
   auto* alloc = sub->add_option("--allocation", o->request.allocation_path, "Allocation file (docs/allocation.md)");
@@ -135,6 +137,11 @@ Command add_pack(CLI::App& app) {
   sub->add_flag("--json", o->json, "Print a JSON summary on stdout instead of the table");
   sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr even when it is not a terminal");
   return {sub, [o] {
+            const auto& r = o->request;
+            io::check_outputs_apart({{"-o", r.out_path}}, {{"--model", r.model_path},
+                                                          {"--allocation", r.allocation_path},
+                                                          {"--profile", r.profile_path},
+                                                          {"--profile's sidecar", r.profile_path.empty() ? "" : profile::sidecar_path(r.profile_path)}});
             if (!o->layers.empty()) parse_layers(o->layers, o->request);
             if (!o->max_memory.empty()) o->request.max_memory = parse_byte_size(o->max_memory, "--max-memory");
             o->request.shard_size = parse_byte_size(o->shard_size, "--shard-size");

@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "format_util.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 #include "profile/heatmap.h"
 #include "profile/run.h"
 
@@ -31,7 +32,7 @@ struct ProfileCliOptions {
   double target_bits = 0;
   int64_t min_tokens = -1;
   int threads = 0;
-  bool no_sensitivity = false, summary = false, json = false, verbose = false;
+  bool no_sensitivity = false, summary = false, json = false, verbose = false, force = false;
 };
 
 // Tokens/s (pass) or experts/s (sensitivity) with an ETA, redrawn in place on
@@ -153,6 +154,7 @@ Command add_profile(CLI::App& app) {
   hidden->excludes(logits, merge);
   logits->excludes(merge);
   sub->add_option("-o,--out", o->out, "Output profile.json (written atomically)")->required();
+  sub->add_flag("--force", o->force, "Replace an existing -o file (and its sidecar)");
   sub->add_option("--ctx", o->request.ctx, "Calibration window length in tokens (default 512)");
   sub->add_option("--max-tokens", o->request.max_tokens, "Use at most this many calibration tokens");
   sub->add_option("--tokens-format", o->request.tokens_format, "auto, json, npy, u32, i32");
@@ -169,6 +171,17 @@ Command add_profile(CLI::App& app) {
   sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   sub->add_flag("-v,--verbose", o->verbose, "Log progress on stderr even when it is not a terminal");
   return {sub, [o] {
+            // Before any work: no output may replace or sit inside an input.
+            std::vector<io::NamedPath> inputs{{"--model", o->request.model_path}, {"--calib", o->calib},
+                                              {"--hidden", o->hidden}, {"--router-logits", o->router_logits},
+                                              {"--policy", o->policy}};
+            for (const auto& f : o->merge) inputs.push_back({"--merge", f});
+            io::check_outputs_apart({{"-o", o->out},
+                                     {"-o's sidecar", profile::sidecar_path(o->out)},
+                                     {"--heatmap", o->heatmap},
+                                     {"--save-trace", o->request.save_trace}},
+                                    inputs);
+            io::check_replace_allowed({"-o", o->out}, o->force);
             if (o->threads > 0) set_num_threads(o->threads);
             uint64_t target_bytes = 0;
             if (!o->target_size.empty()) target_bytes = parse_byte_size(o->target_size, "--target-size");

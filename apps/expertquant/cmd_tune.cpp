@@ -26,6 +26,9 @@ struct TuneCliOptions {
 };
 
 int run_tune(TuneCliOptions& o) {
+  std::vector<io::NamedPath> read = input_paths(o.inputs);
+  read.insert(read.end(), {{"--packed", o.packed}, {"--model", o.model}});
+  if (!o.dry_run) io::check_outputs_apart({{"-o", o.out}}, read);
   if (o.threads > 0) set_num_threads(o.threads);
   exec::PackedModelOptions po;
   po.model_path = o.model;

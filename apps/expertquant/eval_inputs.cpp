@@ -46,6 +46,13 @@ std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab
   return out;
 }
 
+std::vector<io::NamedPath> input_paths(const TextInputs& in) {
+  std::vector<io::NamedPath> out;
+  for (const auto& p : in.texts) out.push_back({"--text", p});
+  for (const auto& p : in.token_files) out.push_back({"--tokens", p});
+  return out;
+}
+
 void add_exec_options(CLI::App* sub, ExecFlags& f) {
   sub->add_option("--runtime-config", f.runtime_config,
                   "runtime.json with sort_cutoff (default: $EXPERTQUANT_RUNTIME_CONFIG, ./configs/runtime.json, "

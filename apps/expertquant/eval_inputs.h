@@ -13,6 +13,7 @@
 #include "eval/quality.h"
 #include "exec/dispatch.h"
 #include "exec/runtime_config.h"
+#include "io/output_path.h"
 
 namespace eq::app {
 
@@ -24,6 +25,8 @@ void add_text_options(CLI::App* sub, TextInputs& in, const std::string& max_toke
 // "data/corpus/eval_prose.txt.zst" -> "prose"; token files keep their stem.
 std::string domain_label(const std::string& path);
 std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab_size);
+// The files of --text / --tokens, for io::check_outputs_apart.
+std::vector<io::NamedPath> input_paths(const TextInputs& in);
 
 struct ExecFlags {
   std::string runtime_config;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "io/commit_rename.h"
 
 namespace eq::io {
 
@@ -156,16 +158,77 @@ void write_files_atomic(const std::vector<FileText>& files, const std::vector<St
     discard();
     throw;
   }
-  // Everything is complete on disk: now the renames, staged files first.
+  // Everything is complete on disk: now the renames, staged files first. An
+  // existing final file is swapped with its temporary (RENAME_EXCHANGE), so
+  // the original stays under the temporary name until every file is in place:
+  // a failed rename puts every earlier one back, and no final name changes.
   std::vector<std::pair<std::string, std::string>> renames;
   for (const auto& s : staged) renames.emplace_back(s.staged_path, s.final_path);
   for (size_t i = 0; i < files.size(); ++i) renames.emplace_back(tmps[i], files[i].path);
-  for (const auto& [from, to] : renames)
-    if (std::rename(from.c_str(), to.c_str()) != 0) {
-      const int e = errno;
+  for (const auto& [from, to] : renames) {
+    struct stat st;
+    if (::lstat(to.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
       discard();
-      fail(ErrorKind::kIo, "cannot rename " + from + " to " + to + ": " + std::strerror(e));
+      fail(ErrorKind::kIo, "cannot replace " + to + ": it is a folder");
     }
+  }
+  // How each final name was reached, for the rollback.
+  enum class Done { kCreated, kExchanged, kMovedAside };
+  struct Step {
+    std::string from, to, aside;
+    Done done;
+  };
+  std::vector<Step> steps;
+  auto roll_back = [&] {
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      if (it->done == Done::kExchanged) {
+        undo_exchange(it->from, it->to);  // the new file goes back to the temporary name
+      } else {
+        undo_rename(it->to, it->from);
+        if (it->done == Done::kMovedAside) undo_rename(it->aside, it->to);
+      }
+    }
+    discard();
+  };
+  for (const auto& [from, to] : renames) {
+    struct stat st;
+    const bool exists = ::lstat(to.c_str(), &st) == 0;
+    Step step{from, to, "", Done::kCreated};
+    bool ok;
+    if (!exists) {
+      ok = commit_rename(from, to);
+    } else {
+      step.done = Done::kExchanged;
+      ok = commit_exchange(from, to);
+      if (!ok && exchange_unsupported(errno)) {
+        // No exchange here: keep the original under another name while the
+        // new file takes its place (a window of one rename without it).
+        step.done = Done::kMovedAside;
+        step.aside = to + ".old-" + std::to_string(::getpid());
+        ok = commit_rename(to, step.aside);
+        if (ok) {
+          ok = commit_rename(from, to);
+          if (!ok) {
+            const int e = errno;
+            undo_rename(step.aside, to);
+            errno = e;
+          }
+        }
+      }
+    }
+    if (!ok) {
+      const int e = errno;
+      roll_back();
+      fail(ErrorKind::kIo, "cannot rename " + from + " to " + to + ": " + std::strerror(e) +
+                               (steps.empty() ? "" : " (the files renamed before it were put back)"));
+    }
+    steps.push_back(std::move(step));
+  }
+  // Every file is in place: drop the originals.
+  for (const auto& s : steps) {
+    if (s.done == Done::kExchanged) std::remove(s.from.c_str());
+    if (s.done == Done::kMovedAside) std::remove(s.aside.c_str());
+  }
   std::vector<std::string> dirs;
   for (const auto& [from, to] : renames) {
     const std::string d = std::filesystem::path(to).parent_path().string();

@@ -27,8 +27,11 @@ void write_file_atomic(const std::string& path, std::string_view contents);
 // files (already complete under a temporary name, e.g. a safetensors sidecar
 // written to "<final>.partial") and then the temporaries renamed into place, in
 // order. A failed write removes every temporary and staged file: no final name
-// changes. Only a crash inside the rename loop (a few syscalls) can leave some
-// files renamed and others not.
+// changes. An existing final file is swapped with its replacement
+// (RENAME_EXCHANGE; a rename aside where the filesystem cannot), so that a
+// rename failing part-way puts back every file already replaced: all files are
+// replaced or none. Only a kill inside the rename loop (a few syscalls) can
+// leave some files renamed and others not.
 struct FileText {
   std::string path;
   std::string contents;

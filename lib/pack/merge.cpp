@@ -74,8 +74,9 @@ Manifest run_merge(const MergeRequest& rq) {
   for (size_t i = 0; i < order.size(); ++i)
     decls.push_back({order[i].t->name, order[i].t->dtype, order[i].t->shape, order[i].t->bytes, shard[i]});
 
-  const std::string partial = begin_output(rq.out_path, rq.force);
-  const PartialOutputGuard partial_guard(partial);  // removes OUT.partial if anything below throws
+  // Locked for the rest of the run; removes its staging folder if anything below throws.
+  OutputFolder folder(rq.out_path, rq.force);
+  const std::string& partial = folder.staging();
   ShardedOutput out(partial, std::move(decls), num_shards);
   std::map<std::pair<size_t, int>, std::unique_ptr<io::SafetensorsFile>> open;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -121,8 +122,8 @@ Manifest run_merge(const MergeRequest& rq) {
     io::write_file_atomic(partial + "/config.json", text);
   }
   m.files = describe_files(partial);
-  write_manifest(partial, m);
-  commit_output(partial, rq.out_path);
+  folder.write_manifest(m);
+  folder.commit();
   return m;
 }
 

@@ -1,11 +1,16 @@
 #include "pack/output.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <random>
+#include <string_view>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,50 +19,211 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/commit_rename.h"
 #include "io/safetensors.h"
 
 namespace eq::pack {
 
 namespace fs = std::filesystem;
 
-std::string begin_output(const std::string& out, bool force) {
+namespace {
+
+bool path_exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::string run_suffix() {
+  std::random_device rd;
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(rd()));
+  return std::to_string(::getpid()) + "-" + hex;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "<pid>" (earlier versions) or "<pid>-<8 hex digits>" (run_suffix).
+bool is_run_suffix(std::string_view s) {
+  const size_t dash = s.find('-');
+  if (dash == std::string_view::npos) return all_digits(s);
+  const std::string_view hex = s.substr(dash + 1);
+  return all_digits(s.substr(0, dash)) && hex.size() == 8 &&
+         std::all_of(hex.begin(), hex.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+enum class Leftover { kNone, kStaging, kAside };
+
+// Only the exact names runs give their folders count, so that a user's own
+// "OUT.old-backup" is never touched.
+Leftover leftover_kind(std::string_view entry, const std::string& name) {
+  if (entry.size() <= name.size() + 1 || entry.substr(0, name.size()) != name || entry[name.size()] != '.')
+    return Leftover::kNone;
+  const std::string_view rest = entry.substr(name.size() + 1);
+  if (rest == "partial") return Leftover::kStaging;
+  if (rest.starts_with("partial-") && is_run_suffix(rest.substr(8))) return Leftover::kStaging;
+  if (rest.starts_with("old-") && is_run_suffix(rest.substr(4))) return Leftover::kAside;
+  return Leftover::kNone;
+}
+
+// Runs while holding the lock, so no live run owns any of these folders.
+void recover_leftovers(const fs::path& dir, const std::string& name, const std::string& target) {
+  std::vector<std::string> staging, aside;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const Leftover kind = leftover_kind(e.path().filename().string(), name);
+    if (kind == Leftover::kStaging) staging.push_back(e.path().string());
+    if (kind == Leftover::kAside) aside.push_back(e.path().string());
+  }
+  if (ec) fail(ErrorKind::kIo, "cannot list " + dir.string() + ": " + ec.message());
+  std::sort(aside.begin(), aside.end());
+  if (!path_exists(target) && !aside.empty()) {
+    // A --force commit without RENAME_EXCHANGE was killed between moving the
+    // previous output aside and moving the new one in: put the previous back.
+    if (std::rename(aside.back().c_str(), target.c_str()) != 0)
+      fail(ErrorKind::kIo, "cannot move " + aside.back() + " back to " + target + ": " + std::strerror(errno));
+    aside.pop_back();
+  }
+  // A commit killed before the manifest's final rename: the folder is complete
+  // (the staged manifest is written last), so the rename is finished here.
+  const std::string final_manifest = target + "/" + std::string(kManifestFile);
+  const std::string staged_manifest = target + "/" + std::string(kStagedManifestFile);
+  if (!path_exists(final_manifest) && path_exists(staged_manifest) &&
+      std::rename(staged_manifest.c_str(), final_manifest.c_str()) != 0)
+    fail(ErrorKind::kIo, "cannot rename " + staged_manifest + " to " + final_manifest + ": " + std::strerror(errno));
+  for (const auto* list : {&staging, &aside})
+    for (const auto& p : *list) {
+      fs::remove_all(p, ec);
+      if (ec) fail(ErrorKind::kIo, "cannot remove " + p + " (left by an interrupted run): " + ec.message());
+    }
+}
+
+}  // namespace
+
+OutputFolder::OutputFolder(const std::string& out, bool force) : out_(out) {
   if (out.empty()) invalid("output folder: empty path");
+  fs::path p = fs::absolute(out).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "packed/"
+  if (!p.has_filename() || p.filename() == "..") invalid("output folder " + out + ": not a folder name");
+  const std::string name = p.filename().string();
   std::error_code ec;
-  if (fs::exists(out, ec) && !force)
-    invalid("output " + out + " already exists (use --force to replace it)");
-  const std::string partial = out + ".partial";
-  // A leftover from an interrupted run holds nothing worth keeping.
-  fs::remove_all(partial, ec);
-  if (ec) fail(ErrorKind::kIo, "cannot remove stale " + partial + ": " + ec.message());
-  fs::create_directories(partial, ec);
-  if (ec) fail(ErrorKind::kIo, "cannot create " + partial + ": " + ec.message());
-  return partial;
+  fs::create_directories(p.parent_path(), ec);
+  if (ec) fail(ErrorKind::kIo, "cannot create " + p.parent_path().string() + ": " + ec.message());
+  const fs::path dir = fs::canonical(p.parent_path(), ec);
+  if (ec) fail(ErrorKind::kIo, "cannot resolve " + p.parent_path().string() + ": " + ec.message());
+  target_ = (dir / name).string();
+  lock_path_ = (dir / ("." + name + ".lock")).string();
+  lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) fail(ErrorKind::kIo, "cannot create the lock file " + lock_path_ + ": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (e == EWOULDBLOCK)
+      fail(ErrorKind::kIo, "output " + out + " is being written by another run (it holds the lock " + lock_path_ +
+                               "); wait for it to finish or choose another output");
+    fail(ErrorKind::kIo, "cannot lock " + lock_path_ + ": " + std::strerror(e));
+  }
+  try {
+    recover_leftovers(dir, name, target_);
+    if (path_exists(target_) && !force) invalid("output " + out + " already exists (use --force to replace it)");
+    for (int attempt = 0;; ++attempt) {
+      const std::string staging = target_ + ".partial-" + run_suffix();
+      if (::mkdir(staging.c_str(), 0755) == 0) {
+        staging_ = staging;
+        break;
+      }
+      if (errno != EEXIST || attempt == 8)
+        fail(ErrorKind::kIo, "cannot create " + staging + ": " + std::strerror(errno));
+    }
+  } catch (...) {
+    ::close(lock_fd_);
+    throw;
+  }
 }
 
-void commit_output(const std::string& partial, const std::string& out) {
-  io::fsync_dir(partial);
-  std::error_code ec;
-  std::string old;
-  if (fs::exists(out, ec)) {
-    old = out + ".old-" + std::to_string(::getpid());
-    fs::rename(out, old, ec);
-    if (ec) fail(ErrorKind::kIo, "cannot move existing " + out + " aside: " + ec.message());
+OutputFolder::~OutputFolder() {
+  if (!committed_ && !staging_.empty()) {
+    std::error_code ec;
+    fs::remove_all(staging_, ec);  // best effort: the error being reported is the original one
   }
-  fs::rename(partial, out, ec);
-  if (ec) {
-    // Put the previous output back: a failed run must leave it as it was.
-    std::error_code restore_ec;
-    if (!old.empty()) fs::rename(old, out, restore_ec);
-    fail(ErrorKind::kIo, "cannot rename " + partial + " to " + out + ": " + ec.message());
-  }
-  fs::path parent = fs::absolute(out).parent_path();
-  io::fsync_dir(parent.string());
-  if (!old.empty()) fs::remove_all(old, ec);
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
-PartialOutputGuard::~PartialOutputGuard() {
-  std::error_code ec;
-  fs::remove_all(partial_, ec);  // best effort: the error being reported is the original one
+void OutputFolder::write_manifest(const Manifest& m) const {
+  pack::write_manifest(staging_, m, kStagedManifestFile);
+}
+
+void OutputFolder::commit() {
+  const std::string final_manifest = target_ + "/" + std::string(kManifestFile);
+  const std::string staged_manifest = target_ + "/" + std::string(kStagedManifestFile);
+  EQ_CHECK(path_exists(staging_ + "/" + std::string(kStagedManifestFile)), "OutputFolder::commit before write_manifest");
+  io::fsync_dir(staging_);
+  auto failed = [&](const std::string& what, int e) {
+    fail(ErrorKind::kIo, "cannot " + what + ": " + std::strerror(e) + " (" + out_ + " left as it was)");
+  };
+  std::string aside;  // where a replaced output went
+  if (!path_exists(target_)) {
+    if (!io::commit_rename(staging_, target_)) failed("rename " + staging_ + " to " + target_, errno);
+    if (!io::commit_rename(staged_manifest, final_manifest)) {
+      const int e = errno;
+      io::undo_rename(target_, staging_);
+      failed("rename " + staged_manifest + " to " + final_manifest, e);
+    }
+  } else {
+    // The previous output stops looking like a pack first: wherever a kill
+    // leaves the two folders, only OUT can hold a manifest.json (the next run
+    // gives the staged manifest back its name).
+    const bool hide = path_exists(final_manifest);
+    if (hide && !io::commit_rename(final_manifest, staged_manifest))
+      failed("rename " + final_manifest + " to " + staged_manifest, errno);
+    auto unhide = [&] {
+      if (hide) io::undo_rename(staged_manifest, final_manifest);
+    };
+    if (io::commit_exchange(staging_, target_)) {
+      aside = staging_;
+      if (!io::commit_rename(staged_manifest, final_manifest)) {
+        const int e = errno;
+        io::undo_exchange(staging_, target_);
+        unhide();
+        failed("rename " + staged_manifest + " to " + final_manifest, e);
+      }
+    } else if (io::exchange_unsupported(errno)) {
+      // Two renames: OUT is missing between them; a kill there is undone by
+      // the next run (recover_leftovers moves the previous output back).
+      aside = target_ + ".old-" + run_suffix();
+      if (!io::commit_rename(target_, aside)) {
+        const int e = errno;
+        unhide();
+        failed("move " + target_ + " aside to " + aside, e);
+      }
+      if (!io::commit_rename(staging_, target_)) {
+        const int e = errno;
+        io::undo_rename(aside, target_);
+        unhide();
+        failed("rename " + staging_ + " to " + target_, e);
+      }
+      if (!io::commit_rename(staged_manifest, final_manifest)) {
+        const int e = errno;
+        io::undo_rename(target_, staging_);
+        io::undo_rename(aside, target_);
+        unhide();
+        failed("rename " + staged_manifest + " to " + final_manifest, e);
+      }
+    } else {
+      const int e = errno;
+      unhide();
+      failed("exchange " + staging_ + " and " + target_, e);
+    }
+  }
+  committed_ = true;
+  io::fsync_dir(target_);
+  io::fsync_dir(fs::path(target_).parent_path().string());
+  if (!aside.empty()) {
+    std::error_code ec;
+    fs::remove_all(aside, ec);  // the previous output; a leftover is removed by the next run
+  }
 }
 
 ShardedOutput::ShardedOutput(std::string folder, std::vector<OutputTensor> tensors, int num_shards)
@@ -172,7 +338,7 @@ void copy_side_files(const std::string& source_folder, const std::string& out_fo
   }
 }
 
-void write_manifest(const std::string& folder, const Manifest& m) {
+void write_manifest(const std::string& folder, const Manifest& m, std::string_view file_name) {
   // The top level is built without the big arrays, which are then emitted one
   // element at a time: peak memory is one layer's JSON, not the whole manifest.
   Manifest head = m;
@@ -186,7 +352,7 @@ void write_manifest(const std::string& folder, const Manifest& m) {
     text += k + "\": ";
     first_key = false;
   };
-  const std::string path = folder + "/" + std::string(kManifestFile);
+  const std::string path = folder + "/" + std::string(file_name);
   const std::string tmp = path + ".tmp";
   const int fd = io::create_file(tmp);
   auto flush = [&] {

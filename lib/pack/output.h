@@ -1,6 +1,17 @@
-// The packed output folder: written into "<OUT>.partial/" and renamed to OUT
-// only when complete, so an interrupted pack or merge never leaves a folder
-// that looks finished. Shards are streamed tensor by tensor in a planned order.
+// The packed output folder, committed in one step. Rules (docs/reliability.md,
+// "Outputs"):
+//  * one run per destination: an exclusive lock (flock) on ".<OUT>.lock"
+//    beside OUT, held from the start of the output to the end of the run; a
+//    second run on the same OUT fails at once and touches nothing;
+//  * each run writes its own staging folder "<OUT>.partial-<pid>-<random>";
+//  * a staging folder never holds a manifest.json: the manifest is written as
+//    "manifest.json.staged" and gets its final name only once the folder is
+//    OUT, so verify, eval and merge refuse a staging folder ("no manifest");
+//  * --force swaps the staging folder with the existing OUT
+//    (renameat2 RENAME_EXCHANGE; a pair of renames where the filesystem cannot),
+//    so OUT never goes missing;
+//  * the next run on OUT (holding the lock) finishes or undoes a commit a kill
+//    interrupted and removes the staging and moved-aside folders of killed runs.
 #pragma once
 
 #include <cstdint>
@@ -21,29 +32,35 @@ class SafetensorsWriter;
 
 namespace eq::pack {
 
-// Checks OUT (exists without force = error) and clears a stale OUT.partial
-// left by an interrupted run; returns the .partial path, created empty.
-std::string begin_output(const std::string& out, bool force);
-// fsyncs the partial folder, moves an existing OUT aside (force), renames
-// partial -> OUT, removes the old folder.
-void commit_output(const std::string& partial, const std::string& out);
+// The manifest's name inside a folder that is not committed yet.
+inline constexpr std::string_view kStagedManifestFile = "manifest.json.staged";
 
-// Removes OUT.partial when the pack or merge fails (an exception unwinds past
-// it): a failed run leaves no partial folder behind. Declared right after
-// begin_output, before the ShardedOutput writing into the folder (so that one
-// closes its files first). After commit_output the folder is gone (renamed),
-// so the destructor finds nothing to remove. Only a killed process leaves
-// OUT.partial: it has no manifest.json, nothing opens it as a pack, and the
-// next run removes it.
-class PartialOutputGuard {
+class OutputFolder {
  public:
-  explicit PartialOutputGuard(std::string partial) : partial_(std::move(partial)) {}
-  ~PartialOutputGuard();
-  PartialOutputGuard(const PartialOutputGuard&) = delete;
-  PartialOutputGuard& operator=(const PartialOutputGuard&) = delete;
+  // Locks OUT, recovers what killed runs left, checks OUT (exists without
+  // force = error, exit 2) and creates this run's staging folder.
+  OutputFolder(const std::string& out, bool force);
+  // Not committed (the run failed): removes the staging folder. Always
+  // releases the lock. Declare it before the ShardedOutput writing into the
+  // folder, so that one closes its files first.
+  ~OutputFolder();
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+
+  const std::string& staging() const { return staging_; }
+  // Streams the manifest into the staging folder as manifest.json.staged.
+  void write_manifest(const Manifest& m) const;
+  // fsyncs the staging folder and makes it OUT, replacing an existing OUT in
+  // one step; on failure OUT is as it was. Needs write_manifest first.
+  void commit();
 
  private:
-  std::string partial_;
+  std::string out_;      // as the user gave it (for messages)
+  std::string target_;   // canonical parent + name: what is renamed
+  std::string staging_;
+  std::string lock_path_;
+  int lock_fd_ = -1;
+  bool committed_ = false;
 };
 
 struct OutputTensor {
@@ -82,7 +99,8 @@ class ShardedOutput {
 void write_packed_config(const std::string& source_folder, const std::string& out_folder);
 // generation_config.json, tokenizer files etc. when present.
 void copy_side_files(const std::string& source_folder, const std::string& out_folder);
-// Streams the manifest to <folder>/manifest.json (layer by layer, atomically).
-void write_manifest(const std::string& folder, const Manifest& m);
+// Streams the manifest to <folder>/<file_name> (layer by layer, atomically).
+void write_manifest(const std::string& folder, const Manifest& m,
+                    std::string_view file_name = kManifestFile);
 
 }  // namespace eq::pack

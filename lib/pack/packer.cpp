@@ -271,8 +271,9 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
   m.complete = plan.has_globals && m.first_layer == 0 && m.last_layer == cfg.num_layers - 1;
   m.shard_size = po.shard_size;
 
-  const std::string partial = begin_output(rq.out_path, rq.force);
-  const PartialOutputGuard partial_guard(partial);  // removes OUT.partial if anything below throws
+  // Locked for the rest of the run; removes its staging folder if anything below throws.
+  OutputFolder folder(rq.out_path, rq.force);
+  const std::string& partial = folder.staging();
   // The bound counts bytes above what the process holds now (binary, libraries,
   // checkpoint index, plan); the kernel's peak mark restarts here when it can.
   release_all(*ckpt);
@@ -346,8 +347,8 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
   m.packing.peak_rss_bytes = peak_rss_bytes();
   m.packing.peak_above_baseline_bytes = m.packing.peak_rss_bytes > baseline ? m.packing.peak_rss_bytes - baseline : 0;
   m.packing.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  write_manifest(partial, m);
-  commit_output(partial, rq.out_path);
+  folder.write_manifest(m);
+  folder.commit();
   return m;
 }
 

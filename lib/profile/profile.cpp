@@ -26,13 +26,6 @@ namespace {
 
 double num_or_nan(const json& v) { return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN(); }
 
-std::string sidecar_name(const std::string& profile_path) {
-  std::filesystem::path p(profile_path);
-  std::string stem = p.filename().string();
-  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
-  return stem + ".importance.safetensors";
-}
-
 const json& need(const json& j, const std::string& key, const std::string& label, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) invalid(label + ": field '" + where + key + "': missing");
   return j[key];
@@ -232,6 +225,17 @@ void write_profile(Profile& p, const std::string& path, const std::vector<io::Fi
   std::vector<io::FileText> files{{path, profile_to_json(p).dump(1) + "\n"}};
   files.insert(files.end(), also.begin(), also.end());
   io::write_files_atomic(files, staged);
+}
+
+std::string sidecar_name(const std::string& profile_path) {
+  std::filesystem::path p(profile_path);
+  std::string stem = p.filename().string();
+  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
+  return stem + ".importance.safetensors";
+}
+
+std::string sidecar_path(const std::string& profile_path) {
+  return (std::filesystem::path(profile_path).parent_path() / sidecar_name(profile_path)).string();
 }
 
 Profile read_profile(const std::string& path) { return read_profile_text(io::read_file_bytes(path, 1ull << 32), path); }

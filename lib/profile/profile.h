@@ -62,6 +62,9 @@ nlohmann::ordered_json profile_to_json(const Profile& p);
 // `also` files (e.g. the heatmap) as one output: all are replaced or, when a
 // write fails, none (io::write_files_atomic).
 void write_profile(Profile& p, const std::string& path, const std::vector<io::FileText>& also = {});
+// "<stem>.importance.safetensors" for "<stem>.json"; sidecar_path: beside it.
+std::string sidecar_name(const std::string& profile_path);
+std::string sidecar_path(const std::string& profile_path);
 // Reads profile.json (and its sidecar's energies, after checking the sidecar's
 // XXH64 against the one profile.json records). Errors name path and field.
 // Energies exist only for the experts the sidecar holds (others stay empty).

@@ -57,7 +57,7 @@ void expect_write_error(int rc, const std::string& output, const std::string& fi
 std::string profile_command(const fs::path& dir, int tokens = 128) {
   return test::binary() + " profile --model " + (test::data_dir() / "tinymoe").string() + " --calib " +
          (test::data_dir() / "corpus" / "calib_small.txt.zst").string() + " --max-tokens " + std::to_string(tokens) +
-         " --ctx 64 --no-sensitivity --threads 1 -o " + (dir / "profile.json").string() + " --heatmap " +
+         " --ctx 64 --no-sensitivity --threads 1 --force -o " + (dir / "profile.json").string() + " --heatmap " +
          (dir / "heatmap.svg").string();
 }
 
@@ -153,6 +153,32 @@ TEST_F(ProfileOutputFaults, KillDuringOutputLeavesPreviousProfileIntact) {
   EXPECT_TRUE(final_names(after) == after);
 }
 
+// A rename failing part-way through the commit (the sidecar, profile.json and
+// the heatmap are renamed in that order): the files already renamed are put
+// back, so every previous file stays byte-identical and no temporary remains.
+// EQ_FAULT_NO_EXCHANGE=1 runs the same on the fallback without RENAME_EXCHANGE
+// (originals moved aside, two renames per file).
+TEST_F(ProfileOutputFaults, FailedRenameRollsBackEveryReplacedFile) {
+  const fs::path dir = test::temp_dir("profile-faults-rename");
+  fs::copy(*reference_, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  const auto before = snapshot(dir);
+  for (const std::string mode : {"", "EQ_FAULT_NO_EXCHANGE=1 "}) {
+    for (uint64_t after = 0; after < (mode.empty() ? 3u : 6u); ++after) {
+      SCOPED_TRACE(mode + "EQ_FAULT_RENAME_AFTER=" + std::to_string(after));
+      std::string output;
+      const int rc = test::run_command(mode + with_env("EQ_FAULT_RENAME_AFTER", after, profile_command(dir)), &output);
+      expect_write_error(rc, output, dir.string() + "/");
+      EXPECT_NE(output.find("cannot rename"), std::string::npos) << output;
+      EXPECT_TRUE(snapshot(dir) == before) << "a failed rename left a file of the new output (or a temporary)";
+    }
+  }
+  std::string output;
+  ASSERT_EQ(test::run_command("EQ_FAULT_RENAME_AFTER=3 " + profile_command(dir), &output), 0) << output;
+  const auto after = snapshot(dir);
+  EXPECT_EQ(after.size(), 3u) << "originals or temporaries left after a successful run";
+  for (const auto& [name, bytes] : after) EXPECT_NE(bytes, before.at(name)) << name << " was not replaced";
+}
+
 // ------------------------------------------------------------------- eval ---
 
 class EvalOutputFaults : public ::testing::Test {
@@ -237,6 +263,21 @@ TEST_F(EvalOutputFaults, KillDuringReportLeavesPreviousReportIntact) {
     const int rc = test::run_command(with_env("EQ_FAULT_KILL_AFTER_BYTES", budget, eval_command(dir)), &output);
     EXPECT_EQ(rc, 128 + 9) << "expected a SIGKILL: " << output;
     EXPECT_TRUE(final_names(snapshot(dir)) == before) << "a kill during the report changed the previous report";
+  }
+}
+
+TEST_F(EvalOutputFaults, FailedRenameRollsBackTheJson) {
+  const fs::path dir = test::temp_dir("eval-faults-rename");
+  fs::copy(*reference_, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  const auto before = snapshot(dir);
+  for (const std::string mode : {"", "EQ_FAULT_NO_EXCHANGE=1 "}) {
+    for (uint64_t after = 0; after < (mode.empty() ? 2u : 4u); ++after) {
+      SCOPED_TRACE(mode + "EQ_FAULT_RENAME_AFTER=" + std::to_string(after));
+      std::string output;
+      const int rc = test::run_command(mode + with_env("EQ_FAULT_RENAME_AFTER", after, eval_command(dir)), &output);
+      expect_write_error(rc, output, (dir / "report.").string());
+      EXPECT_TRUE(snapshot(dir) == before) << "a failed rename replaced the JSON without the HTML (or left a temporary)";
+    }
   }
 }
 

@@ -53,8 +53,7 @@ void expect_clean_failure(int rc, const std::string& output, const fs::path& out
   EXPECT_EQ(rc, static_cast<int>(ErrorKind::kIo)) << output;
   EXPECT_NE(output.find("expertquant: error:"), std::string::npos) << output;
   EXPECT_NE(output.find("write failed"), std::string::npos) << output;
-  EXPECT_FALSE(fs::exists(out.string() + ".partial/manifest.json")) << "a complete-looking manifest survived";
-  EXPECT_FALSE(fs::exists(out.string() + ".partial")) << "a failed run left its OUT.partial folder behind";
+  EXPECT_TRUE(test::output_leftovers(out).empty()) << "a failed run left its staging folder behind";
 }
 
 class PackFaults : public ::testing::Test {
@@ -117,11 +116,12 @@ TEST_F(PackFaults, FileSizeLimitGivesAnErrorNotASignal) {
   EXPECT_NE(output.find("expertquant: error:"), std::string::npos) << output;
   EXPECT_NE(output.find("File too large"), std::string::npos) << output;
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out.string() + ".partial"));
+  EXPECT_TRUE(test::output_leftovers(out).empty());
 }
 
-// A killed pack cannot clean up: it may leave OUT.partial, which has no
-// manifest, is refused as a pack, and is removed by the next run.
+// A killed pack cannot clean up: it may leave its staging folder
+// OUT.partial-<pid>-<random>, which never holds a manifest.json, is refused
+// as a pack, and is removed by the next run.
 TEST_F(PackFaults, KilledPackLeavesNothingThatLooksComplete) {
   const fs::path out = test::temp_dir("pack-kill") / "packed";
   fs::copy(*reference_, out, fs::copy_options::recursive);
@@ -133,14 +133,15 @@ TEST_F(PackFaults, KilledPackLeavesNothingThatLooksComplete) {
         test::run_command("EQ_FAULT_KILL_AFTER_BYTES=" + std::to_string(budget) + " " + pack_command(out, "--force"), &output);
     EXPECT_EQ(rc, 128 + 9) << "expected a SIGKILL: " << output;
     EXPECT_TRUE(snapshot(out) == before) << "the previous output changed";
-    ASSERT_TRUE(fs::exists(out.string() + ".partial"));
-    EXPECT_FALSE(fs::exists(out.string() + ".partial/manifest.json"));
-    EXPECT_NE(test::run_command(test::binary() + " verify " + out.string() + ".partial", &output), 0)
+    const auto leftovers = test::output_leftovers(out);
+    ASSERT_EQ(leftovers.size(), 1u);
+    EXPECT_FALSE(fs::exists(leftovers[0] / "manifest.json"));
+    EXPECT_NE(test::run_command(test::binary() + " verify " + leftovers[0].string(), &output), 0)
         << "a killed pack's folder was accepted as a pack: " << output;
   }
   std::string output;
   ASSERT_EQ(test::run_command(pack_command(out, "--force"), &output), 0) << output;
-  EXPECT_FALSE(fs::exists(out.string() + ".partial")) << "the next run did not clear the leftover";
+  EXPECT_TRUE(test::output_leftovers(out).empty()) << "the next run did not clear the leftover";
   EXPECT_EQ(test::run_command(test::binary() + " verify " + out.string(), &output), 0) << output;
 }
 

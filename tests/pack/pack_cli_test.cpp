@@ -225,7 +225,7 @@ TEST(PackCli, BadInputsFailClearlyWithoutOutput) {
   EXPECT_NE(t5.find("--layers"), std::string::npos) << t5;
 
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out.string() + ".partial"));
+  EXPECT_TRUE(output_leftovers(out).empty());
 
   // An existing output needs --force.
   fs::create_directories(out);
@@ -288,7 +288,7 @@ TEST(PackCli, SigkillLeavesNoOutputAndRerunSucceeds) {
   }
   auto [rc, text] = run(cmd + " --json");
   ASSERT_EQ(rc, 0) << text;
-  EXPECT_FALSE(fs::exists(out.string() + ".partial"));
+  EXPECT_TRUE(output_leftovers(out).empty());
   auto [vrc, vtext] = run(binary() + " verify " + q(out));
   EXPECT_EQ(vrc, 0) << vtext;
 }
