@@ -17,6 +17,8 @@
 #include "core/error.h"
 #include "io/commit_rename.h"
 
+#include "io/fault_env.h"
+
 namespace eq::io {
 
 namespace {
@@ -37,17 +39,7 @@ struct FaultHook {
 const FaultHook& fault_hook() {
   static const FaultHook hook = [] {
     FaultHook h;
-    auto read = [](const char* name, uint64_t* out) {
-      const char* v = std::getenv(name);
-      if (!v || !*v) return false;
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long n = std::strtoull(v, &end, 10);
-      if (errno != 0 || *end != '\0') return false;
-      *out = static_cast<uint64_t>(n);
-      return true;
-    };
-    if (!read("EQ_FAULT_WRITE_AFTER_BYTES", &h.budget) && read("EQ_FAULT_KILL_AFTER_BYTES", &h.budget)) h.kill = true;
+    if (!env_u64("EQ_FAULT_WRITE_AFTER_BYTES", &h.budget) && env_u64("EQ_FAULT_KILL_AFTER_BYTES", &h.budget)) h.kill = true;
     return h;
   }();
   return hook;

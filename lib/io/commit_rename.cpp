@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "io/fault_env.h"
+
 namespace eq::io {
 
 namespace {
@@ -24,17 +26,7 @@ struct RenameHook {
 const RenameHook& rename_hook() {
   static const RenameHook hook = [] {
     RenameHook h;
-    auto read = [](const char* name, uint64_t* out) {
-      const char* v = std::getenv(name);
-      if (!v || !*v) return false;
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long n = std::strtoull(v, &end, 10);
-      if (errno != 0 || *end != '\0') return false;
-      *out = static_cast<uint64_t>(n);
-      return true;
-    };
-    if (!read("EQ_FAULT_RENAME_AFTER", &h.after) && read("EQ_FAULT_KILL_AFTER_RENAMES", &h.after)) h.kill = true;
+    if (!env_u64("EQ_FAULT_RENAME_AFTER", &h.after) && env_u64("EQ_FAULT_KILL_AFTER_RENAMES", &h.after)) h.kill = true;
     const char* nx = std::getenv("EQ_FAULT_NO_EXCHANGE");
     h.no_exchange = nx && *nx && *nx != '0';
     return h;
