@@ -1,5 +1,4 @@
-// XXH64 (xxHash, 64-bit variant), implemented from the public specification
-// (github.com/Cyan4973/xxHash/blob/dev/doc/xxhash_spec.md). Used for manifest
+// XXH64 through libxxhash (docs/design.md, "Dependencies"). Used for manifest
 // checksums and checkpoint fingerprints: fast enough to hash every packed byte
 // of a 400B model while it is written. Not a cryptographic hash.
 #pragma once
@@ -29,11 +28,9 @@ class Xxhash64 {
   uint64_t digest() const;
 
  private:
-  uint64_t seed_;
-  uint64_t acc_[4];
-  uint64_t total_ = 0;
-  uint8_t buffer_[32];
-  size_t buffered_ = 0;
+  // libxxhash's XXH64_state_t, held by value (copyable, no allocation); its
+  // size is checked against the library's header in hash.cpp.
+  alignas(8) unsigned char state_[88];
 };
 
 // 16 lowercase hex digits, the spelling used in manifests.
