@@ -81,7 +81,9 @@ std::vector<Matrix> load_experts(const std::string& model_dir, int experts_per_l
   return out;
 }
 
-Result measure(const FormatTraits& f, const std::string& label, eq::quant::QuantizedMatrix (*quantize)(const float*, int64_t, int64_t, const QuantizeOptions&),
+using QuantizeFn = std::function<QuantizedMatrix(const float*, int64_t, int64_t, const QuantizeOptions&)>;
+
+Result measure(const FormatTraits& f, const std::string& label, const QuantizeFn& quantize,
                const std::vector<float>& normal, int64_t normal_rows, int64_t normal_cols,
                const std::vector<Matrix>& experts, double min_seconds) {
   Result r;
@@ -170,7 +172,8 @@ int main(int argc, char** argv) {
     std::vector<Result> results;
     for (const FormatTraits* f : formats) {
       std::cerr << "quant_error: " << f->name << "...\n";
-      results.push_back(measure(*f, std::string(f->name), f->quantize, normal, rows, cols, experts, min_seconds));
+      results.push_back(measure(*f, std::string(f->name),
+                                [f](const float* w, int64_t r, int64_t c, const QuantizeOptions& o) { return f->quantize(w, r, c, o); }, normal, rows, cols, experts, min_seconds));
       if (f->name == "mxfp4")  // the OCP floor rule alone, to show what the neighbour search buys
         results.push_back(measure(*f, "mxfp4_floor_rule", eq::quant::quantize_mxfp4_floor_rule, normal, rows, cols,
                                   experts, min_seconds));

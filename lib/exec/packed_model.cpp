@@ -56,7 +56,7 @@ quant::PackedMatrix expert_matrix(const pack::ManifestExpert& me, int proj, cons
   m.rows = rows;
   m.cols = cols;
   std::vector<quant::PartSpec> specs;
-  if (f.part_specs) specs = f.part_specs(rows, cols);
+  specs = f.part_specs(rows, cols);
   for (const pack::ManifestPart& p : me.parts) {
     if (p.proj != proj) continue;
     const io::TensorInfo& info = packed.info(p.tensor);

@@ -164,7 +164,7 @@ std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, co
   const Projection proj[3] = {{I, H}, {I, H}, {H, I}};
   for (BitGroup& g : L.groups) {
     const quant::FormatTraits& f = *g.format;
-    if (!f.part_specs) invalid("synthetic layer: format " + std::string(f.name) + " has no part_specs");
+    if (!f.part_specs_of) invalid("synthetic layer: format " + std::string(f.name) + " has no part_specs");
     std::vector<quant::PartSpec> specs[3];
     size_t per_expert = 0;
     for (int p = 0; p < 3; ++p) {

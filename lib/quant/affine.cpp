@@ -106,32 +106,27 @@ AffineGroup search_affine_group(const float* w, const float* h, int n, int bits,
   return {best.scale, best.bias};
 }
 
-template <int B, int G>
-std::vector<PartSpec> affine_part_specs(int64_t rows, int64_t cols) {
+std::vector<PartSpec> affine_part_specs(const FormatTraits& f, int64_t rows, int64_t cols) {
+  const int64_t B = f.weight_bits, G = f.group_size;
   return {{"qweight", DType::kU32, {cols * B / 32, rows}},
           {"scales", DType::kF16, {cols / G, rows}},
           {"biases", DType::kF16, {cols / G, rows}}};
 }
 
-template <int B, int G>
-size_t affine_packed_bytes(int64_t rows, int64_t cols) {
-  return specs_nbytes(affine_part_specs<B, G>(rows, cols));
-}
-
-template <int B, int G>
-QuantizedMatrix quantize_affine(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
-  static const FormatTraits& format = format_by_name("int" + std::to_string(B) + "_g" + std::to_string(G));
+QuantizedMatrix quantize_affine(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                                const QuantizeOptions& options) {
   check_quantize_input(format, w, rows, cols, options);
+  const int B = format.weight_bits, G = format.group_size;
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   uint32_t* qweight = reinterpret_cast<uint32_t*>(out.parts[0].bytes.data());
   uint16_t* scales = reinterpret_cast<uint16_t*>(out.parts[1].bytes.data());
   uint16_t* biases = reinterpret_cast<uint16_t*>(out.parts[2].bytes.data());
-  float h[G];
-  uint8_t codes[G];
+  std::vector<float> h(static_cast<size_t>(G));
+  std::vector<uint8_t> codes(static_cast<size_t>(G));
   for (int64_t g = 0; g < cols / G; ++g) {
-    group_importance(options.importance, g * G, G, h);
+    group_importance(options.importance, g * G, G, h.data());
     for (int64_t n = 0; n < rows; ++n) {
-      const AffineGroup p = search_affine_group(w + n * cols + g * G, h, G, B, codes);
+      const AffineGroup p = search_affine_group(w + n * cols + g * G, h.data(), G, B, codes.data());
       scales[g * rows + n] = f32_to_f16(p.scale);
       biases[g * rows + n] = f32_to_f16(p.bias);
       for (int i = 0; i < G; ++i) stream_put(qweight, rows, B, g * G + i, n, codes[i]);
@@ -139,20 +134,5 @@ QuantizedMatrix quantize_affine(const float* w, int64_t rows, int64_t cols, cons
   }
   return out;
 }
-
-#define EQ_INSTANTIATE_AFFINE(B, G)                                                                       \
-  template QuantizedMatrix quantize_affine<B, G>(const float*, int64_t, int64_t, const QuantizeOptions&); \
-  template std::vector<PartSpec> affine_part_specs<B, G>(int64_t, int64_t);                               \
-  template size_t affine_packed_bytes<B, G>(int64_t, int64_t);
-#define EQ_INSTANTIATE_AFFINE_BITS(B) \
-  EQ_INSTANTIATE_AFFINE(B, 32)        \
-  EQ_INSTANTIATE_AFFINE(B, 64)        \
-  EQ_INSTANTIATE_AFFINE(B, 128)
-EQ_INSTANTIATE_AFFINE_BITS(2)
-EQ_INSTANTIATE_AFFINE_BITS(3)
-EQ_INSTANTIATE_AFFINE_BITS(4)
-EQ_INSTANTIATE_AFFINE_BITS(8)
-#undef EQ_INSTANTIATE_AFFINE_BITS
-#undef EQ_INSTANTIATE_AFFINE
 
 }  // namespace eq::quant

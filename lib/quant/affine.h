@@ -12,12 +12,9 @@
 namespace eq::quant {
 
 // Parts: qweight U32 [K*B/32, N], scales F16 [K/G, N], biases F16 [K/G, N].
-template <int B, int G>
-QuantizedMatrix quantize_affine(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
-template <int B, int G>
-std::vector<PartSpec> affine_part_specs(int64_t rows, int64_t cols);
-template <int B, int G>
-size_t affine_packed_bytes(int64_t rows, int64_t cols);
+QuantizedMatrix quantize_affine(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                                const QuantizeOptions& options);
+std::vector<PartSpec> affine_part_specs(const FormatTraits& format, int64_t rows, int64_t cols);
 
 // The error-minimizing (scale, bias) of one group, both already rounded to
 // fp16 (exposed for tests). codes (length n) receives the chosen codes.

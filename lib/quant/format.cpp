@@ -1,6 +1,8 @@
 // Registry look-ups and the format-independent checks on packed matrices.
 #include "quant/format.h"
 
+#include "quant/quantize_common.h"
+
 #include <string>
 
 #include "core/error.h"
@@ -76,23 +78,25 @@ void validate_packed(const PackedMatrix& m, std::string_view what) {
     if (p.data == nullptr && p.nbytes != 0) invalid(part + ": no data" + fmt);
     total += p.nbytes;
   }
-  if (f.part_specs != nullptr) {
-    const std::vector<PartSpec> specs = f.part_specs(m.rows, m.cols);
-    EQ_CHECK(specs.size() == f.parts.size(), "part_specs of " + std::string(f.name) + " disagrees with parts");
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const PartView& p = m.parts[i];
-      const std::string part = where + "." + specs[i].name;
-      if (p.dtype != specs[i].dtype)
-        invalid(part + ": dtype " + std::string(dtype_name(p.dtype)) + ", expected " +
-                std::string(dtype_name(specs[i].dtype)) + fmt);
-      if (p.shape != specs[i].shape)
-        invalid(part + ": shape " + shape_str(p.shape) + ", expected " + shape_str(specs[i].shape) + " for [" +
-                std::to_string(m.rows) + ", " + std::to_string(m.cols) + "]" + fmt);
-    }
+  const std::vector<PartSpec> specs = f.part_specs(m.rows, m.cols);
+  EQ_CHECK(specs.size() == f.parts.size(), "part_specs of " + std::string(f.name) + " disagrees with parts");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const PartView& p = m.parts[i];
+    const std::string part = where + "." + specs[i].name;
+    if (p.dtype != specs[i].dtype)
+      invalid(part + ": dtype " + std::string(dtype_name(p.dtype)) + ", expected " +
+              std::string(dtype_name(specs[i].dtype)) + fmt);
+    if (p.shape != specs[i].shape)
+      invalid(part + ": shape " + shape_str(p.shape) + ", expected " + shape_str(specs[i].shape) + " for [" +
+              std::to_string(m.rows) + ", " + std::to_string(m.cols) + "]" + fmt);
   }
   if (total != f.packed_bytes(m.rows, m.cols))
     invalid(where + ": " + std::to_string(total) + " bytes in parts, expected " +
             std::to_string(f.packed_bytes(m.rows, m.cols)) + fmt);
+}
+
+size_t FormatTraits::packed_bytes(int64_t rows, int64_t cols) const {
+  return specs_nbytes(part_specs(rows, cols));
 }
 
 }  // namespace eq::quant

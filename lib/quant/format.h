@@ -90,23 +90,27 @@ struct FormatTraits {
   int row_multiple;              // N must be a multiple of this
   int col_multiple;              // K must be a multiple of this
   std::vector<std::string_view> parts;  // names of the stored parts, in order
+  // Which of its family's codes the row uses, read only by the family's own
+  // files (trellis: trellis::Code, 1MAD or LUT); 0 for single-code families.
+  uint8_t code = 0;
 
+  // The format's functions. Each receives the row it is called for, so one
+  // function serves every row of a family (bits, group size, layout and code
+  // come from the row, never from a name).
+  //
   // Quantizes W [rows, cols] row-major. Throws eq::Error naming options.tensor_name
   // and the position for NaN/Inf, and for shapes not divisible as required.
-  QuantizedMatrix (*quantize)(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+  QuantizedMatrix (*quantizer)(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                               const QuantizeOptions& options);
   // Reconstructs W [rows, cols] row-major (float32), in the original basis.
   void (*dequantize)(const PackedMatrix& m, float* out);
   // y[i, n] (+)= sum_k W[n, k] * x[i, k] for i < m_rows; x is [m_rows, cols],
   // y is [m_rows, rows]; accumulate=false overwrites y. Uses the best kernel
   // for the active ISA.
   void (*matmul)(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate);
-  // Exact packed size in bytes of a [rows, cols] matrix.
-  size_t (*packed_bytes)(int64_t rows, int64_t cols);
   // The parts (names, dtypes, shapes) of a [rows, cols] matrix, in `parts`
-  // order. Used by validate_packed and by readers that allocate before
-  // loading. May be left null: validate_packed then checks part names and the
-  // total byte count against packed_bytes only.
-  std::vector<PartSpec> (*part_specs)(int64_t rows, int64_t cols) = nullptr;
+  // order: what validate_packed checks and readers allocate before loading.
+  std::vector<PartSpec> (*part_specs_of)(const FormatTraits& format, int64_t rows, int64_t cols);
   // The decode (few tokens) matrix-vector kernel (lib/quant/gemv.h), int8 or
   // fp32 activations as measured best for the format. Null: the executor runs
   // the format's matmul for decode too.
@@ -134,6 +138,13 @@ struct FormatTraits {
   // scale byte 0xFF (NaN, which the format never stores).
   QuantizedMatrix (*import_mxfp4)(const uint8_t* blocks, const uint8_t* scales, int64_t rows, int64_t cols,
                                   std::string_view tensor_name) = nullptr;
+
+  QuantizedMatrix quantize(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) const {
+    return quantizer(*this, w, rows, cols, options);
+  }
+  std::vector<PartSpec> part_specs(int64_t rows, int64_t cols) const { return part_specs_of(*this, rows, cols); }
+  // Exact packed size in bytes of a [rows, cols] matrix (the sum of its parts).
+  size_t packed_bytes(int64_t rows, int64_t cols) const;
 };
 
 // All registered formats, in a stable order.

@@ -14,28 +14,25 @@
 namespace eq::quant {
 
 // fp4_gG: qweight U32 [K/8, N], scales F16 [K/G, N].
-template <int G>
-QuantizedMatrix quantize_fp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
-template <int G>
-std::vector<PartSpec> fp4_part_specs(int64_t rows, int64_t cols);
-template <int G>
-size_t fp4_packed_bytes(int64_t rows, int64_t cols);
+QuantizedMatrix quantize_fp4(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                             const QuantizeOptions& options);
+std::vector<PartSpec> fp4_part_specs(const FormatTraits& format, int64_t rows, int64_t cols);
 
 // mxfp4: qweight U32 [K/8, N], scales F8_E8M0 [K/32, N]. The scale exponent is
 // the best of floor(log2 amax) - 2 and its two neighbours (weighted error).
-QuantizedMatrix quantize_mxfp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
+QuantizedMatrix quantize_mxfp4(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                               const QuantizeOptions& options);
 // The OCP MX v1.0 rule alone (exponent floor(log2 amax) - 2), for comparison in bench/quant_error.
 QuantizedMatrix quantize_mxfp4_floor_rule(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
-std::vector<PartSpec> mxfp4_part_specs(int64_t rows, int64_t cols);
+std::vector<PartSpec> mxfp4_part_specs(const FormatTraits& format, int64_t rows, int64_t cols);
 // FormatTraits::import_mxfp4 of the mxfp4 row: release-layout blocks and scales
 // rearranged into qweight and scales, codes and scale bytes unchanged.
 QuantizedMatrix import_mxfp4(const uint8_t* blocks, const uint8_t* scales, int64_t rows, int64_t cols,
                              std::string_view tensor_name);
-size_t mxfp4_packed_bytes(int64_t rows, int64_t cols);
 
 // nvfp4: qweight U32 [K/8, N], scales F8_E4M3 [K/16, N], tensor_scale F32 [1].
-QuantizedMatrix quantize_nvfp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options);
-std::vector<PartSpec> nvfp4_part_specs(int64_t rows, int64_t cols);
-size_t nvfp4_packed_bytes(int64_t rows, int64_t cols);
+QuantizedMatrix quantize_nvfp4(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                               const QuantizeOptions& options);
+std::vector<PartSpec> nvfp4_part_specs(const FormatTraits& format, int64_t rows, int64_t cols);
 
 }  // namespace eq::quant

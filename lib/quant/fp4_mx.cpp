@@ -23,9 +23,8 @@ int floor_rule_exponent(float amax) {
   return e - 1 - 2;
 }
 
-QuantizedMatrix quantize_mx(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
-                            bool search_neighbours) {
-  static const FormatTraits& format = format_by_name("mxfp4");
+QuantizedMatrix quantize_mx(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                            const QuantizeOptions& options, bool search_neighbours) {
   check_quantize_input(format, w, rows, cols, options);
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   uint8_t* scales = out.parts[1].bytes.data();
@@ -57,15 +56,16 @@ QuantizedMatrix quantize_mx(const float* w, int64_t rows, int64_t cols, const Qu
 
 }  // namespace
 
-QuantizedMatrix quantize_mxfp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
-  return quantize_mx(w, rows, cols, options, true);
+QuantizedMatrix quantize_mxfp4(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                               const QuantizeOptions& options) {
+  return quantize_mx(format, w, rows, cols, options, true);
 }
 
 QuantizedMatrix quantize_mxfp4_floor_rule(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
-  return quantize_mx(w, rows, cols, options, false);
+  return quantize_mx(format_by_name("mxfp4"), w, rows, cols, options, false);
 }
 
-std::vector<PartSpec> mxfp4_part_specs(int64_t rows, int64_t cols) {
+std::vector<PartSpec> mxfp4_part_specs(const FormatTraits&, int64_t rows, int64_t cols) {
   return {{"qweight", DType::kU32, {cols / 8, rows}}, {"scales", DType::kF8_E8M0, {cols / kGroup, rows}}};
 }
 
@@ -101,7 +101,5 @@ QuantizedMatrix import_mxfp4(const uint8_t* blocks, const uint8_t* scales, int64
   }
   return out;
 }
-
-size_t mxfp4_packed_bytes(int64_t rows, int64_t cols) { return specs_nbytes(mxfp4_part_specs(rows, cols)); }
 
 }  // namespace eq::quant

@@ -28,8 +28,8 @@ float tensor_scale_for(float amax) {
 
 }  // namespace
 
-QuantizedMatrix quantize_nvfp4(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
-  static const FormatTraits& format = format_by_name("nvfp4");
+QuantizedMatrix quantize_nvfp4(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                               const QuantizeOptions& options) {
   check_quantize_input(format, w, rows, cols, options);
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   float amax = 0.0f;
@@ -46,12 +46,10 @@ QuantizedMatrix quantize_nvfp4(const float* w, int64_t rows, int64_t cols, const
   return out;
 }
 
-std::vector<PartSpec> nvfp4_part_specs(int64_t rows, int64_t cols) {
+std::vector<PartSpec> nvfp4_part_specs(const FormatTraits&, int64_t rows, int64_t cols) {
   return {{"qweight", DType::kU32, {cols / 8, rows}},
           {"scales", DType::kF8_E4M3, {cols / kGroup, rows}},
           {"tensor_scale", DType::kF32, {1}}};
 }
-
-size_t nvfp4_packed_bytes(int64_t rows, int64_t cols) { return specs_nbytes(nvfp4_part_specs(rows, cols)); }
 
 }  // namespace eq::quant

@@ -108,14 +108,13 @@ void rowmajor_block(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, i
 
 // ---------------------------------------------------------------- int8_row
 
-std::vector<PartSpec> int8_row_part_specs(int64_t rows, int64_t cols) {
+std::vector<PartSpec> int8_row_part_specs(const FormatTraits&, int64_t rows, int64_t cols) {
   return {{"qweight", DType::kI8, {rows, cols}}, {"scales", DType::kF32, {rows}}};
 }
 
-size_t int8_row_packed_bytes(int64_t rows, int64_t cols) { return specs_nbytes(int8_row_part_specs(rows, cols)); }
 
-QuantizedMatrix quantize_int8_row(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
-  static const FormatTraits& format = format_by_name("int8_row");
+QuantizedMatrix quantize_int8_row(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                               const QuantizeOptions& options) {
   check_quantize_input(format, w, rows, cols, options);
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   int8_t* q = reinterpret_cast<int8_t*>(out.parts[0].bytes.data());
@@ -159,14 +158,13 @@ void dequantize_block_int8_row(const PackedMatrix& m, int64_t r0, int64_t r1, in
 
 // ---------------------------------------------------------------- bf16
 
-std::vector<PartSpec> bf16_part_specs(int64_t rows, int64_t cols) {
+std::vector<PartSpec> bf16_part_specs(const FormatTraits&, int64_t rows, int64_t cols) {
   return {{"weight", DType::kBF16, {rows, cols}}};
 }
 
-size_t bf16_packed_bytes(int64_t rows, int64_t cols) { return specs_nbytes(bf16_part_specs(rows, cols)); }
 
-QuantizedMatrix quantize_bf16(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
-  static const FormatTraits& format = format_by_name("bf16");
+QuantizedMatrix quantize_bf16(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                               const QuantizeOptions& options) {
   check_quantize_input(format, w, rows, cols, options);
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   convert_f32_to_bf16(w, reinterpret_cast<uint16_t*>(out.parts[0].bytes.data()), static_cast<size_t>(rows * cols));

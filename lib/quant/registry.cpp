@@ -17,8 +17,7 @@ namespace eq::quant {
 
 namespace {
 
-template <int G>
-FormatTraits fp4_row(std::string_view name, std::string_view description) {
+FormatTraits fp4_row(int G, std::string_view name, std::string_view description) {
   return {.name = name,
           .family = "fp4",
           .description = description,
@@ -28,19 +27,17 @@ FormatTraits fp4_row(std::string_view name, std::string_view description) {
           .row_multiple = 1,
           .col_multiple = G,
           .parts = {"qweight", "scales"},
-          .quantize = quantize_fp4<G>,
+          .quantizer = quantize_fp4,
           .dequantize = stream_dequantize,
           .matmul = stream_matmul,
-          .packed_bytes = fp4_packed_bytes<G>,
-          .part_specs = fp4_part_specs<G>,
+          .part_specs_of = fp4_part_specs,
           .gemv = &kStreamGemvInt8,
           .dequantize_block = stream_dequantize_block,
           // Integer batch path: scales per 32 k (groups of 16 stay on fp32).
           .int8_panels = G % 32 == 0 ? &kFp4Int8Panels : nullptr};
 }
 
-template <int B, int G>
-FormatTraits affine_row(std::string_view name, std::string_view description) {
+FormatTraits affine_row(int B, int G, std::string_view name, std::string_view description) {
   return {.name = name,
           .family = "affine",
           .description = description,
@@ -50,18 +47,19 @@ FormatTraits affine_row(std::string_view name, std::string_view description) {
           .row_multiple = 1,
           .col_multiple = G,
           .parts = {"qweight", "scales", "biases"},
-          .quantize = quantize_affine<B, G>,
+          .quantizer = quantize_affine,
           .dequantize = stream_dequantize,
           .matmul = stream_matmul,
-          .packed_bytes = affine_packed_bytes<B, G>,
-          .part_specs = affine_part_specs<B, G>,
+          .part_specs_of = affine_part_specs,
           // 3-bit codes straddle words: the fp32 path (gemv_stream.cpp).
           .gemv = B == 3 ? &kStreamGemvFloat : &kStreamGemvInt8,
           .dequantize_block = stream_dequantize_block,
-          .int8_panels = B == 2   ? &kAffine2Int8Panels
-                         : B == 4 ? &kAffine4Int8Panels
-                         : B == 8 ? &kAffine8Int8Panels
-                                  : nullptr};
+          // Integer batch path: codes of 2, 4 or 8 bits, scales per 32 k (int8_panels.h).
+          .int8_panels = G % 32 != 0 ? nullptr
+                         : B == 2    ? &kAffine2Int8Panels
+                         : B == 4    ? &kAffine4Int8Panels
+                         : B == 8    ? &kAffine8Int8Panels
+                                     : nullptr};
 }
 
 // clang-format off
@@ -70,52 +68,52 @@ FormatTraits affine_row(std::string_view name, std::string_view description) {
 // never rename or reorder-and-reuse a name; add new ones.
 const std::vector<FormatTraits> kRegistryRows = {
     // ---- fp4 (E2M1) with an fp16 scale per group of G along K: lib/quant/fp4.cpp
-    fp4_row<16>("fp4_g16", "FP4 E2M1, fp16 scale per 16 weights along K (5 bits)"),
-    fp4_row<32>("fp4_g32", "FP4 E2M1, fp16 scale per 32 weights along K (4.5 bits)"),
-    fp4_row<64>("fp4_g64", "FP4 E2M1, fp16 scale per 64 weights along K (4.25 bits)"),
-    fp4_row<128>("fp4_g128", "FP4 E2M1, fp16 scale per 128 weights along K (4.125 bits)"),
+    fp4_row(16, "fp4_g16", "FP4 E2M1, fp16 scale per 16 weights along K (5 bits)"),
+    fp4_row(32, "fp4_g32", "FP4 E2M1, fp16 scale per 32 weights along K (4.5 bits)"),
+    fp4_row(64, "fp4_g64", "FP4 E2M1, fp16 scale per 64 weights along K (4.25 bits)"),
+    fp4_row(128, "fp4_g128", "FP4 E2M1, fp16 scale per 128 weights along K (4.125 bits)"),
     // ---- OCP MXFP4 and NVIDIA NVFP4: lib/quant/fp4_mx.cpp, lib/quant/fp4_nv.cpp
     {.name = "mxfp4", .family = "mxfp4",
      .description = "OCP MXFP4: E2M1, E8M0 power-of-two scale per 32 weights (4.25 bits)",
      .weight_bits = 4, .bits_per_weight = 4.25, .group_size = 32, .row_multiple = 1, .col_multiple = 32,
      .parts = {"qweight", "scales"},
-     .quantize = quantize_mxfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
-     .packed_bytes = mxfp4_packed_bytes, .part_specs = mxfp4_part_specs, .gemv = &kStreamGemvInt8,
+     .quantizer = quantize_mxfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
+     .part_specs_of = mxfp4_part_specs, .gemv = &kStreamGemvInt8,
      .dequantize_block = stream_dequantize_block, .int8_panels = &kFp4Int8Panels, .import_mxfp4 = import_mxfp4},
     {.name = "nvfp4", .family = "nvfp4",
      .description = "NVFP4: E2M1, E4M3 scale per 16 weights times an fp32 tensor scale (4.5 bits)",
      .weight_bits = 4, .bits_per_weight = 4.5, .group_size = 16, .row_multiple = 1, .col_multiple = 16,
      .parts = {"qweight", "scales", "tensor_scale"},
-     .quantize = quantize_nvfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
-     .packed_bytes = nvfp4_packed_bytes, .part_specs = nvfp4_part_specs, .gemv = &kStreamGemvInt8,
+     .quantizer = quantize_nvfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
+     .part_specs_of = nvfp4_part_specs, .gemv = &kStreamGemvInt8,
      .dequantize_block = stream_dequantize_block},
     // ---- affine integers q * scale + bias, fp16 scale and bias per group: lib/quant/affine.cpp
-    affine_row<2, 32>("int2_g32", "2-bit affine, fp16 scale+bias per 32 weights (3 bits)"),
-    affine_row<2, 64>("int2_g64", "2-bit affine, fp16 scale+bias per 64 weights (2.5 bits)"),
-    affine_row<2, 128>("int2_g128", "2-bit affine, fp16 scale+bias per 128 weights (2.25 bits)"),
-    affine_row<3, 32>("int3_g32", "3-bit affine, fp16 scale+bias per 32 weights (4 bits)"),
-    affine_row<3, 64>("int3_g64", "3-bit affine, fp16 scale+bias per 64 weights (3.5 bits)"),
-    affine_row<3, 128>("int3_g128", "3-bit affine, fp16 scale+bias per 128 weights (3.25 bits)"),
-    affine_row<4, 32>("int4_g32", "4-bit affine, fp16 scale+bias per 32 weights (5 bits)"),
-    affine_row<4, 64>("int4_g64", "4-bit affine, fp16 scale+bias per 64 weights (4.5 bits)"),
-    affine_row<4, 128>("int4_g128", "4-bit affine, fp16 scale+bias per 128 weights (4.25 bits)"),
-    affine_row<8, 32>("int8_g32", "8-bit affine, fp16 scale+bias per 32 weights (9 bits)"),
-    affine_row<8, 64>("int8_g64", "8-bit affine, fp16 scale+bias per 64 weights (8.5 bits)"),
-    affine_row<8, 128>("int8_g128", "8-bit affine, fp16 scale+bias per 128 weights (8.25 bits)"),
+    affine_row(2, 32, "int2_g32", "2-bit affine, fp16 scale+bias per 32 weights (3 bits)"),
+    affine_row(2, 64, "int2_g64", "2-bit affine, fp16 scale+bias per 64 weights (2.5 bits)"),
+    affine_row(2, 128, "int2_g128", "2-bit affine, fp16 scale+bias per 128 weights (2.25 bits)"),
+    affine_row(3, 32, "int3_g32", "3-bit affine, fp16 scale+bias per 32 weights (4 bits)"),
+    affine_row(3, 64, "int3_g64", "3-bit affine, fp16 scale+bias per 64 weights (3.5 bits)"),
+    affine_row(3, 128, "int3_g128", "3-bit affine, fp16 scale+bias per 128 weights (3.25 bits)"),
+    affine_row(4, 32, "int4_g32", "4-bit affine, fp16 scale+bias per 32 weights (5 bits)"),
+    affine_row(4, 64, "int4_g64", "4-bit affine, fp16 scale+bias per 64 weights (4.5 bits)"),
+    affine_row(4, 128, "int4_g128", "4-bit affine, fp16 scale+bias per 128 weights (4.25 bits)"),
+    affine_row(8, 32, "int8_g32", "8-bit affine, fp16 scale+bias per 32 weights (9 bits)"),
+    affine_row(8, 64, "int8_g64", "8-bit affine, fp16 scale+bias per 64 weights (8.5 bits)"),
+    affine_row(8, 128, "int8_g128", "8-bit affine, fp16 scale+bias per 128 weights (8.25 bits)"),
     // ---- passthrough for critical experts and non-expert tensors: lib/quant/passthrough.cpp
     {.name = "int8_row", .family = "int8",
      .description = "8-bit symmetric, fp32 scale per output row (8 bits)",
      .weight_bits = 8, .bits_per_weight = 8.0, .group_size = 0, .row_multiple = 1, .col_multiple = 1,
      .parts = {"qweight", "scales"},
-     .quantize = quantize_int8_row, .dequantize = dequantize_int8_row, .matmul = matmul_int8_row,
-     .packed_bytes = int8_row_packed_bytes, .part_specs = int8_row_part_specs, .gemv = &kInt8RowGemv,
+     .quantizer = quantize_int8_row, .dequantize = dequantize_int8_row, .matmul = matmul_int8_row,
+     .part_specs_of = int8_row_part_specs, .gemv = &kInt8RowGemv,
      .dequantize_block = dequantize_block_int8_row, .int8_panels = &kInt8RowInt8Panels},
     {.name = "bf16", .family = "bf16",
      .description = "bfloat16 passthrough (16 bits)",
      .weight_bits = 16, .bits_per_weight = 16.0, .group_size = 0, .row_multiple = 1, .col_multiple = 1,
      .parts = {"weight"},
-     .quantize = quantize_bf16, .dequantize = dequantize_bf16, .matmul = matmul_bf16,
-     .packed_bytes = bf16_packed_bytes, .part_specs = bf16_part_specs, .gemv = &kBf16Gemv,
+     .quantizer = quantize_bf16, .dequantize = dequantize_bf16, .matmul = matmul_bf16,
+     .part_specs_of = bf16_part_specs, .gemv = &kBf16Gemv,
      .dequantize_block = dequantize_block_bf16},
     // ---- trellis (QTIP-style): lib/quant/trellis*.cpp (rows added by the trellis implementation)
     trellis_row(2),

@@ -65,7 +65,7 @@ TEST(Quality, MseBoundsOnGaussianWeights) {
 
 TEST(Quality, Mxfp4NeighbourSearchNeverWorseThanFloorRule) {
   const std::vector<float> w = normal_matrix(64, 1024, 5);
-  const double searched = mse(w, dequantized(quantize_mxfp4(w.data(), 64, 1024, QuantizeOptions{})));
+  const double searched = mse(w, dequantized(quantize_mxfp4(format_by_name("mxfp4"), w.data(), 64, 1024, QuantizeOptions{})));
   const double floor_rule = mse(w, dequantized(quantize_mxfp4_floor_rule(w.data(), 64, 1024, QuantizeOptions{})));
   EXPECT_LT(searched, floor_rule);
 }

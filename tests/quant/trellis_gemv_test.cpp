@@ -61,7 +61,7 @@ trellis::TileGemvArgs chunk_args(const RandomTrellis& t, const GemvInput* in) {
   a.tiles_n = t.m.rows / 16;
   a.tiles_k = t.m.cols / 16;
   a.bits = t.m.format->weight_bits;
-  a.code = trellis::code_of_format(t.m.format->name);
+  a.code = trellis::code_of(t.m);
   a.nt_begin = 1;
   a.nt_end = t.m.rows / 16;
   a.in = in;

@@ -42,8 +42,8 @@ TEST(TrellisLut, CodeMatchesDefinitionAndGoldenValues) {
   EXPECT_EQ(largest, 106);  // y + 128 is a valid unsigned byte in [22, 234]
   EXPECT_NEAR(sum / 65536, 0.0, 1e-9);
   EXPECT_NEAR(std::sqrt(sum2 / 65536), trellis::kLutStd, 1e-6);
-  EXPECT_EQ(trellis::code_of_format("trellis3_lut"), Code::kLut);
-  EXPECT_EQ(trellis::code_of_format("trellis3"), Code::k1mad);
+  EXPECT_EQ(trellis::code_of(format_by_name("trellis3_lut")), Code::kLut);
+  EXPECT_EQ(trellis::code_of(format_by_name("trellis3")), Code::k1mad);
   EXPECT_EQ(format_by_name("trellis2_lut").weight_bits, 2);
   EXPECT_EQ(&trellis_format(4, Code::kLut), &format_by_name("trellis4_lut"));
 }

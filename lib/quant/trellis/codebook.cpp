@@ -18,7 +18,6 @@ const int8_t kLutB[kLutEntries] = {
     -26, -44, 15, -7, 11, 6, -8, -17, 53, -5, -20, -18, 28, 20, 13, -32,
     8, -53, -24, 39, -19, 22, -12, 7, 19, -22, 26, 44, 2, -23, 4, -7};
 
-Code code_of_format(std::string_view name) { return name.ends_with("_lut") ? Code::kLut : Code::k1mad; }
 
 const float* code_table(Code code) {
   if (code == Code::k1mad) return code_table_1mad();

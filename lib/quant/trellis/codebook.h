@@ -56,9 +56,8 @@ inline int code_lut(uint32_t state) {
   return kLutA[a] + kLutB[b];
 }
 
-// The code of a trellis format; the name fixes it ("trellis3" 1MAD, "trellis3_lut" LUT).
-enum class Code { k1mad, kLut };
-Code code_of_format(std::string_view format_name);
+// The code of a trellis format (its row's FormatTraits::code): 1MAD or LUT.
+enum class Code : uint8_t { k1mad, kLut };
 // y(s) of either code; the std of y over all states (the code's normalization);
 // the bias that makes y + bias a sum of unsigned bytes (1MAD: 4 hash bytes,
 // LUT: one byte) for the vpdpbusd kernels.

@@ -75,7 +75,8 @@ void transform_sub_matrix(const Kernels& kern, const TileDecoders& dec, const Tr
 
 }  // namespace
 
-Code code_of(const PackedMatrix& m) { return m.format ? code_of_format(m.format->name) : Code::k1mad; }
+Code code_of(const FormatTraits& f) { return static_cast<Code>(f.code); }
+Code code_of(const PackedMatrix& m) { return m.format ? code_of(*m.format) : Code::k1mad; }
 
 size_t packed_size(int64_t rows, int64_t cols, int bits) {
   return static_cast<size_t>(rows / kTileDim * (cols / kTileDim) * tile_bytes(bits) + cols + rows + rows * 4);
@@ -222,55 +223,41 @@ void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_ro
 
 namespace {
 
-template <int Bits, Code C>
-QuantizedMatrix quantize_bits(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) {
-  return quantize_matrix(w, rows, cols, options, Bits, initial_scale_ratio(Bits), C);
+QuantizedMatrix quantize_row(const FormatTraits& f, const float* w, int64_t rows, int64_t cols,
+                             const QuantizeOptions& options) {
+  return quantize_matrix(w, rows, cols, options, f.weight_bits, initial_scale_ratio(f.weight_bits), code_of(f));
 }
-template <int Bits>
-void dequantize_bits(const PackedMatrix& m, float* out) {
-  dequantize_matrix(m, Bits, out);
+void dequantize_row(const PackedMatrix& m, float* out) { dequantize_matrix(m, m.format->weight_bits, out); }
+void matmul_row(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate) {
+  matmul_matrix(m, m.format->weight_bits, x, m_rows, y, accumulate);
 }
-template <int Bits>
-void matmul_bits(const PackedMatrix& m, const float* x, int64_t m_rows, float* y, bool accumulate) {
-  matmul_matrix(m, Bits, x, m_rows, y, accumulate);
-}
-template <int Bits>
-size_t packed_bytes_bits(int64_t rows, int64_t cols) {
-  return packed_size(rows, cols, Bits);
-}
-
-template <int Bits>
-std::vector<PartSpec> part_specs_bits(int64_t rows, int64_t cols) {
-  return {{"trellis", DType::kU8, {cols / kTileDim, rows / kTileDim, tile_bytes(Bits)}},
+std::vector<PartSpec> part_specs_row(const FormatTraits& f, int64_t rows, int64_t cols) {
+  return {{"trellis", DType::kU8, {cols / kTileDim, rows / kTileDim, tile_bytes(f.weight_bits)}},
           {"su", DType::kI8, {cols}},
           {"sv", DType::kI8, {rows}},
           {"scales", DType::kF32, {rows}}};
 }
-
-template <int Bits>
-void dequantize_block_bits(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
-  dequantize_block_matrix(m, Bits, r0, r1, c0, c1, out);
+void dequantize_block_row(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+  dequantize_block_matrix(m, m.format->weight_bits, r0, r1, c0, c1, out);
 }
 
-template <int Bits, Code C>
-FormatTraits make_traits(std::string_view name, std::string_view description) {
-  FormatTraits t{name,
-                      "trellis",
-                      description,
-                      Bits,
-                      static_cast<double>(Bits),  // + (8 + 8 + 32) bits per row/column of side data
-                      0,
-                      kTileDim,
-                      kTileDim,
-                      {"trellis", "su", "sv", "scales"},
-                      quantize_bits<Bits, C>,
-                      dequantize_bits<Bits>,
-                      matmul_bits<Bits>,
-                      packed_bytes_bits<Bits>,
-                      part_specs_bits<Bits>};
-  t.dequantize_block = dequantize_block_bits<Bits>;
-  t.gemv = &kTrellisGemv;  // lib/quant/trellis/gemv.cpp
-  return t;
+FormatTraits make_traits(int bits, Code code, std::string_view name, std::string_view description) {
+  return {.name = name,
+          .family = "trellis",
+          .description = description,
+          .weight_bits = bits,
+          .bits_per_weight = static_cast<double>(bits),  // + (8 + 8 + 32) bits per row/column of side data
+          .group_size = 0,
+          .row_multiple = kTileDim,
+          .col_multiple = kTileDim,
+          .parts = {"trellis", "su", "sv", "scales"},
+          .code = static_cast<uint8_t>(code),
+          .quantizer = quantize_row,
+          .dequantize = dequantize_row,
+          .matmul = matmul_row,
+          .part_specs_of = part_specs_row,
+          .gemv = &kTrellisGemv,  // lib/quant/trellis/gemv.cpp
+          .dequantize_block = dequantize_block_row};
 }
 
 }  // namespace
@@ -283,16 +270,16 @@ FormatTraits trellis_row(int bits, trellis::Code code) {
   using namespace trellis;
   if (code == Code::kLut) {
     switch (bits) {
-      case 2: return make_traits<2, Code::kLut>("trellis2_lut", "Trellis, 2 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
-      case 3: return make_traits<3, Code::kLut>("trellis3_lut", "Trellis, 3 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
-      case 4: return make_traits<4, Code::kLut>("trellis4_lut", "Trellis, 4 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+      case 2: return make_traits(2, Code::kLut, "trellis2_lut", "Trellis, 2 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+      case 3: return make_traits(3, Code::kLut, "trellis3_lut", "Trellis, 3 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
+      case 4: return make_traits(4, Code::kLut, "trellis4_lut", "Trellis, 4 bits: L=16 bitshift, LUT code (CPU decode), 16x16 tiles, random Hadamard");
       default: invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
     }
   }
   switch (bits) {
-    case 2: return make_traits<2, Code::k1mad>("trellis2", "Trellis (QTIP-style), 2 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
-    case 3: return make_traits<3, Code::k1mad>("trellis3", "Trellis (QTIP-style), 3 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
-    case 4: return make_traits<4, Code::k1mad>("trellis4", "Trellis (QTIP-style), 4 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    case 2: return make_traits(2, Code::k1mad, "trellis2", "Trellis (QTIP-style), 2 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    case 3: return make_traits(3, Code::k1mad, "trellis3", "Trellis (QTIP-style), 3 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
+    case 4: return make_traits(4, Code::k1mad, "trellis4", "Trellis (QTIP-style), 4 bits: L=16 bitshift, 1MAD code, 16x16 tiles, random Hadamard");
     default: invalid("trellis: bits must be 2, 3 or 4, got " + std::to_string(bits));
   }
 }

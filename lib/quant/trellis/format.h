@@ -33,6 +33,8 @@ double initial_scale_ratio(int bits);
 QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
                                 int bits, double scale_ratio, Code code = Code::k1mad);
 // The code of a packed trellis matrix (from its format's name; 1MAD without one).
+// The code of a trellis row, and of the matrix's row (1MAD without one).
+Code code_of(const FormatTraits& f);
 Code code_of(const PackedMatrix& m);
 void dequantize_matrix(const PackedMatrix& m, int bits, float* out);
 // FormatTraits::dequantize_block: boundaries at multiples of the Hadamard block sizes.

@@ -15,6 +15,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "quant/hadamard.h"
+#include "quant/trellis/format.h"
 #include "quant/trellis/kernels.h"
 
 namespace eq::quant::trellis {
@@ -67,12 +68,12 @@ void trellis_prepare(const PackedMatrix& m, const float* x, GemvActivation& out)
   for (int64_t k = 0; k < K; ++k) rotated[k] = x[k] * static_cast<float>(su[k]);
   hadamard_rows(rotated.data(), 1, K);
   // The LUT loops read q once per k; only 1MAD's read the 4x replicated bytes.
-  out.set_replicated(rotated.data(), K, hadamard_block_size(K), code_of_format(m.format->name) == Code::k1mad);
+  out.set_replicated(rotated.data(), K, hadamard_block_size(K), code_of(m) == Code::k1mad);
 }
 
 void check_call(const PackedMatrix& m, const GemvInput& in, int64_t row_begin, int64_t row_end) {
   const int64_t N = m.rows, K = m.cols, block_n = hadamard_block_size(N);
-  const bool lut = code_of_format(m.format->name) == Code::kLut;
+  const bool lut = code_of(m) == Code::kLut;
   if ((lut ? !in.q : !in.q_rep4) || in.cols != K || in.rep_block != hadamard_block_size(K))
     invalid(std::string(m.format->name) + " gemv: the input was not prepared by its prepare hook");
   if (row_begin < 0 || row_end > N || row_begin % block_n || (row_end % block_n && row_end != N))
@@ -96,7 +97,7 @@ TileGemvArgs tile_args(const PackedMatrix& m, const GemvInput& in, int64_t row_b
   a.tiles_n = m.rows / kTileDim;
   a.tiles_k = m.cols / kTileDim;
   a.bits = m.format->weight_bits;
-  a.code = code_of_format(m.format->name);
+  a.code = code_of(m);
   a.nt_begin = row_begin / kTileDim;
   a.nt_end = row_end / kTileDim;
   a.in = &in;
