@@ -19,6 +19,7 @@
 #include "exec/moe_inputs.h"
 #include "exec/packed_model.h"
 #include "io/atomic_file.h"
+#include "option_checks.h"
 #include "progress.h"
 
 namespace eq::app {
@@ -66,7 +67,9 @@ int run_eval(EvalCliOptions& o) {
   inputs.insert(inputs.end(), {{"--packed", o.packed}, {"--model", o.model}, {"--baseline", o.baseline},
                                {"--runtime-config", o.exec.runtime_config}});
   io::check_outputs_apart({{"--json", o.json_out}, {"--html", o.html_out}}, inputs);
-  if (o.threads > 0) set_num_threads(o.threads);
+  apply_threads_option(o.threads);
+  // Checked before the models load: a bad list fails in a second, not after the quality pass.
+  const std::vector<int64_t> sweep = o.sweep.empty() ? std::vector<int64_t>{} : parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
   const exec::RuntimeConfig rt = resolve_runtime(o.exec);
   exec::PackedModelOptions po;
   po.model_path = o.model;
@@ -115,7 +118,7 @@ int run_eval(EvalCliOptions& o) {
   }
   if (!o.no_latency) {
     eval::LatencyOptions lo;
-    if (!o.sweep.empty()) lo.sweep = parse_int_list(o.sweep, "--sweep");
+    if (!sweep.empty()) lo.sweep = sweep;
     lo.reps = o.reps;
     lo.warmup = o.warmup;
     lo.model_step = !o.no_model_step;
@@ -174,19 +177,28 @@ Command add_eval(CLI::App& app) {
                   "Unquantized source checkpoint to compare against (without it: the packed model's own bpb and "
                   "latency; comparisons skipped)");
   add_text_options(sub, o->inputs, "Use at most N tokens of each text (0 = all)");
-  sub->add_option("--ctx", o->ctx, "Window length for scoring (perplexity window rule; default 512)");
-  sub->add_option("--batch-windows", o->batch_windows, "Windows scored together (default 4)");
+  sub->add_option("--ctx", o->ctx, "Window length for scoring (perplexity window rule; default 512)")
+      ->check(integer_in(2, kMaxCtx));
+  sub->add_option("--batch-windows", o->batch_windows, "Windows scored together (default 4)")
+      ->check(integer_in(1, kMaxBatchWindows));
   sub->add_option("--dispatch", o->dispatch, "Strategies to time, comma-separated (default mask-combine,sorted,auto)");
   add_exec_options(sub, o->exec);
   sub->add_option("--baseline", o->baseline, "A uniform pack of the same model, timed side by side");
   sub->add_option("--sweep", o->sweep, "Token counts M to time (default 1,2,4,...,1024)");
-  sub->add_option("--reps", o->reps, "Timed repetitions per point (default 5)");
-  sub->add_option("--warmup", o->warmup, "Untimed warm-up runs per point (default 1)");
-  sub->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps (default 32)");
-  sub->add_option("--prefill-tokens", o->prefill_tokens, "Tokens of the timed prefill (default 256)");
-  sub->add_option("--prompts-per-domain", o->prompts_per_domain, "Collapse-check prompts per text (default 3)");
-  sub->add_option("--new-tokens", o->new_tokens, "Greedy tokens per collapse check (default 96)");
-  sub->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length of a collapse check (default 64)");
+  sub->add_option("--reps", o->reps, "Timed repetitions per point (default 5)")
+      ->check(integer_in(1, kMaxRepetitions));
+  sub->add_option("--warmup", o->warmup, "Untimed warm-up runs per point (default 1)")
+      ->check(integer_in(0, kMaxRepetitions));
+  sub->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps (default 32)")
+      ->check(integer_in(1, kMaxStepTokens));
+  sub->add_option("--prefill-tokens", o->prefill_tokens, "Tokens of the timed prefill (default 256)")
+      ->check(integer_in(1, kMaxStepTokens));
+  sub->add_option("--prompts-per-domain", o->prompts_per_domain, "Collapse-check prompts per text (default 3)")
+      ->check(integer_in(0, 1000));
+  sub->add_option("--new-tokens", o->new_tokens, "Greedy tokens per collapse check (default 96)")
+      ->check(integer_in(1, kMaxStepTokens));
+  sub->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length of a collapse check (default 64)")
+      ->check(integer_in(1, kMaxStepTokens));
   sub->add_flag("--no-quality", o->no_quality, "Skip bpb / KL / top-1 / per-layer error");
   sub->add_flag("--no-collapse", o->no_collapse, "Skip the collapse checks");
   sub->add_flag("--no-latency", o->no_latency, "Skip the latency sweep");
@@ -194,7 +206,7 @@ Command add_eval(CLI::App& app) {
   sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
   sub->add_option("--json", o->json_out, "Write the report as JSON to FILE ('-' = stdout; docs/report.md)");
   sub->add_option("--html", o->html_out, "Write a self-contained HTML report to FILE");
-  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  add_threads_option(sub, o->threads);
   sub->add_flag("--summary", o->summary, "Print only the quality line and auto's decode/prefill speed");
   sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr");
   return {sub, [o] { return run_eval(*o); }};

@@ -1,5 +1,6 @@
 // expertquant generate: continue a prompt with the reference model (--model)
 // or a packed model (--packed, lib/exec), greedy or sampled.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "io/tokens.h"
 #include "model/forward.h"
 #include "model/generate.h"
+#include "option_checks.h"
 
 namespace eq::app {
 namespace {
@@ -29,7 +31,7 @@ struct GenerateCliOptions {
 };
 
 int run_generate(GenerateCliOptions& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
+  apply_threads_option(o.threads);
   if (o.model.empty() && o.packed.empty()) invalid("give --model CHECKPOINT or --packed FOLDER");
   std::unique_ptr<exec::PackedModel> pm;
   std::unique_ptr<model::Model> ref;
@@ -64,10 +66,12 @@ int run_generate(GenerateCliOptions& o) {
     io::require_byte_level(o.prompt.empty() ? o.prompt_file : "--prompt", c.vocab_size);
     // --prompt decodes C escapes ("import os\nimport"); files and --raw-prompt are sent byte for byte.
     const std::string text = !o.prompt.empty() ? (o.raw_prompt ? o.prompt : io::unescape_prompt(o.prompt))
-                                               : io::read_file_bytes(o.prompt_file);
+                                               : io::read_text_prefix(o.prompt_file, 0);
     prompt = io::bytes_to_tokens(text);
   }
-  if (prompt.empty()) invalid("empty prompt");
+  if (prompt.empty())
+    invalid(std::string(!o.prompt_file.empty() ? o.prompt_file : !o.tokens_file.empty() ? o.tokens_file : "--prompt") +
+            ": empty prompt (at least one token is needed)");
   const bool stream = !o.json && c.byte_level();
   const model::GenerateResult r = model::generate(*m, prompt, o.gen, [&](int32_t t) {
     if (stream) {
@@ -109,15 +113,18 @@ Command add_generate(CLI::App& app) {
   sub->add_flag("--raw-prompt", o->raw_prompt, "Send --prompt byte for byte (no escape decoding)");
   sub->add_option("--prompt-file", o->prompt_file, "Prompt from a file (byte-level models; .zst ok)");
   sub->add_option("--tokens", o->tokens_file, "Prompt token ids (json, npy, u32, i32; one sequence)");
-  sub->add_option("-n,--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate (default 32)");
-  sub->add_option("--temperature", o->gen.temperature, "0 = greedy (default)");
-  sub->add_option("--top-p", o->gen.top_p, "Nucleus sampling mass (default 1)");
+  sub->add_option("-n,--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate (default 32)")
+      ->check(integer_in(0, kMaxStepTokens));
+  sub->add_option("--temperature", o->gen.temperature, "0 = greedy (default)")
+      ->check(number_in(0, HUGE_VAL));
+  sub->add_option("--top-p", o->gen.top_p, "Nucleus sampling mass (default 1)")
+      ->check(number_in(0, 1, /*lo_open=*/true));
   sub->add_option("--seed", o->gen.seed, "Sampling seed");
   sub->add_option("--dispatch", o->dispatch, "With --packed: mask-combine, sorted or auto (default)");
   add_exec_options(sub, o->exec);
   sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
   sub->add_flag("--json", o->json, "Print tokens and speeds as JSON");
-  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  add_threads_option(sub, o->threads);
   return {sub, [o] { return run_generate(*o); }};
 }
 

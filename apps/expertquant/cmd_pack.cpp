@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "format_util.h"
 #include "io/output_path.h"
+#include "option_checks.h"
 #include "pack/packer.h"
 #include "profile/profile.h"
 #include "progress.h"
@@ -132,7 +133,7 @@ Command add_pack(CLI::App& app) {
   sub->add_option("--max-memory", o->max_memory,
                   "Bound on memory above the process baseline (bytes, or 512M, 4G; default half the RAM)");
   sub->add_option("--shard-size", o->shard_size, "Maximum bytes per output shard (default 4G)");
-  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  add_threads_option(sub, o->threads);
   sub->add_flag("--force", o->request.force, "Replace an existing output folder");
   sub->add_flag("--json", o->json, "Print a JSON summary on stdout instead of the table");
   sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr even when it is not a terminal");
@@ -145,7 +146,7 @@ Command add_pack(CLI::App& app) {
             if (!o->layers.empty()) parse_layers(o->layers, o->request);
             if (!o->max_memory.empty()) o->request.max_memory = parse_byte_size(o->max_memory, "--max-memory");
             o->request.shard_size = parse_byte_size(o->shard_size, "--shard-size");
-            if (o->threads > 0) set_num_threads(o->threads);
+            apply_threads_option(o->threads);
             BarObserver observer(o->verbose);
             pack::Manifest m = pack::run_pack(o->request, &observer);
             observer.finish();

@@ -1,6 +1,7 @@
 // expertquant perplexity: perplexity and bits per token (bits per byte for
 // byte-level models) of the float32 reference model over a text or token file,
 // with the reference window rule (lib/eval/perplexity.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "io/text_file.h"
 #include "io/tokens.h"
 #include "model/forward.h"
+#include "option_checks.h"
 #include "progress.h"
 
 namespace eq::app {
@@ -31,7 +33,7 @@ struct PerplexityCliOptions {
 };
 
 int run_perplexity(const PerplexityCliOptions& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
+  apply_threads_option(o.threads);
   if (o.text.empty() == o.tokens.empty()) invalid("give exactly one of --text FILE or --tokens FILE");
   auto model = model::Model::open(o.model);
   const model::ModelConfig& c = model->config();
@@ -39,7 +41,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
   io::TokenSequences input;
   const std::string& source = o.text.empty() ? o.tokens : o.text;
   if (!o.text.empty()) {
-    input.sequences.push_back(io::read_text_tokens(o.text, c.vocab_size));
+    input.sequences.push_back(io::read_text_tokens(o.text, c.vocab_size, o.max_tokens));
   } else {
     const auto format = io::parse_token_file_format(o.tokens_format);
     if (!format) invalid("--tokens-format: expected auto, json, npy, u32 or i32, got '" + o.tokens_format + "'");
@@ -49,6 +51,13 @@ int run_perplexity(const PerplexityCliOptions& o) {
     for (auto& s : input.sequences)
       if (static_cast<int64_t>(s.size()) > o.max_tokens) s.resize(o.max_tokens);
   io::check_token_range(input, c.vocab_size, source);
+  // Every window scores the tokens after its first: with no sequence of 2
+  // tokens nothing is scored, and the result would read 0 bits.
+  int64_t longest = 0;
+  for (const auto& s : input.sequences) longest = std::max<int64_t>(longest, int64_t(s.size()));
+  if (longest < 2)
+    invalid(source + ": " + (longest == 0 ? std::string("empty") : "only 1 token per sequence") +
+            ": too few tokens for one scored window (at least 2)");
 
   eval::PerplexityOptions po;
   po.ctx = o.ctx;
@@ -106,10 +115,13 @@ Command add_perplexity(CLI::App& app) {
   sub->add_option("--text", o->text, "Plain text, one byte per token (byte-level models; .zst ok)");
   sub->add_option("--tokens", o->tokens, "Token ids: JSON array (flat or per sequence), .npy, raw u32/i32");
   sub->add_option("--tokens-format", o->tokens_format, "auto (default), json, npy, u32, i32");
-  sub->add_option("--ctx", o->ctx, "Window length: non-overlapping windows, first token of each not scored (512)");
-  sub->add_option("--batch", o->batch, "Windows run together per forward call (default 4)");
-  sub->add_option("--max-tokens", o->max_tokens, "Use only the first N tokens of each sequence (0 = all)");
-  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  sub->add_option("--ctx", o->ctx, "Window length: non-overlapping windows, first token of each not scored (512)")
+      ->check(integer_in(2, kMaxCtx));
+  sub->add_option("--batch", o->batch, "Windows run together per forward call (default 4)")
+      ->check(integer_in(1, kMaxBatchWindows));
+  sub->add_option("--max-tokens", o->max_tokens, "Use only the first N tokens of each sequence (0 = all)")
+      ->check(integer_in(0, kMaxTokensOption));
+  add_threads_option(sub, o->threads);
   sub->add_flag("--json", o->json, "Print the result as JSON");
   sub->add_flag("-v,--verbose", o->verbose, "Timing, weight cache and peak memory on stderr");
   return {sub, [o] { return run_perplexity(*o); }};

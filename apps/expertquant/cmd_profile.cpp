@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -13,17 +14,26 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/memory.h"
-#include "model/config.h"
 #include "core/thread_pool.h"
 #include "format_util.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
+#include "model/config.h"
+#include "option_checks.h"
 #include "profile/heatmap.h"
 #include "profile/run.h"
+#include "quant/format.h"
 
 namespace eq::app {
 
 namespace {
+
+// The bits per weight of the widest registry format: a larger budget could not be spent.
+double widest_format_bits() {
+  double bits = 0;
+  for (const auto& f : quant::all_formats()) bits = std::max(bits, f.bits_per_weight);
+  return bits;
+}
 
 struct ProfileCliOptions {
   profile::ProfileRequest request;
@@ -155,12 +165,16 @@ Command add_profile(CLI::App& app) {
   logits->excludes(merge);
   sub->add_option("-o,--out", o->out, "Output profile.json (written atomically)")->required();
   sub->add_flag("--force", o->force, "Replace an existing -o file (and its sidecar)");
-  sub->add_option("--ctx", o->request.ctx, "Calibration window length in tokens (default 512)");
-  sub->add_option("--max-tokens", o->request.max_tokens, "Use at most this many calibration tokens");
+  sub->add_option("--ctx", o->request.ctx, "Calibration window length in tokens (default 512)")
+      ->check(integer_in(1, kMaxCtx));
+  sub->add_option("--max-tokens", o->request.max_tokens, "Use at most this many calibration tokens")
+      ->check(integer_in(0, kMaxTokensOption));
   sub->add_option("--tokens-format", o->request.tokens_format, "auto, json, npy, u32, i32");
   sub->add_option("--policy", o->policy, "Policy file (configs/*.json; default: the built-in configs/default.json)");
-  sub->add_option("--min-tokens", o->min_tokens, "Experts routed fewer times are under-covered (overrides the policy)");
-  auto* tb = sub->add_option("--target-bits", o->target_bits, "Bit budget: average bits per expert weight");
+  sub->add_option("--min-tokens", o->min_tokens, "Experts routed fewer times are under-covered (overrides the policy)")
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
+  auto* tb = sub->add_option("--target-bits", o->target_bits, "Bit budget: average bits per expert weight")
+                ->check(number_in(0, widest_format_bits(), /*lo_open=*/true));
   auto* ts = sub->add_option("--target-size", o->target_size, "Bit budget: total expert bytes (512M, 4G, ...)");
   tb->excludes(ts);
   sub->add_flag("--no-sensitivity", o->no_sensitivity, "Skip the sensitivity measurement (usage statistics only)");
@@ -168,7 +182,7 @@ Command add_profile(CLI::App& app) {
   sub->add_option("--heatmap", o->heatmap, "Write an SVG heatmap of layers x experts");
   sub->add_flag("--summary", o->summary, "Print the per-layer table");
   sub->add_flag("--json", o->json, "Print a JSON summary on stdout");
-  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  add_threads_option(sub, o->threads);
   sub->add_flag("-v,--verbose", o->verbose, "Log progress on stderr even when it is not a terminal");
   return {sub, [o] {
             // Before any work: no output may replace or sit inside an input.
@@ -182,10 +196,9 @@ Command add_profile(CLI::App& app) {
                                      {"--save-trace", o->request.save_trace}},
                                     inputs);
             io::check_replace_allowed({"-o", o->out}, o->force);
-            if (o->threads > 0) set_num_threads(o->threads);
+            apply_threads_option(o->threads);
             uint64_t target_bytes = 0;
             if (!o->target_size.empty()) target_bytes = parse_byte_size(o->target_size, "--target-size");
-            if (o->target_bits < 0) invalid("--target-bits must be positive");
             profile::Profile p;
             profile::ProfileRunInfo info;
             if (!o->merge.empty()) {

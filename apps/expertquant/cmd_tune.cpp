@@ -13,6 +13,7 @@
 #include "exec/packed_model.h"
 #include "exec/tune.h"
 #include "io/atomic_file.h"
+#include "option_checks.h"
 
 namespace eq::app {
 namespace {
@@ -29,14 +30,15 @@ int run_tune(TuneCliOptions& o) {
   std::vector<io::NamedPath> read = input_paths(o.inputs);
   read.insert(read.end(), {{"--packed", o.packed}, {"--model", o.model}});
   if (!o.dry_run) io::check_outputs_apart({{"-o", o.out}}, read);
-  if (o.threads > 0) set_num_threads(o.threads);
+  apply_threads_option(o.threads);
+  exec::TuneOptions to;
+  // Checked before the model loads: a bad list fails at once.
+  if (!o.sweep.empty()) to.sweep = parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
   exec::PackedModelOptions po;
   po.model_path = o.model;
   po.verify = !o.no_verify;
   auto pm = exec::PackedModel::open(o.packed, po);
   const auto texts = read_inputs(o.inputs, pm->config().vocab_size);
-  exec::TuneOptions to;
-  if (!o.sweep.empty()) to.sweep = parse_int_list(o.sweep, "--sweep");
   to.reps = o.reps;
   to.warmup = o.warmup;
   if (o.verbose) to.progress = [](const std::string& s) { std::fprintf(stderr, "tune: %s\n", s.c_str()); };
@@ -78,10 +80,13 @@ Command add_tune(CLI::App& app) {
   add_text_options(sub, o->inputs, "Use at most N tokens of the text (0 = all)");
   sub->add_option("-o,--out", o->out, "Runtime config to write (default configs/runtime.json)");
   sub->add_option("--sweep", o->sweep, "Token counts M to time (default 1,2,4,...,256)");
-  sub->add_option("--reps", o->reps, "Timed repetitions per point and branch (default 7)");
-  sub->add_option("--warmup", o->warmup, "Untimed warm-up runs per point (default 1)");
-  sub->add_option("--ctx", o->ctx, "Window length when reading the text (default 512)");
-  sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  sub->add_option("--reps", o->reps, "Timed repetitions per point and branch (default 7)")
+      ->check(integer_in(1, kMaxRepetitions));
+  sub->add_option("--warmup", o->warmup, "Untimed warm-up runs per point (default 1)")
+      ->check(integer_in(0, kMaxRepetitions));
+  sub->add_option("--ctx", o->ctx, "Window length when reading the text (default 512)")
+      ->check(integer_in(2, kMaxCtx));
+  add_threads_option(sub, o->threads);
   sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
   sub->add_flag("--dry-run", o->dry_run, "Print the measurement, write nothing");
   sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr");

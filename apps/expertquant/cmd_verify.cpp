@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "format_util.h"
+#include "option_checks.h"
 #include "pack/verify.h"
 
 namespace eq::app {
@@ -23,7 +24,8 @@ Command add_verify(CLI::App& app) {
   auto o = std::make_shared<VerifyCliOptions>();
   CLI::App* sub = app.add_subcommand("verify", "Check a packed folder's sizes and checksums against its manifest");
   sub->add_option("folder", o->folder, "Packed model folder")->required();
-  sub->add_option("--samples", o->samples, "Experts per group to dequantize and check for finite values (default 2)");
+  sub->add_option("--samples", o->samples, "Experts per group to dequantize and check for finite values (default 2)")
+      ->check(integer_in(0, 1'000'000));
   sub->add_flag("--json", o->json, "Print a JSON report on stdout");
   return {sub, [o] {
             const pack::VerifyReport r = pack::verify_packed(o->folder, o->samples);

@@ -1,17 +1,19 @@
 #include "eval_inputs.h"
 
 #include <filesystem>
+#include <limits>
 
 #include "core/error.h"
 #include "io/text_file.h"
 #include "io/tokens.h"
+#include "option_checks.h"
 
 namespace eq::app {
 
 void add_text_options(CLI::App* sub, TextInputs& in, const std::string& max_tokens_help) {
   sub->add_option("--text", in.texts, "Evaluation text (byte-level models; .zst ok); repeat for several domains");
   sub->add_option("--tokens", in.token_files, "Evaluation token file (json, npy, u32, i32); repeatable");
-  sub->add_option("--max-tokens", in.max_tokens, max_tokens_help);
+  sub->add_option("--max-tokens", in.max_tokens, max_tokens_help)->check(integer_in(0, kMaxTokensOption));
 }
 
 std::string domain_label(const std::string& path) {
@@ -27,9 +29,17 @@ std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab
   auto cap = [&](std::vector<int32_t>& t) {
     if (in.max_tokens > 0 && static_cast<int64_t>(t.size()) > in.max_tokens) t.resize(static_cast<size_t>(in.max_tokens));
   };
+  // A window scores every token after its first: fewer than 2 tokens score
+  // nothing, and would report 0 bits rather than fail.
+  auto require_window = [](const std::vector<int32_t>& t, const std::string& path) {
+    if (t.size() < 2)
+      invalid(path + ": " + (t.empty() ? std::string("empty") : "only 1 token") +
+              ": too few tokens for one scored window (at least 2)");
+  };
   for (const std::string& p : in.texts) {
-    eval::LabeledTokens t{domain_label(p), io::read_text_tokens(p, vocab_size)};
+    eval::LabeledTokens t{domain_label(p), io::read_text_tokens(p, vocab_size, in.max_tokens)};
     cap(t.tokens);
+    require_window(t.tokens, p);
     out.push_back(std::move(t));
   }
   for (const std::string& p : in.token_files) {
@@ -38,11 +48,10 @@ std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab
     eval::LabeledTokens t{domain_label(p), {}};
     for (const auto& s : seqs.sequences) t.tokens.insert(t.tokens.end(), s.begin(), s.end());
     cap(t.tokens);
+    require_window(t.tokens, p);
     out.push_back(std::move(t));
   }
   if (out.empty()) invalid("give evaluation input with --text FILE or --tokens FILE");
-  for (const auto& t : out)
-    if (t.tokens.size() < 2) invalid(t.label + ": fewer than 2 tokens");
   return out;
 }
 
@@ -58,16 +67,16 @@ void add_exec_options(CLI::App* sub, ExecFlags& f) {
                   "runtime.json with sort_cutoff (default: $EXPERTQUANT_RUNTIME_CONFIG, ./configs/runtime.json, "
                   "or configs/ beside the build folder)");
   sub->add_option("--sort-cutoff", f.sort_cutoff, "auto dispatch sorts when M > this (overrides the runtime config)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   sub->add_option("--decode-max-tokens", f.decode_max_tokens,
                   "MoE calls of up to this many tokens run the decode expert-MLP kernel (int8 activations); 0 = "
                   "never (overrides the runtime config's mlp_kernels)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   sub->add_option("--small-batch-max-tokens", f.small_batch_max_tokens,
                   "MoE calls of more tokens than --decode-max-tokens and up to this many run the small-batch kernel "
                   "(the decode kernels on up to 4 rows of an expert per weight pass); larger calls run the batch "
                   "kernel (overrides the runtime config's mlp_kernels)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
 }
 
 exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {
@@ -82,7 +91,7 @@ exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {
   return r;
 }
 
-std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what) {
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what, int64_t max_value) {
   std::vector<int64_t> out;
   size_t i = 0;
   while (i <= text.size()) {
@@ -91,10 +100,11 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
     try {
       size_t used = 0;
       const long long v = std::stoll(item, &used);
-      if (used != item.size() || v <= 0) throw 1;
+      if (used != item.size() || v <= 0 || v > max_value) throw 1;
       out.push_back(v);
     } catch (...) {
-      invalid(what + ": '" + item + "' is not a positive integer (expected a list like 1,2,4,8)");
+      invalid(what + ": '" + item + "' is not an integer in [1, " + std::to_string(max_value) +
+              "] (expected a list like 1,2,4,8)");
     }
     i = j + 1;
   }

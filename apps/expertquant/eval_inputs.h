@@ -37,7 +37,7 @@ struct ExecFlags {
 void add_exec_options(CLI::App* sub, ExecFlags& f);
 exec::RuntimeConfig resolve_runtime(const ExecFlags& f);
 
-// "1,2,4" -> {1, 2, 4}; throws eq::Error naming `what`.
-std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
+// "1,2,4" -> {1, 2, 4}, each in [1, max_value]; throws eq::Error naming `what`.
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what, int64_t max_value);
 
 }  // namespace eq::app

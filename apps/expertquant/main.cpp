@@ -20,7 +20,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version are "errors" that succeed; every other parse error
+    // (a missing, unknown or out-of-range option) is bad input: one line, exit 2.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::fprintf(stderr, "expertquant: error: %s\n", e.what());
+    return static_cast<int>(eq::ErrorKind::kInvalidInput);
   }
   try {
     for (auto& c : commands)

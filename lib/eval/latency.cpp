@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "eval/finite.h"
 #include "exec/packed_model.h"
 #include "exec/packed_moe_block.h"
 #include "model/ops.h"
@@ -158,6 +159,17 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
   }
   pm.set_dispatch(saved);
   r.seconds = since(t0);
+  const char* cause = "a timing went non-finite";
+  for (const StrategyLatency& s : r.strategies) {
+    const std::string of = "latency of " + s.dispatch + ": ";
+    require_finite(s.decode_tokens_per_second, of + "decode tokens/s", cause, ErrorKind::kInternal);
+    require_finite(s.prefill_tokens_per_second, of + "prefill tokens/s", cause, ErrorKind::kInternal);
+    for (const LatencyPoint& p : s.points) {
+      require_finite(p.moe_step.median, of + "MoE step median at M=" + std::to_string(p.m), cause, ErrorKind::kInternal);
+      require_finite(p.model_step.median, of + "model step median at M=" + std::to_string(p.m), cause,
+                     ErrorKind::kInternal);
+    }
+  }
   return r;
 }
 

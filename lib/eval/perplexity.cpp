@@ -7,6 +7,7 @@
 #include <span>
 
 #include "core/error.h"
+#include "eval/finite.h"
 #include "model/forward.h"
 
 namespace eq::eval {
@@ -90,6 +91,8 @@ PerplexityResult perplexity(model::Model& model, const std::vector<std::vector<i
     }
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (res.windows == 0) invalid("perplexity: no window of at least 2 tokens to score");
+  require_finite(res.total_nats, "perplexity: the summed log-loss", kModelLogitsCause);
   return res;
 }
 

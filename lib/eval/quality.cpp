@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "eval/finite.h"
 #include "exec/packed_model.h"
 #include "exec/packed_moe_block.h"
 #include "exec/timing.h"
@@ -44,7 +45,7 @@ class LayerErrorObserver : public model::MoeObserver {
       a.ref2 += rr;
       const double cos = (rr > 0 && pp > 0) ? rp / std::sqrt(rr * pp) : (rr == pp ? 1.0 : 0.0);
       a.cos_sum += cos;
-      a.cos_min = std::min(a.cos_min, cos);
+      a.cos_min = std::isnan(cos) ? cos : std::min(a.cos_min, cos);
       ++a.tokens;
     }
   }
@@ -57,6 +58,9 @@ class LayerErrorObserver : public model::MoeObserver {
       e.rel_l2 = a.ref2 > 0 ? std::sqrt(a.diff2 / a.ref2) : std::sqrt(a.diff2);
       e.cosine_mean = a.tokens ? a.cos_sum / static_cast<double>(a.tokens) : 0;
       e.cosine_min = a.tokens ? a.cos_min : 0;
+      const std::string of = "per-layer error of layer " + std::to_string(layer) + ": ";
+      require_finite(e.rel_l2, of + "relative L2", kEitherLogitsCause);
+      require_finite(e.cosine_mean, of + "mean cosine", kEitherLogitsCause);
       out.push_back(e);
     }
     return out;
@@ -106,6 +110,12 @@ TextQuality finish(const std::string& label, TextAcc& a) {
   q.kl_p99 = exec::percentile(a.kl, 0.99);
   q.kl_max = *std::max_element(a.kl.begin(), a.kl.end());
   q.top1_agreement = static_cast<double>(a.agree) / n;
+  const std::string of = "quality of '" + label + "': ";
+  require_finite(q.bits_packed, of + "bits per token of the packed model", kPackedLogitsCause);
+  require_finite(q.bits_reference, of + "bits per token of the reference model", kModelLogitsCause);
+  require_finite(q.kl_mean, of + "mean KL divergence", kEitherLogitsCause);
+  require_finite(q.kl_p99, of + "p99 KL divergence", kEitherLogitsCause);
+  require_finite(q.kl_max, of + "max KL divergence", kEitherLogitsCause);
   return q;
 }
 
@@ -177,7 +187,7 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
           acc.nats_ref -= lr[static_cast<size_t>(next)];
           double kl = 0;
           for (int64_t v = 0; v < V; ++v) kl += std::exp(lr[static_cast<size_t>(v)]) * (lr[static_cast<size_t>(v)] - lp[static_cast<size_t>(v)]);
-          acc.kl.push_back(std::max(0.0, kl));
+          acc.kl.push_back(kl < 0 ? 0.0 : kl);  // rounding below 0 clamped; a NaN kept (and refused in finish)
           acc.agree += argmax(a, V) == argmax(b, V);
         }
       done += batch * (len - 1);

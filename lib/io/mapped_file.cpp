@@ -1,8 +1,6 @@
 #include "io/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,33 +8,18 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/input_file.h"
 
 namespace eq::io {
 
 MappedFile::MappedFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ErrorKind::kIo, path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    fail(ErrorKind::kIo, path + ": cannot stat: " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(ErrorKind::kIo, path + ": not a regular file");
-  }
-  size_ = static_cast<uint64_t>(st.st_size);
+  const InputFile file(path);
+  size_ = file.size();
   if (size_ > 0) {
-    void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      fail(ErrorKind::kIo, path + ": cannot mmap: " + std::strerror(e));
-    }
+    void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+    if (p == MAP_FAILED) fail(ErrorKind::kIo, path + ": cannot mmap: " + std::strerror(errno));
     data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);
 }
 
 MappedFile::~MappedFile() {

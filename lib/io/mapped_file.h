@@ -10,7 +10,8 @@ namespace eq::io {
 class MappedFile {
  public:
   MappedFile() = default;
-  // Throws eq::Error (kIo) naming the path on failure.
+  // Opens through InputFile (never blocks; regular files only). Throws
+  // eq::Error naming the path on failure.
   explicit MappedFile(const std::string& path);
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/error.h"
+#include "io/input_file.h"
 #include "io/mapped_file.h"
 
 namespace eq::io {
@@ -104,6 +106,88 @@ std::string read_file_bytes(const std::string& path, uint64_t max_bytes) {
     fail(ErrorKind::kResource, path + ": " + std::to_string(f.size()) + " bytes exceeds the limit of " +
                                    std::to_string(max_bytes));
   return std::string(reinterpret_cast<const char*>(f.data()), f.size());
+}
+
+namespace {
+
+constexpr unsigned char kZstdMagic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+constexpr size_t kTextChunk = size_t(1) << 20;
+
+[[noreturn]] void text_too_large(const std::string& path, uint64_t cap) {
+  fail(ErrorKind::kResource, path + ": text larger than the limit of " + std::to_string(cap) +
+                                 " bytes (pass --max-tokens to read only its start)");
+}
+
+// Reads from `in` (whose first `head_bytes` bytes are already in `head`)
+// until `target` bytes of content or the end of the file.
+void read_plain(InputFile& in, const unsigned char* head, size_t head_bytes, uint64_t target, std::string& out) {
+  out.reserve(size_t(std::min<uint64_t>(target, in.size())));
+  out.append(reinterpret_cast<const char*>(head), size_t(std::min<uint64_t>(head_bytes, target)));
+  while (out.size() < target) {
+    const size_t old = out.size();
+    const size_t room = size_t(std::min<uint64_t>(kTextChunk, target - old));
+    out.resize(old + room);
+    const size_t n = in.read(out.data() + old, room);
+    out.resize(old + n);
+    if (n == 0) break;
+  }
+}
+
+void read_zstd(InputFile& in, const unsigned char* head, size_t head_bytes, uint64_t target, std::string& out) {
+  const std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> d(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  if (!d) fail(ErrorKind::kResource, in.path() + ": cannot allocate a zstd decoder");
+  std::vector<unsigned char> buf(std::max<size_t>(ZSTD_DStreamInSize(), head_bytes));
+  std::memcpy(buf.data(), head, head_bytes);
+  ZSTD_inBuffer zin{buf.data(), head_bytes, 0};
+  bool eof = false;
+  size_t last = 1;  // 0 once a frame is complete and flushed
+  while (out.size() < target) {
+    if (zin.pos == zin.size && !eof) {
+      const size_t n = in.read(buf.data(), buf.size());
+      zin = {buf.data(), n, 0};
+      eof = n == 0;
+    }
+    const size_t old = out.size();
+    const size_t room = size_t(std::min<uint64_t>(kTextChunk, target - old));
+    out.resize(old + room);
+    ZSTD_outBuffer zout{out.data() + old, room, 0};
+    const size_t before = zin.pos;
+    const size_t r = ZSTD_decompressStream(d.get(), &zout, &zin);
+    out.resize(old + zout.pos);
+    if (ZSTD_isError(r)) invalid(in.path() + ": corrupt zstd data: " + ZSTD_getErrorName(r));
+    if (zout.pos != 0 || zin.pos != before) {
+      last = r;
+      continue;
+    }
+    // No progress: the file is consumed and the decoder has nothing left to
+    // flush; the text ends well only after a complete frame.
+    if (!eof || zin.pos != zin.size) invalid(in.path() + ": corrupt zstd data (decoder stalled)");
+    if (last != 0) invalid(in.path() + ": truncated zstd data");
+    break;
+  }
+}
+
+}  // namespace
+
+std::string read_text_prefix(const std::string& path, uint64_t want, uint64_t cap) {
+  InputFile in(path);
+  // Reading whole (or past the cap): one byte more than the cap tells that it is over.
+  const bool whole = want == 0 || want > cap;
+  const uint64_t target = whole ? cap + 1 : want;
+  unsigned char head[32];
+  const size_t head_bytes = in.read_full(head, sizeof head);
+  std::string out;
+  if (head_bytes >= 4 && std::memcmp(head, kZstdMagic, 4) == 0) {
+    const unsigned long long declared = ZSTD_getFrameContentSize(head, head_bytes);
+    if (whole && declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR && declared > cap)
+      text_too_large(path, cap);
+    read_zstd(in, head, head_bytes, target, out);
+  } else {
+    if (whole && in.size() > cap) text_too_large(path, cap);
+    read_plain(in, head, head_bytes, target, out);
+  }
+  if (whole && out.size() > cap) text_too_large(path, cap);
+  return out;
 }
 
 }  // namespace eq::io

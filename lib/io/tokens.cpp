@@ -1,15 +1,13 @@
 #include "io/tokens.h"
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "io/input_file.h"
 #include "io/json_guard.h"
 #include "io/text_file.h"
 
@@ -17,15 +15,13 @@ namespace eq::io {
 namespace {
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::kIo, "cannot open token file " + path);
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxTokenFileBytes)
+  InputFile in(path);
+  const uint64_t size = in.size();
+  if (size > kMaxTokenFileBytes)
     fail(ErrorKind::kResource, path + ": token file of " + std::to_string(size) + " bytes exceeds the limit of " +
                                    std::to_string(kMaxTokenFileBytes) + " (split it into several files)");
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(ErrorKind::kIo, "error reading " + path);
+  std::string s(size_t(size), '\0');
+  s.resize(in.read_full(s.data(), s.size()));
   return s;
 }
 
@@ -299,9 +295,10 @@ void require_byte_level(const std::string& label, int64_t vocab_size) {
             std::to_string(vocab_size) + " tokens: tokenize the text and pass token ids with --tokens");
 }
 
-std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size) {
+std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size, int64_t max_tokens) {
   require_byte_level(path, vocab_size);
-  return bytes_to_tokens(read_file_bytes(path));
+  // Byte-level: one token per byte, so max_tokens tokens are the first max_tokens bytes.
+  return bytes_to_tokens(read_text_prefix(path, max_tokens > 0 ? uint64_t(max_tokens) : 0));
 }
 
 void check_token_range(const TokenSequences& tokens, int64_t vocab_size, const std::string& label) {

@@ -41,8 +41,11 @@ std::vector<int32_t> bytes_to_tokens(std::string_view text);
 // Throws eq::Error naming `label` (a file or option) and telling the user to
 // pass token ids when the model's vocabulary is not bytes (vocab_size != 256).
 void require_byte_level(const std::string& label, int64_t vocab_size);
-// Reads a text file (.zst decompressed) as byte tokens, after require_byte_level.
-std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size);
+// Reads a text file (.zst decompressed) as byte tokens, after
+// require_byte_level. With max_tokens > 0 the read stops after that many
+// tokens (read_text_prefix: the rest of the file is never read); otherwise the
+// text is read whole, up to kMaxTextBytes.
+std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size, int64_t max_tokens = 0);
 
 // Throws eq::Error naming `label`, the sequence and position of the first id
 // outside [0, vocab_size).

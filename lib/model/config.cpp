@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -122,6 +122,8 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
     invalid(path + ": field 'rope_theta' must be a positive finite number");
   check_router_fields(c, path);
+  if (!(c.clip_qkv >= 0) || !std::isfinite(c.clip_qkv))
+    invalid(path + ": field 'clip_qkv' must be a finite number >= 0 (0 = no clipping)");
   return c;
 }
 
@@ -138,9 +140,8 @@ ModelConfig parse_config_text(std::string_view text, const std::string& path) {
 
 ModelConfig load_config(const std::string& folder) {
   const std::string path = folder + "/config.json";
-  std::ifstream in(path);
-  if (!in) fail(ErrorKind::kIo, path + ": cannot open (a checkpoint folder needs config.json)");
-  in.close();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(ErrorKind::kIo, path + ": cannot open (a checkpoint folder needs config.json)");
   return parse_config_text(io::read_file_bytes(path, kMaxConfigBytes), path);
 }
 
@@ -243,8 +244,31 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors(const
 
 }  // namespace
 
+namespace {
+
+// The layer index N of "model.layers.N.<rest>", or nullopt for other names.
+std::optional<int64_t> layer_of(const std::string& name) {
+  static const std::string kPrefix = "model.layers.";
+  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
+  int64_t n = 0;
+  size_t i = kPrefix.size();
+  const size_t start = i;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i - start < 12) n = n * 10 + (name[i++] - '0');
+  if (i == start || i >= name.size() || name[i] != '.') return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
 void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckpt, bool routed_experts,
                               const std::vector<std::string>& provided) {
+  // The layer count must match the tensors exactly: a num_hidden_layers
+  // smaller than the layers present would silently run a truncated model.
+  for (const std::string& name : ckpt.names())
+    if (const auto layer = layer_of(name); layer && *layer >= c.num_layers)
+      invalid(ckpt.checkpoint().path() + ": tensor '" + name + "' belongs to layer " + std::to_string(*layer) +
+              ", but config.json field 'num_hidden_layers' is " + std::to_string(c.num_layers) +
+              " (layers 0-" + std::to_string(c.num_layers - 1) + ")");
   std::set<std::string> skip(provided.begin(), provided.end());
   if (!routed_experts)
     for (int64_t l = 0; l < c.num_layers; ++l)

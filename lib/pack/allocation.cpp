@@ -1,8 +1,6 @@
 #include "pack/allocation.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -34,9 +32,8 @@ json parse_json(std::string_view text, const std::string& label) {
 }
 
 json read_json_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::kIo, what + " " + path + ": cannot open");
-  in.close();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(ErrorKind::kIo, what + " " + path + ": cannot open");
   return parse_json(io::read_file_bytes(path, kMaxPolicyFileBytes), what + " " + path);
 }
 

@@ -579,9 +579,8 @@ Manifest parse_manifest_text(std::string_view text, const std::string& label) {
 Manifest load_manifest(const std::string& path) {
   std::filesystem::path p = path;
   if (std::filesystem::is_directory(p)) p /= kManifestFile;
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail(ErrorKind::kIo, "manifest " + p.string() + ": cannot open");
-  in.close();
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) fail(ErrorKind::kIo, "manifest " + p.string() + ": cannot open");
   return parse_manifest_text(io::read_file_bytes(p.string(), kMaxManifestBytes), "manifest " + p.string());
 }
 

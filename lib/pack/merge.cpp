@@ -1,8 +1,6 @@
 #include "pack/merge.h"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 
@@ -10,6 +8,8 @@
 #include "core/hash.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "io/text_file.h"
+#include "model/config.h"
 #include "pack/output.h"
 #include "pack/plan.h"
 
@@ -116,10 +116,8 @@ Manifest run_merge(const MergeRequest& rq) {
   copy_side_files(gdir, partial);
   {
     // The part's config.json already carries the quantization section.
-    std::ifstream in(gdir + "/config.json", std::ios::binary);
-    if (!in) fail(ErrorKind::kIo, gdir + "/config.json: cannot open");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    io::write_file_atomic(partial + "/config.json", text);
+    io::write_file_atomic(partial + "/config.json",
+                          io::read_file_bytes(gdir + "/config.json", model::kMaxConfigBytes));
   }
   m.files = describe_files(partial);
   folder.write_manifest(m);

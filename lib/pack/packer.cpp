@@ -5,16 +5,16 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "io/input_file.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
+#include "io/text_file.h"
 #include "model/config.h"
 #include "pack/importance.h"
 #include "pack/output.h"
@@ -25,12 +25,10 @@ namespace {
 
 std::optional<uint64_t> hash_file(const std::string& path) {
   if (path.empty()) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::kIo, path + ": cannot open");
+  io::InputFile in(path);
   Xxhash64 h;
   std::vector<char> buf(1 << 20);
-  while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0)
-    h.update(buf.data(), size_t(in.gcount()));
+  while (const size_t n = in.read(buf.data(), buf.size())) h.update(buf.data(), n);
   return h.digest();
 }
 
@@ -190,10 +188,7 @@ uint64_t default_max_memory() {
 
 uint64_t source_fingerprint(const io::Checkpoint& ckpt) {
   Xxhash64 h;
-  std::ifstream in(ckpt.folder() + "/config.json", std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string cfg = ss.str();
+  const std::string cfg = io::read_file_bytes(ckpt.folder() + "/config.json", model::kMaxConfigBytes);
   h.update(cfg.data(), cfg.size());
   for (const auto& name : ckpt.tensor_names()) {
     const io::TensorInfo& t = ckpt.info(name);

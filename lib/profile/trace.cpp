@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <span>
 #include <vector>
 
 #include "core/error.h"
 #include "core/hash.h"
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 #include "io/mapped_file.h"
 
 namespace eq::profile {
@@ -257,13 +257,13 @@ TraceHeader read_trace_bytes(std::span<const uint8_t> bytes, const std::string& 
 
 bool is_trace_file(const std::string& path) {
   // Only the first bytes are read: a safetensors file is never decompressed.
-  std::ifstream in(path, std::ios::binary);
+  io::InputFile in(path);
   char head[8] = {};
-  in.read(head, 8);
-  if (in.gcount() < 4) return false;
+  const size_t got = in.read_full(head, 8);
+  if (got < 4) return false;
   const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
   if (std::memcmp(head, zstd_magic, 4) == 0) return true;  // a compressed trace (the only .zst input here)
-  return in.gcount() == 8 && std::memcmp(head, kMagic, 8) == 0;
+  return got == 8 && std::memcmp(head, kMagic, 8) == 0;
 }
 
 }  // namespace eq::profile

@@ -185,5 +185,33 @@ TEST(Config, SharedModelSummaryMatchesReadme) {
   EXPECT_EQ(s["shards"].size(), 3u);
 }
 
+// Every number of config.json is range-checked, naming the field.
+TEST(Config, NumbersOutOfRangeNameTheField) {
+  auto j = qwen3_json();
+  j["moe_intermediate_size"] = 0;
+  auto msg = error_of(j);
+  EXPECT_NE(msg.find("cfg.json: field 'moe_intermediate_size'"), std::string::npos) << msg;
+  j = qwen3_json();
+  j["mlp_only_layers"] = {1, 7};
+  msg = error_of(j);
+  EXPECT_NE(msg.find("field 'mlp_only_layers' holds layer 7, outside [0, 3)"), std::string::npos) << msg;
+  j = qwen3_json();
+  j["model_type"] = "olmoe";
+  j["intermediate_size"] = 40;
+  j["clip_qkv"] = -1.0;
+  msg = error_of(j);
+  EXPECT_NE(msg.find("field 'clip_qkv' must be"), std::string::npos) << msg;
+  j["clip_qkv"] = 8.0;
+  EXPECT_EQ(error_of(j), "");
+  j = qwen3_json();
+  j["num_experts_per_tok"] = 9;
+  msg = error_of(j);
+  EXPECT_NE(msg.find("num_experts_per_tok (9) <= experts (8)"), std::string::npos) << msg;
+  j = qwen3_json();
+  j["max_position_embeddings"] = int64_t(1) << 50;
+  msg = error_of(j);
+  EXPECT_NE(msg.find("max_position_embeddings"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace eq

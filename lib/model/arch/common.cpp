@@ -81,6 +81,7 @@ void parse_decoder_fields(const json& j, const std::string& path, ModelConfig& c
   check_max(c.intermediate_size, kMaxConfigDim, "intermediate_size", path);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", path, false);
   c.max_position_embeddings = get_int(j, "max_position_embeddings", path, 0);
+  check_max(c.max_position_embeddings, int64_t(1) << 40, "max_position_embeddings", path);
   c.source_dtype = get_string(j, "dtype", path, get_string(j, "torch_dtype", path, "unknown"));
   if (c.source_dtype.empty()) c.source_dtype = "unknown";
   c.layer_is_moe.assign(static_cast<size_t>(c.num_layers), true);
@@ -107,6 +108,7 @@ double parse_rope_theta(const json& j, const std::string& path, double fallback)
 
 int64_t parse_expert_size(const json& j, const char* key, const std::string& path) {
   const int64_t v = get_int(j, key, path);
+  if (v == 0) invalid(path + ": field '" + std::string(key) + "' (the expert intermediate size) must be positive");
   check_max(v, kMaxConfigDim, key, path);
   return v;
 }
@@ -117,7 +119,11 @@ void parse_sparse_step_layers(const json& j, const std::string& path, ModelConfi
   if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array())
     for (const auto& v : j["mlp_only_layers"]) {
       if (!v.is_number_integer()) invalid(path + ": mlp_only_layers must hold integers");
-      dense.insert(v.get<int64_t>());
+      const int64_t l = v.get<int64_t>();
+      if (l < 0 || l >= c.num_layers)
+        invalid(path + ": field 'mlp_only_layers' holds layer " + std::to_string(l) + ", outside [0, " +
+                std::to_string(c.num_layers) + ") (num_hidden_layers)");
+      dense.insert(l);
     }
   for (int64_t l = 0; l < c.num_layers; ++l)
     c.layer_is_moe[static_cast<size_t>(l)] = !dense.count(l) && step > 0 && (l + 1) % step == 0;
