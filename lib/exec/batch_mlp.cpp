@@ -9,10 +9,8 @@
 #include "exec/int8_panel_gemm.h"
 #include "exec/panel_gemm.h"
 #include "model/kernels/float_kernels.h"
-#include "quant/hadamard.h"
 #include "quant/int8_panels.h"
-#include "quant/trellis/format.h"
-#include "quant/trellis/kernels.h"
+#include "quant/rotated_basis.h"
 
 namespace eq::exec {
 namespace {
@@ -31,7 +29,7 @@ int64_t lcm(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
 // The alignment of block boundaries along a dimension that `format` accepts
 // as rows (multiple of 16: whole panels) or as columns (FormatTraits::dequantize_block).
 int64_t block_align(const quant::FormatTraits& f, int64_t dim, bool rows) {
-  if (f.family == "trellis") return quant::hadamard_block_size(dim);
+  if (f.rotated) return f.rotated->block(dim);
   if (rows) return 16;
   return f.group_size > 0 ? f.group_size : 1;
 }
@@ -63,8 +61,8 @@ struct Int8PanelStorage {
 
 struct Scratch {
   model::FloatBuffer gate_panels, up_panels, down_panels, gate, up, xg, xu;
-  // The trellis int8 path: each projection's panels, the two rotated copies
-  // of x and the SwiGLU tile, quantized.
+  // The rotated-basis int8 path: each projection's panels, the two rotated
+  // copies of x and the SwiGLU tile, quantized.
   Int8PanelStorage gate8, up8, down8;
   Int8RowsStorage xg8, xu8, a8;
 };
@@ -77,8 +75,6 @@ struct Int8Scratch {
   Int8RowsStorage x, a;
 };
 
-const int8_t* signs(const quant::PackedMatrix& m, int part) { return static_cast<const int8_t*>(m.parts[part].data); }
-
 // The activation on a tile of intermediate columns [i0, i0 + ni) of `rows`
 // rows (row stride ld), gate and up biases of those columns added first; in
 // place into gate. Columns past ni (a short last block's padding) are left
@@ -88,28 +84,28 @@ void glu_tile(const ExpertWeights& w, float* gate, const float* up, int64_t rows
                            w.up_bias ? w.up_bias + i0 : nullptr, gate);
 }
 
-// Trellis, W = diag(sv) H W' H diag(su) per projection: the activations are
-// rotated instead of the weights (as the format's own matmul does), so only
-// the tiles are decoded (trellis::decode_rotated_panels); the Hadamard
-// transforms act on rows x H and rows x 128 tiles, not on every weight.
-// Same blocking and per-row independence as run_blocked. With AVX-512 VNNI
-// the decoded codes y become int8 codes trellis_int8_code(y) ≈ y * 127 / 510
-// (trellis::decode_rotated_int8_panels) and the rotated activations int8 per 32 k,
-// through the integer micro-kernel of the other formats (int8_panel_gemm.h):
-// vpdpbusd does 64 multiply-adds per instruction where an fp32 FMA does 16
-// (and vpdpwssd, for exact int16 codes, 32: no faster than two FMA ports).
-// The code rounding moves a weight by at most 2.01 of |y| <= 510 (uniform,
-// s.d. 1.16 against the codes' s.d. of about 148), below the int8 activations'
-// error and far below the format's own.
-void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y, Scratch& s, bool use_int8) {
-  const int bits = w.gate.format->weight_bits;
+// A format stored in a rotated basis, W = diag(sv) H W' H diag(su) per
+// projection (quant/rotated_basis.h; the trellis formats): the activations are
+// rotated instead of the weights (as the formats' own matmul does), so only W'
+// is decoded (RotatedBasis::decode_panels); the Hadamard transforms act on
+// rows x H and rows x 128 tiles, not on every weight. Same blocking and
+// per-row independence as run_blocked. With AVX-512 VNNI, W' comes as int8
+// panels (RotatedBasis::decode_int8_panels) and the rotated activations int8
+// per 32 k, through the integer micro-kernel of the other formats
+// (int8_panel_gemm.h): vpdpbusd does 64 multiply-adds per instruction where an
+// fp32 FMA does 16 (and vpdpwssd, for exact int16 codes, 32: no faster than
+// two FMA ports). For trellis the code rounding moves a weight by at most 2.01
+// of |y| <= 510 (uniform, s.d. 1.16 against the codes' s.d. of about 148),
+// below the int8 activations' error and far below the format's own.
+void run_rotated(const ExpertWeights& w, const float* x, int64_t rows, float* y, Scratch& s, bool use_int8) {
+  const quant::RotatedBasis& rb = *w.gate.format->rotated;
   const int64_t I = w.gate.rows, H = w.gate.cols;
-  const int64_t bI = quant::hadamard_block_size(I), bH = quant::hadamard_block_size(H);
+  const int64_t bI = rb.block(I), bH = rb.block(H);
   const int64_t ib = block_of(kIBlock, bI), kb = block_of(kKBlock, 16), hb = block_of(kHBlock, 16);
-  const quant::trellis::Kernels& tk = quant::trellis::kernels();
   const PanelGemmFn gemm = active_panel_gemm();
-  const int8_t *su_g = signs(w.gate, 1), *sv_g = signs(w.gate, 2), *su_u = signs(w.up, 1), *sv_u = signs(w.up, 2);
-  const int8_t *su_d = signs(w.down, 1), *sv_d = signs(w.down, 2);
+  const int8_t *su_g = rb.input_signs(w.gate), *sv_g = rb.output_signs(w.gate);
+  const int8_t *su_u = rb.input_signs(w.up), *sv_u = rb.output_signs(w.up);
+  const int8_t *su_d = rb.input_signs(w.down), *sv_d = rb.output_signs(w.down);
   s.xg.resize(static_cast<size_t>(rows * H));
   s.xu.resize(s.xg.size());
   for (int64_t r = 0; r < rows; ++r)
@@ -117,8 +113,8 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
       s.xg[r * H + k] = x[r * H + k] * static_cast<float>(su_g[k]);
       s.xu[r * H + k] = x[r * H + k] * static_cast<float>(su_u[k]);
     }
-  tk.hadamard_rows(s.xg.data(), rows, H, bH);
-  tk.hadamard_rows(s.xu.data(), rows, H, bH);
+  rb.hadamard_rows(s.xg.data(), rows, H, bH);
+  rb.hadamard_rows(s.xu.data(), rows, H, bH);
   const Int8BatchKernels k8 = active_int8_batch_kernels();
   const bool int8 = use_int8 && k8.gemm && H % quant::kInt8Unit == 0 && I % quant::kInt8Unit == 0 && ib % quant::kInt8Unit == 0;
   Int8RowsBuffer xgr, xur, ar;
@@ -133,21 +129,13 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     s.up_panels.resize(s.gate_panels.size());
     s.down_panels.resize(static_cast<size_t>(hb * ib));
   }
-  // The int8 panels of W'[r0:r1, c0:c1] into `out`: codes, and per-unit
-  // scales = the row's scale * kTrellisInt8Unscale (1MAD: codes rescaled from
-  // |y| <= 510), or the row's scale alone (LUT: the codes are y itself).
+  // The int8 panels of W'[r0:r1, c0:c1] into `out`: codes and per-unit scales.
   auto int8_panels = [&](const quant::PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                          Int8PanelStorage& out) {
-    const float unscale =
-        quant::trellis::code_of(m) == quant::trellis::Code::kLut ? 1.0f : quant::kTrellisInt8Unscale;
     const int64_t kc = c1 - c0, np = (r1 - r0) / 16, units = kc / quant::kInt8Unit;
     out.codes.resize(static_cast<size_t>(np * 16 * kc));
     out.scales.resize(static_cast<size_t>(np * units * 16));
-    quant::trellis::decode_rotated_int8_panels(m, bits, r0, r1, c0, c1, out.codes.data());
-    const float* rs = quant::trellis::row_scales(m, bits);
-    for (int64_t p = 0; p < np; ++p)
-      for (int64_t u = 0; u < units; ++u)
-        for (int j = 0; j < 16; ++j) out.scales[(p * units + u) * 16 + j] = rs[r0 + p * 16 + j] * unscale;
+    rb.decode_int8_panels(m, r0, r1, c0, c1, out.codes.data(), out.scales.data());
   };
   s.gate.resize(static_cast<size_t>(rows * ib));
   s.up.resize(s.gate.size());
@@ -167,8 +155,8 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
                 c0 > 0);
         continue;
       }
-      quant::trellis::decode_rotated_panels(w.gate, bits, i0, i1, c0, c1, s.gate_panels.data());
-      quant::trellis::decode_rotated_panels(w.up, bits, i0, i1, c0, c1, s.up_panels.data());
+      rb.decode_panels(w.gate, i0, i1, c0, c1, s.gate_panels.data());
+      rb.decode_panels(w.up, i0, i1, c0, c1, s.up_panels.data());
       gemm(s.xg.data() + c0, H, rows, s.gate_panels.data(), ni / 16, (c1 - c0) * 16, c1 - c0, s.gate.data(), ib, c0 > 0);
       gemm(s.xu.data() + c0, H, rows, s.up_panels.data(), ni / 16, (c1 - c0) * 16, c1 - c0, s.up.data(), ib, c0 > 0);
     }
@@ -176,8 +164,8 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     for (int64_t r = 0; r < rows; ++r) {
       float* g = s.gate.data() + r * ib;
       float* u = s.up.data() + r * ib;
-      tk.hadamard_rows(g, 1, ni, bI);
-      tk.hadamard_rows(u, 1, ni, bI);
+      rb.hadamard_rows(g, 1, ni, bI);
+      rb.hadamard_rows(u, 1, ni, bI);
       for (int64_t i = 0; i < ni; ++i) {
         g[i] *= static_cast<float>(sv_g[i0 + i]);
         u[i] *= static_cast<float>(sv_u[i0 + i]);
@@ -188,7 +176,7 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
     for (int64_t r = 0; r < rows; ++r) {
       float* a = s.gate.data() + r * ib;
       for (int64_t i = 0; i < ni; ++i) a[i] *= static_cast<float>(su_d[i0 + i]);
-      tk.hadamard_rows(a, 1, ni, bI);
+      rb.hadamard_rows(a, 1, ni, bI);
     }
     if (int8) k8.quantize(s.gate.data(), ib, rows, ni, quant::Int8KOrder::kNatural, ar);
     for (int64_t h0 = 0; h0 < H; h0 += hb) {
@@ -199,11 +187,11 @@ void run_trellis(const ExpertWeights& w, const float* x, int64_t rows, float* y,
                 H, i0 > 0);
         continue;
       }
-      quant::trellis::decode_rotated_panels(w.down, bits, h0, h1, i0, i1, s.down_panels.data());
+      rb.decode_panels(w.down, h0, h1, i0, i1, s.down_panels.data());
       gemm(s.gate.data(), ib, rows, s.down_panels.data(), (h1 - h0) / 16, ni * 16, ni, y + h0, H, i0 > 0);
     }
   }
-  tk.hadamard_rows(y, rows, H, bH);
+  rb.hadamard_rows(y, rows, H, bH);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < H; ++h) y[r * H + h] *= static_cast<float>(sv_d[h]);
   add_bias_rows(w.down_bias, H, y, rows, H);
@@ -369,11 +357,6 @@ void run_int8(const ExpertWeights& w, const float* x, int64_t rows, float* y, In
 
 }  // namespace
 
-bool matmul_uses_pool(const quant::FormatTraits& format) {
-  // The trellis matmul parallelizes over 16-row tiles on default_pool() itself.
-  return format.family == "trellis";
-}
-
 void run_expert(const ExpertWeights& w, const float* x, int64_t rows, float* y, model::FloatBuffer& scratch) {
   if (rows <= 0) return;
   const int64_t I = w.gate.rows;
@@ -400,7 +383,7 @@ void run_batch_mlp(std::span<const ExpertBatch> batches, const BatchOptions& opt
   for (const ExpertBatch& b : batches) {
     if (b.rows <= 0) continue;
     const bool blocked = b.format->dequantize_block != nullptr;
-    if (!blocked && matmul_uses_pool(*b.format)) {
+    if (!blocked && b.format->matmul_uses_pool) {
       serial.push_back({&b, 0, b.rows});
       continue;
     }
@@ -411,9 +394,9 @@ void run_batch_mlp(std::span<const ExpertBatch> batches, const BatchOptions& opt
     const ExpertWeights& w = *t.batch->weights;
     const float* x = t.batch->x + t.begin * H;
     float* y = t.batch->y + t.begin * H;
-    if (w.gate.format->family == "trellis") {
+    if (w.gate.format->rotated) {
       thread_local Scratch scratch;
-      run_trellis(w, x, t.end - t.begin, y, scratch, options.trellis_int8);
+      run_rotated(w, x, t.end - t.begin, y, scratch, options.rotated_int8);
     } else if (uses_int8(w)) {
       thread_local Int8Scratch scratch;
       run_int8(w, x, t.end - t.begin, y, scratch);

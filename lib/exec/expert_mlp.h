@@ -38,16 +38,17 @@ struct ExpertBatch {
 // dispatch strategy shares (never from one expert's row count, which
 // mask-combine changes), so all strategies keep the same bits.
 struct BatchOptions {
-  // Trellis experts through int8 codes and vpdpbusd (batch_mlp.cpp run_trellis)
-  // instead of fp32 panels: faster from about 8 rows per expert, slower below
-  // (the code conversion costs more than the GEMM saves).
-  bool trellis_int8 = true;
+  // Experts of rotated-basis formats (trellis) through int8 codes and
+  // vpdpbusd (batch_mlp.cpp run_rotated) instead of fp32 panels: faster from
+  // about 8 rows per expert, slower below (the code conversion costs more
+  // than the GEMM saves).
+  bool rotated_int8 = true;
 };
 // The options for a call of `tokens` tokens routed top_k of num_experts:
-// trellis_int8 when the mean rows per expert is at least kTrellisInt8MinRows.
-inline constexpr int64_t kTrellisInt8MinRows = 8;
+// rotated_int8 when the mean rows per expert is at least kRotatedInt8MinRows.
+inline constexpr int64_t kRotatedInt8MinRows = 8;
 inline BatchOptions batch_options_for(int64_t tokens, int64_t top_k, int64_t num_experts) {
-  return {.trellis_int8 = tokens * top_k >= kTrellisInt8MinRows * num_experts};
+  return {.rotated_int8 = tokens * top_k >= kRotatedInt8MinRows * num_experts};
 }
 
 // Runs all batches through the kernel family `kernel` (chosen per MoE call
@@ -58,9 +59,5 @@ void run_expert_batches(std::span<const ExpertBatch> batches, MlpKernel kernel, 
 
 // y[r * ldy + c] += bias[c] for r < rows, c < n; nothing when bias is null.
 void add_bias_rows(const float* bias, int64_t n, float* y, int64_t rows, int64_t ldy);
-
-// Whether a format's matmul already runs on eq::default_pool(): such batches
-// must run on the calling thread (the pool is not reentrant).
-bool matmul_uses_pool(const quant::FormatTraits& format);
 
 }  // namespace eq::exec

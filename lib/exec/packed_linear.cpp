@@ -12,7 +12,7 @@ constexpr int64_t kRowChunk = 32;
 }  // namespace
 
 void PackedLinear::apply(const float* x, int64_t n, float* y) const {
-  if (n <= kRowChunk || matmul_uses_pool(*m_.format)) {
+  if (n <= kRowChunk || m_.format->matmul_uses_pool) {
     m_.format->matmul(m_, x, n, y, false);
     return;
   }

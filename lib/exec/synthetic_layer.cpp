@@ -146,7 +146,7 @@ std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, co
   uint64_t state = seed;
   for (int64_t i = E - 1; i > 0; --i) std::swap(ids[i], ids[splitmix64(state) % static_cast<uint64_t>(i + 1)]);
   int64_t taken = 0;
-  bool any_trellis = false;
+  std::vector<std::string_view> random_filled;  // slow-to-quantize formats filled with random codes
   for (size_t s = 0; s < mix.shares.size(); ++s) {
     const int64_t n = s + 1 == mix.shares.size() ? E - taken
                                                   : std::min<int64_t>(E - taken, std::llround(mix.shares[s].fraction * E));
@@ -157,7 +157,7 @@ std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, co
     g.expert_ids.assign(ids.begin() + taken, ids.begin() + taken + n);
     std::sort(g.expert_ids.begin(), g.expert_ids.end());
     taken += n;
-    any_trellis |= g.format->family == "trellis";
+    if (source && g.format->slow_quantizer) random_filled.push_back(g.format->name);
     L.groups.push_back(std::move(g));
   }
 
@@ -200,7 +200,7 @@ std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, co
       }
       L.experts[static_cast<size_t>(g.expert_ids[slot])] = {g.id, static_cast<int>(slot)};
     }
-    const bool quantize = source && f.family != "trellis";
+    const bool quantize = source && !f.slow_quantizer;
     default_pool().run(slots, [&, quantize](size_t slot) {
       ExpertWeights& w = g.slots[slot];
       quant::PackedMatrix* mats[3] = {&w.gate, &w.up, &w.down};
@@ -228,7 +228,12 @@ std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, co
       }
     });
   }
-  out->fill_ = !source ? "random codes" : any_trellis ? "quantized (trellis: random codes)" : "quantized";
+  out->fill_ = !source ? "random codes" : "quantized";
+  if (!random_filled.empty()) {
+    out->fill_ += " (random codes:";
+    for (std::string_view n : random_filled) out->fill_ += " " + std::string(n);
+    out->fill_ += ")";
+  }
   return out;
 }
 

@@ -58,7 +58,8 @@ class SyntheticLayer {
   const PackedLayer& layer() const { return layer_; }
   // Packed bytes of all experts.
   uint64_t packed_bytes() const;
-  // "random codes", "quantized", or "quantized (trellis: random codes)".
+  // "random codes", "quantized", or "quantized (random codes: F ...)" naming the
+  // slow-to-quantize formats (FormatTraits::slow_quantizer) filled at random.
   const std::string& fill() const { return fill_; }
 
  private:

@@ -106,6 +106,14 @@ AffineGroup search_affine_group(const float* w, const float* h, int n, int bits,
   return {best.scale, best.bias};
 }
 
+namespace {
+float unsigned_value(uint32_t code) { return static_cast<float>(code); }
+DecodePanelFn unsigned_panel_decoder(const QuantKernels& k, int bits) { return k.decode_uint(bits); }
+}  // namespace
+
+const StreamCodes kUnsignedStreamCodes{.value = unsigned_value, .panel_decoder = unsigned_panel_decoder};
+const StreamEncoding kAffineStream{.codes = &kUnsignedStreamCodes, .scale_kind = ScaleKind::kF16, .has_biases = true};
+
 std::vector<PartSpec> affine_part_specs(const FormatTraits& f, int64_t rows, int64_t cols) {
   const int64_t B = f.weight_bits, G = f.group_size;
   return {{"qweight", DType::kU32, {cols * B / 32, rows}},

@@ -8,8 +8,14 @@
 #include <vector>
 
 #include "quant/format.h"
+#include "quant/packed_stream.h"
 
 namespace eq::quant {
+
+// Unsigned B-bit codes (StreamCodes): value = code * scale + bias; and the
+// affine rows' encoding (fp16 scales and biases).
+extern const StreamCodes kUnsignedStreamCodes;
+extern const StreamEncoding kAffineStream;
 
 // Parts: qweight U32 [K*B/32, N], scales F16 [K/G, N], biases F16 [K/G, N].
 QuantizedMatrix quantize_affine(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,

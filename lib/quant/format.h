@@ -37,6 +37,8 @@ struct PartView {
 struct FormatTraits;
 struct GemvKernel;  // lib/quant/gemv.h
 struct Int8Panels;  // lib/quant/int8_panels.h
+struct StreamEncoding;  // lib/quant/packed_stream.h
+struct RotatedBasis;  // lib/quant/rotated_basis.h
 
 // The declared name, dtype and shape of one stored part for a given [rows, cols].
 struct PartSpec {
@@ -115,6 +117,20 @@ struct FormatTraits {
   // fp32 activations as measured best for the format. Null: the executor runs
   // the format's matmul for decode too.
   const GemvKernel* gemv = nullptr;
+  // The column bit-stream formats (packed_stream.h): how their codes and
+  // scales are stored. Null for every other layout.
+  const StreamEncoding* stream = nullptr;
+  // Formats stored in a rotated basis (rotated_basis.h): how to reach the
+  // unrotated codes, for kernels that rotate activations instead. Null for
+  // every other format.
+  const RotatedBasis* rotated = nullptr;
+  // True when matmul() spreads its own work over default_pool() (callers must
+  // not call it from inside a pool task: the pool is not reentrant).
+  bool matmul_uses_pool = false;
+  // True when quantize() costs far more than every other step (the trellis
+  // Viterbi, ~1e5 weights/s per core): synthetic benchmarks fill such formats
+  // with random codes instead of quantizing.
+  bool slow_quantizer = false;
   // Optional (the batch expert-MLP kernel, lib/exec/batch_mlp.cpp): the block
   // W[r0:r1, c0:c1] in the original basis, as 16-row panels ready for a
   // register-blocked GEMM:

@@ -8,6 +8,17 @@
 
 namespace eq::quant {
 
+namespace {
+float e2m1_value(uint32_t code) { return kE2M1Values[code]; }
+DecodePanelFn e2m1_panel_decoder(const QuantKernels& k, int) { return k.decode_e2m1; }
+}  // namespace
+
+const StreamCodes kE2M1StreamCodes{
+    .value = e2m1_value, .panel_decoder = e2m1_panel_decoder, .int8_e2m1 = true, .int8_scale = 0.5f};
+const StreamEncoding kFp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleKind::kF16};
+const StreamEncoding kMxfp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleKind::kE8M0};
+const StreamEncoding kNvfp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleKind::kE4M3, .has_tensor_scale = true};
+
 float search_e2m1_scale(const float* w, const float* h, int n, const ScaleRounder& round_scale) {
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(w[i]));

@@ -8,9 +8,17 @@
 #include <functional>
 
 #include "quant/format.h"
+#include "quant/packed_stream.h"
 #include "quant/quant_kernels.h"
 
 namespace eq::quant {
+
+// E2M1 codes in the column bit stream (StreamCodes): value kE2M1Values[code];
+// the int8 kernels read them as doubled values (2 * value is an integer).
+extern const StreamCodes kE2M1StreamCodes;
+// The rows' encodings: fp16 scales (fp4_gG), E8M0 scales (mxfp4), E4M3
+// scales times an fp32 tensor scale (nvfp4).
+extern const StreamEncoding kFp4Stream, kMxfp4Stream, kNvfp4Stream;
 
 // The E2M1 code nearest to x (x = weight / scale): round to nearest, ties to
 // the even code (OCP rounding), saturating at +-6. Codes for -0 and for

@@ -25,8 +25,8 @@ StreamGemvArgs stream_args(const PackedMatrix& m, int64_t row_begin, int64_t row
   a.nb = row_end - row_begin;
   a.bits = l.bits;
   a.group = l.group;
-  a.e2m1 = l.codes == CodeKind::kE2M1;
-  a.scale_mul = a.e2m1 ? 0.5f : 1.0f;
+  a.e2m1 = l.codes->int8_e2m1;
+  a.scale_mul = l.codes->int8_scale;
   switch (l.scale_kind) {
     case ScaleKind::kF16: a.scales_f16 = static_cast<const uint16_t*>(m.parts[1].data) + row_begin; break;
     case ScaleKind::kE8M0:
@@ -71,7 +71,7 @@ void stream_gemv_int8_rows(const PackedMatrix& m, const GemvInput* const* xs, in
 void stream_gemv_float(const PackedMatrix& m, const GemvInput& x, int64_t row_begin, int64_t row_end, float* y) {
   const StreamLayout l = stream_layout_of(*m.format);
   const QuantKernels& kern = active_quant_kernels();
-  const DecodePanelFn decode = l.codes == CodeKind::kE2M1 ? kern.decode_e2m1 : kern.decode_uint(l.bits);
+  const DecodePanelFn decode = l.codes->panel_decoder(kern, l.bits);
   const int64_t N = m.rows, K = m.cols, G = l.group;
   const int64_t kc = G * std::max<int64_t>(1, 256 / G);
   const uint32_t* qweight = static_cast<const uint32_t*>(m.parts[0].data);

@@ -96,7 +96,7 @@ void stream_build(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int
                   float* scales, float* biases, int64_t next_r0, int64_t next_c0) {
   const StreamLayout l = stream_layout_of(*m.format);
   check_block(m, r0, r1, c0, c1, l.group);
-  const bool e2m1 = l.codes == CodeKind::kE2M1;
+  const bool e2m1 = l.codes->int8_e2m1;
   const int64_t N = m.rows, nk = c1 - c0, word_rows = nk * l.bits / 32;
   const Int8PanelKernels& kern = int8_panel_kernels(active_isa());
   const uint32_t* q = static_cast<const uint32_t*>(m.parts[0].data) + c0 * l.bits / 32 * N;
@@ -113,8 +113,8 @@ void stream_build(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int
     for (int64_t r = 0; r < word_rows; ++r) std::memcpy(&tail[r * kPanelWidth], src + r * N, nb * sizeof(uint32_t));
     kern.stream_codes(tail.data(), kPanelWidth, nk, l.bits, e2m1, 1, codes + full * nk * kPanelWidth, 0, 0);
   }
-  // E2M1 codes are doubled values: half the scale (exact, a power of two).
-  stream_unit_scales(m, l, r0, r1, c0, c1, e2m1 ? 0.5f : 1.0f, scales, biases);
+  // Codes read as doubled values (E2M1) take half the scale (exact, a power of two).
+  stream_unit_scales(m, l, r0, r1, c0, c1, l.codes->int8_scale, scales, biases);
 }
 
 void int8_row_build(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* codes,

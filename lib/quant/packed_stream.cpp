@@ -13,27 +13,10 @@
 namespace eq::quant {
 
 StreamLayout stream_layout_of(const FormatTraits& format) {
-  StreamLayout l;
-  l.bits = format.weight_bits;
-  l.group = format.group_size;
-  if (format.family == "fp4") {
-    l.codes = CodeKind::kE2M1;
-    l.scale_kind = ScaleKind::kF16;
-  } else if (format.family == "mxfp4") {
-    l.codes = CodeKind::kE2M1;
-    l.scale_kind = ScaleKind::kE8M0;
-  } else if (format.family == "nvfp4") {
-    l.codes = CodeKind::kE2M1;
-    l.scale_kind = ScaleKind::kE4M3;
-    l.has_tensor_scale = true;
-  } else if (format.family == "affine") {
-    l.codes = CodeKind::kUnsigned;
-    l.scale_kind = ScaleKind::kF16;
-    l.has_biases = true;
-  } else {
-    EQ_CHECK(false, "format " + std::string(format.name) + " does not use the column bit-stream layout");
-  }
-  return l;
+  EQ_CHECK(format.stream && format.stream->codes,
+           "format " + std::string(format.name) + " does not use the column bit-stream layout");
+  const StreamEncoding& e = *format.stream;
+  return {format.weight_bits, format.group_size, e.codes, e.scale_kind, e.has_biases, e.has_tensor_scale};
 }
 
 const float* e8m0_table() {
@@ -105,7 +88,7 @@ void for_each_panel(const PackedMatrix& m, Consume&& consume_chunk, const std::f
                     const std::function<void(int64_t, int64_t)>& end) {
   const StreamLayout l = stream_layout_of(*m.format);
   const QuantKernels& kern = active_quant_kernels();
-  const DecodePanelFn decode = l.codes == CodeKind::kE2M1 ? kern.decode_e2m1 : kern.decode_uint(l.bits);
+  const DecodePanelFn decode = l.codes->panel_decoder(kern, l.bits);
   const int64_t N = m.rows, K = m.cols, G = l.group;
   const int64_t kc = G * std::max<int64_t>(1, 256 / G);
   const uint32_t* qweight = static_cast<const uint32_t*>(m.parts[0].data);
@@ -160,8 +143,8 @@ void stream_dequantize_reference(const PackedMatrix& m, float* out) {
     for (int64_t k = 0; k < m.cols; ++k) {
       const uint32_t code = stream_get(qweight, m.rows, l.bits, k, n);
       const float s = stream_scale(m, l, k / l.group, n);
-      out[n * m.cols + k] = l.codes == CodeKind::kE2M1 ? kE2M1Values[code] * s
-                                                       : static_cast<float>(code) * s + stream_bias(m, l, k / l.group, n);
+      const float v = l.codes->value(code) * s;
+      out[n * m.cols + k] = l.has_biases ? v + stream_bias(m, l, k / l.group, n) : v;
     }
 }
 
@@ -185,7 +168,7 @@ void stream_dequantize_block(const PackedMatrix& m, int64_t r0, int64_t r1, int6
             std::to_string(c0) + ", " + std::to_string(c1) + ") not aligned to 16 rows and " + std::to_string(G) +
             " columns");
   const QuantKernels& kern = active_quant_kernels();
-  const DecodePanelFn decode = l.codes == CodeKind::kE2M1 ? kern.decode_e2m1 : kern.decode_uint(l.bits);
+  const DecodePanelFn decode = l.codes->panel_decoder(kern, l.bits);
   // Output rows of W are the stream's columns: one 16-column panel of the
   // stream is one output panel, decoded over [c0, c1) in a single call.
   thread_local std::vector<float> scales, biases;

@@ -14,14 +14,26 @@
 #include <cstdint>
 
 #include "quant/format.h"
+#include "quant/quant_kernels.h"
 
 namespace eq::quant {
 
-// How codes become values.
-enum class CodeKind : uint8_t {
-  kE2M1,      // value = kE2M1Values[code] * scale
-  kUnsigned,  // value = code * scale + bias
+// How a stream format's codes become values. Each code family defines one
+// (fp4_common.cpp: E2M1; affine.cpp: unsigned integers) and its rows point at
+// it through their StreamEncoding: the shared stream code and kernels only
+// call and forward these, never ask which code it is.
+struct StreamCodes {
+  // A code's value before its group's scale (and bias): the scalar reference.
+  float (*value)(uint32_t code) = nullptr;
+  // The active ISA's 16-column panel decoder for codes of `bits` bits.
+  DecodePanelFn (*panel_decoder)(const QuantKernels& kernels, int bits) = nullptr;
+  // The int8 kernels (gemv, int8 panels) read the codes through the E2M1
+  // table of doubled values (true) or as plain unsigned integers (false),
+  bool int8_e2m1 = false;
+  // and multiply the group scale by this to undo that doubling.
+  float int8_scale = 1.0f;
 };
+
 // How the `scales` part is stored.
 enum class ScaleKind : uint8_t {
   kF16,   // IEEE binary16
@@ -29,16 +41,27 @@ enum class ScaleKind : uint8_t {
   kE4M3,  // fp8 E4M3 times the fp32 `tensor_scale` part
 };
 
-struct StreamLayout {
-  int bits = 4;
-  int group = 32;
-  CodeKind codes = CodeKind::kE2M1;
+// What a stream format's row states beyond its bits and group size
+// (FormatTraits::stream).
+struct StreamEncoding {
+  const StreamCodes* codes = nullptr;
   ScaleKind scale_kind = ScaleKind::kF16;
   bool has_biases = false;        // affine: part 2 = biases fp16 [K/G, N]
   bool has_tensor_scale = false;  // nvfp4: part 2 = tensor_scale fp32 [1]
 };
 
-// The layout of a registered stream format (by family and weight_bits).
+// A stream format's layout, as the drivers and kernels read it.
+struct StreamLayout {
+  int bits = 4;
+  int group = 32;
+  const StreamCodes* codes = nullptr;
+  ScaleKind scale_kind = ScaleKind::kF16;
+  bool has_biases = false;
+  bool has_tensor_scale = false;
+};
+
+// The layout of a stream format: bits and group from its row, the rest from
+// the row's StreamEncoding (an internal error for a row without one).
 StreamLayout stream_layout_of(const FormatTraits& format);
 
 // Bit-stream access for quantizers and the scalar reference.

@@ -7,6 +7,7 @@
 #include "quant/affine.h"
 #include "quant/format.h"
 #include "quant/fp4.h"
+#include "quant/fp4_common.h"
 #include "quant/gemv.h"
 #include "quant/int8_panels.h"
 #include "quant/packed_stream.h"
@@ -32,6 +33,7 @@ FormatTraits fp4_row(int G, std::string_view name, std::string_view description)
           .matmul = stream_matmul,
           .part_specs_of = fp4_part_specs,
           .gemv = &kStreamGemvInt8,
+          .stream = &kFp4Stream,
           .dequantize_block = stream_dequantize_block,
           // Integer batch path: scales per 32 k (groups of 16 stay on fp32).
           .int8_panels = G % 32 == 0 ? &kFp4Int8Panels : nullptr};
@@ -53,6 +55,7 @@ FormatTraits affine_row(int B, int G, std::string_view name, std::string_view de
           .part_specs_of = affine_part_specs,
           // 3-bit codes straddle words: the fp32 path (gemv_stream.cpp).
           .gemv = B == 3 ? &kStreamGemvFloat : &kStreamGemvInt8,
+          .stream = &kAffineStream,
           .dequantize_block = stream_dequantize_block,
           // Integer batch path: codes of 2, 4 or 8 bits, scales per 32 k (int8_panels.h).
           .int8_panels = G % 32 != 0 ? nullptr
@@ -78,14 +81,14 @@ const std::vector<FormatTraits> kRegistryRows = {
      .weight_bits = 4, .bits_per_weight = 4.25, .group_size = 32, .row_multiple = 1, .col_multiple = 32,
      .parts = {"qweight", "scales"},
      .quantizer = quantize_mxfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
-     .part_specs_of = mxfp4_part_specs, .gemv = &kStreamGemvInt8,
+     .part_specs_of = mxfp4_part_specs, .gemv = &kStreamGemvInt8, .stream = &kMxfp4Stream,
      .dequantize_block = stream_dequantize_block, .int8_panels = &kFp4Int8Panels, .import_mxfp4 = import_mxfp4},
     {.name = "nvfp4", .family = "nvfp4",
      .description = "NVFP4: E2M1, E4M3 scale per 16 weights times an fp32 tensor scale (4.5 bits)",
      .weight_bits = 4, .bits_per_weight = 4.5, .group_size = 16, .row_multiple = 1, .col_multiple = 16,
      .parts = {"qweight", "scales", "tensor_scale"},
      .quantizer = quantize_nvfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
-     .part_specs_of = nvfp4_part_specs, .gemv = &kStreamGemvInt8,
+     .part_specs_of = nvfp4_part_specs, .gemv = &kStreamGemvInt8, .stream = &kNvfp4Stream,
      .dequantize_block = stream_dequantize_block},
     // ---- affine integers q * scale + bias, fp16 scale and bias per group: lib/quant/affine.cpp
     affine_row(2, 32, "int2_g32", "2-bit affine, fp16 scale+bias per 32 weights (3 bits)"),

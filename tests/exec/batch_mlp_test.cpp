@@ -191,7 +191,7 @@ TEST(BatchMlp, MatchesFloat64OnTheIntegerPath) {
   EXPECT_EQ(checked, 14);  // fp4 g32/g64/g128, mxfp4, int2/int4/int8 x g32/g64/g128, int8_row
 }
 
-// Trellis through int8 codes (BatchOptions::trellis_int8): against float64
+// Trellis through int8 codes (BatchOptions::rotated_int8): against float64
 // within the integer path's bound, and against its own fp32 panels, whose
 // difference is the code rounding (|dy| <= 2 of |y| <= 510) plus the int8
 // activations.
@@ -206,8 +206,8 @@ TEST(BatchMlp, TrellisIntegerPathMatchesFloat64) {
     const ExpertWeights w = e.view();
     std::vector<float> y8(static_cast<size_t>(rows * H), NAN), y32(y8.size(), NAN);
     const ExpertBatch b8{&w, &f, x.data(), y8.data(), rows}, b32{&w, &f, x.data(), y32.data(), rows};
-    run_batch_mlp(std::span(&b8, 1), {.trellis_int8 = true});
-    run_batch_mlp(std::span(&b32, 1), {.trellis_int8 = false});
+    run_batch_mlp(std::span(&b8, 1), {.rotated_int8 = true});
+    run_batch_mlp(std::span(&b32, 1), {.rotated_int8 = false});
     const double err8 = rel_l2(y8, want), err32 = rel_l2(y32, want);
     std::vector<double> y32d(y32.begin(), y32.end());
     const double between = rel_l2(y8, y32d);
@@ -218,11 +218,11 @@ TEST(BatchMlp, TrellisIntegerPathMatchesFloat64) {
     // One row alone gets the bits it gets in the batch (row independence).
     std::vector<float> one(static_cast<size_t>(H), NAN);
     const ExpertBatch b1{&w, &f, x.data() + 5 * H, one.data(), 1};
-    run_batch_mlp(std::span(&b1, 1), {.trellis_int8 = true});
+    run_batch_mlp(std::span(&b1, 1), {.rotated_int8 = true});
     EXPECT_EQ(std::memcmp(one.data(), y8.data() + 5 * H, H * sizeof(float)), 0) << name;
   }
-  EXPECT_EQ(batch_options_for(64, 8, 128).trellis_int8, false);  // 4 rows per expert
-  EXPECT_EQ(batch_options_for(128, 8, 128).trellis_int8, true);  // 8
+  EXPECT_EQ(batch_options_for(64, 8, 128).rotated_int8, false);  // 4 rows per expert
+  EXPECT_EQ(batch_options_for(128, 8, 128).rotated_int8, true);  // 8
 }
 
 // The AVX-512 VNNI micro-kernel and quantizer against the scalar definitions,

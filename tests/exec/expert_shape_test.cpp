@@ -163,10 +163,10 @@ TEST(ExpertShape, EveryPathMatchesFloat64WithBiasesAndClampedSwiGlu) {
                                                 : f.int8_panels && active_int8_batch_kernels().gemm && H % 32 == 0 &&
                                                       I % 32 == 0;
         for (bool trellis_int8 : {false, true}) {
-          if (trellis_int8 && f.family != "trellis") continue;
+          if (trellis_int8 && !f.rotated) continue;
           std::fill(y.begin(), y.end(), NAN);
           const ExpertBatch b{&w, &f, x.data(), y.data(), rows};
-          run_batch_mlp(std::span(&b, 1), {.trellis_int8 = trellis_int8});
+          run_batch_mlp(std::span(&b, 1), {.rotated_int8 = trellis_int8});
           const bool ran_int8 = int8 || (trellis_int8 && active_int8_batch_kernels().gemm && H % 32 == 0);
           if (ran_int8)
             loose(y, "batch (int8)");

@@ -257,6 +257,9 @@ FormatTraits make_traits(int bits, Code code, std::string_view name, std::string
           .matmul = matmul_row,
           .part_specs_of = part_specs_row,
           .gemv = &kTrellisGemv,  // lib/quant/trellis/gemv.cpp
+          .rotated = &kRotatedBasis,
+          .matmul_uses_pool = true,  // over 16-row tiles
+          .slow_quantizer = true,
           .dequantize_block = dequantize_block_row};
 }
 

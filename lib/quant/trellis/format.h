@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "quant/format.h"
+#include "quant/rotated_basis.h"
 #include "quant/trellis/codebook.h"
 
 namespace eq::quant {
@@ -51,6 +52,8 @@ void decode_rotated_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t 
 // row scales (Kernels::decode_tile_int8).
 void decode_rotated_int8_panels(const PackedMatrix& m, int bits, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                 uint8_t* codes);
+// The trellis rows' FormatTraits::rotated (rotated.cpp).
+extern const RotatedBasis kRotatedBasis;
 // The per-row scales of W' (the "scales" part, float32 [rows]).
 const float* row_scales(const PackedMatrix& m, int bits);
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate);
