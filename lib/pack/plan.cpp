@@ -10,6 +10,7 @@
 #include "core/memory.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
+#include "model/expert_reader.h"
 
 namespace eq::pack {
 
@@ -128,11 +129,12 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
     return {nullptr, ""};
   };
 
-  // Which source tensors are routed-expert weights (packed into groups).
+  // Which source tensors are routed-expert weights (packed into groups);
+  // their biases are copied like any non-expert tensor.
   std::set<std::string> expert_tensors;
   for (const auto& la : a.layers)
-    for (int64_t e = 0; e < c.num_experts; ++e)
-      for (int p = 0; p < 3; ++p) expert_tensors.insert(model::expert_weight_name(c, la.layer, e, model::Proj(p)));
+    for (const model::ExpertTensor& t : model::routed_expert_tensors(c, src, la.layer))
+      if (!t.bias) expert_tensors.insert(t.name);
 
   // Logical tensors: a quantized source weight and its scales are one entry,
   // copied as stored or quantized from its exact dequantized values.
@@ -325,7 +327,7 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
   for (const auto& lp : plan.layers)
     for (size_t e = 0; e < lp.experts.size(); ++e)
       for (int p = 0; p < 3; ++p)
-        plan.total_bytes_before += src.info(model::expert_weight_name(c, lp.layer, int64_t(e), model::Proj(p))).stored_bytes;
+        plan.total_bytes_before += model::expert_stored_bytes(c, src, lp.layer, int64_t(e), model::Proj(p));
   return plan;
 }
 
