@@ -452,5 +452,64 @@ TEST(ExpertStorage, PackedExecutorAppliesStackedBiases) {
   }
 }
 
+// The shared gpt-oss reference checkpoints, as transformers saves them (bf16
+// [E, H, 2I] / [E, I, H]) and as released (mxfp4 [E, 2I, H] / [E, H, I]), hold
+// the same trained weights: read through the stacked row, every expert's
+// matrices agree within the MXFP4 quantization error, and far from it when
+// gate and up are swapped; the biases are the same bits.
+TEST(ExpertStorage, SharedGptOssFormsReadAlike) {
+  EQ_REQUIRE_SHARED();
+  const fs::path bf16_dir = test::shared_dir() / "models" / "gpt_oss-small",
+                 mx_dir = test::shared_dir() / "models" / "gpt_oss-small-mxfp4";
+  if (!fs::exists(bf16_dir) || !fs::exists(mx_dir)) GTEST_SKIP() << "gpt_oss-small references absent";
+  auto config_of = [](const fs::path& dir) {
+    const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+    model::ModelConfig c;
+    c.arch = &stacked_row();
+    c.model_type = "gpt_oss";
+    c.hidden_size = j.at("hidden_size").get<int64_t>();
+    c.moe_intermediate_size = j.at("intermediate_size").get<int64_t>();
+    c.num_experts = j.at("num_local_experts").get<int64_t>();
+    c.num_layers = j.at("num_hidden_layers").get<int64_t>();
+    c.layer_is_moe.assign(size_t(c.num_layers), true);
+    c.source_quant = io::parse_quantization_config(j, (dir / "config.json").string());
+    return c;
+  };
+  const model::ModelConfig cb = config_of(bf16_dir), cm = config_of(mx_dir);
+  ASSERT_EQ(cm.source_quant.method, io::SourceQuant::kMxfp4);
+  auto kb = io::Checkpoint::open(bf16_dir.string()), km = io::Checkpoint::open(mx_dir.string());
+  const io::SourceTensors sb(*kb, cb.source_quant), sm(*km, cm.source_quant);
+  for (int64_t l = 0; l < cb.num_layers; ++l) {
+    for (const model::ExpertTensor& t : model::routed_expert_tensors(cb, sb, l))
+      EXPECT_EQ(sb.info(t.name).shape, t.shape) << t.name;
+    for (const model::ExpertTensor& t : model::routed_expert_tensors(cm, sm, l))
+      EXPECT_EQ(sm.info(t.name).shape, t.shape) << t.name;
+    for (Proj p : {Proj::kGate, Proj::kUp, Proj::kDown}) {
+      const std::vector<float> bb = model::read_layer_expert_bias(cb, sb, l, p), bm = model::read_layer_expert_bias(cm, sm, l, p);
+      ASSERT_EQ(bb.size(), size_t(cb.num_experts * model::expert_rows(cb, p)));
+      EXPECT_EQ(bb, bm) << "layer " << l << " proj " << int(p);
+    }
+    for (int64_t e = 0; e < cb.num_experts; ++e) {
+      std::vector<float> w[2][3];
+      for (Proj p : {Proj::kGate, Proj::kUp, Proj::kDown}) {
+        const size_t n = size_t(model::expert_rows(cb, p) * model::expert_cols(cb, p));
+        w[0][int(p)].resize(n);
+        w[1][int(p)].resize(n);
+        model::read_expert_weight(cb, sb, l, e, p, w[0][int(p)].data());
+        model::read_expert_weight(cm, sm, l, e, p, w[1][int(p)].data());
+      }
+      auto rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+        double d = 0, n = 0;
+        for (size_t i = 0; i < a.size(); ++i) d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), n += double(a[i]) * a[i];
+        return std::sqrt(d / n);
+      };
+      const std::string at = "layer " + std::to_string(l) + " expert " + std::to_string(e);
+      // MXFP4 (E2M1 with a power-of-two scale per 32) is within ~15% relative L2.
+      for (int p = 0; p < 3; ++p) EXPECT_LT(rel(w[0][p], w[1][p]), 0.25) << at << " proj " << p;
+      EXPECT_GT(rel(w[0][0], w[1][1]), 0.8) << at << " gate vs up";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace eq
