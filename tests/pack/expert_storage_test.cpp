@@ -248,6 +248,66 @@ TEST(ExpertStorage, StackedTwinLoadsThePerExpertMatricesAndBiases) {
   }
 }
 
+// Parameters count the stacked tensors as routed experts; a stacked tensor
+// that is missing, or a bias of the wrong shape, is refused naming it.
+TEST(ExpertStorage, StackedTensorsAreCountedAndChecked) {
+  const fs::path dir = test::temp_dir("stacked_checks");
+  const Twin t = write_twin(dir / "twin", Form::kBf16, /*biases=*/true);
+  const model::ModelConfig orig_cfg = model::load_config(tinymoe().string()), cfg = stacked_config(t.dir);
+  auto orig_ckpt = io::Checkpoint::open(tinymoe().string());
+  auto twin_ckpt = io::Checkpoint::open(t.dir.string());
+  const io::SourceTensors orig_src(*orig_ckpt, orig_cfg.source_quant), twin_src(*twin_ckpt, cfg.source_quant);
+  const model::ParamBreakdown a = model::count_parameters(orig_cfg, orig_src), b = model::count_parameters(cfg, twin_src);
+  const uint64_t bias_params = uint64_t(orig_cfg.num_layers * t.E * (2 * t.I + t.H));
+  EXPECT_EQ(b.routed_experts, a.routed_experts + bias_params);
+  EXPECT_EQ(b.routed_experts_bytes, a.routed_experts_bytes + 4 * bias_params);
+  EXPECT_EQ(b.total() - b.routed_experts, a.total() - a.routed_experts);
+
+  // Rewrite the twin without layer 2's down_proj, and with layer 1's
+  // gate_up_proj_bias one expert short.
+  std::vector<io::TensorToWrite> out;
+  std::vector<float> short_bias(size_t((t.E - 1) * 2 * t.I), 0.0f);
+  const std::string gone = "model.layers.2.mlp.experts.down_proj", cut = "model.layers.1.mlp.experts.gate_up_proj_bias";
+  for (int variant = 0; variant < 2; ++variant) {
+    out.clear();
+    for (const std::string& name : twin_ckpt->tensor_names()) {
+      if (variant == 0 && name == gone) continue;
+      const io::TensorInfo& info = twin_ckpt->info(name);
+      if (variant == 1 && name == cut)
+        out.push_back({name, DType::kF32, {t.E - 1, 2 * t.I},
+                       {reinterpret_cast<const uint8_t*>(short_bias.data()), short_bias.size() * 4}});
+      else
+        out.push_back({name, info.dtype, info.shape, twin_ckpt->view(name).bytes()});
+    }
+    const fs::path bad = dir / ("bad" + std::to_string(variant));
+    fs::create_directories(bad);
+    fs::copy_file(t.dir / "config.json", bad / "config.json");
+    io::write_safetensors((bad / "model.safetensors").string(), out);
+    auto ckpt = io::Checkpoint::open(bad.string());
+    const io::SourceTensors src(*ckpt, cfg.source_quant);
+    const std::string want = variant == 0 ? "'" + gone + "' required by qwen3_moe config is missing"
+                                          : "'" + cut + "' has shape [31, 128], config implies [32, 128]";
+    try {
+      model::check_against_checkpoint(cfg, src);
+      ADD_FAILURE() << "variant " << variant << " passed";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), ErrorKind::kInvalidInput);
+      EXPECT_NE(std::string(err.what()).find(want), std::string::npos) << err.what();
+      EXPECT_NE(std::string(err.what()).find(bad.string()), std::string::npos) << err.what();
+    }
+    // The reader refuses the same, whoever calls it.
+    std::vector<float> buf(size_t(t.H * t.I));
+    if (variant == 0) {
+      try {
+        model::read_expert_weight(cfg, src, 2, 0, Proj::kDown, buf.data());
+        ADD_FAILURE() << "reading a missing stacked tensor passed";
+      } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("'" + gone + "' is missing"), std::string::npos) << err.what();
+      }
+    }
+  }
+}
+
 // (2) An MXFP4 stacked source: each expert's gate, up and down come out as the
 // de-interleaved release rows (load_expert decodes them exactly; the reader's
 // bytes import bit for bit), and pack --uniform mxfp4 stores exactly
