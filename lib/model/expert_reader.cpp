@@ -124,6 +124,14 @@ uint64_t expert_stored_bytes(const ModelConfig& c, const io::SourceTensors& src,
   return info.stored_bytes / static_cast<uint64_t>(c.num_experts) / (p == Proj::kDown ? 1u : 2u);
 }
 
+uint64_t expert_read_scratch_bytes(const ModelConfig& c, const io::SourceTensors& src, int64_t layer, Proj p) {
+  if (!fused(c)) return 0;
+  const auto& info = checked(src, fused_name(c, layer, p), fused_shape(c, src, layer, p));
+  // The decoded slice and the stored bytes it was decoded from.
+  return static_cast<uint64_t>(fused_out(c, p) * expert_cols(c, p)) * sizeof(float) +
+         info.stored_bytes / static_cast<uint64_t>(c.num_experts);
+}
+
 std::vector<float> read_layer_expert_bias(const ModelConfig& c, const io::SourceTensors& src, int64_t layer, Proj p) {
   const int64_t E = c.num_experts, rows = expert_rows(c, p);
   if (fused(c)) {

@@ -52,6 +52,11 @@ void read_expert_weight(const ModelConfig& c, const io::SourceTensors& src, int6
 // Bytes the checkpoint stores for that matrix (codes and scales; no bias).
 uint64_t expert_stored_bytes(const ModelConfig& c, const io::SourceTensors& src, int64_t layer, int64_t e, Proj p);
 
+// Bytes the reader holds besides the float32 result while reading one expert
+// matrix of projection p (a stacked layout decodes the expert's whole slice
+// of the stored tensor first): for memory bounds. 0 for kPerExpert.
+uint64_t expert_read_scratch_bytes(const ModelConfig& c, const io::SourceTensors& src, int64_t layer, Proj p);
+
 // Projection p's biases of every expert of the layer, de-interleaved:
 // [E * out] (expert-major), or empty when the checkpoint has none. A layout
 // with biases for some experts only is refused naming the missing tensor.

@@ -50,7 +50,7 @@ uint64_t chunk_bytes(const GroupPlan& g, uint64_t n, uint64_t t, uint64_t src_el
   uint64_t worst = 0;
   for (int p = 0; p < 3; ++p) {
     const MatrixLayout& l = *g.layout[p];
-    worst = std::max(worst, n * (l.nbytes + 2 * kPage) + std::min(n, t) * per_matrix_bytes(l, src_elem));
+    worst = std::max(worst, n * (l.nbytes + 2 * kPage) + std::min(n, t) * (per_matrix_bytes(l, src_elem) + g.read_scratch[p]));
   }
   return worst;
 }
@@ -220,6 +220,7 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
         if (g.experts.empty()) continue;
         g.layout[0] = g.layout[1] = &matrix_layout(f, c.moe_intermediate_size, c.hidden_size);
         g.layout[2] = &matrix_layout(f, c.hidden_size, c.moe_intermediate_size);
+        for (int p = 0; p < 3; ++p) g.read_scratch[p] = model::expert_read_scratch_bytes(c, src, L, model::Proj(p));
         lp.groups.push_back(std::move(g));
       }
     }
