@@ -46,6 +46,10 @@ struct PackedLayer {
   // Ascending ids of the experts that were not pruned; routing picks among
   // these only (empty pruned set: every expert).
   std::vector<int32_t> survivors;
+  // Per projection (gate, up, down) the routed experts' biases, [E * out]
+  // expert-major, or empty when the model has none; the slots' bias pointers
+  // point into them (a moved PackedLayer keeps its buffers).
+  std::vector<float> expert_bias[3];
   bool any_pruned() const { return static_cast<int64_t>(survivors.size()) != num_experts; }
 
   const ExpertWeights& expert(int32_t e) const {

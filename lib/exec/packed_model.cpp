@@ -9,7 +9,9 @@
 #include "core/hash.h"
 #include "exec/packed_linear.h"
 #include "exec/packed_moe_block.h"
+#include "io/quantized_source.h"
 #include "io/safetensors.h"
+#include "model/expert_reader.h"
 #include "core/shape.h"
 #include "pack/packer.h"
 
@@ -78,8 +80,9 @@ quant::PackedMatrix expert_matrix(const pack::ManifestExpert& me, int proj, cons
   return m;
 }
 
-PackedLayer build_layer(const pack::ManifestLayer& ml, const model::ModelConfig& c, const io::Checkpoint& packed,
+PackedLayer build_layer(const pack::ManifestLayer& ml, const model::ModelConfig& c, const io::SourceTensors& tensors,
                         const std::string& folder) {
+  const io::Checkpoint& packed = tensors.checkpoint();
   const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts;
   const std::string lw = folder + ": layer " + std::to_string(ml.layer);
   if (static_cast<int64_t>(ml.experts.size()) != E)
@@ -89,6 +92,14 @@ PackedLayer build_layer(const pack::ManifestLayer& ml, const model::ModelConfig&
   pl.layer = ml.layer;
   pl.num_experts = E;
   pl.experts.assign(static_cast<size_t>(E), {});
+  // The routed experts' biases travel as copied tensors of the folder, in the
+  // source's layout; the reader de-interleaves them.
+  for (model::Proj p : {model::Proj::kGate, model::Proj::kUp, model::Proj::kDown})
+    pl.expert_bias[static_cast<size_t>(p)] = model::read_layer_expert_bias(c, tensors, ml.layer, p);
+  auto bias = [&](model::Proj p, int64_t e) -> const float* {
+    const std::vector<float>& b = pl.expert_bias[static_cast<size_t>(p)];
+    return b.empty() ? nullptr : b.data() + e * model::expert_rows(c, p);
+  };
   std::map<int, int> index_of_group;
   for (const pack::ManifestGroup& g : ml.groups) {
     const std::string gw = lw + " group " + std::to_string(g.id);
@@ -120,6 +131,9 @@ PackedLayer build_layer(const pack::ManifestLayer& ml, const model::ModelConfig&
       w.gate = expert_matrix(me, 0, *bg.format, I, H, packed, ew + " gate");
       w.up = expert_matrix(me, 1, *bg.format, I, H, packed, ew + " up");
       w.down = expert_matrix(me, 2, *bg.format, H, I, packed, ew + " down");
+      w.gate_bias = bias(model::Proj::kGate, e);
+      w.up_bias = bias(model::Proj::kUp, e);
+      w.down_bias = bias(model::Proj::kDown, e);
       w.act = c.expert_activation;
       bg.slots.push_back(std::move(w));
       bg.bytes += me.bytes_after;
@@ -218,6 +232,16 @@ void check_configs(const pack::Manifest& m, const model::ModelConfig& packed, co
 PackedModel::~PackedModel() = default;
 
 std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const PackedModelOptions& options) {
+  return open_with(folder, nullptr, options);
+}
+
+std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const model::ModelConfig& config,
+                                               const PackedModelOptions& options) {
+  return open_with(folder, &config, options);
+}
+
+std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, const model::ModelConfig* config,
+                                                    const PackedModelOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<PackedModel> pm(new PackedModel());
   pm->folder_ = folder;
@@ -231,7 +255,7 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const 
   if (options.verify)
     if (const auto problems = pack::check_files(m, folder); !problems.empty()) invalid(problems.front());
   auto packed = io::Checkpoint::open(folder);
-  model::ModelConfig c = model::load_config(packed->folder());
+  model::ModelConfig c = config ? *config : model::load_config(packed->folder());
   std::unique_ptr<model::Model> source;
   if (!options.model_path.empty()) {
     model::ModelOptions so = options.model_options;
@@ -258,7 +282,7 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const 
   pm->model_ = std::make_unique<model::Model>(std::move(packed), std::move(c), mo);
   pm->reference_model_ = std::move(source);
   const model::ModelConfig& cfg = pm->model_->config();
-  const io::Checkpoint& ckpt = pm->model_->checkpoint();
+  const io::SourceTensors& tensors = pm->model_->weights().source();
 
   pm->dispatch_ = make_dispatch(DispatchKind::kSorted, 0);
   pm->blocks_.assign(static_cast<size_t>(cfg.num_layers), nullptr);
@@ -266,7 +290,7 @@ std::unique_ptr<PackedModel> PackedModel::open(const std::string& folder, const 
     if (!ml.moe) continue;
     if (ml.layer < 0 || ml.layer >= cfg.num_layers || !cfg.layer_is_moe[static_cast<size_t>(ml.layer)])
       invalid(folder + ": manifest layer " + std::to_string(ml.layer) + " is not a MoE layer of the model");
-    pm->layers_.push_back(build_layer(ml, cfg, ckpt, folder));
+    pm->layers_.push_back(build_layer(ml, cfg, tensors, folder));
   }
   for (int64_t l = 0; l < cfg.num_layers; ++l)
     if (cfg.layer_is_moe[static_cast<size_t>(l)]) {

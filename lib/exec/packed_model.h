@@ -47,6 +47,10 @@ class PackedModel {
  public:
   // Throws eq::Error naming the folder, tensor or manifest field at fault.
   static std::unique_ptr<PackedModel> open(const std::string& folder, const PackedModelOptions& options = {});
+  // With the folder's config.json already parsed (`config`), e.g. by a caller
+  // that holds an Architecture row of its own.
+  static std::unique_ptr<PackedModel> open(const std::string& folder, const model::ModelConfig& config,
+                                           const PackedModelOptions& options = {});
   ~PackedModel();
 
   const std::string& folder() const { return folder_; }
@@ -79,6 +83,8 @@ class PackedModel {
 
  private:
   PackedModel() = default;
+  static std::unique_ptr<PackedModel> open_with(const std::string& folder, const model::ModelConfig* config,
+                                                const PackedModelOptions& options);
   std::string folder_;
   pack::Manifest manifest_;
   std::unique_ptr<model::Model> model_;            // over the folder's own tensors

@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/arch/common.h"
+#include "model/expert_reader.h"
 
 namespace eq::model {
 
@@ -215,15 +216,10 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors(const
       t.push_back({a + "k_norm.weight", {kv}});
     }
     if (c.layer_is_moe[static_cast<size_t>(l)]) {
-      const int64_t I = c.moe_intermediate_size;
+      // Routed experts: routed_expert_tensors (their layout is the reader's).
       t.push_back({router_name(c, l), {c.num_experts, H}});
       if (c.router_bias) t.push_back({router_bias_name(c, l), {c.num_experts}});
       if (c.router_correction_bias) t.push_back({router_correction_bias_name(c, l), {c.num_experts}});
-      for (int64_t e = 0; e < c.num_experts; ++e) {
-        t.push_back({expert_weight_name(c, l, e, Proj::kGate), {I, H}});
-        t.push_back({expert_weight_name(c, l, e, Proj::kUp), {I, H}});
-        t.push_back({expert_weight_name(c, l, e, Proj::kDown), {H, I}});
-      }
       if (c.shared_expert_intermediate_size > 0) {
         const int64_t S = c.shared_expert_intermediate_size;
         t.push_back({shared_expert_name(c, l, Proj::kGate), {S, H}});
@@ -269,24 +265,31 @@ void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckp
       invalid(ckpt.checkpoint().path() + ": tensor '" + name + "' belongs to layer " + std::to_string(*layer) +
               ", but config.json field 'num_hidden_layers' is " + std::to_string(c.num_layers) +
               " (layers 0-" + std::to_string(c.num_layers - 1) + ")");
-  std::set<std::string> skip(provided.begin(), provided.end());
-  if (!routed_experts)
-    for (int64_t l = 0; l < c.num_layers; ++l)
-      if (c.layer_is_moe[static_cast<size_t>(l)])
-        for (int64_t e = 0; e < c.num_experts; ++e)
-          for (Proj p : {Proj::kGate, Proj::kUp, Proj::kDown}) skip.insert(expert_weight_name(c, l, e, p));
-  for (const auto& [name, shape] : expected_tensors(c)) {
-    if (skip.count(name)) continue;
-    const std::string& path = ckpt.checkpoint().path();
-    if (!ckpt.has(name))
-      invalid(path + ": tensor '" + name + "' required by " + c.model_type + " config is missing");
+  const std::set<std::string> skip(provided.begin(), provided.end());
+  const std::string& path = ckpt.checkpoint().path();
+  auto check = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const auto& info = ckpt.info(name);
     if (info.shape != shape)
       invalid(path + ": tensor '" + name + "' has shape " + shape_str(info.shape) + ", config implies " +
               shape_str(shape));
     if (info.encoding == io::SourceTensors::Encoding::kPlain && !dtype_is_float(info.stored))
       invalid(path + ": tensor '" + name + "' has non-float dtype " + std::string(dtype_name(info.stored)));
-  }
+  };
+  auto require = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    if (skip.count(name)) return;
+    if (!ckpt.has(name))
+      invalid(path + ": tensor '" + name + "' required by " + c.model_type + " config is missing");
+    check(name, shape);
+  };
+  for (const auto& [name, shape] : expected_tensors(c)) require(name, shape);
+  // Routed-expert weights are required unless a packed folder holds them in
+  // bit groups; their biases are optional (present = used) either way.
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.layer_is_moe[static_cast<size_t>(l)])
+      for (const ExpertTensor& t : routed_expert_tensors(c, ckpt, l)) {
+        if (!t.bias && routed_experts) require(t.name, t.shape);
+        if (t.bias && ckpt.has(t.name)) check(t.name, t.shape);
+      }
 }
 
 std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const std::string& name) {

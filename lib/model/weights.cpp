@@ -1,9 +1,12 @@
 #include "model/weights.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/shape.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
+#include "model/expert_reader.h"
 
 namespace eq::model {
 
@@ -39,6 +42,19 @@ Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>
   if (expert && !cache_experts_) return t;
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = cached_.emplace(name, std::move(t));
+  return it->second;
+}
+
+Tensor32Ptr WeightStore::get_or_make(const std::string& key, bool expert, const std::function<Tensor32()>& make) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cached_.find(key);
+    if (it != cached_.end()) return it->second;
+  }
+  auto t = std::make_shared<Tensor32>(make());
+  if (expert && !cache_experts_) return t;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = cached_.emplace(key, std::move(t));
   return it->second;
 }
 
@@ -112,9 +128,43 @@ MlpWeights load_mlp(const WeightStore& w, const ModelConfig& c, int64_t inter, c
 }  // namespace
 
 MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer, int64_t e) {
-  return load_mlp(w, c, c.moe_intermediate_size, expert_weight_name(c, layer, e, Proj::kGate),
-                  expert_weight_name(c, layer, e, Proj::kUp), expert_weight_name(c, layer, e, Proj::kDown),
-                  /*expert=*/true);
+  MlpWeights m;
+  m.intermediate = c.moe_intermediate_size;
+  m.act = c.expert_activation;
+  const io::SourceTensors& src = w.source();
+  Tensor32Ptr* weight[3] = {&m.gate, &m.up, &m.down};
+  Tensor32Ptr* bias[3] = {&m.gate_bias, &m.up_bias, &m.down_bias};
+  for (Proj p : {Proj::kGate, Proj::kUp, Proj::kDown}) {
+    const size_t i = static_cast<size_t>(p);
+    // Keyed by the per-expert name whatever the layout (expert_reader.h).
+    const std::string key = expert_weight_name(c, layer, e, p);
+    const int64_t rows = expert_rows(c, p), cols = expert_cols(c, p);
+    *weight[i] = w.get_or_make(key, /*expert=*/true, [&] {
+      Tensor32 t;
+      t.shape = {rows, cols};
+      t.data.resize(static_cast<size_t>(rows * cols));
+      read_expert_weight(c, src, layer, e, p, t.data.data());
+      return t;
+    });
+    // The layer's biases of this projection are read once and kept (small).
+    const Tensor32Ptr all = w.get_or_make(expert_weight_name(c, layer, 0, p) + " (biases of the layer)", /*expert=*/false, [&] {
+      Tensor32 t;
+      const std::vector<float> b = read_layer_expert_bias(c, src, layer, p);
+      t.shape = {static_cast<int64_t>(b.size())};
+      t.data.resize(b.size());
+      std::copy(b.begin(), b.end(), t.data.data());
+      return t;
+    });
+    if (all->data.size() == 0) continue;
+    *bias[i] = w.get_or_make(key + " (bias)", /*expert=*/false, [&] {
+      Tensor32 t;
+      t.shape = {rows};
+      t.data.resize(static_cast<size_t>(rows));
+      std::copy_n(all->data.data() + e * rows, rows, t.data.data());
+      return t;
+    });
+  }
+  return m;
 }
 
 MlpWeights load_dense_mlp(const WeightStore& w, const ModelConfig& c, int64_t layer) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,10 @@ class WeightStore {
   // `expert`: a routed-expert tensor (cached only with cache_experts).
   Tensor32Ptr get(const std::string& name, const std::vector<int64_t>& expect_shape = {},
                   bool expert = false) const;
+  // The cached tensor under `key`, or the one `make` builds (cached when not
+  // `expert`, or with cache_experts): for tensors derived from stored ones,
+  // such as one expert of a stacked tensor. Thread-safe.
+  Tensor32Ptr get_or_make(const std::string& key, bool expert, const std::function<Tensor32()>& make) const;
   // The LinearOps applied instead of checkpoint tensors (the model's; not
   // owned); op() is null for a name without one.
   void set_linear_ops(const LinearOps* ops) { ops_ = ops; }

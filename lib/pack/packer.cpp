@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/config.h"
+#include "model/expert_reader.h"
 #include "pack/importance.h"
 #include "pack/output.h"
 
@@ -128,19 +129,21 @@ struct PackState {
         std::vector<float> buf(size_t(l.rows) * size_t(l.cols));
         for (size_t s = w; s < n; s += workers) {
           const int64_t e = g.experts[s];
-          const std::string name = model::expert_weight_name(cfg, lp.layer, e, model::Proj(p));
-          const io::SourceTensors::Info& info = src.info(name);
-          if (info.shape.size() != 2 || info.shape[0] != l.rows || info.shape[1] != l.cols)
+          const model::Proj proj = model::Proj(p);
+          // The per-expert name whatever the layout: messages and seeds agree
+          // between a checkpoint and its restacked twin.
+          const std::string name = model::expert_weight_name(cfg, lp.layer, e, proj);
+          if (model::expert_rows(cfg, proj) != l.rows || model::expert_cols(cfg, proj) != l.cols)
             invalid("tensor " + name + ": expected shape [" + std::to_string(l.rows) + ", " + std::to_string(l.cols) + "]");
-          src_bytes[s] = info.stored_bytes;
+          src_bytes[s] = model::expert_stored_bytes(cfg, src, lp.layer, e, proj);
           quant::QuantizedMatrix q;
-          if (info.encoding == io::SourceTensors::Encoding::kMxfp4 && g.format->import_mxfp4) {
+          if (g.format->import_mxfp4 && model::expert_is_mxfp4(cfg, src, lp.layer, e, proj)) {
             // An MXFP4 source taken by a format that holds MXFP4: its codes and
             // scales are moved bit for bit, never requantized.
-            const io::SourceTensors::Mxfp4Slice mx = src.mxfp4_slice(name, 0);
+            const model::ExpertMxfp4 mx = model::read_expert_mxfp4(cfg, src, lp.layer, e, proj);
             q = g.format->import_mxfp4(mx.blocks.data(), mx.scales.data(), mx.rows, mx.cols, name);
           } else {
-            src.to_f32(name, buf.data());  // dequantized exactly; pages released
+            model::read_expert_weight(cfg, src, lp.layer, e, proj, buf.data());  // dequantized exactly; pages released
             std::vector<float> imp;
             if (importance)
               imp = importance->load(lp.layer, e, p == 2 ? ImportanceSide::kMid : ImportanceSide::kIn);
@@ -200,13 +203,25 @@ uint64_t source_fingerprint(const io::Checkpoint& ckpt) {
   return h.digest();
 }
 
-Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
+namespace {
+Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, PackObserver* observer);
+}  // namespace
+
+Manifest run_pack(const PackRequest& rq, PackObserver* observer) { return pack_with(rq, nullptr, observer); }
+
+Manifest run_pack(const PackRequest& rq, const model::ModelConfig& config, PackObserver* observer) {
+  return pack_with(rq, &config, observer);
+}
+
+namespace {
+
+Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, PackObserver* observer) {
   const auto t0 = std::chrono::steady_clock::now();
   const int policies = !rq.uniform_format.empty() + !rq.allocation_path.empty() + !rq.profile_path.empty();
   if (policies != 1) invalid("pack: give exactly one of --uniform, --allocation, --profile");
 
   auto ckpt = io::Checkpoint::open(rq.model_path);
-  const model::ModelConfig cfg = model::load_config(ckpt->folder());
+  const model::ModelConfig cfg = config ? *config : model::load_config(ckpt->folder());
   const io::SourceTensors src(*ckpt, cfg.source_quant);
   model::check_against_checkpoint(cfg, src);
 
@@ -293,7 +308,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
       me.group = lp.expert_group[e];
       me.slot = lp.expert_slot[e];
       for (int p = 0; p < 3; ++p)
-        me.bytes_before += src.info(model::expert_weight_name(cfg, lp.layer, int64_t(e), model::Proj(p))).stored_bytes;
+        me.bytes_before += model::expert_stored_bytes(cfg, src, lp.layer, int64_t(e), model::Proj(p));
       ml.experts.push_back(std::move(me));
     }
     for (const auto& g : lp.groups) {
@@ -346,5 +361,7 @@ Manifest run_pack(const PackRequest& rq, PackObserver* observer) {
   folder.commit();
   return m;
 }
+
+}  // namespace
 
 }  // namespace eq::pack

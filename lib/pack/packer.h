@@ -44,5 +44,8 @@ uint64_t source_fingerprint(const io::Checkpoint& ckpt);
 
 // Validates everything and plans before creating any output; throws eq::Error.
 Manifest run_pack(const PackRequest& request, PackObserver* observer = nullptr);
+// With the source's config.json already parsed (`config`), e.g. by a caller
+// that holds an Architecture row of its own.
+Manifest run_pack(const PackRequest& request, const model::ModelConfig& config, PackObserver* observer = nullptr);
 
 }  // namespace eq::pack

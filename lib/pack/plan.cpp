@@ -10,6 +10,7 @@
 #include "core/memory.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
+#include "model/expert_reader.h"
 
 namespace eq::pack {
 
@@ -49,7 +50,7 @@ uint64_t chunk_bytes(const GroupPlan& g, uint64_t n, uint64_t t, uint64_t src_el
   uint64_t worst = 0;
   for (int p = 0; p < 3; ++p) {
     const MatrixLayout& l = *g.layout[p];
-    worst = std::max(worst, n * (l.nbytes + 2 * kPage) + std::min(n, t) * per_matrix_bytes(l, src_elem));
+    worst = std::max(worst, n * (l.nbytes + 2 * kPage) + std::min(n, t) * (per_matrix_bytes(l, src_elem) + g.read_scratch[p]));
   }
   return worst;
 }
@@ -128,11 +129,12 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
     return {nullptr, ""};
   };
 
-  // Which source tensors are routed-expert weights (packed into groups).
+  // Which source tensors are routed-expert weights (packed into groups);
+  // their biases are copied like any non-expert tensor.
   std::set<std::string> expert_tensors;
   for (const auto& la : a.layers)
-    for (int64_t e = 0; e < c.num_experts; ++e)
-      for (int p = 0; p < 3; ++p) expert_tensors.insert(model::expert_weight_name(c, la.layer, e, model::Proj(p)));
+    for (const model::ExpertTensor& t : model::routed_expert_tensors(c, src, la.layer))
+      if (!t.bias) expert_tensors.insert(t.name);
 
   // Logical tensors: a quantized source weight and its scales are one entry,
   // copied as stored or quantized from its exact dequantized values.
@@ -218,6 +220,7 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
         if (g.experts.empty()) continue;
         g.layout[0] = g.layout[1] = &matrix_layout(f, c.moe_intermediate_size, c.hidden_size);
         g.layout[2] = &matrix_layout(f, c.hidden_size, c.moe_intermediate_size);
+        for (int p = 0; p < 3; ++p) g.read_scratch[p] = model::expert_read_scratch_bytes(c, src, L, model::Proj(p));
         lp.groups.push_back(std::move(g));
       }
     }
@@ -325,7 +328,7 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
   for (const auto& lp : plan.layers)
     for (size_t e = 0; e < lp.experts.size(); ++e)
       for (int p = 0; p < 3; ++p)
-        plan.total_bytes_before += src.info(model::expert_weight_name(c, lp.layer, int64_t(e), model::Proj(p))).stored_bytes;
+        plan.total_bytes_before += model::expert_stored_bytes(c, src, lp.layer, int64_t(e), model::Proj(p));
   return plan;
 }
 

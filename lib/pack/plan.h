@@ -59,6 +59,7 @@ struct GroupPlan {
   const quant::FormatTraits* format = nullptr;
   std::vector<int64_t> experts;       // slot -> expert id
   const MatrixLayout* layout[3] = {};  // gate, up, down
+  uint64_t read_scratch[3] = {};      // bytes the expert reader holds besides the matrix (model::expert_read_scratch_bytes)
   std::string prefix;                 // "model.layers.L.mlp.groups.G"
   size_t first_tensor = 0;            // its expert_ids tensor; parts follow proj-major
   uint64_t working_set = 0;           // estimated bytes while it is packed

@@ -31,6 +31,12 @@ enum class RouterScoring : uint8_t {
 // How routed experts are stored on disk.
 enum class ExpertStorage : uint8_t {
   kPerExpert,  // three 2-D matrices per expert: <moe>.experts.<e>.<proj>.weight, [out, in]
+  // One stacked tensor per layer for gate and up together, one for down:
+  // <moe>.experts.gate_up_proj [E, H, 2I] and down_proj [E, I, H], applied as
+  // x @ W (an mxfp4 source stores them [E, 2I, H] and [E, H, I]); gate = even
+  // outputs, up = odd; optional gate_up_proj_bias [E, 2I], down_proj_bias [E, H].
+  // lib/model/expert_reader.h reads both layouts.
+  kStackedFusedInterleaved,
 };
 
 // Query/key normalization before RoPE.
