@@ -19,34 +19,47 @@ namespace eq::exec {
 namespace {
 
 // Every tensor the manifest lists is in the folder with its dtype, shape and
-// size; with `verify`, its bytes hash to the recorded checksum.
-// With `source` (the reference checkpoint) and `verify`, every copied tensor's
-// source bytes hash to the same checksum.
-uint64_t check_tensors(const pack::Manifest& m, const io::Checkpoint& packed, const io::Checkpoint* source,
-                       const std::string& folder, bool verify) {
+// size (pack::check_against_shards: every slice the manifest selects is then
+// inside its tensor); with `verify`, its bytes hash to the recorded checksum.
+uint64_t check_tensors(const pack::Manifest& m, const io::Checkpoint& packed, const std::string& folder, bool verify) {
+  const auto problems = pack::check_against_shards(
+      m, [&](const pack::ManifestTensor& t) { return packed.has(t.name) ? &packed.info(t.name) : nullptr; });
+  if (!problems.empty()) invalid(folder + ": " + problems.front());
   uint64_t hashed = 0;
   for (const pack::ManifestTensor& t : m.tensors) {
     const std::string where = folder + ": tensor '" + t.name + "'";
-    if (!packed.has(t.name)) invalid(where + " listed in manifest.json is missing from the shards");
     const io::TensorInfo& info = packed.info(t.name);
-    if (info.dtype != t.dtype || info.shape != t.shape || info.nbytes() != t.bytes)
-      invalid(where + ": shards hold " + std::string(dtype_name(info.dtype)) + " " + shape_str(info.shape) +
-              ", manifest.json says " + std::string(dtype_name(t.dtype)) + " " + shape_str(t.shape));
     if (!verify) continue;
     const uint64_t h = xxhash64(packed.view(t.name).bytes());
     hashed += info.nbytes();
     if (h != t.xxh64)
       invalid(where + ": checksum " + hash_hex(h) + " differs from manifest.json " + hash_hex(t.xxh64) +
               " (corrupt shard; run `expertquant verify`)");
-    if (t.kind == "copy" && source) {
-      const std::string& src = t.source.empty() ? t.name : t.source;
-      if (!source->has(src)) invalid(source->path() + ": tensor '" + src + "' copied into " + folder + " is missing");
-      const uint64_t hs = xxhash64(source->view(src).bytes());
-      hashed += source->info(src).nbytes();
-      if (hs != t.xxh64)
-        invalid(source->path() + ": tensor '" + src + "' differs from its copy in " + folder +
-                " (--model must be the checkpoint the folder was packed from)");
-    }
+  }
+  return hashed;
+}
+
+// The reference checkpoint holds the weights the folder was packed from:
+// every tensor's sample hash, and with `verify` the full hash of every tensor
+// the manifest records one for (a streaming read: the reference forward reads
+// the same bytes). Returns the bytes hashed.
+uint64_t check_source_data(const pack::Manifest& m, const io::Checkpoint& source, const std::string& model_path,
+                           const std::string& folder, bool verify) {
+  const std::string record = folder + "/manifest.json";
+  auto refuse = [&](const std::string& tensor, const std::string& here, const std::string& there) {
+    invalid(model_path + ": tensor '" + tensor + "' has " + here + ", " + record + " records " + there +
+            " for the checkpoint it was packed from (" + m.source.path +
+            "): --model must be that checkpoint");
+  };
+  if (const auto d = io::first_difference(m.source.tensors, io::sample_tensor_hashes(source)))
+    refuse(d->tensor, d->b, d->a);
+  uint64_t hashed = 0;
+  if (!verify) return hashed;
+  for (const io::TensorHash& t : m.source.tensors) {
+    if (!t.full) continue;
+    const uint64_t h = io::full_tensor_hash(source, t.name);
+    hashed += source.info(t.name).nbytes();
+    if (h != *t.full) refuse(t.name, "xxh64 " + hash_hex(h), "xxh64 " + hash_hex(*t.full));
   }
   return hashed;
 }
@@ -268,8 +281,10 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
       invalid(options.model_path + ": fingerprint " + hash_hex(fp) + " differs from the source of " + folder + " (" +
               hash_hex(m.source.fingerprint) + ", " + m.source.path + ")");
   }
-  pm->stats_.verified_bytes =
-      check_tensors(m, *packed, source ? &source->checkpoint() : nullptr, folder, options.verify);
+  pm->stats_.verified_bytes = check_tensors(m, *packed, folder, options.verify);
+  if (source)
+    pm->stats_.verified_bytes +=
+        check_source_data(m, source->checkpoint(), options.model_path, folder, options.verify);
   model::ModelOptions mo = options.model_options;
   mo.routed_experts = false;
   // Group parts and quantized matrices are read by their format only (an

@@ -65,6 +65,10 @@ void check_expert(const ModelConfig& c, const io::SourceTensors& src, int64_t e)
 
 }  // namespace
 
+std::string expert_source_tensor(const ModelConfig& c, int64_t layer, int64_t e, Proj p) {
+  return fused(c) ? fused_name(c, layer, p) : expert_weight_name(c, layer, e, p);
+}
+
 int64_t expert_rows(const ModelConfig& c, Proj p) { return p == Proj::kDown ? c.hidden_size : c.moe_intermediate_size; }
 int64_t expert_cols(const ModelConfig& c, Proj p) { return p == Proj::kDown ? c.moe_intermediate_size : c.hidden_size; }
 

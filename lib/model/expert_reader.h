@@ -41,6 +41,9 @@ struct ExpertTensor {
 std::vector<ExpertTensor> routed_expert_tensors(const ModelConfig& c, const io::SourceTensors& src, int64_t layer);
 
 // [out, in] of projection p: gate and up [I, H], down [H, I].
+// The logical source tensor that holds expert e's projection p: its own
+// matrix, or the layer's stacked tensor (for hashing what is read).
+std::string expert_source_tensor(const ModelConfig& c, int64_t layer, int64_t e, Proj p);
 int64_t expert_rows(const ModelConfig& c, Proj p);
 int64_t expert_cols(const ModelConfig& c, Proj p);
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "profile/profile.h"
 #include "io/json_guard.h"
 #include "io/text_file.h"
 #include "pack/importance.h"
@@ -140,9 +141,11 @@ Allocation load_allocation(const std::string& path) {
 
 ProfileInputs load_profile(const std::string& path) {
   json j = read_json_file(path, "profile");
-  if (!j.is_object() || !j.contains("allocation"))
+  profile::check_profile_header(j, "profile " + path);
+  if (!j.contains("allocation"))
     invalid("profile " + path + ": field 'allocation': missing (run `expertquant profile` to produce it)");
   ProfileInputs p;
+  p.model = std::make_shared<profile::ModelFingerprint>(profile::parse_profile_model(j, "profile " + path));
   p.allocation = parse_allocation(j["allocation"], "profile " + path + " (allocation)");
   if (j.contains("importance_file") && !j["importance_file"].is_null()) {
     if (!j["importance_file"].is_string())

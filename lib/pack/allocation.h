@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,10 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/config.h"
+
+namespace eq::profile {
+struct ModelFingerprint;
+}
 
 namespace eq::pack {
 
@@ -55,7 +60,11 @@ Allocation load_allocation(const std::string& path);
 struct ProfileInputs {
   Allocation allocation;
   std::string importance_file;  // resolved against the profile's folder; empty = none
+  // The checkpoint it was profiled from (config, tensor index, data hashes):
+  // pack compares it with the one it packs.
+  std::shared_ptr<const profile::ModelFingerprint> model;
 };
+// Checks schema and version as `profile --merge` does (profile::check_profile_header).
 ProfileInputs load_profile(const std::string& path);
 
 // Every expert of every MoE layer in `format`, class "standard".

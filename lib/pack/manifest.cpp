@@ -1,5 +1,6 @@
 #include "pack/manifest.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +13,10 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "io/json_guard.h"
+#include "io/safetensors.h"
 #include "io/text_file.h"
+#include "quant/format.h"
+#include "core/shape.h"
 
 namespace eq::pack {
 
@@ -133,10 +137,72 @@ ordered_json counts_json(const ByteCounts& c) {
 
 }  // namespace
 
+namespace {
+
+ordered_json tensor_json(const ManifestTensor& t) {
+  ordered_json e;
+  e["name"] = t.name;
+  e["kind"] = t.kind;
+  e["layer"] = t.layer < 0 ? ordered_json(nullptr) : ordered_json(t.layer);
+  if (!t.source.empty()) e["source"] = t.source;
+  if (!t.format.empty()) e["format"] = t.format;
+  if (!t.part.empty()) e["part"] = t.part;
+  e["dtype"] = dtype_name(t.dtype);
+  e["shape"] = t.shape;
+  e["bytes"] = t.bytes;
+  e["bytes_before"] = t.bytes_before;
+  e["xxh64"] = hash_hex(t.xxh64);
+  e["shard"] = t.shard;
+  return e;
+}
+
+ordered_json layer_json(const ManifestLayer& l) {
+  ordered_json lj;
+  lj["layer"] = l.layer;
+  lj["moe"] = l.moe;
+  ordered_json groups = ordered_json::array();
+  for (const auto& g : l.groups)
+    groups.push_back({{"id", g.id},
+                      {"format", g.format},
+                      {"expert_ids", g.expert_ids},
+                      {"prefix", g.prefix},
+                      {"expert_ids_tensor", g.expert_ids_tensor},
+                      {"parts", g.parts}});
+  lj["groups"] = groups;
+  ordered_json experts = ordered_json::array();
+  for (const auto& e : l.experts) {
+    ordered_json ej;
+    ej["expert"] = e.expert;
+    ej["class"] = class_name(e.cls);
+    ej["format"] = e.format.empty() ? ordered_json(nullptr) : ordered_json(e.format);
+    ej["bits_per_weight"] = e.bits_per_weight;
+    ej["group"] = e.group < 0 ? ordered_json(nullptr) : ordered_json(e.group);
+    ej["slot"] = e.slot < 0 ? ordered_json(nullptr) : ordered_json(e.slot);
+    ej["bytes_before"] = e.bytes_before;
+    ej["bytes_after"] = e.bytes_after;
+    ordered_json parts = ordered_json::array();
+    for (const auto& p : e.parts)
+      parts.push_back({{"proj", kProjNames[p.proj]},
+                       {"part", p.part},
+                       {"tensor", p.tensor},
+                       {"offset", p.offset},
+                       {"bytes", p.bytes},
+                       {"xxh64", hash_hex(p.xxh64)}});
+    ej["parts"] = parts;
+    experts.push_back(std::move(ej));
+  }
+  lj["experts"] = experts;
+  lj["totals"] = counts_json(l.counts);
+  return lj;
+}
+
+}  // namespace
+
 ordered_json manifest_to_json(const Manifest& m) {
   ordered_json j;
   j["schema"] = kManifestSchema;
   j["version"] = m.version;
+  j["checksum"] = hash_hex(m.checksum);
   j["tool"] = {{"name", "expertquant"}, {"version", m.tool_version}};
   j["source"] = {{"path", m.source.path},
                  {"model_type", m.source.model_type},
@@ -144,7 +210,8 @@ ordered_json manifest_to_json(const Manifest& m) {
                  {"num_layers", m.source.num_layers},
                  {"num_experts", m.source.num_experts},
                  {"hidden_size", m.source.hidden_size},
-                 {"moe_intermediate_size", m.source.moe_intermediate_size}};
+                 {"moe_intermediate_size", m.source.moe_intermediate_size},
+                 {"tensors", io::tensor_hashes_to_json(m.source.tensors)}};
   ordered_json pol;
   pol["kind"] = m.policy.kind;
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
@@ -170,63 +237,10 @@ ordered_json manifest_to_json(const Manifest& m) {
   for (const auto& f : m.files) files.push_back({{"file", f.file}, {"bytes", f.bytes}, {"xxh64", hash_hex(f.xxh64)}});
   j["files"] = files;
   ordered_json tensors = ordered_json::array();
-  for (const auto& t : m.tensors) {
-    ordered_json e;
-    e["name"] = t.name;
-    e["kind"] = t.kind;
-    e["layer"] = t.layer < 0 ? ordered_json(nullptr) : ordered_json(t.layer);
-    if (!t.source.empty()) e["source"] = t.source;
-    if (!t.format.empty()) e["format"] = t.format;
-    if (!t.part.empty()) e["part"] = t.part;
-    e["dtype"] = dtype_name(t.dtype);
-    e["shape"] = t.shape;
-    e["bytes"] = t.bytes;
-    e["bytes_before"] = t.bytes_before;
-    e["xxh64"] = hash_hex(t.xxh64);
-    e["shard"] = t.shard;
-    tensors.push_back(std::move(e));
-  }
+  for (const auto& t : m.tensors) tensors.push_back(tensor_json(t));
   j["tensors"] = tensors;
   ordered_json layers = ordered_json::array();
-  for (const auto& l : m.layers) {
-    ordered_json lj;
-    lj["layer"] = l.layer;
-    lj["moe"] = l.moe;
-    ordered_json groups = ordered_json::array();
-    for (const auto& g : l.groups)
-      groups.push_back({{"id", g.id},
-                        {"format", g.format},
-                        {"expert_ids", g.expert_ids},
-                        {"prefix", g.prefix},
-                        {"expert_ids_tensor", g.expert_ids_tensor},
-                        {"parts", g.parts}});
-    lj["groups"] = groups;
-    ordered_json experts = ordered_json::array();
-    for (const auto& e : l.experts) {
-      ordered_json ej;
-      ej["expert"] = e.expert;
-      ej["class"] = class_name(e.cls);
-      ej["format"] = e.format.empty() ? ordered_json(nullptr) : ordered_json(e.format);
-      ej["bits_per_weight"] = e.bits_per_weight;
-      ej["group"] = e.group < 0 ? ordered_json(nullptr) : ordered_json(e.group);
-      ej["slot"] = e.slot < 0 ? ordered_json(nullptr) : ordered_json(e.slot);
-      ej["bytes_before"] = e.bytes_before;
-      ej["bytes_after"] = e.bytes_after;
-      ordered_json parts = ordered_json::array();
-      for (const auto& p : e.parts)
-        parts.push_back({{"proj", kProjNames[p.proj]},
-                         {"part", p.part},
-                         {"tensor", p.tensor},
-                         {"offset", p.offset},
-                         {"bytes", p.bytes},
-                         {"xxh64", hash_hex(p.xxh64)}});
-      ej["parts"] = parts;
-      experts.push_back(std::move(ej));
-    }
-    lj["experts"] = experts;
-    lj["totals"] = counts_json(l.counts);
-    layers.push_back(std::move(lj));
-  }
+  for (const auto& l : m.layers) layers.push_back(layer_json(l));
   j["layers"] = layers;
   ordered_json totals = counts_json(m.totals);
   totals["file_bytes"] = m.file_bytes;
@@ -240,6 +254,61 @@ ordered_json manifest_to_json(const Manifest& m) {
                   {"peak_above_baseline_bytes", m.packing.peak_above_baseline_bytes}};
   return j;
 }
+
+namespace {
+
+// Feeds the text json::dump() gives for the object `top` minus "checksum"
+// (keys sorted, no whitespace); an array member is fed one element at a time
+// through `element(key, i)` so that no whole-manifest string is built.
+template <class Size, class Element>
+uint64_t canonical_hash(const json& top, Size size, Element element) {
+  Xxhash64 h;
+  auto feed = [&](const std::string& s) { h.update(s.data(), s.size()); };
+  feed("{");
+  bool first = true;
+  for (auto it = top.begin(); it != top.end(); ++it) {
+    if (it.key() == "checksum") continue;
+    feed((first ? "" : ",") + json(it.key()).dump() + ":");
+    first = false;
+    const size_t n = size(it.key(), it.value());
+    if (n == size_t(-1)) {
+      feed(it.value().dump());
+      continue;
+    }
+    feed("[");
+    for (size_t i = 0; i < n; ++i) feed((i ? "," : "") + element(it.key(), it.value(), i));
+    feed("]");
+  }
+  feed("}");
+  return h.digest();
+}
+
+}  // namespace
+
+uint64_t manifest_checksum(const Manifest& m) {
+  Manifest head = m;
+  head.tensors.clear();
+  head.layers.clear();
+  // Through text, as a reader sees it: numbers and strings dump identically.
+  const json top = json::parse(manifest_to_json(head).dump());
+  auto size = [&](const std::string& key, const json&) {
+    return key == "tensors" ? m.tensors.size() : key == "layers" ? m.layers.size() : size_t(-1);
+  };
+  auto element = [&](const std::string& key, const json&, size_t i) {
+    const ordered_json e = key == "tensors" ? tensor_json(m.tensors[i]) : layer_json(m.layers[i]);
+    return json::parse(e.dump()).dump();
+  };
+  return canonical_hash(top, size, element);
+}
+
+uint64_t manifest_checksum(const json& j) {
+  if (!j.is_object()) return 0;
+  auto size = [](const std::string&, const json& v) { return v.is_array() ? v.size() : size_t(-1); };
+  auto element = [](const std::string&, const json& v, size_t i) { return v[i].dump(); };
+  return canonical_hash(j, size, element);
+}
+
+void seal_manifest(Manifest& m) { m.checksum = manifest_checksum(m); }
 
 // ---------------------------------------------------------------------------
 // Reading and validation
@@ -341,14 +410,18 @@ void check_counts(const FieldReader& r, const json& j, const ByteCounts& c, cons
 
 }  // namespace
 
-Manifest parse_manifest(const json& j, const std::string& label) {
+Manifest parse_manifest(const json& j, const std::string& label, bool check_checksum) {
   FieldReader r{label};
   Manifest m;
   if (!j.is_object()) invalid(label + ": a manifest must be a JSON object");
   if (r.str(j, "schema", "") != kManifestSchema) r.bad("schema", "expected \"" + std::string(kManifestSchema) + "\"");
   m.version = static_cast<int>(r.i64(j, "version", ""));
+  if (m.version == 1)
+    r.bad("version", "1 predates the manifest checksum and the source tensor hashes (version 2); re-pack the model "
+                     "with this expertquant");
   if (m.version != kManifestVersion)
-    r.bad("version", "unsupported version " + std::to_string(m.version) + " (this reader understands 1)");
+    r.bad("version", "unsupported version " + std::to_string(m.version) + " (this reader understands " +
+                         std::to_string(kManifestVersion) + ")");
   m.tool_version = r.str(r.req(j, "tool", ""), "version", "tool");
 
   const json& src = r.req(j, "source", "");
@@ -369,6 +442,7 @@ Manifest parse_manifest(const json& j, const std::string& label) {
     r.bad("source.hidden_size", "must be in [0, " + std::to_string(model::kMaxConfigDim) + "]");
   if (m.source.moe_intermediate_size < 0 || m.source.moe_intermediate_size > model::kMaxConfigDim)
     r.bad("source.moe_intermediate_size", "must be in [0, " + std::to_string(model::kMaxConfigDim) + "]");
+  m.source.tensors = io::parse_tensor_hashes(r.req(src, "tensors", "source"), label, "source.tensors");
 
   const json& pol = r.req(j, "policy", "");
   m.policy.kind = r.str(pol, "kind", "policy");
@@ -432,6 +506,8 @@ Manifest parse_manifest(const json& j, const std::string& label) {
     t.source = r.str_or_null(tj, "source", p);
     t.format = r.str_or_null(tj, "format", p);
     t.part = r.str_or_null(tj, "part", p);
+    if ((t.kind == "quantized" || t.kind == "group_part") && !quant::find_format(t.format))
+      r.bad(p + ".format", "unknown format '" + t.format + "'");
     auto dt = parse_dtype(r.str(tj, "dtype", p));
     if (!dt) r.bad(p + ".dtype", "unknown dtype");
     t.dtype = *dt;
@@ -469,6 +545,7 @@ Manifest parse_manifest(const json& j, const std::string& label) {
       g.id = static_cast<int>(r.i64(groups[gi], "id", gp));
       if (g.id != int(gi)) r.bad(gp + ".id", "group ids must be 0, 1, ... in order");
       g.format = r.str(groups[gi], "format", gp);
+      if (!quant::find_format(g.format)) r.bad(gp + ".format", "unknown format '" + g.format + "'");
       for (const auto& e : r.array(groups[gi], "expert_ids", gp)) {
         if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= m.source.num_experts)
           r.bad(gp + ".expert_ids", "entries must be expert ids in [0, num_experts)");
@@ -481,10 +558,26 @@ Manifest parse_manifest(const json& j, const std::string& label) {
         if (!p.is_string()) r.bad(gp + ".parts", "entries must be strings");
         g.parts.push_back(p.get<std::string>());
       }
+      // The group's tensors hold one row per slot: the expert-id tensor is
+      // I32 [slots], every part tensor [slots, ...] of the group's format.
+      const uint64_t slots = g.expert_ids.size();
+      const ManifestTensor& ids = m.tensors[tensor_index.at(g.expert_ids_tensor)];
+      if (ids.kind != "expert_ids" || ids.dtype != DType::kI32 || ids.shape != std::vector<int64_t>{int64_t(slots)})
+        r.bad(gp + ".expert_ids", std::to_string(slots) + " entries, but tensor " + g.expert_ids_tensor +
+                                      " is not I32 [" + std::to_string(slots) + "]");
+      if (slots == 0) r.bad(gp + ".expert_ids", "a group holds at least one expert");
       for (int proj = 0; proj < 3; ++proj)
-        for (const auto& part : g.parts)
-          if (!tensor_index.count(g.tensor(proj, part)))
+        for (const auto& part : g.parts) {
+          auto it = tensor_index.find(g.tensor(proj, part));
+          if (it == tensor_index.end())
             r.bad(gp + ".parts", "tensor " + g.tensor(proj, part) + " is not in 'tensors'");
+          const ManifestTensor& t = m.tensors[it->second];
+          if (t.kind != "group_part" || t.format != g.format || t.part != part || t.shape.empty() ||
+              uint64_t(t.shape[0]) != slots)
+            r.bad(gp + ".expert_ids", std::to_string(slots) + " entries, but tensor " + t.name + " is " +
+                                          t.kind + " " + t.format + " " + shape_str(t.shape) +
+                                          " (a group_part of this format with one row per slot)");
+        }
       l.groups.push_back(std::move(g));
     }
     const json& experts = r.array(lj, "experts", lp);
@@ -533,14 +626,41 @@ Manifest parse_manifest(const json& j, const std::string& label) {
         if (it == tensor_index.end()) r.bad(pp + ".tensor", "names no tensor in 'tensors'");
         const auto part_end = checked_add(part.offset, part.bytes);
         if (!part_end || *part_end > m.tensors[it->second].bytes) r.bad(pp + ".offset", "range exceeds the tensor");
+        if (!pruned) {
+          // Exactly the expert's slot (its row) of its group's tensor for this part.
+          const ManifestGroup& g = l.groups[size_t(e.group)];
+          const size_t np = g.parts.size();
+          if (np == 0 || pi >= 3 * np || part.proj != int(pi / np) || part.part != g.parts[pi % np] ||
+              part.tensor != g.tensor(part.proj, part.part))
+            r.bad(pp, "parts must be gate, up, down x group " + std::to_string(e.group) +
+                          "'s parts in order, each naming the group's tensor");
+          const uint64_t row = m.tensors[it->second].bytes / g.expert_ids.size();
+          if (part.offset != uint64_t(e.slot) * row || part.bytes != row)
+            r.bad(pp + ".offset", "bytes [" + std::to_string(part.offset) + ", +" + std::to_string(part.bytes) +
+                                      ") are not slot " + std::to_string(e.slot) + "'s row [" +
+                                      std::to_string(uint64_t(e.slot) * row) + ", +" + std::to_string(row) + ") of " +
+                                      part.tensor);
+        }
         const auto new_sum = checked_add(sum, part.bytes);
         if (!new_sum) r.bad(pp + ".bytes", "the parts' byte counts overflow 64 bits");
         sum = *new_sum;
         e.parts.push_back(std::move(part));
       }
       if (sum != e.bytes_after) r.bad(ep + ".bytes_after", "does not equal the sum of its parts");
+      if (pruned ? !e.parts.empty() : e.parts.size() != 3 * l.groups[size_t(e.group)].parts.size())
+        r.bad(ep + ".parts", "must list each of gate, up, down x the group's parts once");
       l.experts.push_back(std::move(e));
     }
+    // Every slot of every group is held by the expert that names it (the
+    // experts' side was checked above): no slot the tensors do not back.
+    for (const ManifestGroup& g : l.groups)
+      for (size_t s = 0; s < g.expert_ids.size(); ++s) {
+        const int64_t e = g.expert_ids[s];
+        if (size_t(e) >= l.experts.size() || l.experts[size_t(e)].group != g.id || l.experts[size_t(e)].slot != int(s))
+          r.bad(idx(lp + ".groups", size_t(g.id)) + ".expert_ids",
+                "slot " + std::to_string(s) + " names expert " + std::to_string(e) + ", whose entry is not in group " +
+                    std::to_string(g.id) + " at slot " + std::to_string(s));
+      }
     m.layers.push_back(std::move(l));
   }
   // Layer-range completeness: every layer in the range appears exactly once.
@@ -562,7 +682,33 @@ Manifest parse_manifest(const json& j, const std::string& label) {
   m.packing.baseline_rss_bytes = r.u64(pk, "baseline_rss_bytes", "packing");
   m.packing.peak_rss_bytes = r.u64(pk, "peak_rss_bytes", "packing");
   m.packing.peak_above_baseline_bytes = r.u64(pk, "peak_above_baseline_bytes", "packing");
+
+  // Last: the structure is sound, so a mismatch here is an edit that kept it so.
+  m.checksum = r.hash(j, "checksum", "");
+  if (check_checksum) {
+    const uint64_t actual = manifest_checksum(j);
+    if (actual != m.checksum)
+      invalid(label + ": content checksum " + hash_hex(actual) + " differs from the recorded checksum " +
+              hash_hex(m.checksum) + " (manifest.json was edited or is corrupt; restore it or re-pack)");
+  }
   return m;
+}
+
+std::vector<std::string> check_against_shards(const Manifest& m, const ShardHeaderLookup& header) {
+  std::vector<std::string> problems;
+  for (const ManifestTensor& t : m.tensors) {
+    const std::string where = "shard " + m.shards[size_t(t.shard)].file + ": tensor '" + t.name + "'";
+    const io::TensorInfo* info = header(t);
+    if (!info) {
+      problems.push_back(where + " listed in manifest.json is missing");
+      continue;
+    }
+    if (info->dtype != t.dtype || info->shape != t.shape || info->nbytes() != t.bytes)
+      problems.push_back(where + ": the shard holds " + std::string(dtype_name(info->dtype)) + " " +
+                         shape_str(info->shape) + ", manifest.json says " + std::string(dtype_name(t.dtype)) + " " +
+                         shape_str(t.shape));
+  }
+  return problems;
 }
 
 Manifest parse_manifest_text(std::string_view text, const std::string& label) {

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,12 +15,19 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "io/tensor_hashes.h"
 #include "model/config.h"
 #include "pack/allocation.h"
 
+namespace eq::io {
+struct TensorInfo;
+}
+
 namespace eq::pack {
 
-inline constexpr int kManifestVersion = 1;
+// 2: the manifest checksum and the source tensor hashes. Version 1 is refused
+// (re-pack): without them a hand edit or another checkpoint goes unnoticed.
+inline constexpr int kManifestVersion = 2;
 inline constexpr std::string_view kManifestSchema = "expertquant.manifest";
 inline constexpr std::string_view kManifestFile = "manifest.json";
 // Indexed by model::Proj (gate 0, up 1, down 2).
@@ -112,10 +120,16 @@ struct PackingStats {
 
 struct Manifest {
   int version = kManifestVersion;
+  // XXH64 of the canonical manifest text without this field (docs/manifest.md):
+  // set by seal_manifest() before writing, checked by parse_manifest().
+  uint64_t checksum = 0;
   std::string tool_version;
   struct Source {
     std::string path, model_type;
-    uint64_t fingerprint = 0;
+    uint64_t fingerprint = 0;  // config.json and the tensor index (metadata only)
+    // Every stored tensor of the source: sample hash, and the full hash of
+    // those this pack read (io/tensor_hashes.h).
+    io::TensorHashes tensors;
     int64_t num_layers = 0, num_experts = 0, hidden_size = 0, moe_intermediate_size = 0;
   } source;
   struct Policy {
@@ -148,9 +162,20 @@ std::vector<std::string> check_files(const Manifest& m, const std::string& folde
 void compute_counts(Manifest& m);
 
 nlohmann::ordered_json manifest_to_json(const Manifest& m);
-// Validates types, required fields, references (group/slot/tensor names) and
-// that stored totals equal the sums of the entries; errors name `label` and the field.
-Manifest parse_manifest(const nlohmann::json& j, const std::string& label);
+// The checksum of the manifest's content: XXH64 of json::dump() of the
+// manifest object without "checksum" (keys sorted, no whitespace), computed
+// one tensor / layer at a time. The same number from the struct (before
+// writing) and from parsed JSON (when reading).
+uint64_t manifest_checksum(const Manifest& m);
+uint64_t manifest_checksum(const nlohmann::json& j);
+// Sets m.checksum; call last, right before write_manifest.
+void seal_manifest(Manifest& m);
+// Validates types, required fields, references (group/slot/tensor names,
+// every group slot held by exactly the expert that names it, each expert
+// slice exactly its slot's rows of its group's tensors), known formats, that
+// stored totals equal the sums of the entries and, last, the checksum (off
+// only for fuzzing the structure); errors name `label` and the field.
+Manifest parse_manifest(const nlohmann::json& j, const std::string& label, bool check_checksum = true);
 // Parses manifest.json text (depth-guarded JSON, then parse_manifest).
 Manifest parse_manifest_text(std::string_view text, const std::string& label);
 // A manifest.json larger than this is refused before it is read: a 1,000-layer
@@ -159,5 +184,15 @@ inline constexpr uint64_t kMaxManifestBytes = 2ull << 30;
 // `path`: a manifest.json or a packed folder containing one.
 Manifest load_manifest(const std::string& path);
 std::string shard_file_name(int index, int count);
+
+// The shard headers as a reader sees them: the tensor's header entry in the
+// shard the manifest names, or null when that shard or tensor is absent.
+using ShardHeaderLookup = std::function<const io::TensorInfo*(const ManifestTensor&)>;
+// Every manifest tensor against the shard headers: present, with the dtype,
+// shape and size the manifest gives. With parse_manifest's own consistency
+// checks this bounds every byte a manifest field selects (expert slices,
+// group slots, expert-id tensors) by the actual tensors. Returns one line per
+// problem naming the shard and tensor; empty when all match.
+std::vector<std::string> check_against_shards(const Manifest& m, const ShardHeaderLookup& header);
 
 }  // namespace eq::pack

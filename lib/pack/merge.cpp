@@ -28,6 +28,12 @@ Manifest run_merge(const MergeRequest& rq) {
     if (p.source.fingerprint != ref.source.fingerprint)
       invalid("merge: " + rq.inputs[i] + " was packed from a different checkpoint (fingerprint " +
               hash_hex(p.source.fingerprint) + " vs " + hash_hex(ref.source.fingerprint) + " in " + rq.inputs[0] + ")");
+    // Same metadata is not the same weights: every part records every source
+    // tensor's sample hash, and the full hashes of the tensors it packed.
+    if (const auto d = io::first_difference(ref.source.tensors, p.source.tensors))
+      invalid("merge: " + rq.inputs[i] + " was packed from a different checkpoint than " + rq.inputs[0] +
+              ": source tensor '" + d->tensor + "' has " + d->b + " in " + rq.inputs[i] + "/manifest.json, " + d->a +
+              " in " + rq.inputs[0] + "/manifest.json");
     if (p.policy.allocation_xxh64 != ref.policy.allocation_xxh64 || p.policy.attn_format != ref.policy.attn_format ||
         p.policy.shared_format != ref.policy.shared_format ||
         p.policy.importance_xxh64 != ref.policy.importance_xxh64)
@@ -56,6 +62,10 @@ Manifest run_merge(const MergeRequest& rq) {
   for (const auto& t : parts[size_t(globals_part)].tensors)
     if (t.layer < 0) order.push_back({size_t(globals_part), &t});
   Manifest m = ref;
+  // The union of the parts' full hashes (same names, same samples: checked above).
+  for (size_t t = 0; t < m.source.tensors.size(); ++t)
+    for (const auto& p : parts)
+      if (!m.source.tensors[t].full) m.source.tensors[t].full = p.source.tensors[t].full;
   m.layers.clear();
   m.tensors.clear();
   for (const auto& [layer, pi] : layer_part) {
@@ -74,15 +84,26 @@ Manifest run_merge(const MergeRequest& rq) {
   for (size_t i = 0; i < order.size(); ++i)
     decls.push_back({order[i].t->name, order[i].t->dtype, order[i].t->shape, order[i].t->bytes, shard[i]});
 
+  // Every part's manifest against its shard headers, before any output.
+  std::map<std::pair<size_t, int>, std::unique_ptr<io::SafetensorsFile>> open;
+  auto file_of = [&](size_t pi, int shard) -> const io::SafetensorsFile& {
+    auto& file = open[{pi, shard}];
+    if (!file) file = io::SafetensorsFile::open(rq.inputs[pi] + "/" + parts[pi].shards[size_t(shard)].file);
+    return *file;
+  };
+  for (size_t pi = 0; pi < parts.size(); ++pi) {
+    const auto problems = check_against_shards(
+        parts[pi], [&](const ManifestTensor& t) { return file_of(pi, t.shard).find(t.name); });
+    if (!problems.empty()) invalid("merge: " + rq.inputs[pi] + ": " + problems.front());
+  }
+
   // Locked for the rest of the run; removes its staging folder if anything below throws.
   OutputFolder folder(rq.out_path, rq.force);
   const std::string& partial = folder.staging();
   ShardedOutput out(partial, std::move(decls), num_shards);
-  std::map<std::pair<size_t, int>, std::unique_ptr<io::SafetensorsFile>> open;
   for (size_t i = 0; i < order.size(); ++i) {
     const auto& [pi, t] = order[i];
-    auto& file = open[{pi, t->shard}];
-    if (!file) file = io::SafetensorsFile::open(rq.inputs[pi] + "/" + parts[pi].shards[size_t(t->shard)].file);
+    const io::SafetensorsFile* file = &file_of(pi, t->shard);
     const io::TensorInfo* info = file->find(t->name);
     if (!info || info->nbytes() != t->bytes)
       invalid("merge: " + file->path() + ": tensor " + t->name + " is missing or has the wrong size");
@@ -120,6 +141,7 @@ Manifest run_merge(const MergeRequest& rq) {
                           io::read_file_bytes(gdir + "/config.json", model::kMaxConfigBytes));
   }
   m.files = describe_files(partial);
+  seal_manifest(m);
   folder.write_manifest(m);
   folder.commit();
   return m;

@@ -2,7 +2,11 @@
 
 #include <malloc.h>
 
+#include <mutex>
+#include <set>
+
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -19,6 +23,7 @@
 #include "model/expert_reader.h"
 #include "pack/importance.h"
 #include "pack/output.h"
+#include "profile/profile.h"
 
 namespace eq::pack {
 
@@ -55,6 +60,25 @@ struct PackState {
   Manifest& manifest;
   PackObserver* observer;
   uint64_t done = 0;
+  // Full XXH64 of each source tensor read, taken from the bytes being packed
+  // (copies: the output's hash of the same bytes). Filled by workers.
+  std::mutex hashed_mu{};
+  std::set<std::string> hashing{};
+  std::map<std::string, uint64_t> hashed{};
+
+  // Hashes the stored tensors behind logical tensor `name` not hashed yet
+  // (a stacked MXFP4 tensor is shared by many experts: hashed once).
+  void hash_source(const std::string& name) {
+    for (const std::string& stored : src.stored_names(name)) {
+      {
+        std::lock_guard<std::mutex> lock(hashed_mu);
+        if (!hashing.insert(stored).second) continue;
+      }
+      const uint64_t h = io::full_tensor_hash(ckpt, stored);
+      std::lock_guard<std::mutex> lock(hashed_mu);
+      hashed[stored] = h;
+    }
+  }
 
   void progress(uint64_t bytes, const std::string& what) {
     done += bytes;
@@ -83,6 +107,11 @@ struct PackState {
     const io::TensorInfo& info = ckpt.info(t.source);
     const uint64_t h = out.append(i, ckpt.view(t.source).bytes());
     ckpt.shard_of(t.source).release(info);
+    {
+      std::lock_guard<std::mutex> lock(hashed_mu);
+      hashing.insert(t.source);
+      hashed[t.source] = h;
+    }
     manifest.tensors.push_back(record(t, h));
     progress(info.nbytes(), t.source);
   }
@@ -91,6 +120,7 @@ struct PackState {
   size_t quantize_plain(size_t i) {
     const PlannedTensor& t0 = plan.tensors[i];
     const io::SourceTensors::Info& info = src.info(t0.source);
+    hash_source(t0.source);
     std::vector<float> w = src.load_f32(t0.source);  // dequantized exactly; pages released
     quant::QuantizeOptions qo;
     qo.seed = xxhash64(t0.source);
@@ -136,6 +166,7 @@ struct PackState {
           if (model::expert_rows(cfg, proj) != l.rows || model::expert_cols(cfg, proj) != l.cols)
             invalid("tensor " + name + ": expected shape [" + std::to_string(l.rows) + ", " + std::to_string(l.cols) + "]");
           src_bytes[s] = model::expert_stored_bytes(cfg, src, lp.layer, e, proj);
+          hash_source(model::expert_source_tensor(cfg, lp.layer, e, proj));
           quant::QuantizedMatrix q;
           if (g.format->import_mxfp4 && model::expert_is_mxfp4(cfg, src, lp.layer, e, proj)) {
             // An MXFP4 source taken by a format that holds MXFP4: its codes and
@@ -228,6 +259,8 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   Manifest m;
   m.tool_version = EQ_VERSION;
   Allocation alloc;
+  std::shared_ptr<const profile::ModelFingerprint> profiled;
+  io::TensorHashes source_hashes;  // sample hashes of every source tensor
   std::string importance_path;
   std::string policy_label;
   if (!rq.uniform_format.empty()) {
@@ -241,6 +274,15 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
     policy_label = "allocation " + rq.allocation_path;
   } else {
     ProfileInputs p = load_profile(rq.profile_path);
+    // The profile must describe this checkpoint: config, tensor index and
+    // every tensor's sample hash now, the full hashes as packing reads them.
+    profiled = p.model;
+    const profile::ModelFingerprint here = profile::fingerprint_metadata(*ckpt, rq.model_path);
+    if (const std::string d = profile::fingerprint_difference(*p.model, "profile " + rq.profile_path, here,
+                                                              "--model " + rq.model_path);
+        !d.empty())
+      invalid("pack: profile " + rq.profile_path + " was made from a different checkpoint: " + d);
+    source_hashes = here.tensors;
     alloc = std::move(p.allocation);
     importance_path = p.importance_file;
     m.policy.kind = "profile";
@@ -271,6 +313,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   m.source.path = rq.model_path;
   m.source.model_type = cfg.model_type;
   m.source.fingerprint = source_fingerprint(*ckpt);
+  if (source_hashes.empty()) source_hashes = io::sample_tensor_hashes(*ckpt);
   m.source.num_layers = cfg.num_layers;
   m.source.num_experts = cfg.num_experts;
   m.source.hidden_size = cfg.hidden_size;
@@ -340,6 +383,13 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
     }
   }
   release_all(*ckpt);
+  for (io::TensorHash& t : source_hashes)
+    if (auto it = st.hashed.find(t.name); it != st.hashed.end()) t.full = it->second;
+  m.source.tensors = std::move(source_hashes);
+  if (profiled)
+    if (const auto d = io::first_full_difference(profiled->tensors, m.source.tensors))
+      invalid("pack: --model " + rq.model_path + ": tensor '" + d->tensor + "' has " + d->b + ", profile " +
+              rq.profile_path + " records " + d->a + " (it was profiled from different weights); nothing written");
   m.shards = out.finish();
   for (auto& l : m.layers)
     for (auto& e : l.experts)
@@ -357,6 +407,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   m.packing.peak_rss_bytes = peak_rss_bytes();
   m.packing.peak_above_baseline_bytes = m.packing.peak_rss_bytes > baseline ? m.packing.peak_rss_bytes - baseline : 0;
   m.packing.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  seal_manifest(m);
   folder.write_manifest(m);
   folder.commit();
   return m;

@@ -86,6 +86,18 @@ VerifyReport verify_packed(const std::string& folder, int samples_per_group) {
                                                                        [&](const ManifestTensor& t) { return t.shard == int(s); })))
       r.problems.push_back("shard " + m.shards[s].file + ": holds tensors the manifest does not list");
 
+  // Expert slices and group rows are addressed through manifest fields that
+  // parse_manifest bounded by the manifest's own tensor shapes; those shapes
+  // must be the shards' before any slice is read (the problems are reported
+  // above, tensor by tensor).
+  const bool shards_open = std::all_of(files.begin(), files.end(), [](const auto& f) { return f != nullptr; });
+  if (!shards_open || !check_against_shards(m, [&](const ManifestTensor& t) {
+                         return files[size_t(t.shard)]->find(t.name);
+                       }).empty()) {
+    r.problems.push_back("expert slices and dequantization not checked: the shards do not match manifest.json");
+    return r;
+  }
+
   // Every expert slice: names the expert whose bytes changed.
   for (const auto& l : m.layers)
     for (const auto& e : l.experts) {

@@ -44,9 +44,30 @@ model::ModelConfig Profile::dims() const {
 }
 
 ModelFingerprint fingerprint_model(const std::string& model_path) {
+  const std::unique_ptr<io::Checkpoint> ckpt = io::Checkpoint::open(model_path);
+  ModelFingerprint f = fingerprint_metadata(*ckpt, model_path);
+  io::add_full_hashes(*ckpt, f.tensors);
+  return f;
+}
+
+std::string fingerprint_difference(const ModelFingerprint& a, const std::string& a_label, const ModelFingerprint& b,
+                                   const std::string& b_label) {
+  const std::string both = " differs between " + a_label + " and " + b_label;
+  if (a.model_type != b.model_type)
+    return "model_type" + both + " ('" + a.model_type + "' vs '" + b.model_type + "')";
+  if (a.config_xxh64 != b.config_xxh64)
+    return "config.json" + both + " (xxh64 " + a.config_xxh64 + " vs " + b.config_xxh64 + ")";
+  if (a.tensor_index_xxh64 != b.tensor_index_xxh64)
+    return "the tensor index (names, dtypes, shapes)" + both;
+  if (const auto d = io::first_difference(a.tensors, b.tensors))
+    return "tensor '" + d->tensor + "'" + both + " (" + d->a + " vs " + d->b + ")";
+  return {};
+}
+
+ModelFingerprint fingerprint_metadata(const io::Checkpoint& ckpt_ref, const std::string& model_path) {
   ModelFingerprint f;
   f.path = model_path;
-  const std::unique_ptr<io::Checkpoint> ckpt = io::Checkpoint::open(model_path);
+  const io::Checkpoint* ckpt = &ckpt_ref;
   const std::string config = io::read_file_bytes(ckpt->folder() + "/config.json", model::kMaxConfigBytes);
   f.config_xxh64 = hash_hex(xxhash64(config));
   Xxhash64 h;
@@ -61,6 +82,7 @@ ModelFingerprint fingerprint_model(const std::string& model_path) {
   const model::ModelConfig c = model::load_config(ckpt->folder());
   f.model_type = c.model_type;
   f.num_layers = c.num_layers;
+  f.tensors = io::sample_tensor_hashes(*ckpt);
   return f;
 }
 
@@ -76,6 +98,7 @@ ordered_json profile_to_json(const Profile& p) {
                 {"config_xxh64", p.model.config_xxh64},
                 {"tensor_index_xxh64", p.model.tensor_index_xxh64},
                 {"num_layers", p.model.num_layers},
+                {"tensors", io::tensor_hashes_to_json(p.model.tensors)},
                 {"hidden_size", s.hidden},
                 {"moe_intermediate_size", s.intermediate},
                 {"num_experts", s.num_experts},
@@ -238,6 +261,40 @@ std::string sidecar_path(const std::string& profile_path) {
   return (std::filesystem::path(profile_path).parent_path() / sidecar_name(profile_path)).string();
 }
 
+void check_profile_header(const json& j, const std::string& label) {
+  const auto schema = j.is_object() ? j.find("schema") : j.end();
+  if (!j.is_object() || schema == j.end() || !schema->is_string() || *schema != kProfileSchema)
+    invalid(label + ": field 'schema': expected \"" + std::string(kProfileSchema) + "\"");
+  const auto v = j.find("version");
+  if (v == j.end() || !v->is_number_integer())
+    invalid(label + ": field 'version': missing or not an integer");
+  if (v->get<int64_t>() == 1)
+    invalid(label + ": field 'version': 1 predates the per-tensor model hashes (version " +
+            std::to_string(kProfileVersion) + "); re-run `expertquant profile` with this expertquant");
+  if (v->get<int64_t>() != kProfileVersion)
+    invalid(label + ": field 'version': unsupported " + std::to_string(v->get<int64_t>()) +
+            " (this reader understands version " + std::to_string(kProfileVersion) + ")");
+}
+
+ModelFingerprint parse_profile_model(const json& j, const std::string& label) {
+  const json& m = need(j, "model", label, "");
+  auto str = [&](const char* key) {
+    const json& v = need(m, key, label, "model.");
+    if (!v.is_string()) invalid(label + ": field 'model." + key + "': not a string");
+    return v.get<std::string>();
+  };
+  ModelFingerprint f;
+  if (m.contains("path") && m["path"].is_string()) f.path = m["path"].get<std::string>();
+  f.model_type = str("model_type");
+  f.config_xxh64 = str("config_xxh64");
+  f.tensor_index_xxh64 = str("tensor_index_xxh64");
+  const json& nl = need(m, "num_layers", label, "model.");
+  if (!nl.is_number_integer()) invalid(label + ": field 'model.num_layers': not an integer");
+  f.num_layers = nl.get<int64_t>();
+  f.tensors = io::parse_tensor_hashes(need(m, "tensors", label, "model."), label, "model.tensors");
+  return f;
+}
+
 Profile read_profile(const std::string& path) { return read_profile_text(io::read_file_bytes(path, 1ull << 32), path); }
 
 Profile read_profile_text(std::string_view text, const std::string& path) try {
@@ -249,17 +306,10 @@ Profile read_profile_text(std::string_view text, const std::string& path) try {
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     invalid(label + ": not valid JSON: " + e.what());
   }
-  if (!j.is_object() || j.value("schema", "") != kProfileSchema)
-    invalid(label + ": field 'schema': expected \"" + std::string(kProfileSchema) + "\"");
-  if (j.value("version", 0) != kProfileVersion)
-    invalid(label + ": field 'version': unsupported (this reader understands version 1)");
+  check_profile_header(j, label);
   Profile p;
   const json& m = need(j, "model", label, "");
-  p.model.path = m.value("path", "");
-  p.model.model_type = need(m, "model_type", label, "model.").get<std::string>();
-  p.model.config_xxh64 = need(m, "config_xxh64", label, "model.").get<std::string>();
-  p.model.tensor_index_xxh64 = need(m, "tensor_index_xxh64", label, "model.").get<std::string>();
-  p.model.num_layers = need(m, "num_layers", label, "model.").get<int64_t>();
+  p.model = parse_profile_model(j, label);
   for (const auto& c : need(need(j, "calibration", label, ""), "slices", label, "calibration."))
     p.calibration.push_back({c.value("kind", ""), c.value("path", ""), c.value("xxh64", ""), c.value("tokens", int64_t(0)),
                              c.value("windows", int64_t(0)), c.value("ctx", int64_t(0)), c.value("seconds", 0.0)});
@@ -399,8 +449,8 @@ Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std:
   Profile out = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) {
     const Profile& b = parts[i];
-    if (!(b.model == out.model))
-      invalid(labels[i] + ": field 'model': profiled a different checkpoint (config or tensor index hash differs)");
+    if (const std::string d = fingerprint_difference(out.model, labels[0], b.model, labels[i]); !d.empty())
+      invalid(labels[i] + ": field 'model': profiled a different checkpoint than " + labels[0] + ": " + d);
     out.stats.merge(b.stats, labels[i]);
     for (const auto& c : b.calibration) out.calibration.push_back(c);
     out.seconds_pass += b.seconds_pass;

@@ -11,15 +11,21 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "io/tensor_hashes.h"
 #include "model/config.h"
 #include "profile/classify.h"
 #include "profile/policy.h"
 #include "profile/routing_stats.h"
 #include "profile/sensitivity.h"
 
+namespace eq::io {
+class Checkpoint;
+}
+
 namespace eq::profile {
 
-inline constexpr int kProfileVersion = 1;
+// 2: model.tensors (per-tensor data hashes). Version 1 is refused (re-profile).
+inline constexpr int kProfileVersion = 2;
 inline constexpr std::string_view kProfileSchema = "expertquant.profile";
 
 struct CalibrationSlice {
@@ -34,10 +40,15 @@ struct ModelFingerprint {
   std::string path, model_type;
   std::string config_xxh64, tensor_index_xxh64;  // config.json bytes; sorted "name dtype shape" lines
   int64_t num_layers = 0;
-  bool operator==(const ModelFingerprint& o) const {
-    return model_type == o.model_type && config_xxh64 == o.config_xxh64 && tensor_index_xxh64 == o.tensor_index_xxh64;
-  }
+  // Every stored tensor: sample and full data hashes (io/tensor_hashes.h).
+  io::TensorHashes tensors;
 };
+
+// The first difference between the checkpoints two fingerprints describe
+// ("config.json", "tensor index", or "tensor 'X' (...)"), naming `a_label`
+// and `b_label`; empty when they describe the same data.
+std::string fingerprint_difference(const ModelFingerprint& a, const std::string& a_label, const ModelFingerprint& b,
+                                   const std::string& b_label);
 
 struct Profile {
   ModelFingerprint model;
@@ -54,9 +65,18 @@ struct Profile {
   model::ModelConfig dims() const;
 };
 
+// config.json, the tensor index and every tensor's sample hash: a few pages
+// per tensor (what `pack --profile` compares before packing).
+ModelFingerprint fingerprint_metadata(const io::Checkpoint& ckpt, const std::string& model_path);
+// The same plus every tensor's full hash: one streaming read of the
+// checkpoint, whose pages the calibration pass then finds in the page cache.
 ModelFingerprint fingerprint_model(const std::string& model_path);
 
 nlohmann::ordered_json profile_to_json(const Profile& p);
+// profile.json's "schema" and "version" (version 1: a "re-run profile" message).
+void check_profile_header(const nlohmann::json& j, const std::string& label);
+// Its "model" object; errors name `label` and the field.
+ModelFingerprint parse_profile_model(const nlohmann::json& j, const std::string& label);
 // Writes `path` and, when the statistics have energies, the sidecar
 // "<stem>.importance.safetensors" beside it (F64 sums, exact merge), plus the
 // `also` files (e.g. the heatmap) as one output: all are replaced or, when a

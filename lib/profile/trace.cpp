@@ -18,7 +18,12 @@
 namespace eq::profile {
 namespace {
 
-constexpr char kMagic[8] = {'E', 'Q', 'T', 'R', 'A', 'C', 'E', '1'};
+constexpr char kMagic[8] = {'E', 'Q', 'T', 'R', 'A', 'C', 'E', '2'};
+// Traces written before the checksum trailer existed: refused with a message.
+constexpr char kMagicV1[8] = {'E', 'Q', 'T', 'R', 'A', 'C', 'E', '1'};
+// The layer field of the trailer block: u32 kTrailer | u32 0 | u64 XXH64 of
+// every decompressed byte before the trailer.
+constexpr uint32_t kTrailer = 0xFFFFFFFFu;
 
 void put_u32(std::vector<uint8_t>& b, uint32_t v) {
   for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
@@ -54,6 +59,7 @@ TraceWriter::~TraceWriter() {
 
 void TraceWriter::push(const void* data, size_t n, bool end) {
   raw_bytes_ += n;
+  if (n) hash_.update(data, n);
   ZSTD_CCtx* c = static_cast<ZSTD_CCtx*>(cctx_);
   std::vector<uint8_t> out(ZSTD_CStreamOutSize());
   ZSTD_inBuffer in{data, n, 0};
@@ -100,7 +106,12 @@ void TraceWriter::write_block(int64_t layer, int64_t tokens, const int32_t* ids,
 }
 
 void TraceWriter::finish() {
-  push(nullptr, 0, true);
+  std::vector<uint8_t> t;
+  put_u32(t, kTrailer);
+  put_u32(t, 0);
+  const uint64_t h = hash_.digest();
+  for (int i = 0; i < 8; ++i) t.push_back(uint8_t(h >> (8 * i)));
+  push(t.data(), t.size(), true);
   const int fd = fd_;
   fd_ = -1;
   io::commit_file(fd, tmp_path_, path_);
@@ -190,8 +201,11 @@ TraceHeader read_trace_bytes(std::span<const uint8_t> bytes, const std::string& 
                              const std::function<void(int64_t, int64_t, const int32_t*, const float*)>& on_block) {
   TraceSource src(bytes, label);
   uint8_t head[16];
-  if (src.read(head, 16) < 16 || std::memcmp(head, kMagic, 8) != 0)
-    invalid(label + ": not a routing trace (bad magic)");
+  const size_t head_bytes = src.read(head, 16);
+  if (head_bytes >= 8 && std::memcmp(head, kMagicV1, 8) == 0)
+    invalid(label + ": a version 1 routing trace, written before traces carried a checksum; re-record it with "
+                    "`expertquant profile --save-trace`");
+  if (head_bytes < 16 || std::memcmp(head, kMagic, 8) != 0) invalid(label + ": not a routing trace (bad magic)");
   TraceHeader h;
   h.num_experts = get_u32(head + 8);
   h.top_k = get_u32(head + 12);
@@ -206,10 +220,24 @@ TraceHeader read_trace_bytes(std::span<const uint8_t> bytes, const std::string& 
   std::vector<float> gates;
   for (;;) {
     const uint64_t at = src.offset();
+    const uint64_t before = src.digest();
     uint8_t bh[8];
     const size_t got = src.read(bh, 8);
-    if (got == 0) break;
+    if (got == 0)
+      invalid(label + ": ends at byte " + std::to_string(at) + " without its checksum trailer (truncated, or not finished)");
     if (got < 8) invalid(label + ": truncated block header at byte " + std::to_string(at));
+    if (get_u32(bh) == kTrailer) {
+      uint8_t hb[8];
+      if (src.read(hb, 8) < 8) invalid(label + ": truncated checksum trailer at byte " + std::to_string(at));
+      uint64_t recorded = 0;
+      for (int i = 0; i < 8; ++i) recorded |= uint64_t(hb[i]) << (8 * i);
+      if (recorded != before)
+        invalid(label + ": checksum " + hash_hex(before) + " of bytes 0-" + std::to_string(at) +
+                " differs from the recorded " + hash_hex(recorded) + " (corrupt or edited trace)");
+      uint8_t extra;
+      if (src.read(&extra, 1) != 0) invalid(label + ": bytes after the checksum trailer at byte " + std::to_string(at));
+      break;
+    }
     const int64_t layer = get_u32(bh), tokens = get_u32(bh + 4);
     const uint64_t slots = uint64_t(tokens) * uint64_t(h.top_k);  // < 2^48: no wrap
     if (slots > kMaxTraceBlockSlots)
@@ -263,7 +291,7 @@ bool is_trace_file(const std::string& path) {
   if (got < 4) return false;
   const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
   if (std::memcmp(head, zstd_magic, 4) == 0) return true;  // a compressed trace (the only .zst input here)
-  return got == 8 && std::memcmp(head, kMagic, 8) == 0;
+  return got == 8 && (std::memcmp(head, kMagic, 8) == 0 || std::memcmp(head, kMagicV1, 8) == 0);
 }
 
 }  // namespace eq::profile

@@ -2,10 +2,12 @@
 // and gate weights), zstd-compressed, written by `profile --save-trace` and
 // read back by `profile --router-logits FILE.zst` (usage statistics without
 // re-running the model). Layout of the decompressed stream (little-endian):
-//   header: "EQTRACE1" | u32 num_experts | u32 top_k
+//   header: "EQTRACE2" | u32 num_experts | u32 top_k
 //   blocks: u32 layer | u32 tokens | u16 ids[tokens*top_k] | gates: the f32
 //           bit patterns of tokens*top_k weights as 4 byte planes (byte 0 of
 //           every gate, then byte 1, 2, 3)
+//   trailer: u32 0xFFFFFFFF | u32 0 | u64 XXH64 of every byte before it,
+//           checked when read (a trace without it, or "EQTRACE1", is refused)
 // Blocks appear in the order the layers ran; tokens of one layer continue
 // from its previous block. Written through a streaming zstd context to
 // "<path>.tmp" and renamed when finished. Read back block by block (streaming
@@ -17,6 +19,8 @@
 #include <memory>
 #include <span>
 #include <string>
+
+#include "core/hash.h"
 
 namespace eq::profile {
 
@@ -43,6 +47,7 @@ class TraceWriter {
   int fd_ = -1;
   void* cctx_ = nullptr;
   uint64_t raw_bytes_ = 0, compressed_bytes_ = 0;
+  Xxhash64 hash_;  // of the raw stream, for the trailer
   bool finished_ = false;
 };
 

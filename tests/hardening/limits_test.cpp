@@ -127,7 +127,7 @@ TEST(Limits, ConfigDeclaringHugeModelIsRejected) {
 
 TEST(Limits, ManifestWithAMillionExpertsIsRejected) {
   json m = {{"schema", "expertquant.manifest"},
-            {"version", 1},
+            {"version", 2},
             {"tool", {{"version", "0"}}},
             {"source",
              {{"path", "x"},

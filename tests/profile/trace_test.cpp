@@ -6,6 +6,8 @@
 #include <sys/resource.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -25,9 +27,18 @@ void put_u32(std::vector<uint8_t>& b, uint32_t v) {
 }
 
 std::vector<uint8_t> trace_header(uint32_t num_experts, uint32_t top_k) {
-  std::vector<uint8_t> b = {'E', 'Q', 'T', 'R', 'A', 'C', 'E', '1'};
+  std::vector<uint8_t> b = {'E', 'Q', 'T', 'R', 'A', 'C', 'E', '2'};
   put_u32(b, num_experts);
   put_u32(b, top_k);
+  return b;
+}
+
+// Appends the checksum trailer a finished trace ends with.
+std::vector<uint8_t> with_trailer(std::vector<uint8_t> b) {
+  const uint64_t h = xxhash64(b.data(), b.size());
+  put_u32(b, 0xffffffffu);
+  put_u32(b, 0);
+  for (int i = 0; i < 8; ++i) b.push_back(uint8_t(h >> (8 * i)));
   return b;
 }
 
@@ -95,11 +106,67 @@ TEST(TraceReader, HeaderChecks) {
     put_u32(z, uint32_t(i * 2654435761u));
     put_u32(z, 0);
   }
+  z = with_trailer(z);
   ASSERT_EQ(read_error(io::zstd_compress(z.data(), z.size())).first, 0);
   z = io::zstd_compress(z.data(), z.size());
   ASSERT_GT(z.size(), 5u);
   z.erase(z.end() - 5, z.end());  // (not resize: GCC's -Wstringop-overflow misreads it under ASan)
   EXPECT_NE(read_error(z).second.find("trace t.zst: truncated zstd data"), std::string::npos);
+}
+
+// The trailer's checksum covers every byte before it: a changed gate, a
+// missing trailer or a version 1 trace (no checksum) is refused by name.
+TEST(TraceReader, ChecksumTrailerIsVerified) {
+  std::vector<uint8_t> b = trace_header(4, 2);
+  put_u32(b, 1);
+  put_u32(b, 1);
+  for (uint8_t v : {0, 0, 3, 0}) b.push_back(v);            // ids 0, 3
+  for (int i = 0; i < 8; ++i) b.push_back(uint8_t(i * 7));  // gate byte planes
+  const std::vector<uint8_t> good = with_trailer(b);
+  EXPECT_EQ(read_error(good).first, 0) << read_error(good).second;
+  std::vector<uint8_t> edited = good;
+  edited[16 + 8 + 4 + 2] ^= 0x40;  // a gate byte
+  auto [kind, msg] = read_error(edited);
+  EXPECT_EQ(kind, int(ErrorKind::kInvalidInput)) << msg;
+  EXPECT_NE(msg.find("trace t.zst: checksum "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("differs from the recorded"), std::string::npos) << msg;
+  EXPECT_NE(read_error(b).second.find("trace t.zst: ends at byte 36 without its checksum trailer"), std::string::npos)
+      << read_error(b).second;
+  std::vector<uint8_t> v1 = good;
+  v1[7] = '1';
+  EXPECT_NE(read_error(v1).second.find("version 1 routing trace"), std::string::npos) << read_error(v1).second;
+  std::vector<uint8_t> trailing = good;
+  trailing.push_back(0);
+  EXPECT_NE(read_error(trailing).second.find("bytes after the checksum trailer"), std::string::npos);
+}
+
+// A trace file edited on disk is refused naming the file.
+TEST(TraceReader, EditedTraceFileIsRefusedNamingIt) {
+  const auto dir = test::temp_dir("trace_checksum");
+  const std::string path = (dir / "t.trace").string();
+  {
+    TraceWriter w(path, 16, 4);
+    const std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 8};
+    const std::vector<float> gates(8, 0.25f);
+    w.write_block(0, 2, ids.data(), gates.data());
+    w.finish();
+  }
+  const std::vector<uint8_t> z = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }();
+  std::vector<uint8_t> raw = io::zstd_decompress(z.data(), z.size(), path);
+  raw[16 + 8] ^= 1;  // the first expert id 1 -> 0: still a valid block
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(raw.data()), std::streamsize(raw.size()));
+  }
+  try {
+    read_trace(path, [](int64_t, int64_t, const int32_t*, const float*) {});
+    ADD_FAILURE() << "an edited trace was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("trace " + path + ": checksum"), std::string::npos) << e.what();
+  }
 }
 
 // The header callback runs before any block, so a caller can refuse a trace of
