@@ -281,10 +281,19 @@ TEST(PackCli, SigkillLeavesNoOutputAndRerunSucceeds) {
   std::uniform_int_distribution<int> delay_ms(20, 1500);
   for (int trial = 0; trial < 2; ++trial) {
     const int ms = delay_ms(rng);
+    // The pack's own exit status tells whether the kill landed: 137 (SIGKILL)
+    // must leave no OUT; a pack that finished first (0) leaves a complete one.
     auto [rc, text] = run("( " + cmd + " >/dev/null 2>&1 & p=$!; sleep " + std::to_string(ms / 1000.0) +
-                          "; kill -9 $p; wait $p; echo killed )");
-    EXPECT_EQ(rc, 0) << text;
-    EXPECT_FALSE(fs::exists(out)) << "a pack killed after " << ms << " ms left " << out;
+                          "; kill -9 $p 2>/dev/null; wait $p; echo \"status $?\" )");
+    ASSERT_EQ(rc, 0) << text;
+    if (text.find("status 137") != std::string::npos) {
+      EXPECT_FALSE(fs::exists(out)) << "a pack killed after " << ms << " ms left " << out;
+    } else {
+      ASSERT_NE(text.find("status 0"), std::string::npos) << text;
+      auto [vrc, vtext] = run(binary() + " verify " + q(out));
+      EXPECT_EQ(vrc, 0) << "a pack that finished within " << ms << " ms: " << vtext;
+      fs::remove_all(out);
+    }
   }
   auto [rc, text] = run(cmd + " --json");
   ASSERT_EQ(rc, 0) << text;
