@@ -1,6 +1,7 @@
-// Collapse checks (the article's "15/15 collapse tests"): greedy
-// continuations of prompts drawn from each evaluation domain, by the
-// unquantized and the packed model, and two verdicts per prompt:
+// Collapse checks: greedy continuations of fixed prompts must not degenerate
+// into repetition nor leave the prompt's domain. The prompts are drawn from
+// each evaluation domain and continued greedily by the
+// unquantized and the packed model; two verdicts per prompt:
 //
 //  loop   the packed continuation is dominated by repetition: the share of
 //         its positions covered by an n-gram occurring at least 3 times

@@ -10,16 +10,19 @@
 // (tokens = batch * seq), so no strategy and no call site special-cases
 // either phase.
 //
-//   mask-combine  the article's baseline: for every bit group, every pair runs
+//   mask-combine  the baseline strategy: for every bit group, every pair runs
 //                 through that group's grouped matmul (ids outside the group
 //                 remapped to its first member), the result is multiplied by
 //                 the 0/1 membership mask and added. Cost ∝ groups × pairs.
 //   sorted        counting sort of the pairs by expert, gather the rows, one
 //                 contiguous batch per expert through its format's kernel,
 //                 scatter back with the inverse permutation. Cost ∝ pairs.
-//   auto          seed 000's runtime decision: M = tokens ≤ sort_cutoff runs
+//   auto          decided per call from M alone: M = tokens ≤ sort_cutoff runs
 //                 each pair straight from x to its expert (no sort, no gather
-//                 buffer); larger M runs sorted.
+//                 buffer): with a few tokens an expert rarely gets two rows,
+//                 so sorting saves no weight reads and only costs the sort
+//                 and the gather buffer; larger M runs sorted. sort_cutoff
+//                 is measured per machine and model by `expertquant tune`.
 #pragma once
 
 #include <cstdint>

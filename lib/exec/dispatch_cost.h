@@ -1,7 +1,7 @@
 // What a dispatch strategy reads from memory for one MoE call, counted from
 // the routing (not measured): the packed weight bytes it streams and the
 // activation bytes it moves. Reported beside the latency sweep, because the
-// article's mask-combine cost is mostly this traffic multiplied by groups.
+// mask-combine cost is mostly this traffic multiplied by groups.
 //   sorted        each routed expert's weights once; gather + scatter of the rows
 //   per-token     each pair streams its expert's weights; its row in and out
 //   mask-combine  per group: its routed experts (after remapping) once, every

@@ -1,6 +1,9 @@
 // Which expert-MLP kernel family runs a MoE call, chosen once per call from
-// M = the tokens in that call (seed 004: decode, small-batch and large-batch
-// variants). The choice depends on M only, never on the dispatch strategy or
+// M = the tokens in that call: decode (a few tokens, one row per weight pass:
+// reading the weights sets the time), small-batch (up to 4 rows of an expert
+// share one weight pass) and batch (decoded panels times many contiguous rows,
+// a GEMM); docs/design.md, "Kernel selection by M: decode, small-batch,
+// batch". The choice depends on M only, never on the dispatch strategy or
 // on how many rows one expert receives, so mask-combine, sorted and auto run
 // every row of a call through the same kernel and stay numerically equal.
 #pragma once

@@ -20,8 +20,8 @@ namespace eq::exec {
 
 inline constexpr std::string_view kRuntimeSchema = "expertquant.runtime";
 inline constexpr int kRuntimeVersion = 1;
-// Used when no runtime.json is found: "sort whenever there is more than one
-// token" (seed 000's sort_cutoff = 1).
+// Used when no runtime.json is found: sort whenever there is more than one
+// token (sort_cutoff = 1; only a single token runs unsorted).
 inline constexpr int64_t kDefaultSortCutoff = 1;
 // Used when runtime.json has no mlp_kernels: MoE calls of up to this many
 // tokens run the decode kernel. Measured on the Qwen3-30B-A3B layer shape

@@ -40,8 +40,8 @@ struct FormatMix {
   std::vector<FormatShare> shares;  // fractions sum to 1
 };
 
-// Uniform bf16, int8_row, fp4_g32, trellis2/3/4, and the article-like 8/4/2
-// mixes: mix842 = 15% int8_row / 60% fp4_g32 / 25% int2_g32, mix842t = the
+// Uniform bf16, int8_row, fp4_g32, trellis2/3/4, and mixes of 8-, 4- and
+// 2-bit experts: mix842 = 15% int8_row / 60% fp4_g32 / 25% int2_g32, mix842t = the
 // same with trellis2 as the 2-bit format; trellis2/3/4_lut and mix842tl the
 // same with the LUT-code trellis formats.
 std::span<const FormatMix> preset_format_mixes();

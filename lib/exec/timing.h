@@ -1,7 +1,6 @@
 // Repeated wall-clock measurement for the latency harness and tune: warm-up
 // runs first (page faults, caches, lazily converted weights), then `reps`
-// timed runs; median and p90 are robust to the other engineers' jobs sharing
-// the cores.
+// timed runs; median and p90 are robust to other jobs sharing the cores.
 #pragma once
 
 #include <functional>

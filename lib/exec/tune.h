@@ -1,11 +1,11 @@
 // expertquant tune: measure, on this machine and this packed model, where the
 // sorted branch starts to beat the unsorted per-token branch, and pick
-// sort_cutoff from it (seed 000: "pick the cutoff by measuring the
-// crossover"). Every MoE layer runs on real inputs for each M of the sweep,
-// both branches alternately so drifting machine load hits both alike. The
-// same sweep then times the decode, small-batch and batch expert-MLP kernels
-// (auto dispatch at the chosen cutoff) and picks mlp_kernels.decode_max_tokens
-// and small_batch_max_tokens.
+// sort_cutoff from it (the crossover is measured, not guessed: it depends on
+// the machine and the model). Every MoE layer runs on real inputs for each M
+// of the sweep, both branches alternately so drifting machine load hits both
+// alike. The same sweep then times the decode, small-batch and batch
+// expert-MLP kernels (auto dispatch at the chosen cutoff) and picks
+// mlp_kernels.decode_max_tokens and small_batch_max_tokens.
 #pragma once
 
 #include <cstdint>

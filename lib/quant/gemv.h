@@ -90,7 +90,9 @@ struct GemvKernel {
   // the caller then passes out.input() to run() for every row range of that
   // matrix. Null: run() reads GemvActivation::set(x), shared by all matrices.
   void (*prepare)(const PackedMatrix& m, const float* x, GemvActivation& out) = nullptr;
-  // Optional, the small-batch variant (seed 004's 4-token kernel): n <=
+  // Optional, the small-batch variant (up to 4 rows of one expert per weight
+  // pass; docs/design.md, "Kernel selection by M: decode, small-batch,
+  // batch"): n <=
   // kMaxGemvRows inputs against the same rows, each weight read and unpacked
   // once for all of them. ys[i] gets exactly the bits run() writes for
   // xs[i], so a row's result never depends on the rows it shares a call with.

@@ -2,9 +2,9 @@
 // (docs/formats.md): `qweight` is uint32 [K*bits/32, N]; the words of column n
 // (qweight[0, n], qweight[1, n], ...) form a little-endian bit stream (word r
 // holds stream bits 32r..32r+31, bit 0 = least significant) and the code of
-// W[n, k] occupies stream bits [bits*k, bits*k + bits). For 4 bits this is
-// seed 003's layout: 8 consecutive k per word, element k+i in nibble i, low
-// nibble first. Scales (and biases) are [K/G, N], one per group of G along K.
+// W[n, k] occupies stream bits [bits*k, bits*k + bits). For 4 bits: 8
+// consecutive k per word, element k+i in nibble i, low nibble first. Scales
+// (and biases) are [K/G, N], one per group of G along K.
 //
 // This file also holds the dequantize/matmul drivers for these formats: they
 // decode 16-column panels with the active ISA's kernel and accumulate

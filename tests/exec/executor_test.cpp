@@ -1,5 +1,6 @@
 // The packed executor: loading, pruning, and the equivalence of the three
-// dispatch strategies (issue 7, "Equivalence").
+// dispatch strategies (docs/design.md, "Dispatch": every strategy computes the
+// same function, so their outputs agree to rounding).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// A packed folder runs on its own (issue 7): the forward pass is built from
+// A packed folder runs on its own (docs/design.md, "Dispatch"): the forward pass is built from
 // the folder's config.json and non-expert tensors, the source checkpoint is
 // only needed for comparisons; `pack --attn-format` packs run their
 // quantized attention and lm_head through the format's matmul.

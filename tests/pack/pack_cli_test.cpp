@@ -1,5 +1,5 @@
 // End-to-end: expertquant pack / verify / merge run as subprocesses on the
-// bundled tinymoe and the shared qwen3moe-small (issue 6 acceptance).
+// bundled tinymoe and the shared qwen3moe-small.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -178,7 +178,7 @@ const Golden& golden(const std::string& name) {
   throw std::runtime_error("no golden " + name);
 }
 
-// Hand decoding of fp4_g16 (seed 003 layout): row 0 is 0.5 * E2M1 values in
+// Hand decoding of fp4_g16 (column bit stream, docs/formats.md "fp4"): row 0 is 0.5 * E2M1 values in
 // code order, so with scale 0.5 (fp16 0x3800) the words are the codes
 // themselves: k 0..7 -> 0x76543210, k 8..15 -> 0xFEDCBA90 (code 8 = -0 is
 // written as +0). qweight is [K/8, N]: word (r, n) at index r * 2 + n.

@@ -1,5 +1,5 @@
 // The trellis2/3/4 formats end to end: golden vector, round-trip quality on
-// N(0,1) (the MSE bounds), importance weighting, matmul against a
+// N(0,1) (MSE bounds), importance weighting, matmul against a
 // float64 reference, identical bytes on every ISA, and bad input.
 #include <gtest/gtest.h>
 
@@ -130,8 +130,8 @@ TEST(TrellisFormat, RotatedPanelsAreDecodedTilesOnEveryIsa) {
   }
 }
 
-// Mean squared error on i.i.d. N(0,1) weights against the bounds
-// (QTIP-level; rate-distortion bound 2^-2K). 64K weights, fixed seed.
+// Mean squared error on i.i.d. N(0,1) weights against fixed bounds at the
+// level QTIP reports (rate-distortion bound 2^-2K). 64K weights, fixed seed.
 TEST(TrellisFormat, MseOnGaussianMeetsBounds) {
   const int64_t rows = 128, cols = 512;
   const std::vector<float> w = gaussian(rows * cols, 2024);

@@ -46,7 +46,7 @@ inline __m512i sum_lanes_16(const __m512i* acc) {
 // Iterations (16-row block x activation block) ahead to prefetch, along the
 // call's own walk: D n-tiles ahead in the same k-tile rows, continuing into
 // the next activation block at the call's first n-tile, so a prefetch never
-// touches another chunk's rows (tile_gemv_prefetch_column; until session 5 it ran D n-tiles ahead
+// touches another chunk's rows (tile_gemv_prefetch_column; before commit 7c6cd77 it ran D n-tiles ahead
 // within the whole matrix, which at 16 n-tiles per chunk fetched a quarter of
 // the traffic for nothing). Without prefetch the k-major order ran 282 us vs
 // 133 (trellis2 [768, 2048] from DRAM, one core).
