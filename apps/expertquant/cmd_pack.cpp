@@ -117,6 +117,7 @@ static nlohmann::ordered_json pack_summary_json(const pack::Manifest& m, const s
 Command add_pack(CLI::App& app) {
   auto o = std::make_shared<PackCliOptions>();
   CLI::App* sub = app.add_subcommand("pack", "Quantize each expert to its allocated format, one bit group at a time");
+  sub->footer(formats_help_footer());
   sub->add_option("--model", o->request.model_path, "Source checkpoint folder")->required();
   sub->add_option("-o,--out", o->request.out_path, "Output folder (staged beside it, renamed when complete)")
       ->required();

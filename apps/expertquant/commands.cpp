@@ -13,6 +13,7 @@ std::vector<Command> add_all_commands(CLI::App& app) {
   c.push_back(add_generate(app));
   c.push_back(add_eval(app));
   c.push_back(add_tune(app));
+  c.push_back(add_formats(app));
   return c;
 }
 

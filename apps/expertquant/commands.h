@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace eq::app {
@@ -27,5 +28,9 @@ Command add_perplexity(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_tune(CLI::App& app);
+Command add_formats(CLI::App& app);
+
+// The formats table that ends `pack --help` (cmd_formats.cpp).
+std::string formats_help_footer();
 
 }  // namespace eq::app

@@ -181,7 +181,7 @@ Policy default_policy() {
   "schema": "expertquant.policy",
   "version": 1,
   "name": "default",
-  "description": "Article-like proportions: few critical (int8), most standard (fp4), some deprioritized (trellis 2-bit) and pruned; guard rails keep every layer able to route top_k.",
+  "description": "Few critical (int8), most standard (fp4), some deprioritized (trellis 2-bit) and pruned; guard rails keep every layer able to route top_k.",
   "formats": {
     "critical": "int8_row",
     "standard": "fp4_g32",
