@@ -3,6 +3,10 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <random>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +67,19 @@ int run_command(const std::string& command, std::string* output) {
 }
 
 std::string binary() { return EQ_BINARY; }
+
+std::map<std::string, std::string> snapshot(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  auto read = [](const fs::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  if (fs::is_regular_file(path)) return {{path.filename().string(), read(path)}};
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(path))
+    if (e.is_regular_file()) files[fs::relative(e.path(), path).string()] = read(e.path());
+  return files;
+}
 
 std::vector<std::filesystem::path> output_leftovers(const std::filesystem::path& out) {
   std::vector<std::filesystem::path> found;

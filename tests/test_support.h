@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ std::string binary();
 // The staging ("OUT.partial-…") and moved-aside ("OUT.old-…") folders beside
 // a pack/merge output OUT (lib/pack/output.h); empty after a clean run.
 std::vector<std::filesystem::path> output_leftovers(const std::filesystem::path& out);
+// Relative path -> contents of every regular file under `path` (or of the file
+// itself, keyed by its name): to assert that a folder or file did not change.
+std::map<std::string, std::string> snapshot(const std::filesystem::path& path);
 
 }  // namespace eq::test
 

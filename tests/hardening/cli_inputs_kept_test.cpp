@@ -20,18 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::map<std::string, std::string> snapshot(const fs::path& p) {
-  std::map<std::string, std::string> files;
-  auto read = [](const fs::path& f) {
-    std::ifstream in(f, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  };
-  if (fs::is_regular_file(p)) return {{p.filename().string(), read(p)}};
-  for (const auto& e : fs::recursive_directory_iterator(p))
-    if (e.is_regular_file()) files[fs::relative(e.path(), p).string()] = read(e.path());
-  return files;
-}
-
 std::string model() { return (test::data_dir() / "tinymoe").string(); }
 
 // A command refused because `out` overlaps `in`: exit 2, one line naming both
@@ -67,7 +55,7 @@ std::string profile_command(const Inputs& in, const fs::path& out, const std::st
 
 TEST(InputsKept, ProfileNeverOverwritesItsInputs) {
   const Inputs in = copy_inputs("kept-profile");
-  const auto model_before = snapshot(in.model), calib_before = snapshot(in.calib);
+  const auto model_before = test::snapshot(in.model), calib_before = test::snapshot(in.calib);
   for (const std::string force : {"", "--force"}) {
     SCOPED_TRACE(force);
     expect_refused(profile_command(in, in.calib, force), "-o", in.calib, "--calib", in.calib, "is the same file as");
@@ -86,8 +74,8 @@ TEST(InputsKept, ProfileNeverOverwritesItsInputs) {
     expect_refused(profile_command(in, in.dir / "p.json", force + " --heatmap " + in.calib.string()), "--heatmap",
                    in.calib, "--calib", in.calib, "is the same file as");
   }
-  EXPECT_TRUE(snapshot(in.model) == model_before) << "the model changed";
-  EXPECT_TRUE(snapshot(in.calib) == calib_before) << "the calibration text changed";
+  EXPECT_TRUE(test::snapshot(in.model) == model_before) << "the model changed";
+  EXPECT_TRUE(test::snapshot(in.calib) == calib_before) << "the calibration text changed";
 }
 
 TEST(InputsKept, ProfileReplacesAnExistingFileOnlyWithForce) {
@@ -98,30 +86,30 @@ TEST(InputsKept, ProfileReplacesAnExistingFileOnlyWithForce) {
   EXPECT_EQ(test::run_command(profile_command(in, out), &output), static_cast<int>(ErrorKind::kInvalidInput)) << output;
   EXPECT_NE(output.find("-o " + out.string() + " already exists (use --force to replace it)"), std::string::npos)
       << output;
-  EXPECT_EQ(snapshot(out).begin()->second, "my notes\n");
+  EXPECT_EQ(test::snapshot(out).begin()->second, "my notes\n");
   EXPECT_EQ(test::run_command(profile_command(in, out, "--force"), &output), 0) << output;
-  EXPECT_NE(snapshot(out).begin()->second, "my notes\n");
+  EXPECT_NE(test::snapshot(out).begin()->second, "my notes\n");
 }
 
 TEST(InputsKept, PackAndMergeNeverReplaceTheirInputs) {
   const Inputs in = copy_inputs("kept-pack");
-  const auto model_before = snapshot(in.model);
+  const auto model_before = test::snapshot(in.model);
   const std::string pack = test::binary() + " pack --model " + in.model.string() + " --uniform int8_row --threads 1";
   expect_refused(pack + " -o " + in.model.string() + " --force", "-o", in.model, "--model", in.model,
                  "is the same file as");
   expect_refused(pack + " -o " + (in.model / "packed").string(), "-o", in.model / "packed", "--model", in.model,
                  "lies inside");
   expect_refused(pack + " -o " + in.dir.string() + " --force", "-o", in.dir, "--model", in.model, "contains");
-  EXPECT_TRUE(snapshot(in.model) == model_before) << "the source checkpoint changed";
+  EXPECT_TRUE(test::snapshot(in.model) == model_before) << "the source checkpoint changed";
 
   std::string output;
   const fs::path a = in.dir / "a", b = in.dir / "b";
   ASSERT_EQ(test::run_command(pack + " --layers 0-1 -o " + a.string(), &output), 0) << output;
   ASSERT_EQ(test::run_command(pack + " --layers 2-3 -o " + b.string(), &output), 0) << output;
-  const auto a_before = snapshot(a);
+  const auto a_before = test::snapshot(a);
   expect_refused(test::binary() + " merge " + a.string() + " " + b.string() + " -o " + a.string() + " --force", "-o", a,
                  "part", a, "is the same file as");
-  EXPECT_TRUE(snapshot(a) == a_before) << "a merge input changed";
+  EXPECT_TRUE(test::snapshot(a) == a_before) << "a merge input changed";
   EXPECT_TRUE(test::output_leftovers(a).empty());
 }
 
@@ -135,7 +123,7 @@ TEST(InputsKept, EvalAndTuneNeverOverwriteTheirInputs) {
                               &output),
             0)
       << output;
-  const auto packed_before = snapshot(packed), text_before = snapshot(text);
+  const auto packed_before = test::snapshot(packed), text_before = test::snapshot(text);
   const std::string eval = test::binary() + " eval --packed " + packed.string() + " --text " + text.string() +
                            " --max-tokens 100 --ctx 32 --no-latency --no-collapse --threads 1";
   expect_refused(eval + " --json " + text.string(), "--json", text, "--text", text, "is the same file as");
@@ -152,8 +140,8 @@ TEST(InputsKept, EvalAndTuneNeverOverwriteTheirInputs) {
                            " --sweep 1,2 --reps 1 --warmup 0 --threads 1";
   expect_refused(tune + " -o " + (packed / "manifest.json").string(), "-o", packed / "manifest.json", "--packed",
                  packed, "lies inside");
-  EXPECT_TRUE(snapshot(packed) == packed_before) << "the packed folder changed";
-  EXPECT_TRUE(snapshot(text) == text_before) << "the text changed";
+  EXPECT_TRUE(test::snapshot(packed) == packed_before) << "the packed folder changed";
+  EXPECT_TRUE(test::snapshot(text) == text_before) << "the text changed";
 }
 
 }  // namespace

@@ -26,21 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::map<std::string, std::string> snapshot(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    files[fs::relative(e.path(), dir).string()] =
-        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  return files;
-}
-
 // The files that identify which pack a folder holds: shards and index (the
 // manifest's timing fields differ between runs of the same pack).
 std::map<std::string, std::string> pack_data(const fs::path& dir) {
-  auto files = snapshot(dir);
+  auto files = test::snapshot(dir);
   std::erase_if(files, [](const auto& kv) { return !kv.first.ends_with(".safetensors"); });
   return files;
 }
@@ -91,7 +80,7 @@ fs::path *OutputCommit::old_ = nullptr, *OutputCommit::new_ = nullptr;
 
 TEST_F(OutputCommit, RunOnALockedOutputFailsAndTouchesNothing) {
   const fs::path out = previous_output("commit-locked");
-  const auto before = snapshot(out);
+  const auto before = test::snapshot(out);
   // Another run holds the lock (as a live pack or merge does for its whole run).
   const fs::path lock = out.parent_path() / ".packed.lock";
   const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -105,7 +94,7 @@ TEST_F(OutputCommit, RunOnALockedOutputFailsAndTouchesNothing) {
     EXPECT_EQ(rc, static_cast<int>(ErrorKind::kIo)) << output;
     EXPECT_EQ(count_lines(output), 1) << output;
     EXPECT_NE(output.find("output " + out.string() + " is being written by another run"), std::string::npos) << output;
-    EXPECT_TRUE(snapshot(out) == before) << "the loser changed the winner's output";
+    EXPECT_TRUE(test::snapshot(out) == before) << "the loser changed the winner's output";
     EXPECT_TRUE(test::output_leftovers(out).empty()) << "the loser created a staging folder";
   }
   ::close(fd);
@@ -211,14 +200,14 @@ TEST_F(OutputCommit, FailedCommitStepLeavesThePreviousOutput) {
     for (int n = 0; n < steps; ++n) {
       SCOPED_TRACE(mode + "EQ_FAULT_RENAME_AFTER=" + std::to_string(n));
       const fs::path out = previous_output("commit-fail");
-      const auto before = snapshot(out);
+      const auto before = test::snapshot(out);
       std::string output;
       const int rc = test::run_command(
           mode + "EQ_FAULT_RENAME_AFTER=" + std::to_string(n) + " " + pack_command(out, "bf16", "--force"), &output);
       EXPECT_EQ(rc, static_cast<int>(ErrorKind::kIo)) << output;
       EXPECT_EQ(count_lines(output), 1) << output;
       EXPECT_NE(output.find("left as it was"), std::string::npos) << output;
-      EXPECT_TRUE(snapshot(out) == before) << "the previous output changed";
+      EXPECT_TRUE(test::snapshot(out) == before) << "the previous output changed";
       EXPECT_TRUE(test::output_leftovers(out).empty());
     }
   }

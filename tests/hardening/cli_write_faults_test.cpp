@@ -20,18 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Relative path -> contents of every file under `dir`.
-std::map<std::string, std::string> snapshot(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    files[fs::relative(e.path(), dir).string()] =
-        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  return files;
-}
-
 uint64_t total_bytes(const fs::path& dir) {
   uint64_t n = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir))
@@ -88,19 +76,19 @@ TEST_F(PackFaults, NewOutputNeverAppearsComplete) {
   // The same pack with enough room succeeds (the hook only counts, it does not break anything).
   std::string output;
   ASSERT_EQ(test::run_command(with_fault(written_ + 4096, pack_command(out)), &output), 0) << output;
-  EXPECT_EQ(snapshot(out).size(), snapshot(*reference_).size());
+  EXPECT_EQ(test::snapshot(out).size(), test::snapshot(*reference_).size());
 }
 
 TEST_F(PackFaults, PreviousOutputUntouchedByFailedForcedPack) {
   const fs::path out = test::temp_dir("pack-previous") / "packed";
   fs::copy(*reference_, out, fs::copy_options::recursive);
-  const auto before = snapshot(out);
+  const auto before = test::snapshot(out);
   for (uint64_t budget : {uint64_t(0), written_ / 3, written_ - 64}) {
     SCOPED_TRACE("EQ_FAULT_WRITE_AFTER_BYTES=" + std::to_string(budget));
     std::string output;
     const int rc = test::run_command(with_fault(budget, pack_command(out, "--force")), &output);
     expect_clean_failure(rc, output, out);
-    EXPECT_TRUE(snapshot(out) == before) << "the previous output changed";
+    EXPECT_TRUE(test::snapshot(out) == before) << "the previous output changed";
   }
   std::string output;
   EXPECT_EQ(test::run_command(test::binary() + " verify " + out.string(), &output), 0) << output;
@@ -125,14 +113,14 @@ TEST_F(PackFaults, FileSizeLimitGivesAnErrorNotASignal) {
 TEST_F(PackFaults, KilledPackLeavesNothingThatLooksComplete) {
   const fs::path out = test::temp_dir("pack-kill") / "packed";
   fs::copy(*reference_, out, fs::copy_options::recursive);
-  const auto before = snapshot(out);
+  const auto before = test::snapshot(out);
   for (uint64_t budget : {written_ / 2, written_ - 64}) {
     SCOPED_TRACE("EQ_FAULT_KILL_AFTER_BYTES=" + std::to_string(budget));
     std::string output;
     const int rc =
         test::run_command("EQ_FAULT_KILL_AFTER_BYTES=" + std::to_string(budget) + " " + pack_command(out, "--force"), &output);
     EXPECT_EQ(rc, 128 + 9) << "expected a SIGKILL: " << output;
-    EXPECT_TRUE(snapshot(out) == before) << "the previous output changed";
+    EXPECT_TRUE(test::snapshot(out) == before) << "the previous output changed";
     const auto leftovers = test::output_leftovers(out);
     ASSERT_EQ(leftovers.size(), 1u);
     EXPECT_FALSE(fs::exists(leftovers[0] / "manifest.json"));
@@ -155,12 +143,12 @@ TEST_F(PackFaults, MergeFailsCleanly) {
   };
   ASSERT_EQ(test::run_command(merge_to(dir / "m"), &output), 0) << output;
   const uint64_t written = total_bytes(dir / "m");
-  const auto before = snapshot(dir / "m");
+  const auto before = test::snapshot(dir / "m");
   for (uint64_t budget : {uint64_t(0), written / 2, written - 64}) {
     SCOPED_TRACE("EQ_FAULT_WRITE_AFTER_BYTES=" + std::to_string(budget));
     const int rc = test::run_command(with_fault(budget, merge_to(dir / "m") + " --force"), &output);
     expect_clean_failure(rc, output, dir / "m");
-    EXPECT_TRUE(snapshot(dir / "m") == before) << "the previous merged output changed";
+    EXPECT_TRUE(test::snapshot(dir / "m") == before) << "the previous merged output changed";
     const int rc_new = test::run_command(with_fault(budget, merge_to(dir / "m2")), &output);
     expect_clean_failure(rc_new, output, dir / "m2");
     EXPECT_FALSE(fs::exists(dir / "m2"));
