@@ -81,6 +81,16 @@ std::map<std::string, std::string> snapshot(const std::filesystem::path& path) {
   return files;
 }
 
+void flip_byte(const std::filesystem::path& file, uint64_t offset, unsigned char mask) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ static_cast<char>(mask));
+  f.seekp(std::streamoff(offset));
+  f.write(&c, 1);
+}
+
 std::vector<std::filesystem::path> output_leftovers(const std::filesystem::path& out) {
   std::vector<std::filesystem::path> found;
   const std::string name = out.filename().string();

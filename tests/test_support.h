@@ -1,6 +1,7 @@
 // Shared helpers for the GoogleTest suites.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -26,6 +27,8 @@ std::vector<std::filesystem::path> output_leftovers(const std::filesystem::path&
 // Relative path -> contents of every regular file under `path` (or of the file
 // itself, keyed by its name): to assert that a folder or file did not change.
 std::map<std::string, std::string> snapshot(const std::filesystem::path& path);
+// XORs the byte at `offset` of `file` with `mask` in place (damaged inputs).
+void flip_byte(const std::filesystem::path& file, uint64_t offset, unsigned char mask);
 
 }  // namespace eq::test
 

@@ -73,13 +73,7 @@ fs::path model_with_changed_byte(const std::string& tag, const std::string& name
     EXPECT_LT(offset, info->nbytes());
     pos = 8 + file->header_size() + info->begin + offset;
   }
-  std::fstream f(dst / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(std::streamoff(pos));
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x21);
-  f.seekp(std::streamoff(pos));
-  f.write(&c, 1);
+  flip_byte(dst / "model.safetensors", pos, 0x21);
   return dst;
 }
 

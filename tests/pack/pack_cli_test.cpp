@@ -176,15 +176,7 @@ TEST(PackCli, FlippedByteIsDetectedAndNamed) {
     const fs::path shard = copy / s["file"].get<std::string>();
     const uint64_t header = s["header_bytes"].get<uint64_t>();
     const uint64_t pos = header + (fs::file_size(shard) - header) / 2;
-    {
-      std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
-      f.seekg(std::streamoff(pos));
-      char c = 0;
-      f.read(&c, 1);
-      c = static_cast<char>(c ^ 0x10);
-      f.seekp(std::streamoff(pos));
-      f.write(&c, 1);
-    }
+    flip_byte(shard, pos, 0x10);
     auto [rc, text] = run(binary() + " verify " + q(copy));
     EXPECT_NE(rc, 0) << text;
     EXPECT_NE(text.find(s["file"].get<std::string>()), std::string::npos) << text;
