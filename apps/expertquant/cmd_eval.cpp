@@ -97,13 +97,16 @@ int run_eval(EvalCliOptions& o) {
   for (const auto& t : texts) r.texts.push_back(t.label);
 
   if (!o.no_quality) {
-    int64_t total = 0;
-    for (const auto& t : texts) total += static_cast<int64_t>(t.tokens.size());
-    ProgressBar bar("quality", static_cast<uint64_t>(total), o.verbose);
+    // The total is the library's: the tokens it scores (every window's first
+    // token predicts nothing), not every token of the texts.
+    Progress bar("quality", o.verbose);
+    bar.phase("", ProgressUnit::kTokens);
     eval::QualityOptions qo;
     qo.ctx = o.ctx;
     qo.batch_windows = o.batch_windows;
-    qo.progress = [&](int64_t done, int64_t) { bar.update(static_cast<uint64_t>(done), "tokens scored"); };
+    qo.progress = [&](int64_t done, int64_t total) {
+      bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total), "scored");
+    };
     r.quality = eval::compare_quality(*pm, texts, qo);
     bar.finish();
   }

@@ -29,24 +29,22 @@ struct PackCliOptions {
 
 class BarObserver : public pack::PackObserver {
  public:
-  explicit BarObserver(bool verbose) : verbose_(verbose) {}
+  explicit BarObserver(bool verbose) : verbose_(verbose), bar_("pack", verbose) {}
   void on_plan(const pack::PackPlan& plan, uint64_t work) override {
-    bar_ = std::make_unique<ProgressBar>("pack", work, verbose_);
+    work_ = work;
+    bar_.phase("", ProgressUnit::kBytes);
     if (verbose_)
       std::fprintf(stderr, "pack: %zu layers, %zu tensors in %d shard(s), %d thread(s), estimated peak %s above baseline\n",
                    plan.layers.size(), plan.tensors.size(), plan.num_shards, plan.threads,
                    format_bytes(plan.estimated_peak).c_str());
   }
-  void on_progress(uint64_t done, const std::string& what) override {
-    if (bar_) bar_->update(done, what);
-  }
-  void finish() {
-    if (bar_) bar_->finish();
-  }
+  void on_progress(uint64_t done, const std::string& what) override { bar_.update(done, work_, what); }
+  void finish() { bar_.finish(); }
 
  private:
   bool verbose_;
-  std::unique_ptr<ProgressBar> bar_;
+  uint64_t work_ = 0;
+  Progress bar_;
 };
 
 void parse_layers(const std::string& text, pack::PackRequest& r) {

@@ -62,9 +62,10 @@ int run_perplexity(const PerplexityCliOptions& o) {
   eval::PerplexityOptions po;
   po.ctx = o.ctx;
   po.batch_windows = o.batch;
-  ProgressBar bar("perplexity", static_cast<uint64_t>(input.total()), o.verbose);
+  Progress bar("perplexity", o.verbose);
+  bar.phase("", ProgressUnit::kTokens);
   po.progress = [&](int64_t done, int64_t total) {
-    bar.update(static_cast<uint64_t>(done), std::to_string(done) + "/" + std::to_string(total) + " tokens");
+    bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total), "scored");
   };
   const eval::PerplexityResult r = eval::perplexity(*model, input.sequences, po);
   bar.finish();

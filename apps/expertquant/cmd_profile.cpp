@@ -1,8 +1,5 @@
 // expertquant profile: calibration pass -> profile.json (lib/profile), or
 // --merge of profiles of disjoint calibration slices.
-#include <unistd.h>
-
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -22,6 +19,7 @@
 #include "option_checks.h"
 #include "profile/heatmap.h"
 #include "profile/run.h"
+#include "progress.h"
 #include "quant/format.h"
 
 namespace eq::app {
@@ -43,49 +41,6 @@ struct ProfileCliOptions {
   int64_t min_tokens = -1;
   int threads = 0;
   bool no_sensitivity = false, summary = false, json = false, verbose = false, force = false;
-};
-
-// Tokens/s (pass) or experts/s (sensitivity) with an ETA, redrawn in place on
-// a terminal; one line per phase and every ~10% when --verbose elsewhere.
-class PhaseProgress {
- public:
-  explicit PhaseProgress(bool verbose) : tty_(isatty(2) != 0), verbose_(verbose) {}
-  void update(const std::string& phase, int64_t done, int64_t total) {
-    const auto now = std::chrono::steady_clock::now();
-    if (phase != phase_) {
-      phase_ = phase;
-      start_ = now;
-      last_pct_ = -10;
-    }
-    const double secs = std::chrono::duration<double>(now - start_).count();
-    const double rate = secs > 0 ? double(done) / secs : 0;
-    const double eta = rate > 0 ? double(total - done) / rate : 0;
-    const char* unit = phase == "pass" ? "tokens" : "experts";
-    const int pct = total ? int(100.0 * double(done) / double(total)) : 100;
-    if (tty_) {
-      if (now - last_draw_ < std::chrono::milliseconds(100) && done < total) return;
-      last_draw_ = now;
-      std::string bar(size_t(pct * 24 / 100), '#');
-      bar.resize(24, '.');
-      std::fprintf(stderr, "\r\033[Kprofile %-11s [%s] %3d%% %s/%s %.1f %s/s ETA %.0fs", phase.c_str(), bar.c_str(),
-                   pct, with_commas(uint64_t(done)).c_str(), with_commas(uint64_t(total)).c_str(), rate, unit, eta);
-      std::fflush(stderr);
-      drawn_ = true;
-    } else if (verbose_ && (pct >= last_pct_ + 10 || done == total)) {
-      last_pct_ = pct;
-      std::fprintf(stderr, "profile: %s %s/%s %s (%.1f %s/s)\n", phase.c_str(), with_commas(uint64_t(done)).c_str(),
-                   with_commas(uint64_t(total)).c_str(), unit, rate, unit);
-    }
-  }
-  void finish() {
-    if (tty_ && drawn_) std::fprintf(stderr, "\r\033[K");
-  }
-
- private:
-  bool tty_, verbose_, drawn_ = false;
-  std::string phase_;
-  int last_pct_ = 0;
-  std::chrono::steady_clock::time_point start_, last_draw_;
 };
 
 std::string bits_or_dash(double v) {
@@ -221,8 +176,13 @@ Command add_profile(CLI::App& app) {
               r.min_tokens = o->min_tokens;
               r.sensitivity = !o->no_sensitivity;
               r.budget = {o->target_bits, target_bytes};
-              PhaseProgress bar(o->verbose);
-              r.progress = [&](const std::string& phase, int64_t d, int64_t t) { bar.update(phase, d, t); };
+              // Phases: "pass" counts tokens, "sensitivity" experts.
+              Progress bar("profile", o->verbose);
+              std::string phase;
+              r.progress = [&](const std::string& name, int64_t d, int64_t t) {
+                if (name != phase) bar.phase(phase = name, name == "pass" ? ProgressUnit::kTokens : ProgressUnit::kExperts);
+                bar.update(uint64_t(d), uint64_t(t));
+              };
               p = profile::run_profile(r, &info);
               bar.finish();
             }
