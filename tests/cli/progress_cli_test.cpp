@@ -1,0 +1,83 @@
+// Progress of the commands that show it: each phase ends at 100% of the
+// total the work itself counts, in the unit of that work; a terminal gets
+// the bar and its final line, a pipe nothing unless -v.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "exec/packed_fixture.h"
+#include "test_support.h"
+
+namespace eq {
+namespace {
+
+std::string corpus(const std::string& name) { return (test::data_dir() / "corpus" / name).string(); }
+
+// Two texts of 256 tokens in windows of 128: 2 x 2 x 127 = 508 scored tokens
+// (each window's first token predicts nothing) of 512 read.
+std::string eval_command(const std::string& extra) {
+  return test::binary() + " eval --packed " + test::mixed_pack() + " --model " + test::tinymoe_path() +
+         " --text " + corpus("eval_prose.txt.zst") + " --text " + corpus("eval_c.txt.zst") +
+         " --max-tokens 256 --ctx 128 --no-latency --no-collapse --threads 1 " + extra;
+}
+
+TEST(ProgressCli, EvalQualityEndsAt100PercentOfTheScoredTokens) {
+  std::string out;
+  ASSERT_EQ(test::run_command(eval_command("-v"), &out), 0) << out;
+  EXPECT_NE(out.find("quality 100%  508 tokens in "), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+  EXPECT_EQ(out.find("KiB/s"), std::string::npos) << out;
+}
+
+TEST(ProgressCli, TerminalGetsTheBarAndItsFinal100PercentLine) {
+  if (!std::filesystem::exists("/usr/bin/script")) GTEST_SKIP() << "/usr/bin/script (a pseudo-terminal) not installed";
+  std::string out;
+  ASSERT_EQ(test::run_command("/usr/bin/script -qec '" + eval_command("") + "' /dev/null", &out), 0) << out;
+  EXPECT_NE(out.find("\r\033[Kquality ["), std::string::npos) << out;
+  EXPECT_NE(out.find("\r\033[Kquality 100%  508 tokens in "), std::string::npos) << out;
+  EXPECT_NE(out.find(" tokens/s"), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+}
+
+TEST(ProgressCli, QuietOnAPipeWithoutVerbose) {
+  std::string out;
+  ASSERT_EQ(test::run_command("{ " + eval_command("") + " 2>&1 >/dev/null; }", &out), 0) << out;
+  EXPECT_EQ(out, "");
+}
+
+TEST(ProgressCli, PerplexityEndsAt100Percent) {
+  std::string out;
+  const std::string cmd = test::binary() + " perplexity --model " + test::tinymoe_path() + " --text " +
+                          corpus("eval_prose.txt.zst") + " --max-tokens 300 --ctx 128 --threads 1 -v";
+  ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
+  EXPECT_NE(out.find("perplexity 100%  297 tokens in "), std::string::npos) << out;  // 127 + 127 + 43
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+}
+
+TEST(ProgressCli, PackEndsAt100PercentOfItsBytes) {
+  const auto dir = test::temp_dir("progress-pack");
+  std::string out;
+  const std::string cmd = test::binary() + " pack --model " + test::tinymoe_path() +
+                          " --uniform int8_row --threads 1 -v -o " + (dir / "out").string();
+  ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
+  EXPECT_NE(out.find("\npack 100%  "), std::string::npos) << out;
+  EXPECT_NE(out.find("iB/s\n"), std::string::npos) << out;  // bytes: a byte rate
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+}
+
+TEST(ProgressCli, ProfileEndsEachPhaseAt100PercentInItsUnit) {
+  const auto dir = test::temp_dir("progress-profile");
+  std::string out;
+  const std::string cmd = test::binary() + " profile --model " + test::tinymoe_path() + " --calib " +
+                          corpus("calib_small.txt.zst") + " --max-tokens 128 --ctx 64 --threads 1 -v -o " +
+                          (dir / "profile.json").string();
+  ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
+  EXPECT_NE(out.find("profile pass 100%  128 tokens in "), std::string::npos) << out;
+  EXPECT_NE(out.find("profile sensitivity 100%  "), std::string::npos) << out;
+  EXPECT_NE(out.find(" experts/s\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace eq
