@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "core/utf8.h"
 #include "eval/report.h"
 
 namespace eq::eval {
@@ -33,17 +34,25 @@ std::string esc(const std::string& s) {
   return o;
 }
 
+// A byte-level model's tokens are bytes: shown as the UTF-8 text they spell
+// (invalid sequences as U+FFFD; control bytes other than newline and tab as
+// their Unicode control pictures, U+2400 + byte). Other models' tokens are
+// ids: there is no tokenizer here to spell them, so the ids are shown.
 std::string tokens_text(const std::vector<int32_t>& t, bool byte_level) {
   std::string s;
-  for (int32_t b : t) {
-    if (!byte_level) {
-      s += std::to_string(b) + " ";
-    } else if ((b >= 32 && b < 127) || b == '\n' || b == '\t') {
-      s += static_cast<char>(b);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(b) & 0xffu);
-      s += buf;
+  if (!byte_level) {
+    for (int32_t id : t) s += std::to_string(id) + " ";
+    return esc(s);
+  }
+  std::string bytes;
+  for (int32_t b : t) bytes += static_cast<char>(b & 0xff);
+  for (char ch : valid_utf8(bytes)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7f)) {
+      s += ch;
+    } else {  // U+2400..U+241F, U+2421 (DEL): three bytes E2 90 xx
+      s += "\xE2\x90";
+      s += static_cast<char>(c == 0x7f ? 0xA1 : 0x80 + c);
     }
   }
   return esc(s);
@@ -128,13 +137,22 @@ void layer_error_chart(std::string& out, const std::vector<LayerError>& layers) 
   out += "</svg>\n";
 }
 
+// Every step-th expert gets a tick: the smallest 1-2-5 step whose labels sit
+// at least `min_px` apart.
+size_t tick_step(double cell, double min_px) {
+  for (size_t step = 1;; step *= 10)
+    for (size_t m : {1, 2, 5})
+      if (static_cast<double>(step * m) * cell >= min_px) return step * m;
+}
+
 void class_heatmap(std::string& out, const PackSummary& p) {
   if (p.classes.empty()) return;
   size_t experts = 0;
   for (const auto& row : p.classes) experts = std::max(experts, row.size());
   const double cell = std::clamp(600.0 / static_cast<double>(std::max<size_t>(1, experts)), 2.0, 14.0);
-  const double left = 60, W = left + cell * static_cast<double>(experts) + 10;
-  const double Hh = 30 + cell * static_cast<double>(p.classes.size()) + 10;
+  const double left = 60, top = 24, W = left + cell * static_cast<double>(experts) + 10;
+  const double rows_end = top + cell * static_cast<double>(p.classes.size());
+  const double Hh = rows_end + 40;  // the expert axis: ticks, numbers, its name
   add(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' class='chart' role='img' aria-label='class heatmap'>\n", std::max(W, 420.0), Hh);
   for (int c = 0; c < pack::kNumClasses; ++c) {
     add(out, "<rect x='%d' y='4' width='10' height='10' fill='%s'/><text x='%d' y='13' font-size='11'>%s</text>",
@@ -143,7 +161,7 @@ void class_heatmap(std::string& out, const PackSummary& p) {
   }
   out += "\n";
   for (size_t l = 0; l < p.classes.size(); ++l) {
-    const double y = 24 + cell * static_cast<double>(l);
+    const double y = top + cell * static_cast<double>(l);
     add(out, "<text x='%.0f' y='%.1f' font-size='%.0f' text-anchor='end'>L%lld</text>", left - 4, y + cell * 0.8,
         std::max(7.0, std::min(11.0, cell)), static_cast<long long>(p.layers[l]));
     for (size_t e = 0; e < p.classes[l].size(); ++e) {
@@ -154,6 +172,14 @@ void class_heatmap(std::string& out, const PackSummary& p) {
     }
     out += "\n";
   }
+  out += "<g class='expert-axis' font-size='10' text-anchor='middle'>";
+  for (size_t e = 0; e < experts; e += tick_step(cell, 28)) {
+    const double x = left + cell * (static_cast<double>(e) + 0.46);
+    add(out, "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='#999'/><text x='%.1f' y='%.1f'>%zu</text>", x, x,
+        rows_end, rows_end + 4, x, rows_end + 15, e);
+  }
+  add(out, "<text x='%.1f' y='%.1f' font-size='11'>expert</text></g>\n",
+      left + cell * static_cast<double>(experts) / 2, rows_end + 32);
   out += "</svg>\n";
 }
 
