@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "profile/candidate_fit.h"
 #include "quant/format.h"
 
 namespace eq::profile {
@@ -112,13 +113,27 @@ std::vector<double> median_error_weights(const std::vector<std::vector<ExpertMet
   return prior;
 }
 
-// Every expert's options (each measured format, and pruning where the guard
+// The measured formats the expert matrices can take (candidate_fit.h): the
+// only ones the allocator chooses among.
+std::vector<std::string> usable_formats(const SensitivityTable& sens, const model::ModelConfig& c) {
+  std::vector<std::string> usable;
+  std::string all;
+  for (const auto& f : sens.formats) {
+    all += (all.empty() ? "" : ", ") + f;
+    if (fits_experts(f, c.hidden_size, c.moe_intermediate_size)) usable.push_back(f);
+  }
+  if (usable.empty()) invalid("bit budget: none of the measured formats (" + all + ") fits the expert matrices");
+  return usable;
+}
+
+// Every expert's options (each usable format, and pruning where the guard
 // rails can allow it) reduced to their lower convex hull; each starts at its
 // lowest-error point.
 Search expert_hulls(const RoutingStats& stats, const SensitivityTable& sens, const Policy& p,
                     const model::ModelConfig& c, const Limits& l) {
   const auto metrics = expert_metrics(stats, p);
   const std::vector<double> prior = median_error_weights(metrics, l.num_experts);
+  const std::vector<std::string> formats = usable_formats(sens, c);
   const double standard_bits = quant::format_by_name(p.class_format[1]).bits_per_weight;
   Search s;
   for (size_t li = 0; li < stats.layers.size(); ++li)
@@ -137,7 +152,7 @@ Search expert_hulls(const RoutingStats& stats, const SensitivityTable& sens, con
         mm.error_weight = prior[li];
         x.fixed = true;
       }
-      for (const auto& f : sens.formats)
+      for (const auto& f : formats)
         opts.push_back({f, expert_bytes(c, f), expert_error(mm, &es, sens, f),
                         quant::format_by_name(f).bits_per_weight > standard_bits + 1e-9});
       if (!m.under_covered && m.share <= p.max_pruned_usage_share && l.max_pruned > 0 &&
@@ -261,9 +276,12 @@ Classification decisions(const Search& s, const Policy& p, const Limits& l, size
 
 }  // namespace
 
-Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityTable& sens, const Policy& p,
+Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityTable& sens, const Policy& policy,
                                    const model::ModelConfig& c, const BitBudget& budget) {
   if (sens.empty()) invalid("bit budget: the profile has no sensitivity table (a --router-logits source cannot be budgeted)");
+  // The standard format (what "above standard" means) and the classes of the
+  // chosen formats are those of the policy as the experts can take it.
+  const Policy p = fit_policy(policy, c.hidden_size, c.moe_intermediate_size).policy;
   const Limits l = budget_limits(stats, p, c, budget);
   Search s = expert_hulls(stats, sens, p, c, l);
   downgrade_to_budget(s, l);
