@@ -17,6 +17,7 @@
 #include "io/output_path.h"
 #include "model/config.h"
 #include "option_checks.h"
+#include "profile/candidate_fit.h"
 #include "profile/heatmap.h"
 #include "profile/run.h"
 #include "progress.h"
@@ -84,9 +85,12 @@ void print_summary(const profile::Profile& p) {
   if (c.mode == "budget") std::printf(" (target %.3f bits)", c.target_bits);
   std::printf(": %.3f bits per expert weight, expert bytes %s", c.avg_bits, human_bytes(double(c.expert_bytes)).c_str());
   if (!std::isnan(c.predicted_error)) std::printf(", predicted error %.4g", c.predicted_error);
+  // The class formats the experts got: the policy's, or their replacements.
+  const profile::CandidateFit fit = profile::fit_policy(p.policy, s.hidden, s.intermediate);
   std::printf("\nformats: critical %s, standard %s, deprioritized %s; pass %.2f s, sensitivity %.2f s\n",
-              p.policy.class_format[0].c_str(), p.policy.class_format[1].c_str(), p.policy.class_format[2].c_str(),
-              p.seconds_pass, p.seconds_sensitivity);
+              fit.policy.class_format[0].c_str(), fit.policy.class_format[1].c_str(),
+              fit.policy.class_format[2].c_str(), p.seconds_pass, p.seconds_sensitivity);
+  for (const std::string& line : profile::describe_fit(fit, s.layers.size())) std::printf("%s\n", line.c_str());
 }
 
 nlohmann::ordered_json summary_json(const profile::Profile& p, const std::string& out) {
@@ -96,6 +100,10 @@ nlohmann::ordered_json summary_json(const profile::Profile& p, const std::string
   j["calibration"] = full["calibration"];
   j["timing"] = full["timing"];
   j["classification"] = full["classification"];
+  std::vector<int64_t> layer_ids;
+  for (const auto& l : p.stats.layers) layer_ids.push_back(l.layer);
+  j["format_fit"] =
+      profile::fit_to_json(profile::fit_policy(p.policy, p.stats.hidden, p.stats.intermediate), layer_ids);
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const auto& l : full["layers"])
     layers.push_back({{"layer", l["layer"]}, {"tokens", l["tokens"]}, {"class_counts", l["class_counts"]},

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "profile/candidate_fit.h"
 #include "quant/format.h"
 
 namespace eq::profile {
@@ -66,26 +67,39 @@ struct Move {
   bool operator>(const Move& o) const { return slope != o.slope ? slope > o.slope : expert > o.expert; }
 };
 
-}  // namespace
+// What the budget and the guard rails allow, for the whole model.
+struct Limits {
+  int64_t num_experts = 0, max_pruned = 0, max_critical = 0, kept_floor = 0;
+  uint64_t all_weights = 0, target = 0;  // expert weights; the byte budget
+};
 
-Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityTable& sens, const Policy& p,
-                                   const model::ModelConfig& c, const BitBudget& budget) {
-  if (sens.empty()) invalid("bit budget: the profile has no sensitivity table (a --router-logits source cannot be budgeted)");
-  const auto metrics = expert_metrics(stats, p);
-  const int64_t E = stats.num_experts;
+// The search: every expert's hull and position, the running byte total and
+// the per-layer counts the guard rails bound.
+struct Search {
+  std::vector<ExpertState> experts;
+  uint64_t total = 0;
+  std::vector<int64_t> pruned, critical;  // per layer index
+};
+
+Limits budget_limits(const RoutingStats& stats, const Policy& p, const model::ModelConfig& c, const BitBudget& budget) {
+  Limits l;
+  l.num_experts = stats.num_experts;
   const uint64_t weights_per_expert = uint64_t(3 * c.hidden_size * c.moe_intermediate_size);
-  const uint64_t all_weights = weights_per_expert * uint64_t(E) * stats.layers.size();
-  const uint64_t target = budget.target_bits > 0
-                              ? uint64_t(std::llround(budget.target_bits * double(all_weights) / 8.0))
-                              : budget.target_bytes;
-  if (target == 0) invalid("bit budget: --target-bits or --target-size must be positive");
-  const double standard_bits = quant::format_by_name(p.class_format[1]).bits_per_weight;
-  const int64_t max_pruned = int64_t(std::floor(p.max_pruned_fraction * double(E) + 1e-9));
-  const int64_t max_critical = int64_t(std::floor(p.max_critical_fraction * double(E) + 1e-9));
-  const int64_t kept_floor = p.kept_floor(stats.top_k);
+  l.all_weights = weights_per_expert * uint64_t(l.num_experts) * stats.layers.size();
+  l.target = budget.target_bits > 0 ? uint64_t(std::llround(budget.target_bits * double(l.all_weights) / 8.0))
+                                    : budget.target_bytes;
+  if (l.target == 0) invalid("bit budget: --target-bits or --target-size must be positive");
+  l.max_pruned = int64_t(std::floor(p.max_pruned_fraction * double(l.num_experts) + 1e-9));
+  l.max_critical = int64_t(std::floor(p.max_critical_fraction * double(l.num_experts) + 1e-9));
+  l.kept_floor = p.kept_floor(stats.top_k);
+  return l;
+}
 
-  std::vector<double> prior(stats.layers.size(), 0.0);
-  for (size_t li = 0; li < stats.layers.size(); ++li) {
+// The error weight under-covered experts are budgeted with: the layer's median
+// over covered experts (1/E when none is covered).
+std::vector<double> median_error_weights(const std::vector<std::vector<ExpertMetrics>>& metrics, int64_t E) {
+  std::vector<double> prior(metrics.size(), 0.0);
+  for (size_t li = 0; li < metrics.size(); ++li) {
     std::vector<double> w;
     for (const auto& m : metrics[li])
       if (!m.under_covered) w.push_back(m.error_weight);
@@ -96,13 +110,37 @@ Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityT
       prior[li] = 1.0 / double(E);
     }
   }
+  return prior;
+}
 
-  std::vector<ExpertState> experts;
+// The measured formats the expert matrices can take (candidate_fit.h): the
+// only ones the allocator chooses among.
+std::vector<std::string> usable_formats(const SensitivityTable& sens, const model::ModelConfig& c) {
+  std::vector<std::string> usable;
+  std::string all;
+  for (const auto& f : sens.formats) {
+    all += (all.empty() ? "" : ", ") + f;
+    if (fits_experts(f, c.hidden_size, c.moe_intermediate_size)) usable.push_back(f);
+  }
+  if (usable.empty()) invalid("bit budget: none of the measured formats (" + all + ") fits the expert matrices");
+  return usable;
+}
+
+// Every expert's options (each usable format, and pruning where the guard
+// rails can allow it) reduced to their lower convex hull; each starts at its
+// lowest-error point.
+Search expert_hulls(const RoutingStats& stats, const SensitivityTable& sens, const Policy& p,
+                    const model::ModelConfig& c, const Limits& l) {
+  const auto metrics = expert_metrics(stats, p);
+  const std::vector<double> prior = median_error_weights(metrics, l.num_experts);
+  const std::vector<std::string> formats = usable_formats(sens, c);
+  const double standard_bits = quant::format_by_name(p.class_format[1]).bits_per_weight;
+  Search s;
   for (size_t li = 0; li < stats.layers.size(); ++li)
-    for (int64_t e = 0; e < E; ++e) {
-      ExpertState s;
-      s.li = li;
-      s.e = e;
+    for (int64_t e = 0; e < l.num_experts; ++e) {
+      ExpertState x;
+      x.li = li;
+      x.e = e;
       const ExpertMetrics& m = metrics[li][e];
       const ExpertSensitivity& es = sens.layers[li][e];
       std::vector<Option> opts;
@@ -112,117 +150,144 @@ Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityT
       ExpertMetrics mm = m;
       if (m.under_covered) {
         mm.error_weight = prior[li];
-        s.fixed = true;
+        x.fixed = true;
       }
-      for (const auto& f : sens.formats)
+      for (const auto& f : formats)
         opts.push_back({f, expert_bytes(c, f), expert_error(mm, &es, sens, f),
                         quant::format_by_name(f).bits_per_weight > standard_bits + 1e-9});
-      if (!m.under_covered && m.share <= p.max_pruned_usage_share && max_pruned > 0 && E - 1 >= kept_floor)
+      if (!m.under_covered && m.share <= p.max_pruned_usage_share && l.max_pruned > 0 &&
+          l.num_experts - 1 >= l.kept_floor)
         opts.push_back({"", 0, expert_error(m, &es, sens, ""), false});
-      s.hull = lower_hull(std::move(opts));
-      experts.push_back(std::move(s));
+      x.hull = lower_hull(std::move(opts));
+      s.experts.push_back(std::move(x));
     }
+  s.pruned.assign(stats.layers.size(), 0);
+  s.critical.assign(stats.layers.size(), 0);
+  for (const auto& x : s.experts) {
+    s.total += x.hull[x.at].bytes;
+    s.critical[x.li] += x.hull[x.at].above_standard;
+  }
+  return s;
+}
 
-  uint64_t total = 0;
-  for (const auto& s : experts) total += s.hull[s.at].bytes;
-  std::vector<int64_t> pruned(stats.layers.size(), 0), critical(stats.layers.size(), 0);
-  for (const auto& s : experts) critical[s.li] += s.hull[s.at].above_standard;
-
-  auto slope_of = [&](const ExpertState& s) {
-    const Option &a = s.hull[s.at], &b = s.hull[s.at + 1];
+// Phase 1: downgrade (least error added per byte saved first) until the budget holds.
+void downgrade_to_budget(Search& s, const Limits& l) {
+  auto slope_of = [&](const ExpertState& x) {
+    const Option &a = x.hull[x.at], &b = x.hull[x.at + 1];
     return (b.error - a.error) / double(a.bytes - b.bytes);
   };
   std::priority_queue<Move, std::vector<Move>, std::greater<Move>> heap;
-  for (size_t i = 0; i < experts.size(); ++i)
-    if (experts[i].hull.size() > 1) heap.push({slope_of(experts[i]), i, 0});
-
-  // Phase 1: downgrade until the budget holds.
-  while (total > target && !heap.empty()) {
+  for (size_t i = 0; i < s.experts.size(); ++i)
+    if (s.experts[i].hull.size() > 1) heap.push({slope_of(s.experts[i]), i, 0});
+  while (s.total > l.target && !heap.empty()) {
     const Move mv = heap.top();
     heap.pop();
-    ExpertState& s = experts[mv.expert];
-    if (s.at != mv.from) continue;  // stale
-    const Option& next = s.hull[s.at + 1];
-    if (next.format.empty() && (pruned[s.li] + 1 > max_pruned || E - pruned[s.li] - 1 < kept_floor)) {
-      s.hull.resize(s.at + 1);  // pruning blocked by a guard rail; pruned is always the hull's last point
+    ExpertState& x = s.experts[mv.expert];
+    if (x.at != mv.from) continue;  // stale
+    const Option& next = x.hull[x.at + 1];
+    const bool prune_blocked = s.pruned[x.li] + 1 > l.max_pruned || l.num_experts - s.pruned[x.li] - 1 < l.kept_floor;
+    if (next.format.empty() && prune_blocked) {
+      x.hull.resize(x.at + 1);  // pruning blocked by a guard rail; pruned is always the hull's last point
       continue;
     }
-    total -= s.hull[s.at].bytes - next.bytes;
-    critical[s.li] += int64_t(next.above_standard) - int64_t(s.hull[s.at].above_standard);
-    pruned[s.li] += next.format.empty();
-    ++s.at;
-    if (s.at + 1 < s.hull.size()) heap.push({slope_of(s), mv.expert, s.at});
+    s.total -= x.hull[x.at].bytes - next.bytes;
+    s.critical[x.li] += int64_t(next.above_standard) - int64_t(x.hull[x.at].above_standard);
+    s.pruned[x.li] += next.format.empty();
+    ++x.at;
+    if (x.at + 1 < x.hull.size()) heap.push({slope_of(x), mv.expert, x.at});
   }
-  if (total > target) {
-    invalid("bit budget: target " + std::to_string(8.0 * double(target) / double(all_weights)) +
+  if (s.total > l.target) {
+    invalid("bit budget: target " + std::to_string(8.0 * double(l.target) / double(l.all_weights)) +
             " bits per expert weight is below the minimum the policy's guard rails allow (" +
-            std::to_string(8.0 * double(total) / double(all_weights)) + ")");
+            std::to_string(8.0 * double(s.total) / double(l.all_weights)) + ")");
   }
+}
 
-  // Phase 2: the critical cap. Experts above standard beyond the cap move to
-  // their best option at or below standard, cheapest error increase first.
-  for (size_t li = 0; li < stats.layers.size(); ++li) {
-    while (critical[li] > max_critical) {
-      size_t best = experts.size(), best_pos = 0;
+// Phase 2: the critical cap. Experts above standard beyond the cap move to
+// their best option at or below standard, cheapest error increase first.
+void cap_critical(Search& s, const Limits& l) {
+  for (size_t li = 0; li < s.critical.size(); ++li) {
+    while (s.critical[li] > l.max_critical) {
+      size_t best = s.experts.size(), best_pos = 0;
       double best_cost = 0;
-      for (size_t i = 0; i < experts.size(); ++i) {
-        const ExpertState& s = experts[i];
-        if (s.li != li || !s.hull[s.at].above_standard) continue;
-        for (size_t k = s.at + 1; k < s.hull.size(); ++k)
-          if (!s.hull[k].above_standard && !s.hull[k].format.empty()) {
-            const double cost = s.hull[k].error - s.hull[s.at].error;
-            if (best == experts.size() || cost < best_cost) best = i, best_pos = k, best_cost = cost;
+      for (size_t i = 0; i < s.experts.size(); ++i) {
+        const ExpertState& x = s.experts[i];
+        if (x.li != li || !x.hull[x.at].above_standard) continue;
+        for (size_t k = x.at + 1; k < x.hull.size(); ++k)
+          if (!x.hull[k].above_standard && !x.hull[k].format.empty()) {
+            const double cost = x.hull[k].error - x.hull[x.at].error;
+            if (best == s.experts.size() || cost < best_cost) best = i, best_pos = k, best_cost = cost;
             break;
           }
       }
-      if (best == experts.size()) break;
-      ExpertState& s = experts[best];
-      total -= s.hull[s.at].bytes - s.hull[best_pos].bytes;
-      s.at = best_pos;
-      --critical[li];
+      if (best == s.experts.size()) break;
+      ExpertState& x = s.experts[best];
+      s.total -= x.hull[x.at].bytes - x.hull[best_pos].bytes;
+      x.at = best_pos;
+      --s.critical[li];
     }
   }
+}
 
-  // Phase 3: spend the slack on upgrades (largest error reduction per byte that fits).
+// Phase 3: spend the slack on upgrades (largest error reduction per byte that fits).
+void spend_slack(Search& s, const Limits& l) {
   for (;;) {
-    size_t best = experts.size(), best_pos = 0;
+    size_t best = s.experts.size(), best_pos = 0;
     double best_gain = 0;
-    for (size_t i = 0; i < experts.size(); ++i) {
-      const ExpertState& s = experts[i];
-      for (size_t k = 0; k < s.at; ++k) {
-        const Option &cur = s.hull[s.at], &up = s.hull[k];
+    for (size_t i = 0; i < s.experts.size(); ++i) {
+      const ExpertState& x = s.experts[i];
+      for (size_t k = 0; k < x.at; ++k) {
+        const Option &cur = x.hull[x.at], &up = x.hull[k];
         const uint64_t extra = up.bytes - cur.bytes;
-        if (total + extra > target) continue;
-        if (up.above_standard && !cur.above_standard && critical[s.li] + 1 > max_critical) continue;
+        if (s.total + extra > l.target) continue;
+        if (up.above_standard && !cur.above_standard && s.critical[x.li] + 1 > l.max_critical) continue;
         const double gain = (cur.error - up.error) / double(std::max<uint64_t>(1, extra));
         if (gain > best_gain) best = i, best_pos = k, best_gain = gain;
       }
     }
-    if (best == experts.size()) break;
-    ExpertState& s = experts[best];
-    total += s.hull[best_pos].bytes - s.hull[s.at].bytes;
-    critical[s.li] += int64_t(s.hull[best_pos].above_standard) - int64_t(s.hull[s.at].above_standard);
-    pruned[s.li] -= s.hull[s.at].format.empty();
-    s.at = best_pos;
+    if (best == s.experts.size()) break;
+    ExpertState& x = s.experts[best];
+    s.total += x.hull[best_pos].bytes - x.hull[x.at].bytes;
+    s.critical[x.li] += int64_t(x.hull[best_pos].above_standard) - int64_t(x.hull[x.at].above_standard);
+    s.pruned[x.li] -= x.hull[x.at].format.empty();
+    x.at = best_pos;
   }
+}
 
+Classification decisions(const Search& s, const Policy& p, const Limits& l, size_t layers) {
   Classification out;
   out.mode = "budget";
-  out.target_bits = 8.0 * double(target) / double(all_weights);
-  out.target_bytes = target;
-  out.layers.assign(stats.layers.size(), std::vector<ExpertDecision>(E));
-  for (const auto& s : experts) {
-    const Option& o = s.hull[s.at];
-    ExpertDecision& d = out.layers[s.li][s.e];
+  out.target_bits = 8.0 * double(l.target) / double(l.all_weights);
+  out.target_bytes = l.target;
+  out.layers.assign(layers, std::vector<ExpertDecision>(l.num_experts));
+  for (const auto& x : s.experts) {
+    const Option& o = x.hull[x.at];
+    ExpertDecision& d = out.layers[x.li][x.e];
     d.format = o.format;
     d.cls = class_of_format(p, o.format);
     char b[200];
     std::snprintf(b, sizeof b, "budget: %s chosen by marginal error per byte (predicted error %.3g)%s",
                   o.format.empty() ? "pruning" : o.format.c_str(), o.error,
-                  s.fixed ? "; under-covered: never pruned, error weighted by the layer median" : "");
+                  x.fixed ? "; under-covered: never pruned, error weighted by the layer median" : "");
     d.rule = b;
   }
   return out;
+}
+
+}  // namespace
+
+Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityTable& sens, const Policy& policy,
+                                   const model::ModelConfig& c, const BitBudget& budget) {
+  if (sens.empty()) invalid("bit budget: the profile has no sensitivity table (a --router-logits source cannot be budgeted)");
+  // The standard format (what "above standard" means) and the classes of the
+  // chosen formats are those of the policy as the experts can take it.
+  const Policy p = fit_policy(policy, c.hidden_size, c.moe_intermediate_size).policy;
+  const Limits l = budget_limits(stats, p, c, budget);
+  Search s = expert_hulls(stats, sens, p, c, l);
+  downgrade_to_budget(s, l);
+  cap_critical(s, l);
+  spend_slack(s, l);
+  return decisions(s, p, l, stats.layers.size());
 }
 
 }  // namespace eq::profile

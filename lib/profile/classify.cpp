@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "profile/candidate_fit.h"
 #include "quant/format.h"
 
 namespace eq::profile {
@@ -75,7 +76,10 @@ ExpertClass class_of_format(const Policy& p, const std::string& format) {
   return ExpertClass::kStandard;
 }
 
-Classification classify_by_thresholds(const RoutingStats& stats, const SensitivityTable& sens, const Policy& p) {
+Classification classify_by_thresholds(const RoutingStats& stats, const SensitivityTable& sens, const Policy& policy) {
+  // Class formats the experts cannot take are replaced (candidate_fit.h); the
+  // rule of every expert given a replacement says so.
+  const Policy p = fit_policy(policy, stats.hidden, stats.intermediate).policy;
   Classification out;
   out.mode = "thresholds";
   const auto metrics = expert_metrics(stats, p);
@@ -92,6 +96,9 @@ Classification classify_by_thresholds(const RoutingStats& stats, const Sensitivi
       row[e].cls = c;
       row[e].format = c == ExpertClass::kPruned ? "" : p.class_format[int(c)];
       row[e].rule = std::move(rule);
+      if (c != ExpertClass::kPruned && p.class_format[int(c)] != policy.class_format[int(c)])
+        row[e].rule += "; " + p.class_format[int(c)] + " in place of " + policy.class_format[int(c)] +
+                       ", which the expert matrices cannot take";
       decided[e] = true;
     };
     std::vector<std::string> notes(E);

@@ -228,18 +228,6 @@ Policy load_policy(const std::string& path) {
   return parse_policy(j, "policy " + path);
 }
 
-void check_policy_for_model(const Policy& p, const model::ModelConfig& c, const std::string& label) {
-  for (size_t i = 0; i < p.candidates.size(); ++i) {
-    const auto& f = quant::format_by_name(p.candidates[i]);
-    const int64_t dims[2][2] = {{c.moe_intermediate_size, c.hidden_size}, {c.hidden_size, c.moe_intermediate_size}};
-    for (const auto& d : dims)
-      if ((f.row_multiple > 0 && d[0] % f.row_multiple) || (f.col_multiple > 0 && d[1] % f.col_multiple))
-        invalid(label + ": field 'candidates' (" + p.candidates[i] + "): needs rows % " +
-                std::to_string(f.row_multiple) + " and cols % " + std::to_string(f.col_multiple) +
-                " == 0, expert matrix is [" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + "]");
-  }
-}
-
 ordered_json Policy::to_json() const {
   ordered_json j;
   j["schema"] = kPolicySchema;

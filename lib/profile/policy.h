@@ -23,7 +23,8 @@ struct Policy {
   // Format of each kept class, indexed by pack::ExpertClass (critical, standard, deprioritized).
   std::string class_format[3];
   // Formats whose sensitivity is measured (class formats first, then extras);
-  // the bit-budget allocator chooses among these (and pruning).
+  // the bit-budget allocator chooses among these (and pruning). Those a
+  // model's experts cannot take are skipped for it (profile/candidate_fit.h).
   std::vector<std::string> candidates;
 
   // Coverage: experts routed fewer times are under-covered and get this class.
@@ -64,7 +65,5 @@ Policy parse_policy(const nlohmann::json& j, const std::string& label);
 Policy load_policy(const std::string& path);
 // The built-in policy, identical to configs/default.json.
 Policy default_policy();
-// Checks the formats against the registry and the model's expert matrices.
-void check_policy_for_model(const Policy& p, const model::ModelConfig& c, const std::string& label);
 
 }  // namespace eq::profile

@@ -3,14 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <limits>
 
 #include "core/error.h"
 #include "core/hash.h"
 #include "io/atomic_file.h"
-#include "io/json_guard.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/config.h"
@@ -21,17 +18,6 @@ namespace eq::profile {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
-
-namespace {
-
-double num_or_nan(const json& v) { return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN(); }
-
-const json& need(const json& j, const std::string& key, const std::string& label, const std::string& where) {
-  if (!j.is_object() || !j.contains(key)) invalid(label + ": field '" + where + key + "': missing");
-  return j[key];
-}
-
-}  // namespace
 
 model::ModelConfig Profile::dims() const {
   model::ModelConfig c;
@@ -259,189 +245,6 @@ std::string sidecar_name(const std::string& profile_path) {
 
 std::string sidecar_path(const std::string& profile_path) {
   return (std::filesystem::path(profile_path).parent_path() / sidecar_name(profile_path)).string();
-}
-
-void check_profile_header(const json& j, const std::string& label) {
-  const auto schema = j.is_object() ? j.find("schema") : j.end();
-  if (!j.is_object() || schema == j.end() || !schema->is_string() || *schema != kProfileSchema)
-    invalid(label + ": field 'schema': expected \"" + std::string(kProfileSchema) + "\"");
-  const auto v = j.find("version");
-  if (v == j.end() || !v->is_number_integer())
-    invalid(label + ": field 'version': missing or not an integer");
-  if (v->get<int64_t>() == 1)
-    invalid(label + ": field 'version': 1 predates the per-tensor model hashes (version " +
-            std::to_string(kProfileVersion) + "); re-run `expertquant profile` with this expertquant");
-  if (v->get<int64_t>() != kProfileVersion)
-    invalid(label + ": field 'version': unsupported " + std::to_string(v->get<int64_t>()) +
-            " (this reader understands version " + std::to_string(kProfileVersion) + ")");
-}
-
-ModelFingerprint parse_profile_model(const json& j, const std::string& label) {
-  const json& m = need(j, "model", label, "");
-  auto str = [&](const char* key) {
-    const json& v = need(m, key, label, "model.");
-    if (!v.is_string()) invalid(label + ": field 'model." + key + "': not a string");
-    return v.get<std::string>();
-  };
-  ModelFingerprint f;
-  if (m.contains("path") && m["path"].is_string()) f.path = m["path"].get<std::string>();
-  f.model_type = str("model_type");
-  f.config_xxh64 = str("config_xxh64");
-  f.tensor_index_xxh64 = str("tensor_index_xxh64");
-  const json& nl = need(m, "num_layers", label, "model.");
-  if (!nl.is_number_integer()) invalid(label + ": field 'model.num_layers': not an integer");
-  f.num_layers = nl.get<int64_t>();
-  f.tensors = io::parse_tensor_hashes(need(m, "tensors", label, "model."), label, "model.tensors");
-  return f;
-}
-
-Profile read_profile(const std::string& path) { return read_profile_text(io::read_file_bytes(path, 1ull << 32), path); }
-
-Profile read_profile_text(std::string_view text, const std::string& path) try {
-  const std::string label = "profile " + path;
-  io::check_json_depth(text, label);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-    invalid(label + ": not valid JSON: " + e.what());
-  }
-  check_profile_header(j, label);
-  Profile p;
-  const json& m = need(j, "model", label, "");
-  p.model = parse_profile_model(j, label);
-  for (const auto& c : need(need(j, "calibration", label, ""), "slices", label, "calibration."))
-    p.calibration.push_back({c.value("kind", ""), c.value("path", ""), c.value("xxh64", ""), c.value("tokens", int64_t(0)),
-                             c.value("windows", int64_t(0)), c.value("ctx", int64_t(0)), c.value("seconds", 0.0)});
-  p.policy = parse_policy(need(j, "policy", label, ""), label + " (policy)");
-  const json& meas = need(j, "measured", label, "");
-  const bool has_sens = meas.value("sensitivity", false);
-  // Everything the statistics are sized from is checked first: the dims
-  // against the model config bounds, and one JSON entry per expert in every
-  // layer, so the per-expert tables are no larger than the file can hold.
-  const auto dim = [&](const std::string& key, int64_t lo, int64_t hi) {
-    const json& v = need(m, key, label, "model.");
-    if (!v.is_number_integer() || v.get<int64_t>() < lo)
-      invalid(label + ": field 'model." + key + "': expected an integer >= " + std::to_string(lo));
-    if (v.get<int64_t>() > hi)
-      fail(ErrorKind::kResource, label + ": field 'model." + key + "': " + std::to_string(v.get<int64_t>()) +
-                                     " exceeds the limit of " + std::to_string(hi));
-    return v.get<int64_t>();
-  };
-  const int64_t hidden = dim("hidden_size", 1, model::kMaxConfigDim);
-  const int64_t intermediate = dim("moe_intermediate_size", 1, model::kMaxConfigDim);
-  const int64_t num_experts = dim("num_experts", 1, model::kMaxConfigExperts);
-  const int64_t top_k = dim("top_k", 1, model::kMaxConfigExperts);
-  if (top_k > num_experts)
-    invalid(label + ": field 'model.top_k': " + std::to_string(top_k) + " is more than num_experts " +
-            std::to_string(num_experts));
-  const json& layers = need(j, "layers", label, "");
-  if (!layers.is_array()) invalid(label + ": field 'layers': not an array");
-  if (int64_t(layers.size()) > model::kMaxConfigLayers)
-    fail(ErrorKind::kResource, label + ": field 'layers': " + std::to_string(layers.size()) +
-                                   " entries exceed the limit of " + std::to_string(model::kMaxConfigLayers));
-  std::vector<int64_t> layer_ids;
-  for (size_t li = 0; li < layers.size(); ++li) {
-    const std::string where = "layers[" + std::to_string(li) + "].";
-    layer_ids.push_back(need(layers[li], "layer", label, where).get<int64_t>());
-    const json& experts = need(layers[li], "experts", label, where);
-    if (!experts.is_array() || int64_t(experts.size()) != num_experts)
-      invalid(label + ": field '" + where + "experts': " + std::to_string(experts.size()) + " entries, expected " +
-              std::to_string(num_experts));
-  }
-  // Energies are not sized here: only the experts the sidecar holds get them
-  // (below), from tensors whose bytes the sidecar actually contains.
-  p.stats = RoutingStats::make(layer_ids, hidden, intermediate, num_experts, top_k,
-                               meas.value("router_probabilities", false), false);
-  p.stats.has_outputs = meas.value("expert_outputs", false);
-  if (has_sens) {
-    p.sensitivity.formats = j.at("sensitivity_formats").get<std::vector<std::string>>();
-    p.sensitivity.proxy_of.assign(p.sensitivity.formats.size(), "");
-    if (j.contains("sensitivity_proxies"))
-      for (size_t f = 0; f < p.sensitivity.formats.size(); ++f)
-        p.sensitivity.proxy_of[f] = j["sensitivity_proxies"].value(p.sensitivity.formats[f], "");
-  }
-  for (size_t li = 0; li < layers.size(); ++li) {
-    const json& l = layers[li];
-    const std::string where = "layers[" + std::to_string(li) + "].";
-    LayerStats& ls = p.stats.layers[li];
-    ls.tokens = need(l, "tokens", label, where).get<int64_t>();
-    ls.routed_output_energy = l.value("routed_output_energy", 0.0);
-    const json& experts = l["experts"];  // an array of num_experts entries (checked above)
-    std::vector<ExpertSensitivity> srow;
-    for (size_t e = 0; e < experts.size(); ++e) {
-      const json& x = experts[e];
-      ExpertStats& es = ls.experts[e];
-      es.tokens = need(x, "tokens", label, where + "experts[" + std::to_string(e) + "].").get<int64_t>();
-      es.gate_sum = x.value("gate_sum", 0.0);
-      es.gate_max = x.value("max_gate", 0.0);
-      es.prob_sum = x.value("prob_sum", 0.0);
-      es.saliency_sum = x.value("saliency_sum", 0.0);
-      es.out_norm_sum = x.value("out_norm_sum", 0.0);
-      es.gated_out_energy = x.value("gated_out_energy", 0.0);
-      if (has_sens) {
-        const json& sj = need(x, "sensitivity", label, where + "experts[" + std::to_string(e) + "].");
-        ExpertSensitivity se;
-        se.source = parse_sample_source(sj.value("source", "none"));
-        se.samples = sj.value("samples", int64_t(0));
-        for (const auto& f : p.sensitivity.formats)
-          se.rel_mse.push_back(sj.contains("rel_mse") && sj["rel_mse"].contains(f) ? num_or_nan(sj["rel_mse"][f])
-                                                                                 : std::numeric_limits<double>::quiet_NaN());
-        srow.push_back(std::move(se));
-      }
-    }
-    if (has_sens) p.sensitivity.layers.push_back(std::move(srow));
-  }
-  // Classification: reconstructed from the allocation + rules.
-  const json& c = need(j, "classification", label, "");
-  p.classification.mode = c.value("mode", "thresholds");
-  p.classification.target_bits = c.value("target_bits", 0.0);
-  p.classification.target_bytes = c.value("target_bytes", uint64_t(0));
-  for (size_t li = 0; li < layers.size(); ++li) {
-    std::vector<ExpertDecision> row;
-    for (const auto& x : layers[li]["experts"]) {
-      ExpertDecision d;
-      const auto cls = pack::parse_class(x.value("class", "standard"));
-      if (!cls) invalid(label + ": field 'layers[" + std::to_string(li) + "].experts[].class': unknown class");
-      d.cls = *cls;
-      d.format = x.contains("format") && x["format"].is_string() ? x["format"].get<std::string>() : "";
-      d.rule = x.value("rule", "");
-      row.push_back(std::move(d));
-    }
-    p.classification.layers.push_back(std::move(row));
-  }
-  summarize(p.classification, p.stats, p.sensitivity, p.policy, p.dims());
-
-  if (j.contains("importance_file") && j["importance_file"].is_string() && p.stats.has_outputs) {
-    p.importance_file = j["importance_file"];
-    const std::string side = (std::filesystem::path(path).parent_path() / p.importance_file).string();
-    // Profiles written before the hash was recorded have no importance_xxh64: their pairing is unchecked.
-    if (j.contains("importance_xxh64") && !j["importance_xxh64"].is_null()) {
-      if (!j["importance_xxh64"].is_string()) invalid(label + ": field 'importance_xxh64': not a string");
-      p.importance_xxh64 = j["importance_xxh64"];
-      pack::check_importance_pairing(path, side, p.importance_xxh64);
-    }
-    const auto file = io::SafetensorsFile::open(side);
-    for (auto& ls : p.stats.layers)
-      for (size_t e = 0; e < ls.experts.size(); ++e) {
-        for (auto kind : {pack::ImportanceSide::kIn, pack::ImportanceSide::kMid}) {
-          const io::TensorInfo* t = file->find(pack::ImportanceFile::tensor_name(ls.layer, int64_t(e), kind));
-          if (!t) continue;  // never routed: no energies
-          const int64_t want = kind == pack::ImportanceSide::kIn ? p.stats.hidden : p.stats.intermediate;
-          if (t->dtype != DType::kF64 || t->nbytes() != uint64_t(want) * sizeof(double))
-            invalid("importance file " + side + ": tensor " + t->name + ": expected F64 [" + std::to_string(want) + "]");
-          // Sized from a tensor the sidecar holds (its bytes are in the file).
-          std::vector<double>& dst = kind == pack::ImportanceSide::kIn ? ls.experts[e].energy_in : ls.experts[e].energy_mid;
-          dst.resize(size_t(want));
-          std::memcpy(dst.data(), file->view(*t).data, t->nbytes());
-        }
-      }
-  }
-  return p;
-} catch (const nlohmann::json::exception& e) {
-  // A field of the wrong type (nlohmann type_error/out_of_range) is bad input,
-  // reported like every other error: naming the file.
-  invalid("profile " + path + ": " + e.what());
 }
 
 Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std::string>& labels) {

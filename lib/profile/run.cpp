@@ -13,6 +13,7 @@
 #include "model/forward.h"
 #include "model/ops.h"
 #include "model/routing.h"
+#include "profile/candidate_fit.h"
 #include "profile/collector.h"
 #include "profile/trace.h"
 
@@ -185,7 +186,9 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   p.model = fingerprint_model(r.model_path);
   const std::unique_ptr<model::Model> model = model::Model::open(r.model_path);
   const model::ModelConfig& c = model->config();
-  check_policy_for_model(p.policy, c, "policy");
+  // Formats the experts cannot take are neither measured nor chosen (the
+  // profile keeps the policy as given; classification fits it again).
+  const Policy fitted = fit_policy(p.policy, c.hidden_size, c.moe_intermediate_size).policy;
 
   const bool with_inputs = r.source != SourceKind::kRouterLogits;
   const int64_t layers = int64_t(moe_layers(c).size());
@@ -222,9 +225,9 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   if (with_inputs && r.sensitivity) {
     SensitivityOptions so;
     so.min_samples = p.policy.min_samples;
-    so.proxies = p.policy.proxies;
+    so.proxies = fitted.proxies;
     if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
-    p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), p.policy.candidates, so);
+    p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), fitted.candidates, so);
     p.seconds_sensitivity = p.sensitivity.seconds;
   }
   reclassify(p, r.budget.target_bits, r.budget.target_bytes);

@@ -1,0 +1,21 @@
+// A small random qwen3_moe checkpoint (float32, byte-level vocabulary, so the
+// bundled corpus calibrates it) with any expert shape: for behaviour that
+// depends on the shape of the expert matrices, without a real model of it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+namespace eq::test {
+
+struct RandomMoeSpec {
+  int64_t hidden = 64;
+  int64_t intermediate = 32;  // of each routed expert
+  int64_t experts = 4, top_k = 2, layers = 1;
+  uint32_t seed = 1;
+};
+
+// Writes config.json and model.safetensors into `dir` (created); returns `dir`.
+std::filesystem::path write_random_moe(const std::filesystem::path& dir, const RandomMoeSpec& spec);
+
+}  // namespace eq::test
