@@ -15,7 +15,7 @@ void add_json_options(CLI::App* sub, JsonOutput& o, const std::string& what) {
             if (text == "-") return "expected a file path, got '-' (for JSON on stdout use --json)";
             return {};
           },
-          "FILE"));
+          ""));
 }
 
 void emit_json(const JsonOutput& o, const nlohmann::ordered_json& j, std::vector<io::FileText> also) {
