@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "Timed calls per cell at most (median, p90)");
   app.add_option("--warmup", warmup, "Untimed calls per cell");
   app.add_option("--budget", budget, "Seconds of timed calls per cell: fewer reps (never < 3) when a call is slow");
-  app.add_option("--sort-cutoff", sort_cutoff, "auto's sort cutoff (default: configs/runtime.json)");
+  app.add_option("--sort-cutoff", sort_cutoff, "auto's sort cutoff (default: the runtime config, as eval reads it)");
   app.add_option("--decode-max-tokens", decode_max_tokens, "Calls with M <= this use the decode kernel (mlp_kernel.h)");
   app.add_option("--small-batch-max-tokens", small_batch_max_tokens,
                  "Calls with decode-max-tokens < M <= this use the small-batch kernel (mlp_kernel.h)");

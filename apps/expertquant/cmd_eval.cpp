@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include "commands.h"
@@ -19,6 +18,7 @@
 #include "exec/moe_inputs.h"
 #include "exec/packed_model.h"
 #include "io/atomic_file.h"
+#include "json_output.h"
 #include "option_checks.h"
 #include "progress.h"
 
@@ -26,9 +26,10 @@ namespace eq::app {
 namespace {
 
 struct EvalCliOptions {
-  std::string packed, model, baseline, json_out, html_out, sweep, dispatch = "mask-combine,sorted,auto";
+  std::string packed, model, baseline, html_out, sweep, dispatch = "mask-combine,sorted,auto";
   TextInputs inputs;
   ExecFlags exec;
+  JsonOutput json;
   int64_t ctx = 512, batch_windows = 4;
   int reps = 5, warmup = 1, threads = 0;
   int64_t prompts_per_domain = 3, new_tokens = 96, prompt_tokens = 64;
@@ -61,12 +62,27 @@ eval::LatencyResult run_latency(exec::PackedModel& pm, const std::vector<eval::L
   return eval::measure_latency(pm, inputs, text, dispatches, lo);
 }
 
+// The human output: the tables, or with --summary the quality line and auto's speeds.
+void print_report(const eval::EvalReport& r, const exec::RuntimeConfig& rt, bool summary) {
+  if (!summary) {
+    std::fputs(eval::report_table(r).c_str(), stdout);
+    return;
+  }
+  std::printf("quality   %s\n", eval::quality_line(r).c_str());
+  if (r.latency)
+    for (const auto& s : r.latency->strategies)
+      if (s.dispatch == "auto")
+        std::printf("auto      decode %.1f tok/s, prefill %.1f tok/s (sort_cutoff %lld, from %s)\n",
+                    s.decode_tokens_per_second, s.prefill_tokens_per_second, static_cast<long long>(s.sort_cutoff),
+                    rt.source.c_str());
+}
+
 int run_eval(EvalCliOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<io::NamedPath> inputs = input_paths(o.inputs);
   inputs.insert(inputs.end(), {{"--packed", o.packed}, {"--model", o.model}, {"--baseline", o.baseline},
                                {"--runtime-config", o.exec.runtime_config}});
-  io::check_outputs_apart({{"--json", o.json_out}, {"--html", o.html_out}}, inputs);
+  io::check_outputs_apart({o.json.output(), {"--html", o.html_out}}, inputs);
   apply_threads_option(o.threads);
   // Checked before the models load: a bad list fails in a second, not after the quality pass.
   const std::vector<int64_t> sweep = o.sweep.empty() ? std::vector<int64_t>{} : parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
@@ -144,28 +160,14 @@ int run_eval(EvalCliOptions& o) {
   r.machine.peak_rss_bytes = peak_rss_bytes();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  if (o.summary) {
-    std::printf("quality   %s\n", eval::quality_line(r).c_str());
-    if (r.latency)
-      for (const auto& s : r.latency->strategies)
-        if (s.dispatch == "auto")
-          std::printf("auto      decode %.1f tok/s, prefill %.1f tok/s (sort_cutoff %lld, from %s)\n",
-                      s.decode_tokens_per_second, s.prefill_tokens_per_second, static_cast<long long>(s.sort_cutoff),
-                      rt.source.c_str());
-  } else {
-    std::fputs(eval::report_table(r).c_str(), stdout);
-  }
-  // --json and --html are one output: both files are replaced, or neither when a write fails.
-  std::vector<io::FileText> files;
-  if (!o.json_out.empty()) {
-    const std::string text = eval::report_to_json(r).dump(2) + "\n";
-    if (o.json_out == "-")
-      std::fputs(text.c_str(), stdout);
-    else
-      files.push_back({o.json_out, text});
-  }
-  if (!o.html_out.empty()) files.push_back({o.html_out, eval::report_html(r)});
-  if (!files.empty()) io::write_files_atomic(files);
+  if (!o.json.print) print_report(r, rt, o.summary);
+  // --json-out and --html are one output: both files are replaced, or neither when a write fails.
+  std::vector<io::FileText> html;
+  if (!o.html_out.empty()) html.push_back({o.html_out, eval::report_html(r)});
+  if (o.json.wanted())
+    emit_json(o.json, eval::report_to_json(r), html);
+  else if (!html.empty())
+    io::write_files_atomic(html);
   return 0;
 }
 
@@ -207,7 +209,7 @@ Command add_eval(CLI::App& app) {
   sub->add_flag("--no-latency", o->no_latency, "Skip the latency sweep");
   sub->add_flag("--no-model-step", o->no_model_step, "Time MoE layers only, not whole forward steps");
   sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
-  sub->add_option("--json", o->json_out, "Write the report as JSON to FILE ('-' = stdout; docs/report.md)");
+  add_json_options(sub, o->json, "the report (docs/report.md)");
   sub->add_option("--html", o->html_out, "Write a self-contained HTML report to FILE");
   add_threads_option(sub, o->threads);
   sub->add_flag("--summary", o->summary, "Print only the quality line and auto's decode/prefill speed");

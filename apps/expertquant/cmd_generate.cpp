@@ -2,7 +2,6 @@
 // or a packed model (--packed, lib/exec), greedy or sampled.
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -12,9 +11,11 @@
 #include "core/thread_pool.h"
 #include "eval_inputs.h"
 #include "exec/packed_model.h"
+#include "io/output_path.h"
 #include "io/prompt_text.h"
 #include "io/text_file.h"
 #include "io/tokens.h"
+#include "json_output.h"
 #include "model/forward.h"
 #include "model/generate.h"
 #include "option_checks.h"
@@ -27,10 +28,14 @@ struct GenerateCliOptions {
   ExecFlags exec;
   model::GenerateOptions gen;
   int threads = 0;
-  bool no_verify = false, json = false, raw_prompt = false;
+  JsonOutput json;
+  bool no_verify = false, raw_prompt = false;
 };
 
 int run_generate(GenerateCliOptions& o) {
+  io::check_outputs_apart({o.json.output()}, {{"--model", o.model}, {"--packed", o.packed},
+                                               {"--prompt-file", o.prompt_file}, {"--tokens", o.tokens_file},
+                                               {"--runtime-config", o.exec.runtime_config}});
   apply_threads_option(o.threads);
   if (o.model.empty() && o.packed.empty()) invalid("give --model CHECKPOINT or --packed FOLDER");
   std::unique_ptr<exec::PackedModel> pm;
@@ -72,14 +77,23 @@ int run_generate(GenerateCliOptions& o) {
   if (prompt.empty())
     invalid(std::string(!o.prompt_file.empty() ? o.prompt_file : !o.tokens_file.empty() ? o.tokens_file : "--prompt") +
             ": empty prompt (at least one token is needed)");
-  const bool stream = !o.json && c.byte_level();
+  const bool stream = !o.json.print && c.byte_level();
   const model::GenerateResult r = model::generate(*m, prompt, o.gen, [&](int32_t t) {
     if (stream) {
       std::fputc(t, stdout);
       std::fflush(stdout);
     }
   });
-  if (o.json) {
+  if (!o.json.print) {
+    if (!c.byte_level()) {
+      for (int32_t t : r.tokens) std::printf("%d ", t);
+    }
+    std::printf("\n");
+    std::fprintf(stderr, "%lld prompt + %zu new tokens (%s); prefill %.1f tok/s, decode %.1f tok/s\n",
+                 static_cast<long long>(r.prompt_tokens), r.tokens.size(), dispatch_name.c_str(),
+                 r.prefill_tokens_per_second(), r.decode_tokens_per_second());
+  }
+  if (o.json.wanted()) {
     nlohmann::ordered_json j;
     j["model"] = o.model.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.model);
     j["packed"] = o.packed.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.packed);
@@ -88,15 +102,7 @@ int run_generate(GenerateCliOptions& o) {
     j["tokens"] = r.tokens;
     j["prefill_tokens_per_second"] = r.prefill_tokens_per_second();
     j["decode_tokens_per_second"] = r.decode_tokens_per_second();
-    std::cout << j.dump(2) << "\n";
-  } else {
-    if (!c.byte_level()) {
-      for (int32_t t : r.tokens) std::printf("%d ", t);
-    }
-    std::printf("\n");
-    std::fprintf(stderr, "%lld prompt + %zu new tokens (%s); prefill %.1f tok/s, decode %.1f tok/s\n",
-                 static_cast<long long>(r.prompt_tokens), r.tokens.size(), dispatch_name.c_str(),
-                 r.prefill_tokens_per_second(), r.decode_tokens_per_second());
+    emit_json(o.json, j);
   }
   return 0;
 }
@@ -123,7 +129,7 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--dispatch", o->dispatch, "With --packed: mask-combine, sorted or auto (default)");
   add_exec_options(sub, o->exec);
   sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
-  sub->add_flag("--json", o->json, "Print tokens and speeds as JSON");
+  add_json_options(sub, o->json, "the tokens and speeds");
   add_threads_option(sub, o->threads);
   return {sub, [o] { return run_generate(*o); }};
 }

@@ -1,6 +1,5 @@
 // expertquant merge PART... -o OUT: assemble --layers partial packs (lib/pack/merge).
 #include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +8,7 @@
 #include "core/memory.h"
 #include "format_util.h"
 #include "io/output_path.h"
+#include "json_output.h"
 #include "pack/merge.h"
 
 namespace eq::app {
@@ -17,7 +17,7 @@ namespace {
 struct MergeCliOptions {
   pack::MergeRequest request;
   std::string shard_size;
-  bool json = false;
+  JsonOutput json;
 };
 }  // namespace
 
@@ -28,22 +28,19 @@ Command add_merge(CLI::App& app) {
   sub->add_option("-o,--out", o->request.out_path, "Output folder")->required();
   sub->add_option("--shard-size", o->shard_size, "Maximum bytes per output shard (default: the parts')");
   sub->add_flag("--force", o->request.force, "Replace an existing output folder");
-  sub->add_flag("--json", o->json, "Print a JSON summary on stdout");
+  add_json_options(sub, o->json, "a summary");
   return {sub, [o] {
             std::vector<io::NamedPath> parts;
             for (const auto& p : o->request.inputs) parts.push_back({"part", p});
-            io::check_outputs_apart({{"-o", o->request.out_path}}, parts);
+            io::check_outputs_apart({{"-o", o->request.out_path}, o->json.output()}, parts);
             if (!o->shard_size.empty()) o->request.shard_size = parse_byte_size(o->shard_size, "--shard-size");
             const pack::Manifest m = pack::run_merge(o->request);
-            if (o->json) {
-              nlohmann::ordered_json full = pack::manifest_to_json(m);
-              std::cout << nlohmann::ordered_json{{"output", o->request.out_path}, {"totals", full["totals"]}}.dump(2)
-                        << "\n";
-            } else {
+            if (!o->json.print)
               std::printf("merged %zu part(s), %zu layers, %zu tensors into %s (%zu shard(s), %s)\n",
                           o->request.inputs.size(), m.layers.size(), m.tensors.size(), o->request.out_path.c_str(),
                           m.shards.size(), human_bytes(double(m.file_bytes)).c_str());
-            }
+            if (o->json.wanted())
+              emit_json(o->json, {{"output", o->request.out_path}, {"totals", pack::manifest_to_json(m)["totals"]}});
             return 0;
           }};
 }

@@ -1,6 +1,5 @@
 // expertquant pack: checkpoint + allocation -> packed folder (lib/pack).
 #include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "format_util.h"
 #include "io/output_path.h"
+#include "json_output.h"
 #include "option_checks.h"
 #include "pack/packer.h"
 #include "profile/profile.h"
@@ -24,7 +24,8 @@ struct PackCliOptions {
   pack::PackRequest request;
   std::string layers, max_memory, shard_size = "4G";
   int threads = 0;
-  bool json = false, verbose = false;
+  JsonOutput json;
+  bool verbose = false;
 };
 
 class BarObserver : public pack::PackObserver {
@@ -134,11 +135,11 @@ Command add_pack(CLI::App& app) {
   sub->add_option("--shard-size", o->shard_size, "Maximum bytes per output shard (default 4G)");
   add_threads_option(sub, o->threads);
   sub->add_flag("--force", o->request.force, "Replace an existing output folder");
-  sub->add_flag("--json", o->json, "Print a JSON summary on stdout instead of the table");
+  add_json_options(sub, o->json, "the totals, per-layer totals and packing figures");
   sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr even when it is not a terminal");
   return {sub, [o] {
             const auto& r = o->request;
-            io::check_outputs_apart({{"-o", r.out_path}}, {{"--model", r.model_path},
+            io::check_outputs_apart({{"-o", r.out_path}, o->json.output()}, {{"--model", r.model_path},
                                                           {"--allocation", r.allocation_path},
                                                           {"--profile", r.profile_path},
                                                           {"--profile's sidecar", r.profile_path.empty() ? "" : profile::sidecar_path(r.profile_path)}});
@@ -150,10 +151,8 @@ Command add_pack(CLI::App& app) {
             pack::Manifest m = pack::run_pack(o->request, &observer);
             observer.finish();
             const uint64_t final_peak = peak_rss_bytes();
-            if (o->json)
-              std::cout << pack_summary_json(m, o->request.out_path, final_peak).dump(2) << "\n";
-            else
-              print_summary(m, o->request.out_path, final_peak);
+            if (!o->json.print) print_summary(m, o->request.out_path, final_peak);
+            if (o->json.wanted()) emit_json(o->json, pack_summary_json(m, o->request.out_path, final_peak));
             return 0;
           }};
 }

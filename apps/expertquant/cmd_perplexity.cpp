@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -15,9 +14,11 @@
 #include "core/thread_pool.h"
 #include "eval/perplexity.h"
 #include "format_util.h"
+#include "io/output_path.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "io/tokens.h"
+#include "json_output.h"
 #include "model/forward.h"
 #include "option_checks.h"
 #include "progress.h"
@@ -29,10 +30,12 @@ struct PerplexityCliOptions {
   std::string model, text, tokens, tokens_format = "auto";
   int64_t ctx = 512, batch = 4, max_tokens = 0;
   int threads = 0;
-  bool json = false, verbose = false;
+  JsonOutput json;
+  bool verbose = false;
 };
 
 int run_perplexity(const PerplexityCliOptions& o) {
+  io::check_outputs_apart({o.json.output()}, {{"--model", o.model}, {"--text", o.text}, {"--tokens", o.tokens}});
   apply_threads_option(o.threads);
   if (o.text.empty() == o.tokens.empty()) invalid("give exactly one of --text FILE or --tokens FILE");
   auto model = model::Model::open(o.model);
@@ -71,7 +74,14 @@ int run_perplexity(const PerplexityCliOptions& o) {
   bar.finish();
 
   const char* unit = c.byte_level() ? "bits_per_byte" : "bits_per_token";
-  if (o.json) {
+  if (!o.json.print) {
+    std::printf("%s: %s scored tokens in %lld windows of up to %lld\n", source.c_str(),
+                with_commas(static_cast<uint64_t>(r.scored_tokens)).c_str(), static_cast<long long>(r.windows),
+                static_cast<long long>(o.ctx));
+    std::printf("perplexity      %.4f\n", r.perplexity());
+    std::printf("%-15s %.6f\n", c.byte_level() ? "bits per byte" : "bits per token", r.bits_per_token());
+  }
+  if (o.json.wanted()) {
     nlohmann::ordered_json j;
     j["model"] = o.model;
     j["input"] = source;
@@ -85,13 +95,7 @@ int run_perplexity(const PerplexityCliOptions& o) {
     j["seconds"] = r.seconds;
     j["tokens_per_second"] = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
     j["peak_rss_bytes"] = peak_rss_bytes();
-    std::cout << j.dump(2) << "\n";
-  } else {
-    std::printf("%s: %s scored tokens in %lld windows of up to %lld\n", source.c_str(),
-                with_commas(static_cast<uint64_t>(r.scored_tokens)).c_str(), static_cast<long long>(r.windows),
-                static_cast<long long>(o.ctx));
-    std::printf("perplexity      %.4f\n", r.perplexity());
-    std::printf("%-15s %.6f\n", c.byte_level() ? "bits per byte" : "bits per token", r.bits_per_token());
+    emit_json(o.json, j);
   }
   if (o.verbose) {
     const double ckpt = static_cast<double>(model->checkpoint().total_tensor_bytes());
@@ -123,7 +127,7 @@ Command add_perplexity(CLI::App& app) {
   sub->add_option("--max-tokens", o->max_tokens, "Use only the first N tokens of each sequence (0 = all)")
       ->check(integer_in(0, kMaxTokensOption));
   add_threads_option(sub, o->threads);
-  sub->add_flag("--json", o->json, "Print the result as JSON");
+  add_json_options(sub, o->json, "the result");
   sub->add_flag("-v,--verbose", o->verbose, "Timing, weight cache and peak memory on stderr");
   return {sub, [o] { return run_perplexity(*o); }};
 }

@@ -2,7 +2,6 @@
 // --merge of profiles of disjoint calibration slices.
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <limits>
 #include <memory>
 
@@ -15,6 +14,7 @@
 #include "format_util.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
+#include "json_output.h"
 #include "model/config.h"
 #include "option_checks.h"
 #include "profile/candidate_fit.h"
@@ -41,7 +41,8 @@ struct ProfileCliOptions {
   double target_bits = 0;
   int64_t min_tokens = -1;
   int threads = 0;
-  bool no_sensitivity = false, summary = false, json = false, verbose = false, force = false;
+  JsonOutput json;
+  bool no_sensitivity = false, summary = false, verbose = false, force = false;
 };
 
 std::string bits_or_dash(double v) {
@@ -112,6 +113,28 @@ nlohmann::ordered_json summary_json(const profile::Profile& p, const std::string
   return j;
 }
 
+// The human output: the --summary table, the trace sizes, what was written.
+void print_result(const profile::Profile& p, const profile::ProfileRunInfo& info, const ProfileCliOptions& o) {
+  if (o.summary) {
+    print_summary(p);
+    // Shared experts are a class of their own: every token runs them, so
+    // they are never classified, allocated or pruned (pack --shared-format).
+    const model::ModelConfig c = model::load_config(o.request.model_path);
+    if (c.shared_expert_intermediate_size > 0)
+      std::printf("shared experts: 1 per MoE layer x %lld layers, intermediate %lld%s: always active, "
+                  "never pruned; pack --shared-format sets their format\n",
+                  (long long)c.num_moe_layers(), (long long)c.shared_expert_intermediate_size,
+                  c.shared_expert_gated ? ", sigmoid-gated" : "");
+  }
+  if (info.trace_raw_bytes)
+    std::printf("trace %s: %s -> %s (zstd ratio %.2f)\n", o.request.save_trace.c_str(),
+                human_bytes(double(info.trace_raw_bytes)).c_str(),
+                human_bytes(double(info.trace_compressed_bytes)).c_str(),
+                double(info.trace_raw_bytes) / double(std::max<uint64_t>(1, info.trace_compressed_bytes)));
+  std::printf("wrote %s%s%s\n", o.out.c_str(), p.importance_file.empty() ? "" : " and ",
+              p.importance_file.c_str());
+}
+
 }  // namespace
 
 Command add_profile(CLI::App& app) {
@@ -144,7 +167,7 @@ Command add_profile(CLI::App& app) {
   sub->add_option("--save-trace", o->request.save_trace, "Write the per-token routing, zstd-compressed");
   sub->add_option("--heatmap", o->heatmap, "Write an SVG heatmap of layers x experts");
   sub->add_flag("--summary", o->summary, "Print the per-layer table");
-  sub->add_flag("--json", o->json, "Print a JSON summary on stdout");
+  add_json_options(sub, o->json, "a summary");
   add_threads_option(sub, o->threads);
   sub->add_flag("-v,--verbose", o->verbose, "Log progress on stderr even when it is not a terminal");
   return {sub, [o] {
@@ -156,7 +179,8 @@ Command add_profile(CLI::App& app) {
             io::check_outputs_apart({{"-o", o->out},
                                      {"-o's sidecar", profile::sidecar_path(o->out)},
                                      {"--heatmap", o->heatmap},
-                                     {"--save-trace", o->request.save_trace}},
+                                     {"--save-trace", o->request.save_trace},
+                                     o->json.output()},
                                     inputs);
             io::check_replace_allowed({"-o", o->out}, o->force);
             apply_threads_option(o->threads);
@@ -198,32 +222,14 @@ Command add_profile(CLI::App& app) {
             std::vector<io::FileText> also;
             if (!o->heatmap.empty()) also.push_back({o->heatmap, profile::heatmap_svg(p)});
             profile::write_profile(p, o->out, also);
-            if (o->json) {
+            if (!o->json.print) print_result(p, info, *o);
+            if (o->json.wanted()) {
               auto j = summary_json(p, o->out);
               if (info.trace_raw_bytes)
                 j["trace"] = {{"path", o->request.save_trace}, {"raw_bytes", info.trace_raw_bytes},
                               {"compressed_bytes", info.trace_compressed_bytes}};
-              std::cout << j.dump(2) << "\n";
-              return 0;
+              emit_json(o->json, j);
             }
-            if (o->summary) {
-              print_summary(p);
-              // Shared experts are a class of their own: every token runs them, so
-              // they are never classified, allocated or pruned (pack --shared-format).
-              const model::ModelConfig c = model::load_config(o->request.model_path);
-              if (c.shared_expert_intermediate_size > 0)
-                std::printf("shared experts: 1 per MoE layer x %lld layers, intermediate %lld%s: always active, "
-                            "never pruned; pack --shared-format sets their format\n",
-                            (long long)c.num_moe_layers(), (long long)c.shared_expert_intermediate_size,
-                            c.shared_expert_gated ? ", sigmoid-gated" : "");
-            }
-            if (info.trace_raw_bytes)
-              std::printf("trace %s: %s -> %s (zstd ratio %.2f)\n", o->request.save_trace.c_str(),
-                          human_bytes(double(info.trace_raw_bytes)).c_str(),
-                          human_bytes(double(info.trace_compressed_bytes)).c_str(),
-                          double(info.trace_raw_bytes) / double(std::max<uint64_t>(1, info.trace_compressed_bytes)));
-            std::printf("wrote %s%s%s\n", o->out.c_str(), p.importance_file.empty() ? "" : " and ",
-                        p.importance_file.c_str());
             return 0;
           }};
 }

@@ -1,6 +1,7 @@
 // expertquant tune: measure the sorted-vs-per-token crossover of auto
 // dispatch on this machine for a packed model and write sort_cutoff
-// (lib/exec/tune.h) to a runtime config.
+// (lib/exec/tune.h) to a runtime config: -o, else the user's
+// (exec::default_runtime_config_path), never a file of the source tree.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -12,40 +13,32 @@
 #include "exec/moe_inputs.h"
 #include "exec/packed_model.h"
 #include "exec/tune.h"
-#include "io/atomic_file.h"
+#include "json_output.h"
 #include "option_checks.h"
 
 namespace eq::app {
 namespace {
 
 struct TuneCliOptions {
-  std::string packed, model, out = "configs/runtime.json", sweep;
+  std::string packed, model, out, sweep;  // out: "" = the default location
   TextInputs inputs;
+  JsonOutput json;
   int reps = 7, warmup = 1, threads = 0;
   int64_t ctx = 512;
   bool no_verify = false, dry_run = false, verbose = false;
 };
 
-int run_tune(TuneCliOptions& o) {
-  std::vector<io::NamedPath> read = input_paths(o.inputs);
-  read.insert(read.end(), {{"--packed", o.packed}, {"--model", o.model}});
-  if (!o.dry_run) io::check_outputs_apart({{"-o", o.out}}, read);
-  apply_threads_option(o.threads);
-  exec::TuneOptions to;
-  // Checked before the model loads: a bad list fails at once.
-  if (!o.sweep.empty()) to.sweep = parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
-  exec::PackedModelOptions po;
-  po.model_path = o.model;
-  po.verify = !o.no_verify;
-  auto pm = exec::PackedModel::open(o.packed, po);
-  const auto texts = read_inputs(o.inputs, pm->config().vocab_size);
-  to.reps = o.reps;
-  to.warmup = o.warmup;
-  if (o.verbose) to.progress = [](const std::string& s) { std::fprintf(stderr, "tune: %s\n", s.c_str()); };
-  const int64_t rows = *std::max_element(to.sweep.begin(), to.sweep.end());
-  const exec::MoeInputs inputs = exec::capture_moe_inputs(*pm, texts.front().tokens, rows, o.ctx);
-  const exec::TuneResult r = exec::tune_sort_cutoff(*pm, inputs, to);
+// The runtime config to write: -o, else the default location ("" with --dry-run).
+std::string output_path(const TuneCliOptions& o) {
+  if (o.dry_run) return {};
+  if (!o.out.empty()) return o.out;
+  const std::string path = exec::default_runtime_config_path();
+  if (path.empty())
+    invalid("-o: no default location for the runtime config ($XDG_CONFIG_HOME and $HOME are unset): give -o PATH");
+  return path;
+}
 
+void print_table(const exec::TuneResult& r) {
   std::printf("%6s %14s %14s %9s %12s %14s %12s\n", "M", "per-token ms", "sorted ms", "ratio", "decode ms",
               "small-batch ms", "batch ms");
   for (const auto& p : r.points)
@@ -63,10 +56,37 @@ int run_tune(TuneCliOptions& o) {
               "above)\n",
               static_cast<long long>(r.small_batch_max_tokens), static_cast<long long>(r.decode_max_tokens),
               static_cast<long long>(r.small_batch_max_tokens));
-  if (!o.dry_run) {
-    io::write_file_atomic(o.out, exec::runtime_config_to_json(r.config).dump(2) + "\n");
-    std::printf("wrote %s\n", o.out.c_str());
+}
+
+int run_tune(TuneCliOptions& o) {
+  std::vector<io::NamedPath> read = input_paths(o.inputs);
+  read.insert(read.end(), {{"--packed", o.packed}, {"--model", o.model}});
+  const std::string out = output_path(o);
+  io::check_outputs_apart({{"-o", out}, o.json.output()}, read);
+  apply_threads_option(o.threads);
+  exec::TuneOptions to;
+  // Checked before the model loads: a bad list fails at once.
+  if (!o.sweep.empty()) to.sweep = parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
+  exec::PackedModelOptions po;
+  po.model_path = o.model;
+  po.verify = !o.no_verify;
+  auto pm = exec::PackedModel::open(o.packed, po);
+  const auto texts = read_inputs(o.inputs, pm->config().vocab_size);
+  to.reps = o.reps;
+  to.warmup = o.warmup;
+  if (o.verbose) to.progress = [](const std::string& s) { std::fprintf(stderr, "tune: %s\n", s.c_str()); };
+  const int64_t rows = *std::max_element(to.sweep.begin(), to.sweep.end());
+  const exec::MoeInputs inputs = exec::capture_moe_inputs(*pm, texts.front().tokens, rows, o.ctx);
+  const exec::TuneResult r = exec::tune_sort_cutoff(*pm, inputs, to);
+
+  if (!o.json.print) print_table(r);
+  if (!out.empty()) {
+    exec::write_runtime_config(r.config, out);
+    if (!o.json.print) std::printf("wrote %s\n", out.c_str());
   }
+  if (o.json.wanted())
+    emit_json(o.json, {{"output", out.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(out)},
+                       {"runtime_config", exec::runtime_config_to_json(r.config)}});
   return 0;
 }
 
@@ -78,7 +98,9 @@ Command add_tune(CLI::App& app) {
   sub->add_option("--packed", o->packed, "Packed model folder")->required();
   sub->add_option("--model", o->model, "Source checkpoint (optional; checked against the packed config)");
   add_text_options(sub, o->inputs, "Use at most N tokens of the text (0 = all)");
-  sub->add_option("-o,--out", o->out, "Runtime config to write (default configs/runtime.json)");
+  sub->add_option("-o,--out", o->out,
+                  "Runtime config to write (default: $EXPERTQUANT_RUNTIME_CONFIG, else "
+                  "$XDG_CONFIG_HOME/expertquant/runtime.json or ~/.config/expertquant/runtime.json)");
   sub->add_option("--sweep", o->sweep, "Token counts M to time (default 1,2,4,...,256)");
   sub->add_option("--reps", o->reps, "Timed repetitions per point and branch (default 7)")
       ->check(integer_in(1, kMaxRepetitions));
@@ -88,7 +110,8 @@ Command add_tune(CLI::App& app) {
       ->check(integer_in(2, kMaxCtx));
   add_threads_option(sub, o->threads);
   sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
-  sub->add_flag("--dry-run", o->dry_run, "Print the measurement, write nothing");
+  sub->add_flag("--dry-run", o->dry_run, "Print the measurement, write no runtime config");
+  add_json_options(sub, o->json, "the runtime config and where it was written");
   sub->add_flag("-v,--verbose", o->verbose, "Log each step on stderr");
   return {sub, [o] { return run_tune(*o); }};
 }

@@ -64,8 +64,9 @@ std::vector<io::NamedPath> input_paths(const TextInputs& in) {
 
 void add_exec_options(CLI::App* sub, ExecFlags& f) {
   sub->add_option("--runtime-config", f.runtime_config,
-                  "runtime.json with sort_cutoff (default: $EXPERTQUANT_RUNTIME_CONFIG, ./configs/runtime.json, "
-                  "or configs/ beside the build folder)");
+                  "runtime.json with sort_cutoff (default: $EXPERTQUANT_RUNTIME_CONFIG, else the user's "
+                  "$XDG_CONFIG_HOME/expertquant/runtime.json or ~/.config/expertquant/runtime.json as written by "
+                  "tune, else the built-in defaults)");
   sub->add_option("--sort-cutoff", f.sort_cutoff, "auto dispatch sorts when M > this (overrides the runtime config)")
       ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   sub->add_option("--decode-max-tokens", f.decode_max_tokens,

@@ -4,9 +4,11 @@
 
 #include <csignal>
 #include <cstdio>
-#include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
+#include "json_output.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -23,7 +25,11 @@ int main(int argc, char** argv) {
     // --help and --version are "errors" that succeed; every other parse error
     // (a missing, unknown or out-of-range option) is bad input: one line, exit 2.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    std::fprintf(stderr, "expertquant: error: %s\n", e.what());
+    // `--json FILE` (the JSON to a file) is --json-out FILE: say so rather than
+    // "FILE was not expected".
+    const std::string json_misuse = eq::app::json_value_misuse(std::vector<std::string>(argv + 1, argv + argc),
+                                                               app.remaining(true));
+    std::fprintf(stderr, "expertquant: error: %s\n", json_misuse.empty() ? e.what() : json_misuse.c_str());
     return static_cast<int>(eq::ErrorKind::kInvalidInput);
   }
   try {

@@ -19,7 +19,7 @@ enum class MlpKernel {
   kBatch,       // many tokens: decoded panels x contiguous rows, register-blocked GEMM (lib/exec/batch_mlp.*)
 };
 
-// Thresholds measured by `expertquant tune` and stored in configs/runtime.json.
+// Thresholds measured by `expertquant tune` and stored in the runtime config (runtime_config.h).
 struct MlpKernelThresholds {
   // Calls with M <= decode_max_tokens use kDecode.
   int64_t decode_max_tokens = 0;

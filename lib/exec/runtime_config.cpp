@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/text_file.h"
 
 namespace eq::exec {
@@ -49,16 +50,33 @@ RuntimeConfig load_runtime_config(const std::string& path) {
   return parse_runtime_config(j, path);
 }
 
+namespace {
+
+std::string env_value(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+}  // namespace
+
+std::string user_runtime_config_path() {
+  const std::string xdg = env_value("XDG_CONFIG_HOME");
+  if (!xdg.empty() && xdg.front() == '/') return xdg + "/expertquant/runtime.json";
+  const std::string home = env_value("HOME");
+  if (!home.empty()) return home + "/.config/expertquant/runtime.json";
+  return {};
+}
+
+std::string default_runtime_config_path() {
+  const std::string env = env_value("EXPERTQUANT_RUNTIME_CONFIG");
+  return env.empty() ? user_runtime_config_path() : env;
+}
+
 std::string find_runtime_config() {
-  namespace fs = std::filesystem;
-  if (const char* env = std::getenv("EXPERTQUANT_RUNTIME_CONFIG"); env && *env) return env;
+  if (const std::string env = env_value("EXPERTQUANT_RUNTIME_CONFIG"); !env.empty()) return env;
+  const std::string user = user_runtime_config_path();
   std::error_code ec;
-  if (fs::exists("configs/runtime.json", ec)) return "configs/runtime.json";
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path beside = exe.parent_path().parent_path() / "configs" / "runtime.json";
-    if (fs::exists(beside, ec)) return beside.string();
-  }
+  if (!user.empty() && std::filesystem::exists(user, ec)) return user;
   return {};
 }
 
@@ -81,6 +99,16 @@ nlohmann::ordered_json runtime_config_to_json(const RuntimeConfig& r) {
                       {"small_batch_max_tokens", r.mlp_kernels.small_batch_max_tokens}};
   if (!r.tuned.is_null()) j["tuned"] = r.tuned;
   return j;
+}
+
+void write_runtime_config(const RuntimeConfig& r, const std::string& path) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty() && !std::filesystem::is_directory(folder, ec)) {
+    std::filesystem::create_directories(folder, ec);
+    if (ec) fail(ErrorKind::kIo, path + ": cannot create the folder " + folder.string() + ": " + ec.message());
+  }
+  io::write_file_atomic(path, runtime_config_to_json(r).dump(2) + "\n");
 }
 
 }  // namespace eq::exec

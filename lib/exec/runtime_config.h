@@ -1,5 +1,6 @@
-// configs/runtime.json: per-machine executor settings, written by
-// `expertquant tune` and read by eval/generate: sort_cutoff, the largest token
+// runtime.json: per-machine executor settings, written by `expertquant tune`
+// (to the user's config folder unless told otherwise) and read by
+// eval/generate: sort_cutoff, the largest token
 // count M for which auto dispatch runs the unsorted per-token path (it sorts
 // when M > sort_cutoff), and the optional expert-MLP kernel thresholds
 // (mlp_kernel.h; absent: the built-in defaults below).
@@ -20,7 +21,7 @@ namespace eq::exec {
 
 inline constexpr std::string_view kRuntimeSchema = "expertquant.runtime";
 inline constexpr int kRuntimeVersion = 1;
-// Used when no runtime.json is found: sort whenever there is more than one
+// Used when no runtime.json is found (the built-in defaults): sort whenever there is more than one
 // token (sort_cutoff = 1; only a single token runs unsorted).
 inline constexpr int64_t kDefaultSortCutoff = 1;
 // Used when runtime.json has no mlp_kernels: MoE calls of up to this many
@@ -45,13 +46,22 @@ struct RuntimeConfig {
 // Parses and validates; errors name `label` and the field.
 RuntimeConfig parse_runtime_config(const nlohmann::json& j, const std::string& label);
 RuntimeConfig load_runtime_config(const std::string& path);
-// The file used when none is given: $EXPERTQUANT_RUNTIME_CONFIG, else
-// configs/runtime.json in the current folder, else beside the executable's
-// folder (<exe>/../configs/runtime.json, the repository for a build tree);
-// empty when none exists.
+// The per-user runtime config: $XDG_CONFIG_HOME/expertquant/runtime.json
+// ($XDG_CONFIG_HOME only when absolute, as the XDG spec asks), else
+// $HOME/.config/expertquant/runtime.json; empty when neither is set. A
+// machine setting, so it lives with the user, never in a source tree.
+std::string user_runtime_config_path();
+// Where the runtime config is read from and `tune` writes to when no path is
+// given: $EXPERTQUANT_RUNTIME_CONFIG when set, else user_runtime_config_path().
+std::string default_runtime_config_path();
+// The file used when none is given: $EXPERTQUANT_RUNTIME_CONFIG when set
+// (it must exist), else the user config when it exists; empty otherwise.
 std::string find_runtime_config();
 // load_runtime_config(find_runtime_config()), or the built-in default.
 RuntimeConfig default_runtime_config();
 nlohmann::ordered_json runtime_config_to_json(const RuntimeConfig& r);
+// Writes `r` to `path` atomically, creating its folder (the user config
+// folder may not exist yet); errors name the path.
+void write_runtime_config(const RuntimeConfig& r, const std::string& path);
 
 }  // namespace eq::exec

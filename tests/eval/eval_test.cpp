@@ -129,7 +129,7 @@ const std::filesystem::path& cli_report_dir() {
                             test::tinymoe_path() + " --text " + text +
                             " --max-tokens 400 --ctx 128 --sweep 1,4 --reps 1 --warmup 0 --decode-tokens 4"
                             " --prefill-tokens 16 --prompts-per-domain 1 --new-tokens 16 --baseline " +
-                            test::bf16_pack() + " --json " + (d / "report.json").string() + " --html " +
+                            test::bf16_pack() + " --json-out " + (d / "report.json").string() + " --html " +
                             (d / "report.html").string();
     std::string out;
     const int rc = test::run_command(cmd, &out);
@@ -169,7 +169,7 @@ TEST(EvalCli, PackedAloneReportsItsOwnBitsAndSkipsTheComparison) {
   const std::string text = (test::data_dir() / "corpus" / "eval_prose.txt.zst").string();
   const std::string cmd = test::binary() + " eval --packed " + p.mixed + " --text " + text +
                           " --max-tokens 300 --ctx 128 --sweep 1,4 --reps 1 --warmup 0 --decode-tokens 4"
-                          " --prefill-tokens 16 --json " + (d / "report.json").string() + " 2>&1";
+                          " --prefill-tokens 16 --json-out " + (d / "report.json").string() + " 2>&1";
   std::string out;
   ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd << "\n" << out;
   EXPECT_NE(out.find("skipped"), std::string::npos) << out;

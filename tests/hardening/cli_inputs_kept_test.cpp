@@ -126,12 +126,12 @@ TEST(InputsKept, EvalAndTuneNeverOverwriteTheirInputs) {
   const auto packed_before = test::snapshot(packed), text_before = test::snapshot(text);
   const std::string eval = test::binary() + " eval --packed " + packed.string() + " --text " + text.string() +
                            " --max-tokens 100 --ctx 32 --no-latency --no-collapse --threads 1";
-  expect_refused(eval + " --json " + text.string(), "--json", text, "--text", text, "is the same file as");
+  expect_refused(eval + " --json-out " + text.string(), "--json-out", text, "--text", text, "is the same file as");
   expect_refused(eval + " --html " + (packed / "config.json").string(), "--html", packed / "config.json", "--packed",
                  packed, "lies inside");
   // Two outputs on one file would overwrite each other.
   const fs::path report = in.dir / "report";
-  EXPECT_EQ(test::run_command(eval + " --json " + report.string() + " --html " + report.string(), &output),
+  EXPECT_EQ(test::run_command(eval + " --json-out " + report.string() + " --html " + report.string(), &output),
             static_cast<int>(ErrorKind::kInvalidInput))
       << output;
   EXPECT_NE(output.find("give each output its own path"), std::string::npos) << output;

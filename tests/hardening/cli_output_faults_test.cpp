@@ -1,5 +1,5 @@
 // Fault injection on the outputs of `expertquant profile` (profile.json, its
-// importance sidecar, the --heatmap SVG) and `expertquant eval` (--json,
+// importance sidecar, the --heatmap SVG) and `expertquant eval` (--json-out,
 // --html), end to end on the bundled model with small settings. Writes fail
 // through EQ_FAULT_WRITE_AFTER_BYTES (ENOSPC after N bytes), `ulimit -f`
 // (EFBIG), or the process is killed mid-write (EQ_FAULT_KILL_AFTER_BYTES,
@@ -212,7 +212,7 @@ class EvalOutputFaults : public ::testing::Test {
     return test::binary() + " eval --packed " + packed_->string() + " --model " +
            (test::data_dir() / "tinymoe").string() + " --text " +
            (test::data_dir() / "corpus" / "eval_python.txt.zst").string() +
-           " --max-tokens " + std::to_string(tokens) + " --ctx 64 --no-latency --no-collapse --threads 1 --json " +
+           " --max-tokens " + std::to_string(tokens) + " --ctx 64 --no-latency --no-collapse --threads 1 --json-out " +
            (dir / "report.json").string() + " --html " + (dir / "report.html").string();
   }
   // Nothing, inside the JSON, just after it (inside the HTML), the HTML's end.

@@ -252,7 +252,7 @@ TEST(InputFaults, NanLogitsAreAnErrorNeverAPrintedResult) {
       << out;
   const fs::path report = dir.parent_path() / "report.json";
   expect_error(run("eval --packed " + packed.string() + " --text " + text.string() +
-                       " --no-latency --no-collapse --json " + report.string(),
+                       " --no-latency --no-collapse --json-out " + report.string(),
                    &out),
                out, 2, {"bits per token of the packed model is nan"});
   EXPECT_FALSE(fs::exists(report));

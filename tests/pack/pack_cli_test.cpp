@@ -149,7 +149,7 @@ TEST(PackCli, TrellisLutPacksVerifiesAndScoresLikeOneMad) {
     const fs::path report = sub / "eval.json";
     auto [erc, etext] = run(binary() + " eval --packed " + q(out) + " --model " + q(tinymoe()) + " --text " +
                             q(data_dir() / "corpus" / "eval_prose.txt.zst") +
-                            " --max-tokens 16384 --ctx 256 --no-latency --json " + q(report));
+                            " --max-tokens 16384 --ctx 256 --no-latency --json-out " + q(report));
     ASSERT_EQ(erc, 0) << etext;
     const json overall = read_json(report)["quality"]["overall"];
     kl[i] = overall["kl_mean"].get<double>();

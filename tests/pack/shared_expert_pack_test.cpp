@@ -71,7 +71,7 @@ json eval_report(const std::filesystem::path& pack, const std::filesystem::path&
   const std::string text = (test::data_dir() / "corpus" / "eval_prose.txt.zst").string();
   const std::string cmd = test::binary() + " eval --packed " + pack.string() + " --model " + model.string() +
                           " --text " + text + " --max-tokens 1024 --ctx 256 --sweep 1 --reps 1 --warmup 0" +
-                          " --decode-tokens 2 --prefill-tokens 8 --prompts-per-domain 0 --json " + out.string() +
+                          " --decode-tokens 2 --prefill-tokens 8 --prompts-per-domain 0 --json-out " + out.string() +
                           " 2>&1";
   std::string log;
   EXPECT_EQ(test::run_command(cmd, &log), 0) << cmd << "\n" << log;
