@@ -371,6 +371,14 @@ void run_expert(const ExpertWeights& w, const float* x, int64_t rows, float* y, 
   add_bias_rows(w.down_bias, w.down.rows, y, rows, w.down.rows);
 }
 
+BatchPath batch_path_of(const ExpertWeights& w) {
+  const quant::FormatTraits& f = *w.gate.format;
+  if (f.rotated) return BatchPath::kRotated;
+  if (uses_int8(w)) return BatchPath::kInt8Panels;
+  if (f.dequantize_block) return BatchPath::kFloatPanels;
+  return BatchPath::kFormatMatmul;
+}
+
 void run_batch_mlp(std::span<const ExpertBatch> batches, const BatchOptions& options) {
   struct Task {
     const ExpertBatch* batch;
@@ -394,18 +402,23 @@ void run_batch_mlp(std::span<const ExpertBatch> batches, const BatchOptions& opt
     const ExpertWeights& w = *t.batch->weights;
     const float* x = t.batch->x + t.begin * H;
     float* y = t.batch->y + t.begin * H;
-    if (w.gate.format->rotated) {
-      thread_local Scratch scratch;
-      run_rotated(w, x, t.end - t.begin, y, scratch, options.rotated_int8);
-    } else if (uses_int8(w)) {
-      thread_local Int8Scratch scratch;
-      run_int8(w, x, t.end - t.begin, y, scratch);
-    } else if (w.gate.format->dequantize_block) {
-      thread_local Scratch scratch;
-      run_blocked(w, x, t.end - t.begin, y, scratch);
-    } else {
-      thread_local model::FloatBuffer scratch;
-      run_expert(w, x, t.end - t.begin, y, scratch);
+    switch (batch_path_of(w)) {
+      case BatchPath::kRotated: {
+        thread_local Scratch scratch;
+        return run_rotated(w, x, t.end - t.begin, y, scratch, options.rotated_int8);
+      }
+      case BatchPath::kInt8Panels: {
+        thread_local Int8Scratch scratch;
+        return run_int8(w, x, t.end - t.begin, y, scratch);
+      }
+      case BatchPath::kFloatPanels: {
+        thread_local Scratch scratch;
+        return run_blocked(w, x, t.end - t.begin, y, scratch);
+      }
+      case BatchPath::kFormatMatmul: {
+        thread_local model::FloatBuffer scratch;
+        return run_expert(w, x, t.end - t.begin, y, scratch);
+      }
     }
   };
   default_pool().run(pooled.size(), [&](size_t i) { run_task(pooled[i]); });

@@ -11,4 +11,15 @@ namespace eq::exec {
 
 void run_batch_mlp(std::span<const ExpertBatch> batches, const BatchOptions& options = {});
 
+// The kernel run_batch_mlp runs an expert through, from its format's row and
+// the active ISA: a row without the hook a path needs (or whose shape the
+// path does not take) falls back to the next one down.
+enum class BatchPath {
+  kRotated,       // FormatTraits::rotated: activations rotated into the codes' basis
+  kInt8Panels,    // FormatTraits::int8_panels, an integer GEMM on this ISA, H and I in whole 32-k units
+  kFloatPanels,   // FormatTraits::dequantize_block: fp32 panels
+  kFormatMatmul,  // the format's own matmul (run_expert)
+};
+BatchPath batch_path_of(const ExpertWeights& w);
+
 }  // namespace eq::exec

@@ -13,11 +13,42 @@
 #include <cmath>
 #include <string>
 
+#include "core/error.h"
 #include "core/numeric.h"
+#include "quant/gemv.h"
+#include "quant/int8_panels.h"
 #include "quant/packed_stream.h"
 #include "quant/quantize_common.h"
 
 namespace eq::quant {
+
+FormatTraits affine_row(int B, int G, std::string_view name, std::string_view description) {
+  EQ_CHECK((B == 2 || B == 3 || B == 4 || B == 8) && G > 0 && G % (B == 3 ? 32 : 16) == 0,
+           "affine row " + std::string(name) + ": " + std::to_string(B) + " bits in groups of " + std::to_string(G));
+  return {.name = name,
+          .family = "affine",
+          .description = description,
+          .weight_bits = B,
+          .bits_per_weight = B + 32.0 / G,
+          .group_size = G,
+          .row_multiple = 1,
+          .col_multiple = G,
+          .parts = {"qweight", "scales", "biases"},
+          .quantizer = quantize_affine,
+          .dequantize = stream_dequantize,
+          .matmul = stream_matmul,
+          .part_specs_of = affine_part_specs,
+          // 3-bit codes straddle words: the fp32 path (gemv_stream.cpp).
+          .gemv = B == 3 ? &kStreamGemvFloat : &kStreamGemvInt8,
+          .stream = &kAffineStream,
+          .dequantize_block = stream_dequantize_block,
+          // Integer batch path: codes of 2, 4 or 8 bits, scales per 32 k (int8_panels.h).
+          .int8_panels = G % 32 != 0 ? nullptr
+                         : B == 2    ? &kAffine2Int8Panels
+                         : B == 4    ? &kAffine4Int8Panels
+                         : B == 8    ? &kAffine8Int8Panels
+                                     : nullptr};
+}
 
 namespace {
 

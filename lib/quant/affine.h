@@ -1,16 +1,24 @@
-// Affine integer formats intB_gG (B in {2, 3, 4, 8}, G in {32, 64, 128}):
+// Affine integer formats intB_gG (B in {2, 3, 4, 8}, G a multiple of 16):
 // unsigned B-bit codes q in the column bit-stream layout (packed_stream.h),
 // value = q * scale + bias with an fp16 scale and fp16 bias per group of G
 // along K. Layout: docs/formats.md, "affine int".
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "quant/format.h"
 #include "quant/packed_stream.h"
 
 namespace eq::quant {
+
+// The registry row intB_gG: B-bit codes (2, 3, 4 or 8), an fp16 scale and
+// bias per group of G along K (G a multiple of 16; of 32 for B = 3, whose
+// panel decoders take 32 codes at a time). The kernels' own preconditions are
+// the row's: int8 panels only for G a multiple of 32 and B in {2, 4, 8}; the
+// decode kernel multiplies int8 codes except for B = 3 (codes straddle words).
+FormatTraits affine_row(int B, int G, std::string_view name, std::string_view description);
 
 // Unsigned B-bit codes (StreamCodes): value = code * scale + bias; and the
 // affine rows' encoding (fp16 scales and biases).

@@ -2,7 +2,8 @@
 // the single source of truth that the CLI help, profile (sensitivity), pack
 // (quantize), the manifest (names, bits) and the executor (dequantize, matmul)
 // all enumerate. Adding a format = its own source file(s) under lib/quant/,
-// one row in lib/quant/registry.cpp, a section in docs/formats.md.
+// one row in lib/quant/registry.cpp, a section in docs/formats.md
+// (docs/adding-a-format.md).
 //
 // Conventions shared by every format:
 //  * A weight matrix is W[N out, K in], row-major float32 on input (HF layout:
@@ -163,8 +164,17 @@ struct FormatTraits {
   size_t packed_bytes(int64_t rows, int64_t cols) const;
 };
 
-// All registered formats, in a stable order.
+// All registered formats, in a stable order (the rows of registry.cpp, then
+// any row a test added).
 std::span<const FormatTraits> all_formats();
+// Tests only: appends `row` to all_formats() for the rest of the process, so
+// the generic test suites and every look-up by name (pack, manifests, the
+// executor) run it as they run the registry's rows — a row tried before it
+// joins registry.cpp (docs/adding-a-format.md, "Trying a row in the tests").
+// Rows already handed out never move. Not thread-safe: call it before any
+// other thread reads the registry. Internal error for a name already
+// registered or past 8 added rows.
+const FormatTraits& add_format_for_testing(FormatTraits row);
 // The row for `name`; throws eq::Error (listing valid names) when unknown.
 const FormatTraits& format_by_name(std::string_view name);
 // nullptr when unknown.

@@ -2,6 +2,7 @@
 
 #include "core/cpu_features.h"
 #include "quant/gemv.h"
+#include "quant/gemv_kernels.h"
 
 namespace eq::quant {
 
@@ -25,8 +26,12 @@ FormatInfo describe_format(const FormatTraits& f) {
   else
     i.shape_rule = "any";
   const std::string isa(isa_name(active_isa()));
+  // A stream row whose layout the SIMD kernels do not take runs the generic one.
+  const bool generic_gemv = f.gemv == &kStreamGemvInt8 &&
+                            stream_gemv_int8_for(active_gemv_kernels(), f).run == kernels::gemv_stream_int8_generic;
   if (f.gemv)
-    i.decode = std::string(f.gemv->int8_activation ? "gemv, int8 x" : "gemv, fp32 x") + " (" + isa + ")";
+    i.decode = std::string(f.gemv->int8_activation ? "gemv, int8 x" : "gemv, fp32 x") + " (" +
+               (generic_gemv ? std::string(isa_name(Isa::kGeneric)) : isa) + ")";
   else
     i.decode = "matmul";
   if (f.rotated)

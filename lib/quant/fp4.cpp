@@ -5,10 +5,36 @@
 #include <string>
 
 #include "core/numeric.h"
+#include "core/error.h"
 #include "quant/fp4_common.h"
+#include "quant/gemv.h"
+#include "quant/int8_panels.h"
+#include "quant/packed_stream.h"
 #include "quant/quantize_common.h"
 
 namespace eq::quant {
+
+FormatTraits fp4_row(int G, std::string_view name, std::string_view description) {
+  EQ_CHECK(G > 0 && G % 8 == 0, "fp4 row " + std::string(name) + ": group " + std::to_string(G) + " is not a multiple of 8");
+  return {.name = name,
+          .family = "fp4",
+          .description = description,
+          .weight_bits = 4,
+          .bits_per_weight = 4.0 + 16.0 / G,
+          .group_size = G,
+          .row_multiple = 1,
+          .col_multiple = G,
+          .parts = {"qweight", "scales"},
+          .quantizer = quantize_fp4,
+          .dequantize = stream_dequantize,
+          .matmul = stream_matmul,
+          .part_specs_of = fp4_part_specs,
+          .gemv = &kStreamGemvInt8,
+          .stream = &kFp4Stream,
+          .dequantize_block = stream_dequantize_block,
+          // Integer batch path: scales per 32 k (smaller groups stay on fp32).
+          .int8_panels = G % 32 == 0 ? &kFp4Int8Panels : nullptr};
+}
 
 std::vector<PartSpec> fp4_part_specs(const FormatTraits& f, int64_t rows, int64_t cols) {
   return {{"qweight", DType::kU32, {cols / 8, rows}}, {"scales", DType::kF16, {cols / f.group_size, rows}}};

@@ -1,5 +1,4 @@
-// FP4 (E2M1) formats: fp4_gG (fp16 scale per group of G in {16, 32, 64,
-// 128}), mxfp4 (OCP MX: group 32, E8M0 scale) and nvfp4 (group 16, E4M3 scale
+// FP4 (E2M1) formats: fp4_gG (fp16 scale per group of G along K), mxfp4 (OCP MX: group 32, E8M0 scale) and nvfp4 (group 16, E4M3 scale
 // times an fp32 tensor scale). Layouts: docs/formats.md; registry rows:
 // registry.cpp. Dequantize/matmul are the column bit-stream drivers
 // (packed_stream.h).
@@ -12,6 +11,11 @@
 #include "quant/format.h"
 
 namespace eq::quant {
+
+// The registry row fp4_gG: E2M1 codes, an fp16 scale per group of G along K
+// (G a multiple of 8: one 32-bit word holds 8 codes). The kernels' own
+// preconditions are the row's: int8 panels only for G a multiple of 32.
+FormatTraits fp4_row(int G, std::string_view name, std::string_view description);
 
 // fp4_gG: qweight U32 [K/8, N], scales F16 [K/G, N].
 QuantizedMatrix quantize_fp4(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,

@@ -1,6 +1,8 @@
 // Fills the decode (gemv) kernel table: generic first, then overridden per ISA level.
 #include "quant/gemv_kernels.h"
 
+#include "quant/packed_stream.h"
+
 namespace eq::quant {
 
 namespace {
@@ -27,6 +29,13 @@ GemvIsaKernels make_table(Isa isa) {
 #undef EQ_FILL_GEMV
 
 }  // namespace
+
+StreamGemvChoice stream_gemv_int8_for(const GemvIsaKernels& table, const FormatTraits& format) {
+  const StreamLayout l = stream_layout_of(format);
+  if (!kernels::gemv_stream_int8_takes_simd(l.bits, l.codes->int8_e2m1, l.group))
+    return {kernels::gemv_stream_int8_generic, nullptr};
+  return {table.stream_int8, table.stream_int8_multi};
+}
 
 const GemvIsaKernels& gemv_isa_kernels(Isa isa) {
   static const GemvIsaKernels tables[3] = {make_table(Isa::kGeneric), make_table(Isa::kAvx2),

@@ -12,7 +12,7 @@
 namespace eq::quant {
 
 // Columns [n0, n0 + nb) of a column bit-stream matrix (packed_stream.h) times
-// a prepared x, with int8 dot products. Per unit of min(group, 32) k:
+// a prepared x, with int8 dot products. Per unit of gcd(group, 32) k:
 //   acc[n] += float(sum_k c'[k, n] * q[k] - offset * q_sum) * (scale[g, n] * scale_mul * q_scale[b])
 //   acc[n] += bias[g, n] * x_sum(unit)                      (affine only)
 // where c' = code for unsigned codes (offset 0) and 2 * E2M1 value + 12 for
@@ -23,7 +23,7 @@ struct StreamGemvArgs {
   int64_t cols = 0;                   // K
   int64_t nb = 0;                     // output columns
   int bits = 4;                       // 2, 4 or 8
-  int group = 32;                     // >= 16
+  int group = 32;                     // a multiple of 4 (of 16 for the SIMD kernels)
   bool e2m1 = false;
   const uint16_t* scales_f16 = nullptr;  // [K/G, ld] at column n0, or
   const uint8_t* scales_u8 = nullptr;    // one-byte scales decoded through scale_table
@@ -57,12 +57,30 @@ struct GemvIsaKernels {
 const GemvIsaKernels& gemv_isa_kernels(Isa isa);
 inline const GemvIsaKernels& active_gemv_kernels() { return gemv_isa_kernels(active_isa()); }
 
+// The int8 stream kernels that run one matrix.
+struct StreamGemvChoice {
+  void (*run)(const StreamGemvArgs& a) = nullptr;
+  // Null: run once per input.
+  void (*run_multi)(const StreamGemvArgs& a, const GemvInput* const* ins, float* const* ys, int n) = nullptr;
+};
+// The kernels kStreamGemvInt8 runs a stream format's row with: `table`'s own
+// when they take the row's layout (kernels::gemv_stream_int8_takes_simd:
+// bits, E2M1 or not, group), else the generic kernel, so a row whose group
+// the SIMD kernels do not take runs the scalar definition on every ISA. The
+// only choice gemv_stream.cpp makes.
+StreamGemvChoice stream_gemv_int8_for(const GemvIsaKernels& table, const FormatTraits& format);
+
 namespace kernels {
 #define EQ_DECLARE_GEMV_ISA(isa)                                                                         \
   void gemv_stream_int8_##isa(const StreamGemvArgs& a);                                                  \
   void gemv_int8_rows_##isa(const int8_t* w, int64_t ld, int64_t cols, int64_t rows, const float* scales, \
                             const GemvInput& in, float* y);                                              \
   void gemv_bf16_rows_##isa(const uint16_t* w, int64_t ld, int64_t cols, int64_t rows, const float* x, float* y);
+// The layouts the AVX2 and AVX-512 stream kernels take: codes of 2, 4 or 8
+// bits (4 for E2M1) in groups that are a multiple of 16 (int32 sums over
+// units of 16 or 32 k). The generic kernel takes any group that is a multiple
+// of 4.
+bool gemv_stream_int8_takes_simd(int bits, bool e2m1, int group);
 EQ_DECLARE_GEMV_ISA(generic)
 EQ_DECLARE_GEMV_ISA(avx2)
 EQ_DECLARE_GEMV_ISA(avx512)

@@ -51,19 +51,19 @@ void stream_gemv_int8(const PackedMatrix& m, const GemvInput& x, int64_t row_beg
   StreamGemvArgs a = stream_args(m, row_begin, row_end);
   a.in = &x;
   a.y = y;
-  active_gemv_kernels().stream_int8(a);
+  stream_gemv_int8_for(active_gemv_kernels(), *m.format).run(a);
 }
 
 void stream_gemv_int8_rows(const PackedMatrix& m, const GemvInput* const* xs, int n, int64_t row_begin,
                            int64_t row_end, float* const* ys) {
   if (row_end <= row_begin || n <= 0) return;
-  const GemvIsaKernels& k = active_gemv_kernels();
   StreamGemvArgs a = stream_args(m, row_begin, row_end);
-  if (k.stream_int8_multi) return k.stream_int8_multi(a, xs, ys, n);
+  const StreamGemvChoice k = stream_gemv_int8_for(active_gemv_kernels(), *m.format);
+  if (k.run_multi) return k.run_multi(a, xs, ys, n);
   for (int i = 0; i < n; ++i) {
     a.in = xs[i];
     a.y = ys[i];
-    k.stream_int8(a);
+    k.run(a);
   }
 }
 

@@ -34,7 +34,7 @@ struct QuantKernels {
   // acc[i][0..16) += sum_k x[i*ldx + k] * panel[k][0..16) for i < m_rows.
   void (*panel_fma)(const float* panel, int64_t k_count, const float* x, int64_t ldx, int64_t m_rows,
                     float* acc) = nullptr;
-  // out[j * ldo + k] = panel[k][j] for j < nb, k < k_count (k_count a multiple of 16):
+  // out[j * ldo + k] = panel[k][j] for j < nb, k < k_count (any k_count):
   // a decoded panel back to row-major W.
   void (*panel_to_rows)(const float* panel, int64_t k_count, int64_t nb, float* out, int64_t ldo) = nullptr;
   // sum_i a[i] * b[i].

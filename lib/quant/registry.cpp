@@ -1,9 +1,10 @@
 // The format registry: one row per format, in a stable order (CLI help,
 // manifests and tests enumerate it). To add a format, write its source file(s)
-// and add one row to kRegistryRows below (docs/adding-a-format.md).
+// and add one row to registry_rows() below (docs/adding-a-format.md).
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "quant/affine.h"
 #include "quant/format.h"
 #include "quant/fp4.h"
@@ -18,58 +19,11 @@ namespace eq::quant {
 
 namespace {
 
-FormatTraits fp4_row(int G, std::string_view name, std::string_view description) {
-  return {.name = name,
-          .family = "fp4",
-          .description = description,
-          .weight_bits = 4,
-          .bits_per_weight = 4.0 + 16.0 / G,
-          .group_size = G,
-          .row_multiple = 1,
-          .col_multiple = G,
-          .parts = {"qweight", "scales"},
-          .quantizer = quantize_fp4,
-          .dequantize = stream_dequantize,
-          .matmul = stream_matmul,
-          .part_specs_of = fp4_part_specs,
-          .gemv = &kStreamGemvInt8,
-          .stream = &kFp4Stream,
-          .dequantize_block = stream_dequantize_block,
-          // Integer batch path: scales per 32 k (groups of 16 stay on fp32).
-          .int8_panels = G % 32 == 0 ? &kFp4Int8Panels : nullptr};
-}
-
-FormatTraits affine_row(int B, int G, std::string_view name, std::string_view description) {
-  return {.name = name,
-          .family = "affine",
-          .description = description,
-          .weight_bits = B,
-          .bits_per_weight = B + 32.0 / G,
-          .group_size = G,
-          .row_multiple = 1,
-          .col_multiple = G,
-          .parts = {"qweight", "scales", "biases"},
-          .quantizer = quantize_affine,
-          .dequantize = stream_dequantize,
-          .matmul = stream_matmul,
-          .part_specs_of = affine_part_specs,
-          // 3-bit codes straddle words: the fp32 path (gemv_stream.cpp).
-          .gemv = B == 3 ? &kStreamGemvFloat : &kStreamGemvInt8,
-          .stream = &kAffineStream,
-          .dequantize_block = stream_dequantize_block,
-          // Integer batch path: codes of 2, 4 or 8 bits, scales per 32 k (int8_panels.h).
-          .int8_panels = G % 32 != 0 ? nullptr
-                         : B == 2    ? &kAffine2Int8Panels
-                         : B == 4    ? &kAffine4Int8Panels
-                         : B == 8    ? &kAffine8Int8Panels
-                                     : nullptr};
-}
-
 // clang-format off
 // ============================ REGISTRY ROWS ============================
 // One row per format. Names are stable identifiers (policies, manifests):
 // never rename or reorder-and-reuse a name; add new ones.
-const std::vector<FormatTraits> kRegistryRows = {
+std::vector<FormatTraits> registry_rows() { return {
     // ---- fp4 (E2M1) with an fp16 scale per group of G along K: lib/quant/fp4.cpp
     fp4_row(16, "fp4_g16", "FP4 E2M1, fp16 scale per 16 weights along K (5 bits)"),
     fp4_row(32, "fp4_g32", "FP4 E2M1, fp16 scale per 32 weights along K (4.5 bits)"),
@@ -126,12 +80,33 @@ const std::vector<FormatTraits> kRegistryRows = {
     trellis_row(3, trellis::Code::kLut),
     trellis_row(4, trellis::Code::kLut),
     // ---- end of trellis rows
-};
+}; }
 // ========================== END REGISTRY ROWS ==========================
 // clang-format on
 
+// Room for the rows tests add (add_format_for_testing): reserved up front so
+// that appending never moves a row that a PackedMatrix already points at.
+constexpr size_t kTestRowCapacity = 8;
+
+std::vector<FormatTraits>& rows() {
+  static std::vector<FormatTraits> all = [] {
+    std::vector<FormatTraits> r = registry_rows();
+    r.reserve(r.size() + kTestRowCapacity);
+    return r;
+  }();
+  return all;
+}
+
 }  // namespace
 
-std::span<const FormatTraits> all_formats() { return kRegistryRows; }
+std::span<const FormatTraits> all_formats() { return rows(); }
+
+const FormatTraits& add_format_for_testing(FormatTraits row) {
+  std::vector<FormatTraits>& all = rows();
+  EQ_CHECK(find_format(row.name) == nullptr, "format '" + std::string(row.name) + "' is already registered");
+  EQ_CHECK(all.size() < all.capacity(), "more than " + std::to_string(kTestRowCapacity) + " test format rows");
+  all.push_back(std::move(row));
+  return all.back();
+}
 
 }  // namespace eq::quant

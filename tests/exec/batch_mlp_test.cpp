@@ -19,6 +19,7 @@
 #include "exec/panel_gemm.h"
 #include "quant/format.h"
 #include "quant/int8_panels.h"
+#include "support/test_formats.h"
 
 namespace eq::exec {
 namespace {
@@ -112,7 +113,7 @@ double rel_l2(const std::vector<float>& y, const std::vector<double>& want) {
 constexpr double kInt8RelL2 = 2e-2;
 
 TEST(BatchMlp, MatchesFloat64ReferenceForEveryFormatAndIsa) {
-  for (const quant::FormatTraits& f : quant::all_formats()) {
+  for (const quant::FormatTraits& f : eq::test::all_rows()) {
     const auto [H, I] = shape_for(f);
     const Expert e = make_expert(f, H, I, 11 + f.name.size());
     const int64_t rows = 13;
@@ -166,7 +167,7 @@ TEST(BatchMlp, RowResultIndependentOfBatchAndThreads) {
 TEST(BatchMlp, MatchesFloat64OnTheIntegerPath) {
   if (!active_int8_batch_kernels().gemm) GTEST_SKIP() << "no integer batch kernel on this ISA";
   int checked = 0;
-  for (const quant::FormatTraits& f : quant::all_formats()) {
+  for (const quant::FormatTraits& f : eq::test::all_rows()) {
     if (!f.int8_panels) continue;
     const int64_t H = 512, I = 384, rows = 37;
     const Expert e = make_expert(f, H, I, 21 + f.name.size());

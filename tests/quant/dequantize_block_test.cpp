@@ -12,6 +12,7 @@
 #include "quant/format.h"
 #include "quant/hadamard.h"
 #include "quant_test_util.h"
+#include "support/test_formats.h"
 
 namespace eq::quant {
 namespace {
@@ -38,7 +39,7 @@ int64_t col_align(const FormatTraits& f, int64_t cols) {
 int64_t row_align(const FormatTraits& f, int64_t rows) { return f.family == "trellis" ? hadamard_block_size(rows) : 16; }
 
 TEST(DequantizeBlock, PanelsEqualWholeDequantize) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     ASSERT_NE(f.dequantize_block, nullptr) << f.name;
     const auto [rows, cols] = odd_shape(f);
     const std::vector<float> w = normal_matrix(rows, cols, 7 + f.name.size(), 0.05f);

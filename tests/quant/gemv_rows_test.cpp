@@ -12,12 +12,13 @@
 #include "quant/format.h"
 #include "quant/gemv.h"
 #include "quant_test_util.h"
+#include "support/test_formats.h"
 
 namespace eq::quant {
 namespace {
 
 TEST(GemvRows, EveryInputGetsTheBitsOfRunAlone) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     if (!f.gemv) continue;
     const int64_t g = std::max(f.col_multiple, 1), r = std::max(f.row_multiple, 1);
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{17, 3 * g}, {70, 288}, {128, 256}}) {

@@ -11,6 +11,7 @@
 #include "quant/format.h"
 #include "quant/gemv.h"
 #include "quant_test_util.h"
+#include "support/test_formats.h"
 
 namespace eq::quant {
 namespace {
@@ -27,11 +28,11 @@ std::vector<float> run_gemv(const FormatTraits& f, const PackedMatrix& m, const 
 }
 
 TEST(Gemv, EveryFormatHasOne) {
-  for (const FormatTraits& f : all_formats()) EXPECT_NE(f.gemv, nullptr) << f.name;
+  for (const FormatTraits& f : eq::test::all_rows()) EXPECT_NE(f.gemv, nullptr) << f.name;
 }
 
 TEST(Gemv, MatchesGenericAndFloat64OnEveryIsa) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     // Kernels with their own input preparation (trellis): trellis_gemv_test.cpp.
     if (!f.gemv || f.gemv->prepare) continue;
     const int64_t g = std::max(f.col_multiple, 1);

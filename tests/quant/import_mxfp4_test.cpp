@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "quant/format.h"
 #include "quant_test_util.h"
+#include "support/test_formats.h"
 
 namespace eq::quant {
 namespace {
@@ -60,7 +61,7 @@ Release to_release(const QuantizedMatrix& q) {
 }
 
 TEST(ImportMxfp4, OnlyTheMxfp4RowHasTheHook) {
-  for (const FormatTraits& f : all_formats()) EXPECT_EQ(f.import_mxfp4 != nullptr, f.name == "mxfp4") << f.name;
+  for (const FormatTraits& f : eq::test::all_rows()) EXPECT_EQ(f.import_mxfp4 != nullptr, f.name == "mxfp4") << f.name;
 }
 
 TEST(ImportMxfp4, DequantizesExactlyAndMapsBackByteForByte) {

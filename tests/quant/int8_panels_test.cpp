@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "quant/int8_panels.h"
 #include "quant_test_util.h"
+#include "support/test_formats.h"
 
 namespace eq::quant {
 namespace {
@@ -38,7 +39,7 @@ TEST(Int8Panels, SlotOrderIsAPermutation) {
 
 TEST(Int8Panels, CodesTimesScalesEqualDequantize) {
   int checked = 0;
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     if (!f.int8_panels) continue;
     const Int8Panels& p = *f.int8_panels;
     const int64_t G = std::max<int64_t>(kInt8Unit, f.group_size);

@@ -11,6 +11,7 @@
 #include "quant/packed_stream.h"
 #include "quant/quant_kernels.h"
 #include "quant_test_util.h"
+#include "support/test_formats.h"
 
 namespace eq::quant {
 namespace {
@@ -56,7 +57,7 @@ TEST(Kernels, TableMatchesIsa) {
 }
 
 TEST(Kernels, DequantizeMatchesReferenceBitExactOnEveryIsa) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     if (!is_my_format(f)) continue;
     const int64_t g = std::max(f.col_multiple, 1);
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, g}, {17, 3 * g}, {40, 384}, {33, 5 * g}}) {
@@ -77,7 +78,7 @@ TEST(Kernels, DequantizeMatchesReferenceBitExactOnEveryIsa) {
 }
 
 TEST(Kernels, MatmulMatchesFloat64ReferenceOnEveryIsa) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     if (!is_my_format(f)) continue;
     const int64_t g = std::max(f.col_multiple, 1);
     const int64_t rows = 37, cols = g * (256 / g + 1);

@@ -13,6 +13,7 @@
 #include "quant/fp4_common.h"
 #include "quant/packed_stream.h"
 #include "quant_test_util.h"
+#include "support/test_formats.h"
 
 namespace eq::quant {
 namespace {
@@ -124,7 +125,7 @@ TEST(Quality, AffineErrorWithinHalfStep) {
 TEST(Quality, ConstantGroupsQuantizeExactly) {
   // Constants whose scale each format can represent: c = v * s with s an fp16,
   // a power of two, or an E4M3 value times the (power-of-two) tensor scale.
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     if (f.family == "trellis") continue;  // rotated formats cannot be exact per group
     SCOPED_TRACE(std::string(f.name));
     const int64_t g = std::max(f.group_size, 32);
@@ -148,7 +149,7 @@ TEST(Quality, ImportanceWeightingReducesWeightedError) {
   // Make the hot channels small so plain MSE would sacrifice them.
   for (int64_t n = 0; n < rows; ++n)
     for (int64_t k = 0; k < cols; k += 8) w[n * cols + k] *= 0.3f;
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     if (f.family == "bf16") continue;  // rounding to nearest is already optimal per element
     SCOPED_TRACE(std::string(f.name));
     auto weighted = [&](const std::vector<float>& d) {

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "quant/format.h"
 #include "quant_test_util.h"
+#include "support/test_formats.h"
 
 namespace eq::quant {
 namespace {
@@ -26,7 +27,7 @@ std::pair<int64_t, int64_t> shape_for(const FormatTraits& f, int64_t rows, int64
 
 TEST(Registry, NamesAreUniqueAndLookupWorks) {
   std::set<std::string> names;
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     EXPECT_TRUE(names.insert(std::string(f.name)).second) << f.name;
     EXPECT_EQ(&format_by_name(f.name), &f);
     EXPECT_EQ(find_format(f.name), &f);
@@ -46,7 +47,7 @@ TEST(Registry, NamesAreUniqueAndLookupWorks) {
 }
 
 TEST(Registry, EveryFormatRoundTripsMatmulsAndValidates) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     SCOPED_TRACE(std::string(f.name));
     const auto [rows, cols] = shape_for(f, 40, 256);
     const std::vector<float> w = normal_matrix(rows, cols, 7);
@@ -103,7 +104,7 @@ TEST(Registry, EveryFormatRoundTripsMatmulsAndValidates) {
 }
 
 TEST(Registry, ZerosRoundTripToZero) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     SCOPED_TRACE(std::string(f.name));
     const auto [rows, cols] = shape_for(f, 16, 128);
     const std::vector<float> w(static_cast<size_t>(rows * cols), 0.0f);
@@ -113,7 +114,7 @@ TEST(Registry, ZerosRoundTripToZero) {
 }
 
 TEST(Registry, NonFiniteWeightIsAnErrorNamingTensorAndPosition) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     SCOPED_TRACE(std::string(f.name));
     const auto [rows, cols] = shape_for(f, 16, 128);
     for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
@@ -136,7 +137,7 @@ TEST(Registry, NonFiniteWeightIsAnErrorNamingTensorAndPosition) {
 }
 
 TEST(Registry, IndivisibleShapeIsAClearError) {
-  for (const FormatTraits& f : all_formats()) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
     SCOPED_TRACE(std::string(f.name));
     const auto [rows, cols] = shape_for(f, 16, 128);
     if (f.col_multiple > 1) {

@@ -87,9 +87,12 @@ namespace eq::quant::kernels {
 // Column j of the panel is a stride-16 gather.
 void panel_to_rows_avx2(const float* panel, int64_t k_count, int64_t nb, float* out, int64_t ldo) {
   const __m256i stride = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
-  for (int64_t k = 0; k + 8 <= k_count; k += 8)
+  int64_t k = 0;
+  for (; k + 8 <= k_count; k += 8)
     for (int64_t j = 0; j < nb; ++j)
       _mm256_storeu_ps(out + j * ldo + k, _mm256_i32gather_ps(panel + k * kPanelWidth + j, stride, 4));
+  for (; k < k_count; ++k)
+    for (int64_t j = 0; j < nb; ++j) out[j * ldo + k] = panel[k * kPanelWidth + j];
 }
 
 }  // namespace eq::quant::kernels

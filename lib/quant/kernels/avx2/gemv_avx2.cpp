@@ -116,17 +116,26 @@ inline float reduce_add(__m256 v) {
 
 }  // namespace
 
-void gemv_stream_int8_avx2(const StreamGemvArgs& a) {
-  if (a.e2m1) {
-    if (a.group < 32) return stream_kernel<4, true, 16>(a);
-    return stream_kernel<4, true, 32>(a);
-  }
+namespace {
+
+// Unit = k per int32 sum: 32, or 16 for groups that are not a multiple of 32
+// (a unit never spans two groups).
+template <int Unit>
+void stream_dispatch_unit(const StreamGemvArgs& a) {
+  if (a.e2m1) return stream_kernel<4, true, Unit>(a);
   switch (a.bits) {
-    case 2: return stream_kernel<2, false, 32>(a);
-    case 4: return stream_kernel<4, false, 32>(a);
-    case 8: return stream_kernel<8, false, 32>(a);
+    case 2: return stream_kernel<2, false, Unit>(a);
+    case 4: return stream_kernel<4, false, Unit>(a);
+    case 8: return stream_kernel<8, false, Unit>(a);
   }
-  gemv_stream_int8_generic(a);
+}
+
+}  // namespace
+
+void gemv_stream_int8_avx2(const StreamGemvArgs& a) {
+  if (!gemv_stream_int8_takes_simd(a.bits, a.e2m1, a.group)) return gemv_stream_int8_generic(a);
+  if (a.group % 32 == 0) stream_dispatch_unit<32>(a);
+  else stream_dispatch_unit<16>(a);
 }
 
 void gemv_int8_rows_avx2(const int8_t* w, int64_t ld, int64_t cols, int64_t rows, const float* scales,

@@ -77,9 +77,12 @@ namespace eq::quant::kernels {
 void panel_to_rows_avx512(const float* panel, int64_t k_count, int64_t nb, float* out, int64_t ldo) {
   const __m512i stride =
       _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
-  for (int64_t k = 0; k + 16 <= k_count; k += 16)
+  int64_t k = 0;
+  for (; k + 16 <= k_count; k += 16)
     for (int64_t j = 0; j < nb; ++j)
       _mm512_storeu_ps(out + j * ldo + k, _mm512_i32gather_ps(stride, panel + k * kPanelWidth + j, 4));
+  for (; k < k_count; ++k)  // a chunk of groups of 8 ends between 16s
+    for (int64_t j = 0; j < nb; ++j) out[j * ldo + k] = panel[k * kPanelWidth + j];
 }
 
 }  // namespace eq::quant::kernels

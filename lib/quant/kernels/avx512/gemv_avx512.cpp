@@ -35,7 +35,8 @@ inline __m512 load_scales(const StreamGemvArgs& a, int64_t g, int64_t col, __mma
 #endif
 constexpr int kPrefetchUnits = EQ_GEMV_PREFETCH_UNITS;
 
-// Bits in {2, 4, 8}; Unit = k per int32 sum (16 or 32); R prepared inputs
+// Bits in {2, 4, 8}; Unit = k per int32 sum (32, or 16 for groups that are
+// not a multiple of 32: a unit never spans two groups); R prepared inputs
 // (1 = decode, up to kMaxGemvRows = the small-batch variant). Each word is
 // loaded and its codes unpacked once for all R inputs; every input then runs
 // exactly the integer sums and float steps of R = 1, so its outputs have the
@@ -126,19 +127,23 @@ void stream_kernel(const StreamGemvArgs& a, const GemvInput* const* ins, float* 
   for (int i = 0; i < R; ++i) std::copy(acc + i * panels * 16, acc + i * panels * 16 + a.nb, ys[i]);
 }
 
+template <int Unit, int R>
+void stream_dispatch_unit(const StreamGemvArgs& a, const GemvInput* const* ins, float* const* ys) {
+  if (a.e2m1) return stream_kernel<4, true, Unit, R>(a, ins, ys);
+  switch (a.bits) {
+    case 2: return stream_kernel<2, false, Unit, R>(a, ins, ys);
+    case 4: return stream_kernel<4, false, Unit, R>(a, ins, ys);
+    case 8: return stream_kernel<8, false, Unit, R>(a, ins, ys);
+  }
+}
+
+// False for a layout these kernels do not take (gemv_stream_int8_takes_simd).
 template <int R>
 bool stream_dispatch(const StreamGemvArgs& a, const GemvInput* const* ins, float* const* ys) {
-  if (a.e2m1) {
-    if (a.group < 32) stream_kernel<4, true, 16, R>(a, ins, ys);
-    else stream_kernel<4, true, 32, R>(a, ins, ys);
-    return true;
-  }
-  switch (a.bits) {
-    case 2: stream_kernel<2, false, 32, R>(a, ins, ys); return true;
-    case 4: stream_kernel<4, false, 32, R>(a, ins, ys); return true;
-    case 8: stream_kernel<8, false, 32, R>(a, ins, ys); return true;
-  }
-  return false;
+  if (!gemv_stream_int8_takes_simd(a.bits, a.e2m1, a.group)) return false;
+  if (a.group % 32 == 0) stream_dispatch_unit<32, R>(a, ins, ys);
+  else stream_dispatch_unit<16, R>(a, ins, ys);
+  return true;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Scalar decode (gemv) kernels: the definitions the AVX2 and AVX-512 versions
 // are tested against (same integer sums, same per-unit float steps).
 #include <algorithm>
+#include <numeric>
 
 #include "core/numeric.h"
 #include "quant/gemv_kernels.h"
@@ -19,9 +20,15 @@ float stream_scale_at(const StreamGemvArgs& a, int64_t g, int64_t n) {
 
 }  // namespace
 
+bool gemv_stream_int8_takes_simd(int bits, bool e2m1, int group) {
+  return group % 16 == 0 && (e2m1 ? bits == 4 : bits == 2 || bits == 4 || bits == 8);
+}
+
 void gemv_stream_int8_generic(const StreamGemvArgs& a) {
   const GemvInput& in = *a.in;
-  const int64_t unit = std::min(a.group, kGemvBlock);
+  // Units never cross a group nor an int8 block of x: any group a multiple of
+  // 4 (the SIMD kernels take multiples of 16: units of 16 or 32, the same sums).
+  const int64_t unit = std::gcd(a.group, kGemvBlock);
   const int offset = a.e2m1 ? 12 : 0;
   for (int64_t n = 0; n < a.nb; ++n) {
     float acc = 0.0f;
@@ -32,9 +39,16 @@ void gemv_stream_int8_generic(const StreamGemvArgs& a) {
         const uint32_t code = stream_get(a.qweight, a.ld, a.bits, k, n);
         dot += (a.e2m1 ? kE2M1Doubled[code] : static_cast<int32_t>(code)) * in.q[k];
       }
-      int32_t q_sum = in.q_sum16[k0 / 16];
-      float x_sum = in.x_sum16[k0 / 16];
-      if (unit == 32) q_sum += in.q_sum16[k0 / 16 + 1], x_sum += in.x_sum16[k0 / 16 + 1];
+      int32_t q_sum = 0;
+      float x_sum = 0.0f;
+      if (unit >= 16) {
+        q_sum = in.q_sum16[k0 / 16];
+        x_sum = in.x_sum16[k0 / 16];
+        if (unit == 32) q_sum += in.q_sum16[k0 / 16 + 1], x_sum += in.x_sum16[k0 / 16 + 1];
+      } else {  // as GemvInput::x_sum16, over the unit
+        for (int64_t k = k0; k < k0 + unit; ++k) q_sum += in.q[k];
+        x_sum = static_cast<float>(q_sum) * in.q_scale[k0 / kGemvBlock];
+      }
       dot -= offset * q_sum;
       const float scale = stream_scale_at(a, g, n) * (a.scale_mul * in.q_scale[k0 / kGemvBlock]);
       acc += static_cast<float>(dot) * scale;
