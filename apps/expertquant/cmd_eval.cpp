@@ -54,12 +54,19 @@ std::vector<std::shared_ptr<const exec::Dispatch>> make_dispatches(const std::st
 
 eval::LatencyResult run_latency(exec::PackedModel& pm, const std::vector<eval::LabeledTokens>& texts,
                                 const std::vector<std::shared_ptr<const exec::Dispatch>>& dispatches,
-                                const eval::LatencyOptions& lo, const char* what, bool verbose) {
+                                eval::LatencyOptions lo, const char* what, bool verbose) {
   const int64_t rows = *std::max_element(lo.sweep.begin(), lo.sweep.end());
   if (verbose) std::fprintf(stderr, "eval: capturing MoE inputs of %s (%lld rows)\n", what, static_cast<long long>(rows));
   const std::vector<int32_t>& text = texts.front().tokens;
   const exec::MoeInputs inputs = exec::capture_moe_inputs(pm, text, rows, lo.ctx);
-  return eval::measure_latency(pm, inputs, text, dispatches, lo);
+  Progress bar(std::string("latency ") + what, verbose);
+  bar.phase("", ProgressUnit::kMeasurements);
+  lo.progress = [&](int64_t done, int64_t total, const std::string& step) {
+    bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total), step);
+  };
+  eval::LatencyResult r = eval::measure_latency(pm, inputs, text, dispatches, lo);
+  bar.finish();
+  return r;
 }
 
 // The human output: the tables, or with --summary the quality line and auto's speeds.
@@ -144,7 +151,6 @@ int run_eval(EvalCliOptions& o) {
     lo.ctx = o.ctx;
     lo.decode_tokens = o.decode_tokens;
     lo.prefill_tokens = o.prefill_tokens;
-    if (o.verbose) lo.progress = [](const std::string& s) { std::fprintf(stderr, "eval: %s\n", s.c_str()); };
     const auto dispatches = make_dispatches(o.dispatch, rt.sort_cutoff);
     r.latency = run_latency(*pm, texts, dispatches, lo, "packed", o.verbose);
     if (!o.baseline.empty()) {

@@ -15,6 +15,7 @@
 #include "exec/tune.h"
 #include "json_output.h"
 #include "option_checks.h"
+#include "progress.h"
 
 namespace eq::app {
 namespace {
@@ -74,10 +75,15 @@ int run_tune(TuneCliOptions& o) {
   const auto texts = read_inputs(o.inputs, pm->config().vocab_size);
   to.reps = o.reps;
   to.warmup = o.warmup;
-  if (o.verbose) to.progress = [](const std::string& s) { std::fprintf(stderr, "tune: %s\n", s.c_str()); };
+  Progress bar("tune", o.verbose);
+  bar.phase("", ProgressUnit::kMeasurements);
+  to.progress = [&](int64_t done, int64_t total, const std::string& step) {
+    bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total), step);
+  };
   const int64_t rows = *std::max_element(to.sweep.begin(), to.sweep.end());
   const exec::MoeInputs inputs = exec::capture_moe_inputs(*pm, texts.front().tokens, rows, o.ctx);
   const exec::TuneResult r = exec::tune_sort_cutoff(*pm, inputs, to);
+  bar.finish();
 
   if (!o.json.print) print_table(r);
   if (!out.empty()) {

@@ -18,6 +18,7 @@ const char* unit_name(ProgressUnit u) {
     case ProgressUnit::kTokens: return "tokens";
     case ProgressUnit::kLayers: return "layers";
     case ProgressUnit::kExperts: return "experts";
+    case ProgressUnit::kMeasurements: return "measurements";
   }
   return "";
 }

@@ -13,7 +13,8 @@
 
 namespace eq::app {
 
-enum class ProgressUnit { kBytes, kTokens, kLayers, kExperts };
+// kMeasurements: timed points of a sweep (tune, eval's latency).
+enum class ProgressUnit { kBytes, kTokens, kLayers, kExperts, kMeasurements };
 
 // What one line shows; the lines below are functions of it alone.
 struct ProgressSnapshot {

@@ -62,8 +62,10 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
   }
 
   std::vector<float> out;
+  const int64_t points = static_cast<int64_t>(o.sweep.size() + dispatches.size());
+  int64_t done = 0;
   for (int64_t m : o.sweep) {
-    if (o.progress) o.progress("latency M=" + std::to_string(m));
+    if (o.progress) o.progress(done++, points, "MoE step M=" + std::to_string(m));
     out.resize(static_cast<size_t>(m * H));
     const size_t L = pm.layers().size();
     // samples[strategy][layer][rep], step[strategy][rep]
@@ -131,7 +133,7 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
   const int64_t pre = std::min<int64_t>(o.prefill_tokens, max_seq);
   const std::vector<int32_t> pre_toks = step_tokens(tokens, pre);
   for (size_t d = 0; d < dispatches.size(); ++d) {
-    if (o.progress) o.progress("decode/prefill " + dispatches[d]->name());
+    if (o.progress) o.progress(done++, points, "decode/prefill " + dispatches[d]->name());
     pm.set_dispatch(dispatches[d]);
     StrategyLatency& s = r.strategies[d];
     std::vector<double> per_step;
@@ -170,6 +172,7 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
                      ErrorKind::kInternal);
     }
   }
+  if (o.progress) o.progress(points, points, "done");
   return r;
 }
 

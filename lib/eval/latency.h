@@ -35,7 +35,9 @@ struct LatencyOptions {
   int64_t decode_prompt = 32;    // tokens prefilled before timing decode
   int64_t decode_tokens = 32;    // timed decode steps
   int64_t prefill_tokens = 256;  // tokens of the timed prefill
-  std::function<void(const std::string&)> progress;
+  // Called before each timed point (an M of the sweep, then decode/prefill per
+  // dispatch) and once at the end: done and total points, and what is timed.
+  std::function<void(int64_t done, int64_t total, const std::string& step)> progress;
 };
 
 struct LatencyPoint {

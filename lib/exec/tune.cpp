@@ -28,8 +28,11 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
     }
   };
   TuneResult r;
+  // Two passes over the sweep: dispatch crossover, then kernel crossovers.
+  const int64_t points = 2 * static_cast<int64_t>(options.sweep.size());
+  int64_t done = 0;
   for (int64_t m : options.sweep) {
-    if (options.progress) options.progress("tune M=" + std::to_string(m));
+    if (options.progress) options.progress(done++, points, "sorted/per-token M=" + std::to_string(m));
     std::vector<double> tp, ts;
     for (int i = 0; i < options.warmup + options.reps; ++i) {
       pm.set_dispatch(per_token);
@@ -52,7 +55,7 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
   const MlpKernelThresholds all_small{.decode_max_tokens = 0, .small_batch_max_tokens = INT64_MAX};
   const MlpKernelThresholds all_batch{.decode_max_tokens = 0, .small_batch_max_tokens = 0};
   for (TunePoint& p : r.points) {
-    if (options.progress) options.progress("tune decode/small-batch/batch M=" + std::to_string(p.m));
+    if (options.progress) options.progress(done++, points, "decode/small-batch/batch M=" + std::to_string(p.m));
     std::vector<double> td, tsb, tb;
     for (int i = 0; i < options.warmup + options.reps; ++i) {
       pm.set_mlp_kernel_thresholds(all_decode);
@@ -80,6 +83,7 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
     r.small_batch_max_tokens = p.m;
   }
   pm.set_dispatch(saved);
+  if (options.progress) options.progress(points, points, "done");
   r.config.sort_cutoff = r.sort_cutoff;
   r.config.mlp_kernels = {.decode_max_tokens = r.decode_max_tokens, .small_batch_max_tokens = r.small_batch_max_tokens};
   pm.set_mlp_kernel_thresholds(r.config.mlp_kernels);

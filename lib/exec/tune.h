@@ -29,7 +29,8 @@ struct TuneOptions {
   // Sorted must beat per-token by this fraction to count as faster: within
   // the noise the unsorted branch wins (it needs no sort or gather buffer).
   double tie_margin = 0.05;
-  std::function<void(const std::string&)> progress;
+  // Called before each timed point: done and total points, and what is timed.
+  std::function<void(int64_t done, int64_t total, const std::string& step)> progress;
 };
 
 struct TunePoint {

@@ -31,6 +31,7 @@ TEST(ProgressLine, EachUnitNamesItsRate) {
   EXPECT_EQ(progress_rate(ProgressUnit::kExperts, 3), "3.0 experts/s");
   EXPECT_EQ(progress_rate(ProgressUnit::kBytes, 3.0 * 1024 * 1024), "3.00 MiB/s");
   EXPECT_EQ(progress_amount(ProgressUnit::kExperts, 1234), "1,234 experts");
+  EXPECT_EQ(progress_rate(ProgressUnit::kMeasurements, 2), "2.0 measurements/s");
   const std::string bytes = progress_line({"pack", ProgressUnit::kBytes, 1 << 20, 4 << 20, 1.0}, "layer 3");
   EXPECT_NE(bytes.find("1.00 MiB/4.00 MiB"), std::string::npos) << bytes;
   EXPECT_NE(bytes.find("1.00 MiB/s"), std::string::npos) << bytes;

@@ -100,5 +100,22 @@ TEST(TuneCli, EvalReadsTheUserConfigElseTheBuiltInDefaults) {
   EXPECT_NE(out.find("auto sort_cutoff 5 from " + other.string()), std::string::npos) << out;
 }
 
+// tune and eval's latency count timed points: two per M of tune's sweep (the
+// dispatch crossover, then the kernel crossover), one per M of eval's sweep
+// plus one decode/prefill per dispatch.
+TEST(TuneCli, TuneAndLatencyProgressEndAt100PercentOfTheirMeasurements) {
+  const fs::path dir = test::temp_dir("tune-cli-progress");
+  std::string out;
+  ASSERT_EQ(test::run_command(in_repo("HOME=" + (dir / "home").string(), tune_args() + " -v"), &out), 0) << out;
+  EXPECT_NE(out.find("tune 100%  4 measurements in "), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+  const std::string eval = "eval --packed " + packed().string() + " --text " + text() +
+                           " --max-tokens 300 --ctx 64 --no-quality --no-collapse --no-model-step --sweep 1,2,4"
+                           " --reps 1 --warmup 0 --dispatch mask-combine,sorted --threads 1 -v";
+  ASSERT_EQ(test::run_command(in_repo("HOME=" + (dir / "home").string(), eval), &out), 0) << out;
+  EXPECT_NE(out.find("latency packed 100%  5 measurements in "), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace eq
