@@ -120,8 +120,14 @@ void compute_counts(Manifest& m) {
 
 namespace {
 
-ordered_json counts_json(const ByteCounts& c) {
-  ordered_json j;
+// JSON null for the -1 / empty that mark "none" (a pruned expert's format,
+// group and slot; a global tensor's layer; no attention format).
+ordered_json or_null(int64_t v) { return v < 0 ? ordered_json(nullptr) : ordered_json(v); }
+ordered_json or_null(const std::string& s) { return s.empty() ? ordered_json(nullptr) : ordered_json(s); }
+
+}  // namespace
+
+void to_json(ordered_json& j, const ByteCounts& c) {
   j["bytes_before"] = c.bytes_before;
   j["bytes_after"] = c.bytes_after;
   j["expert_bytes_before"] = c.expert_bytes_before;
@@ -132,71 +138,82 @@ ordered_json counts_json(const ByteCounts& c) {
   for (int k = 0; k < kNumClasses; ++k) cc[std::string(class_name(ExpertClass(k)))] = c.class_counts[k];
   j["class_counts"] = cc;
   j["pruned"] = c.class_counts[static_cast<int>(ExpertClass::kPruned)];
-  return j;
 }
 
-}  // namespace
-
-namespace {
-
-ordered_json tensor_json(const ManifestTensor& t) {
-  ordered_json e;
-  e["name"] = t.name;
-  e["kind"] = t.kind;
-  e["layer"] = t.layer < 0 ? ordered_json(nullptr) : ordered_json(t.layer);
-  if (!t.source.empty()) e["source"] = t.source;
-  if (!t.format.empty()) e["format"] = t.format;
-  if (!t.part.empty()) e["part"] = t.part;
-  e["dtype"] = dtype_name(t.dtype);
-  e["shape"] = t.shape;
-  e["bytes"] = t.bytes;
-  e["bytes_before"] = t.bytes_before;
-  e["xxh64"] = hash_hex(t.xxh64);
-  e["shard"] = t.shard;
-  return e;
+void to_json(ordered_json& j, const ManifestTensor& t) {
+  j["name"] = t.name;
+  j["kind"] = t.kind;
+  j["layer"] = or_null(t.layer);
+  if (!t.source.empty()) j["source"] = t.source;
+  if (!t.format.empty()) j["format"] = t.format;
+  if (!t.part.empty()) j["part"] = t.part;
+  j["dtype"] = dtype_name(t.dtype);
+  j["shape"] = t.shape;
+  j["bytes"] = t.bytes;
+  j["bytes_before"] = t.bytes_before;
+  j["xxh64"] = hash_hex(t.xxh64);
+  j["shard"] = t.shard;
 }
 
-ordered_json layer_json(const ManifestLayer& l) {
-  ordered_json lj;
-  lj["layer"] = l.layer;
-  lj["moe"] = l.moe;
-  ordered_json groups = ordered_json::array();
-  for (const auto& g : l.groups)
-    groups.push_back({{"id", g.id},
-                      {"format", g.format},
-                      {"expert_ids", g.expert_ids},
-                      {"prefix", g.prefix},
-                      {"expert_ids_tensor", g.expert_ids_tensor},
-                      {"parts", g.parts}});
-  lj["groups"] = groups;
-  ordered_json experts = ordered_json::array();
-  for (const auto& e : l.experts) {
-    ordered_json ej;
-    ej["expert"] = e.expert;
-    ej["class"] = class_name(e.cls);
-    ej["format"] = e.format.empty() ? ordered_json(nullptr) : ordered_json(e.format);
-    ej["bits_per_weight"] = e.bits_per_weight;
-    ej["group"] = e.group < 0 ? ordered_json(nullptr) : ordered_json(e.group);
-    ej["slot"] = e.slot < 0 ? ordered_json(nullptr) : ordered_json(e.slot);
-    ej["bytes_before"] = e.bytes_before;
-    ej["bytes_after"] = e.bytes_after;
-    ordered_json parts = ordered_json::array();
-    for (const auto& p : e.parts)
-      parts.push_back({{"proj", kProjNames[p.proj]},
-                       {"part", p.part},
-                       {"tensor", p.tensor},
-                       {"offset", p.offset},
-                       {"bytes", p.bytes},
-                       {"xxh64", hash_hex(p.xxh64)}});
-    ej["parts"] = parts;
-    experts.push_back(std::move(ej));
-  }
-  lj["experts"] = experts;
-  lj["totals"] = counts_json(l.counts);
-  return lj;
+void to_json(ordered_json& j, const ManifestGroup& g) {
+  j = {{"id", g.id},
+       {"format", g.format},
+       {"expert_ids", g.expert_ids},
+       {"prefix", g.prefix},
+       {"expert_ids_tensor", g.expert_ids_tensor},
+       {"parts", g.parts}};
 }
 
-}  // namespace
+void to_json(ordered_json& j, const ManifestPart& p) {
+  j = {{"proj", kProjNames[p.proj]},
+       {"part", p.part},
+       {"tensor", p.tensor},
+       {"offset", p.offset},
+       {"bytes", p.bytes},
+       {"xxh64", hash_hex(p.xxh64)}};
+}
+
+void to_json(ordered_json& j, const ManifestExpert& e) {
+  j["expert"] = e.expert;
+  j["class"] = class_name(e.cls);
+  j["format"] = or_null(e.format);
+  j["bits_per_weight"] = e.bits_per_weight;
+  j["group"] = or_null(e.group);
+  j["slot"] = or_null(e.slot);
+  j["bytes_before"] = e.bytes_before;
+  j["bytes_after"] = e.bytes_after;
+  j["parts"] = e.parts;
+}
+
+void to_json(ordered_json& j, const ManifestLayer& l) {
+  j["layer"] = l.layer;
+  j["moe"] = l.moe;
+  j["groups"] = l.groups;
+  j["experts"] = l.experts;
+  j["totals"] = l.counts;
+}
+
+void to_json(ordered_json& j, const ManifestShard& s) {
+  j = {{"file", s.file},
+       {"file_bytes", s.file_bytes},
+       {"header_bytes", s.header_bytes},
+       {"header_xxh64", hash_hex(s.header_xxh64)},
+       {"data_xxh64", hash_hex(s.data_xxh64)}};
+}
+
+void to_json(ordered_json& j, const ManifestFile& f) {
+  j = {{"file", f.file}, {"bytes", f.bytes}, {"xxh64", hash_hex(f.xxh64)}};
+}
+
+void to_json(ordered_json& j, const PackingStats& p) {
+  j = {{"seconds", p.seconds},
+       {"threads", p.threads},
+       {"max_memory_bytes", p.max_memory_bytes},
+       {"estimated_peak_bytes", p.estimated_peak_bytes},
+       {"baseline_rss_bytes", p.baseline_rss_bytes},
+       {"peak_rss_bytes", p.peak_rss_bytes},
+       {"peak_above_baseline_bytes", p.peak_above_baseline_bytes}};
+}
 
 ordered_json manifest_to_json(const Manifest& m) {
   ordered_json j;
@@ -215,7 +232,7 @@ ordered_json manifest_to_json(const Manifest& m) {
   ordered_json pol;
   pol["kind"] = m.policy.kind;
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
-  pol["attn_format"] = m.policy.attn_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.attn_format);
+  pol["attn_format"] = or_null(m.policy.attn_format);
   if (!m.policy.shared_format.empty()) pol["shared_format"] = m.policy.shared_format;
   if (m.policy.allocation_xxh64) pol["allocation_xxh64"] = hash_hex(*m.policy.allocation_xxh64);
   if (m.policy.profile_xxh64) pol["profile_xxh64"] = hash_hex(*m.policy.profile_xxh64);
@@ -225,33 +242,13 @@ ordered_json manifest_to_json(const Manifest& m) {
   j["has_globals"] = m.has_globals;
   j["complete"] = m.complete;
   j["shard_size"] = m.shard_size;
-  ordered_json shards = ordered_json::array();
-  for (const auto& s : m.shards)
-    shards.push_back({{"file", s.file},
-                      {"file_bytes", s.file_bytes},
-                      {"header_bytes", s.header_bytes},
-                      {"header_xxh64", hash_hex(s.header_xxh64)},
-                      {"data_xxh64", hash_hex(s.data_xxh64)}});
-  j["shards"] = shards;
-  ordered_json files = ordered_json::array();
-  for (const auto& f : m.files) files.push_back({{"file", f.file}, {"bytes", f.bytes}, {"xxh64", hash_hex(f.xxh64)}});
-  j["files"] = files;
-  ordered_json tensors = ordered_json::array();
-  for (const auto& t : m.tensors) tensors.push_back(tensor_json(t));
-  j["tensors"] = tensors;
-  ordered_json layers = ordered_json::array();
-  for (const auto& l : m.layers) layers.push_back(layer_json(l));
-  j["layers"] = layers;
-  ordered_json totals = counts_json(m.totals);
-  totals["file_bytes"] = m.file_bytes;
-  j["totals"] = totals;
-  j["packing"] = {{"seconds", m.packing.seconds},
-                  {"threads", m.packing.threads},
-                  {"max_memory_bytes", m.packing.max_memory_bytes},
-                  {"estimated_peak_bytes", m.packing.estimated_peak_bytes},
-                  {"baseline_rss_bytes", m.packing.baseline_rss_bytes},
-                  {"peak_rss_bytes", m.packing.peak_rss_bytes},
-                  {"peak_above_baseline_bytes", m.packing.peak_above_baseline_bytes}};
+  j["shards"] = m.shards;
+  j["files"] = m.files;
+  j["tensors"] = m.tensors;
+  j["layers"] = m.layers;
+  j["totals"] = m.totals;
+  j["totals"]["file_bytes"] = m.file_bytes;
+  j["packing"] = m.packing;
   return j;
 }
 
@@ -295,7 +292,7 @@ uint64_t manifest_checksum(const Manifest& m) {
     return key == "tensors" ? m.tensors.size() : key == "layers" ? m.layers.size() : size_t(-1);
   };
   auto element = [&](const std::string& key, const json&, size_t i) {
-    const ordered_json e = key == "tensors" ? tensor_json(m.tensors[i]) : layer_json(m.layers[i]);
+    const ordered_json e = key == "tensors" ? ordered_json(m.tensors[i]) : ordered_json(m.layers[i]);
     return json::parse(e.dump()).dump();
   };
   return canonical_hash(top, size, element);
