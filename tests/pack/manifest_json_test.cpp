@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "io/text_file.h"
-#include "model/config.h"
 #include "pack/manifest.h"
 #include "pack/output.h"
 #include "pack/packer.h"
