@@ -214,22 +214,15 @@ void check_allocation(const Allocation& a, const model::ModelConfig& c, const st
   }
 }
 
+void to_json(json& j, const ExpertAssignment& e) {
+  j = {{"class", class_name(e.cls)}};
+  if (e.cls != ExpertClass::kPruned) j["format"] = e.format;
+}
+
+void to_json(json& j, const LayerAllocation& l) { j = {{"layer", l.layer}, {"experts", l.experts}}; }
+
 json allocation_to_json(const Allocation& a) {
-  json j = json::object();
-  j["schema"] = kAllocationSchema;
-  j["version"] = kAllocationVersion;
-  json layers = json::array();
-  for (const auto& la : a.layers) {
-    json experts = json::array();
-    for (const auto& ea : la.experts) {
-      json e = {{"class", class_name(ea.cls)}};
-      if (ea.cls != ExpertClass::kPruned) e["format"] = ea.format;
-      experts.push_back(std::move(e));
-    }
-    layers.push_back({{"layer", la.layer}, {"experts", std::move(experts)}});
-  }
-  j["layers"] = std::move(layers);
-  return j;
+  return {{"schema", kAllocationSchema}, {"version", kAllocationVersion}, {"layers", a.layers}};
 }
 
 }  // namespace eq::pack

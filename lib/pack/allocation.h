@@ -75,6 +75,9 @@ Allocation uniform_allocation(const model::ModelConfig& c, const std::string& fo
 // constraints fit the expert matrices. Errors name `label` and the field.
 void check_allocation(const Allocation& a, const model::ModelConfig& c, const std::string& label);
 
+// Each entry as an allocation file holds it (a pruned expert has no format).
+void to_json(nlohmann::json& j, const ExpertAssignment& e);
+void to_json(nlohmann::json& j, const LayerAllocation& l);
 nlohmann::json allocation_to_json(const Allocation& a);
 
 }  // namespace eq::pack

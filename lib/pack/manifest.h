@@ -161,6 +161,17 @@ std::vector<std::string> check_files(const Manifest& m, const std::string& folde
 // Recomputes per-layer and total counts from the entries.
 void compute_counts(Manifest& m);
 
+// Each entry as manifest.json holds it (docs/manifest.md); nlohmann finds
+// these for `ordered_json j = entry` and for vectors of entries.
+void to_json(nlohmann::ordered_json& j, const ByteCounts& c);
+void to_json(nlohmann::ordered_json& j, const ManifestTensor& t);
+void to_json(nlohmann::ordered_json& j, const ManifestGroup& g);
+void to_json(nlohmann::ordered_json& j, const ManifestPart& p);
+void to_json(nlohmann::ordered_json& j, const ManifestExpert& e);
+void to_json(nlohmann::ordered_json& j, const ManifestLayer& l);
+void to_json(nlohmann::ordered_json& j, const ManifestShard& s);
+void to_json(nlohmann::ordered_json& j, const ManifestFile& f);
+void to_json(nlohmann::ordered_json& j, const PackingStats& p);
 nlohmann::ordered_json manifest_to_json(const Manifest& m);
 // The checksum of the manifest's content: XXH64 of json::dump() of the
 // manifest object without "checksum" (keys sorted, no whitespace), computed

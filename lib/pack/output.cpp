@@ -364,14 +364,12 @@ void write_manifest(const std::string& folder, const Manifest& m, std::string_vi
       if (it.key() == "tensors" || it.key() == "layers") {
         key(it.key());
         text += "[";
-        Manifest one = head;
-        const size_t n = it.key() == "tensors" ? m.tensors.size() : m.layers.size();
+        const bool tensors = it.key() == "tensors";
+        const size_t n = tensors ? m.tensors.size() : m.layers.size();
         for (size_t i = 0; i < n; ++i) {
-          one.tensors.clear();
-          one.layers.clear();
-          if (it.key() == "tensors") one.tensors.push_back(m.tensors[i]);
-          else one.layers.push_back(m.layers[i]);
-          text += (i ? ",\n    " : "\n    ") + manifest_to_json(one)[it.key()][0].dump();
+          const nlohmann::ordered_json e =
+              tensors ? nlohmann::ordered_json(m.tensors[i]) : nlohmann::ordered_json(m.layers[i]);
+          text += (i ? ",\n    " : "\n    ") + e.dump();
           flush();
         }
         text += n ? "\n  ]" : "]";

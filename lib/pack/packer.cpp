@@ -246,6 +246,160 @@ Manifest run_pack(const PackRequest& rq, const model::ModelConfig& config, PackO
 
 namespace {
 
+// What the policy options give: the allocation, and what it was checked
+// against; fills the manifest's policy section.
+struct PolicyInputs {
+  Allocation alloc;
+  std::shared_ptr<const profile::ModelFingerprint> profiled;  // --profile: the checkpoint it describes
+  io::TensorHashes source_hashes;                             // --profile: sample hashes of every source tensor
+  std::unique_ptr<ImportanceFile> importance;
+};
+
+PolicyInputs read_policy(const PackRequest& rq, const io::Checkpoint& ckpt, const model::ModelConfig& cfg,
+                         Manifest::Policy& policy) {
+  PolicyInputs in;
+  std::string importance_path;
+  std::string policy_label;
+  if (!rq.uniform_format.empty()) {
+    in.alloc = uniform_allocation(cfg, rq.uniform_format);
+    policy.kind = "uniform";
+    policy.uniform_format = rq.uniform_format;
+    policy_label = "--uniform " + rq.uniform_format;
+  } else if (!rq.allocation_path.empty()) {
+    in.alloc = load_allocation(rq.allocation_path);
+    policy.kind = "allocation";
+    policy_label = "allocation " + rq.allocation_path;
+  } else {
+    ProfileInputs p = load_profile(rq.profile_path);
+    // The profile must describe this checkpoint: config, tensor index and
+    // every tensor's sample hash now, the full hashes as packing reads them.
+    in.profiled = p.model;
+    const profile::ModelFingerprint here = profile::fingerprint_metadata(ckpt, rq.model_path);
+    if (const std::string d = profile::fingerprint_difference(*p.model, "profile " + rq.profile_path, here,
+                                                              "--model " + rq.model_path);
+        !d.empty())
+      invalid("pack: profile " + rq.profile_path + " was made from a different checkpoint: " + d);
+    in.source_hashes = here.tensors;
+    in.alloc = std::move(p.allocation);
+    importance_path = p.importance_file;
+    policy.kind = "profile";
+    policy.profile_xxh64 = hash_file(rq.profile_path);
+    policy_label = "profile " + rq.profile_path;
+  }
+  check_allocation(in.alloc, cfg, policy_label);
+  policy.allocation_xxh64 = xxhash64(allocation_to_json(in.alloc).dump());
+  policy.attn_format = rq.attn_format;
+  policy.shared_format = rq.shared_format;
+  if (!importance_path.empty()) {
+    in.importance = ImportanceFile::open(importance_path, cfg.hidden_size, cfg.moe_intermediate_size);
+    policy.importance_xxh64 = hash_file(importance_path);
+  }
+  return in;
+}
+
+PlanOptions plan_options(const PackRequest& rq) {
+  PlanOptions po;
+  po.first_layer = rq.first_layer;
+  po.last_layer = rq.last_layer;
+  po.attn_format = rq.attn_format;
+  po.shared_format = rq.shared_format;
+  po.max_memory = rq.max_memory ? rq.max_memory : default_max_memory();
+  if (rq.shard_size == 0) invalid("--shard-size must be positive");
+  po.shard_size = rq.shard_size;
+  po.max_threads = default_pool().size();
+  return po;
+}
+
+// The source and the packed range; the source's tensor hashes come last,
+// once packing has read them.
+void describe_source(const PackRequest& rq, const io::Checkpoint& ckpt, const model::ModelConfig& cfg,
+                     const PackPlan& plan, Manifest& m) {
+  m.source.path = rq.model_path;
+  m.source.model_type = cfg.model_type;
+  m.source.fingerprint = source_fingerprint(ckpt);
+  m.source.num_layers = cfg.num_layers;
+  m.source.num_experts = cfg.num_experts;
+  m.source.hidden_size = cfg.hidden_size;
+  m.source.moe_intermediate_size = cfg.moe_intermediate_size;
+  m.first_layer = plan.layers.front().layer;
+  m.last_layer = plan.layers.back().layer;
+  m.has_globals = plan.has_globals;
+  m.complete = plan.has_globals && m.first_layer == 0 && m.last_layer == cfg.num_layers - 1;
+}
+
+// Each planned layer's experts and groups, before their bytes are written
+// (the group writer fills in every expert's parts).
+ManifestLayer layer_record(const LayerPlan& lp, const model::ModelConfig& cfg, const io::SourceTensors& src) {
+  ManifestLayer ml;
+  ml.layer = lp.layer;
+  ml.moe = lp.moe;
+  for (size_t e = 0; e < lp.experts.size(); ++e) {
+    ManifestExpert me;
+    me.expert = int64_t(e);
+    me.cls = lp.experts[e].cls;
+    me.format = lp.experts[e].format;
+    me.group = lp.expert_group[e];
+    me.slot = lp.expert_slot[e];
+    for (int p = 0; p < 3; ++p)
+      me.bytes_before += model::expert_stored_bytes(cfg, src, lp.layer, int64_t(e), model::Proj(p));
+    ml.experts.push_back(std::move(me));
+  }
+  for (const auto& g : lp.groups) {
+    ManifestGroup mg;
+    mg.id = g.id;
+    mg.format = std::string(g.format->name);
+    mg.expert_ids = g.experts;
+    mg.prefix = g.prefix;
+    mg.expert_ids_tensor = g.prefix + ".expert_ids";
+    for (const auto& part : g.layout[0]->parts) mg.parts.push_back(part.name);
+    ml.groups.push_back(std::move(mg));
+  }
+  return ml;
+}
+
+// Write order = plan order: globals, then per layer its plain tensors and groups.
+void write_tensors(PackState& st, const PackPlan& plan, Manifest& m) {
+  size_t i = 0;
+  size_t layer_index = 0;
+  while (i < plan.tensors.size()) {
+    const PlannedTensor& t = plan.tensors[i];
+    if (t.kind == TensorKind::kCopy) {
+      st.copy(i++);
+    } else if (t.kind == TensorKind::kQuantized) {
+      i = st.quantize_plain(i);
+    } else {
+      while (plan.layers[layer_index].layer != t.layer) ++layer_index;
+      const LayerPlan& lp = plan.layers[layer_index];
+      i = st.pack_group(lp, lp.groups[size_t(t.group)], m.layers[layer_index]);
+    }
+  }
+}
+
+// The full hashes packing took of what it read; with --profile they must be
+// the profiled checkpoint's.
+void record_source_hashes(const PackRequest& rq, const PackState& st, const PolicyInputs& policy,
+                          io::TensorHashes source_hashes, Manifest& m) {
+  for (io::TensorHash& t : source_hashes)
+    if (auto it = st.hashed.find(t.name); it != st.hashed.end()) t.full = it->second;
+  m.source.tensors = std::move(source_hashes);
+  if (policy.profiled)
+    if (const auto d = io::first_full_difference(policy.profiled->tensors, m.source.tensors))
+      invalid("pack: --model " + rq.model_path + ": tensor '" + d->tensor + "' has " + d->b + ", profile " +
+              rq.profile_path + " records " + d->a + " (it was profiled from different weights); nothing written");
+}
+
+void record_packing(const PackPlan& plan, const PlanOptions& po, uint64_t baseline,
+                    std::chrono::steady_clock::time_point t0, PackingStats& s) {
+  s.threads = plan.threads;
+  s.max_memory_bytes = po.max_memory;
+  s.estimated_peak_bytes = plan.estimated_peak;
+  s.baseline_rss_bytes = baseline;
+  // Measured before the manifest is streamed out; that step is bounded by one layer's JSON.
+  s.peak_rss_bytes = peak_rss_bytes();
+  s.peak_above_baseline_bytes = s.peak_rss_bytes > baseline ? s.peak_rss_bytes - baseline : 0;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, PackObserver* observer) {
   const auto t0 = std::chrono::steady_clock::now();
   const int policies = !rq.uniform_format.empty() + !rq.allocation_path.empty() + !rq.profile_path.empty();
@@ -258,70 +412,12 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
 
   Manifest m;
   m.tool_version = EQ_VERSION;
-  Allocation alloc;
-  std::shared_ptr<const profile::ModelFingerprint> profiled;
-  io::TensorHashes source_hashes;  // sample hashes of every source tensor
-  std::string importance_path;
-  std::string policy_label;
-  if (!rq.uniform_format.empty()) {
-    alloc = uniform_allocation(cfg, rq.uniform_format);
-    m.policy.kind = "uniform";
-    m.policy.uniform_format = rq.uniform_format;
-    policy_label = "--uniform " + rq.uniform_format;
-  } else if (!rq.allocation_path.empty()) {
-    alloc = load_allocation(rq.allocation_path);
-    m.policy.kind = "allocation";
-    policy_label = "allocation " + rq.allocation_path;
-  } else {
-    ProfileInputs p = load_profile(rq.profile_path);
-    // The profile must describe this checkpoint: config, tensor index and
-    // every tensor's sample hash now, the full hashes as packing reads them.
-    profiled = p.model;
-    const profile::ModelFingerprint here = profile::fingerprint_metadata(*ckpt, rq.model_path);
-    if (const std::string d = profile::fingerprint_difference(*p.model, "profile " + rq.profile_path, here,
-                                                              "--model " + rq.model_path);
-        !d.empty())
-      invalid("pack: profile " + rq.profile_path + " was made from a different checkpoint: " + d);
-    source_hashes = here.tensors;
-    alloc = std::move(p.allocation);
-    importance_path = p.importance_file;
-    m.policy.kind = "profile";
-    m.policy.profile_xxh64 = hash_file(rq.profile_path);
-    policy_label = "profile " + rq.profile_path;
-  }
-  check_allocation(alloc, cfg, policy_label);
-  m.policy.allocation_xxh64 = xxhash64(allocation_to_json(alloc).dump());
-  m.policy.attn_format = rq.attn_format;
-  m.policy.shared_format = rq.shared_format;
-  std::unique_ptr<ImportanceFile> importance;
-  if (!importance_path.empty()) {
-    importance = ImportanceFile::open(importance_path, cfg.hidden_size, cfg.moe_intermediate_size);
-    m.policy.importance_xxh64 = hash_file(importance_path);
-  }
-
-  PlanOptions po;
-  po.first_layer = rq.first_layer;
-  po.last_layer = rq.last_layer;
-  po.attn_format = rq.attn_format;
-  po.shared_format = rq.shared_format;
-  po.max_memory = rq.max_memory ? rq.max_memory : default_max_memory();
-  if (rq.shard_size == 0) invalid("--shard-size must be positive");
-  po.shard_size = rq.shard_size;
-  po.max_threads = default_pool().size();
-  const PackPlan plan = make_plan(src, cfg, alloc, po);
-
-  m.source.path = rq.model_path;
-  m.source.model_type = cfg.model_type;
-  m.source.fingerprint = source_fingerprint(*ckpt);
-  if (source_hashes.empty()) source_hashes = io::sample_tensor_hashes(*ckpt);
-  m.source.num_layers = cfg.num_layers;
-  m.source.num_experts = cfg.num_experts;
-  m.source.hidden_size = cfg.hidden_size;
-  m.source.moe_intermediate_size = cfg.moe_intermediate_size;
-  m.first_layer = plan.layers.front().layer;
-  m.last_layer = plan.layers.back().layer;
-  m.has_globals = plan.has_globals;
-  m.complete = plan.has_globals && m.first_layer == 0 && m.last_layer == cfg.num_layers - 1;
+  PolicyInputs policy = read_policy(rq, *ckpt, cfg, m.policy);
+  const PlanOptions po = plan_options(rq);
+  const PackPlan plan = make_plan(src, cfg, policy.alloc, po);
+  describe_source(rq, *ckpt, cfg, plan, m);
+  io::TensorHashes source_hashes = policy.source_hashes.empty() ? io::sample_tensor_hashes(*ckpt)
+                                                                : std::move(policy.source_hashes);
   m.shard_size = po.shard_size;
 
   // Locked for the rest of the run; removes its staging folder if anything below throws.
@@ -337,59 +433,11 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   std::vector<OutputTensor> decls;
   for (const auto& t : plan.tensors) decls.push_back({t.name, t.dtype, t.shape, t.nbytes, t.shard});
   ShardedOutput out(partial, std::move(decls), plan.num_shards);
-  PackState st{*ckpt, src, cfg, plan, importance.get(), out, m, observer};
-
-  for (const auto& lp : plan.layers) {
-    ManifestLayer ml;
-    ml.layer = lp.layer;
-    ml.moe = lp.moe;
-    for (size_t e = 0; e < lp.experts.size(); ++e) {
-      ManifestExpert me;
-      me.expert = int64_t(e);
-      me.cls = lp.experts[e].cls;
-      me.format = lp.experts[e].format;
-      me.group = lp.expert_group[e];
-      me.slot = lp.expert_slot[e];
-      for (int p = 0; p < 3; ++p)
-        me.bytes_before += model::expert_stored_bytes(cfg, src, lp.layer, int64_t(e), model::Proj(p));
-      ml.experts.push_back(std::move(me));
-    }
-    for (const auto& g : lp.groups) {
-      ManifestGroup mg;
-      mg.id = g.id;
-      mg.format = std::string(g.format->name);
-      mg.expert_ids = g.experts;
-      mg.prefix = g.prefix;
-      mg.expert_ids_tensor = g.prefix + ".expert_ids";
-      for (const auto& part : g.layout[0]->parts) mg.parts.push_back(part.name);
-      ml.groups.push_back(std::move(mg));
-    }
-    m.layers.push_back(std::move(ml));
-  }
-
-  // Write order = plan order: globals, then per layer its plain tensors and groups.
-  size_t i = 0;
-  size_t layer_index = 0;
-  while (i < plan.tensors.size()) {
-    const PlannedTensor& t = plan.tensors[i];
-    if (t.kind == TensorKind::kCopy) {
-      st.copy(i++);
-    } else if (t.kind == TensorKind::kQuantized) {
-      i = st.quantize_plain(i);
-    } else {
-      while (plan.layers[layer_index].layer != t.layer) ++layer_index;
-      const LayerPlan& lp = plan.layers[layer_index];
-      i = st.pack_group(lp, lp.groups[size_t(t.group)], m.layers[layer_index]);
-    }
-  }
+  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer};
+  for (const auto& lp : plan.layers) m.layers.push_back(layer_record(lp, cfg, src));
+  write_tensors(st, plan, m);
   release_all(*ckpt);
-  for (io::TensorHash& t : source_hashes)
-    if (auto it = st.hashed.find(t.name); it != st.hashed.end()) t.full = it->second;
-  m.source.tensors = std::move(source_hashes);
-  if (profiled)
-    if (const auto d = io::first_full_difference(profiled->tensors, m.source.tensors))
-      invalid("pack: --model " + rq.model_path + ": tensor '" + d->tensor + "' has " + d->b + ", profile " +
-              rq.profile_path + " records " + d->a + " (it was profiled from different weights); nothing written");
+  record_source_hashes(rq, st, policy, std::move(source_hashes), m);
   m.shards = out.finish();
   for (auto& l : m.layers)
     for (auto& e : l.experts)
@@ -399,14 +447,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   write_packed_config(ckpt->folder(), partial);
   copy_side_files(ckpt->folder(), partial);
   m.files = describe_files(partial);  // what the executor reads besides the shards
-  m.packing.threads = plan.threads;
-  m.packing.max_memory_bytes = po.max_memory;
-  m.packing.estimated_peak_bytes = plan.estimated_peak;
-  m.packing.baseline_rss_bytes = baseline;
-  // Measured before the manifest is streamed out; that step is bounded by one layer's JSON.
-  m.packing.peak_rss_bytes = peak_rss_bytes();
-  m.packing.peak_above_baseline_bytes = m.packing.peak_rss_bytes > baseline ? m.packing.peak_rss_bytes - baseline : 0;
-  m.packing.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  record_packing(plan, po, baseline, t0, m.packing);
   seal_manifest(m);
   folder.write_manifest(m);
   folder.commit();

@@ -111,75 +111,117 @@ std::vector<int> assign_shards(const std::vector<uint64_t>& sizes, uint64_t shar
   return shard;
 }
 
-PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, const Allocation& a,
-                   const PlanOptions& o) {
-  PackPlan plan;
-  const int64_t first = o.first_layer, last = o.last_layer < 0 ? c.num_layers - 1 : o.last_layer;
-  if (first < 0 || last >= c.num_layers || first > last)
-    invalid("--layers " + std::to_string(first) + "-" + std::to_string(last) + ": the model has layers 0-" +
-            std::to_string(c.num_layers - 1));
-  const quant::FormatTraits* attn = o.attn_format.empty() ? nullptr : &quant::format_by_name(o.attn_format);
-  const quant::FormatTraits* shared = o.shared_format.empty() ? nullptr : &quant::format_by_name(o.shared_format);
+namespace {
+
+// The steps of make_plan, in order: the tensors copied or quantized whole
+// (globals, then each layer's), the layers' bit groups, the thread count the
+// memory bound allows, the groups split into chunks that fit, and the shards.
+class Planner {
+ public:
+  Planner(const io::SourceTensors& src, const model::ModelConfig& c, const Allocation& a, const PlanOptions& o)
+      : src_(src), c_(c), a_(a), o_(o) {
+    if (!o.attn_format.empty()) attn_ = &quant::format_by_name(o.attn_format);
+    if (!o.shared_format.empty()) shared_ = &quant::format_by_name(o.shared_format);
+  }
+
+  PackPlan run(int64_t first, int64_t last) {
+    PackPlan plan;
+    std::map<int64_t, std::vector<std::string>> by_layer = non_expert_tensors_by_layer();
+    // Tensors outside the layers travel with the part that holds layer 0.
+    plan.has_globals = first == 0;
+    if (plan.has_globals)
+      for (const auto& name : by_layer[-1]) add_plain(name, -1, plan.tensors);
+    uint64_t experts_in_range = 0;
+    std::map<int64_t, std::vector<PlannedTensor>> layer_plain;  // written before the layer's groups
+    for (int64_t L = first; L <= last; ++L) {
+      for (const auto& name : by_layer[L]) add_plain(name, L, layer_plain[L]);
+      plan.layers.push_back(plan_layer(L, experts_in_range));
+    }
+    size_t plain_tensors = plan.tensors.size();
+    for (const auto& [L, v] : layer_plain) plain_tensors += v.size();
+    fixed_ = kFixedOverhead + experts_in_range * kPerExpertRecord +
+             (plain_tensors + experts_in_range) * kPerTensorRecord;
+    plan.threads = choose_threads(plan);
+    uint64_t peak = unit_max_;
+    for (auto& lp : plan.layers) {
+      split_groups(lp, plan.threads, peak);
+      for (auto& t : layer_plain[lp.layer]) plan.tensors.push_back(std::move(t));
+      add_group_tensors(lp, plan.tensors);
+    }
+    plan.estimated_peak = fixed_ + peak;
+    assign_shards_and_totals(plan);
+    return plan;
+  }
+
+ private:
+  // Which source tensors are routed-expert weights (packed into groups);
+  // their biases are copied like any non-expert tensor. The others by layer
+  // (-1: globals). A quantized source weight and its scales are one logical
+  // entry, copied as stored or quantized from its exact dequantized values.
+  std::map<int64_t, std::vector<std::string>> non_expert_tensors_by_layer() const {
+    std::set<std::string> expert_tensors;
+    for (const auto& la : a_.layers)
+      for (const model::ExpertTensor& t : model::routed_expert_tensors(c_, src_, la.layer))
+        if (!t.bias) expert_tensors.insert(t.name);
+    std::map<int64_t, std::vector<std::string>> by_layer;
+    for (const auto& name : src_.names())
+      if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
+    return by_layer;
+  }
+
   // The format a non-routed matrix is quantized to (null: copied as stored),
   // and the option that asked for it (named in errors).
-  auto format_for = [&](const std::string& name) -> std::pair<const quant::FormatTraits*, std::string> {
-    if (attn && is_attention_or_head(name)) return {attn, "--attn-format " + o.attn_format};
-    if (shared && model::tensor_part(c, name) == "shared_experts" && model::expected_shape(c, name))
-      return {shared, "--shared-format " + o.shared_format};
+  std::pair<const quant::FormatTraits*, std::string> format_for(const std::string& name) const {
+    if (attn_ && is_attention_or_head(name)) return {attn_, "--attn-format " + o_.attn_format};
+    if (shared_ && model::tensor_part(c_, name) == "shared_experts" && model::expected_shape(c_, name))
+      return {shared_, "--shared-format " + o_.shared_format};
     return {nullptr, ""};
-  };
+  }
 
-  // Which source tensors are routed-expert weights (packed into groups);
-  // their biases are copied like any non-expert tensor.
-  std::set<std::string> expert_tensors;
-  for (const auto& la : a.layers)
-    for (const model::ExpertTensor& t : model::routed_expert_tensors(c, src, la.layer))
-      if (!t.bias) expert_tensors.insert(t.name);
-
-  // Logical tensors: a quantized source weight and its scales are one entry,
-  // copied as stored or quantized from its exact dequantized values.
-  std::map<int64_t, std::vector<std::string>> by_layer;  // -1: globals
-  for (const auto& name : src.names())
-    if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
-
-  uint64_t unit_max = 0;  // largest single-thread unit outside the groups
-  uint64_t src_elem = 2;
-  auto add_plain = [&](const std::string& name, int64_t layer, std::vector<PlannedTensor>& dst) {
-    const io::SourceTensors::Info& logical = src.info(name);
+  void add_plain(const std::string& name, int64_t layer, std::vector<PlannedTensor>& dst) {
+    const io::SourceTensors::Info& logical = src_.info(name);
     const bool plain = logical.encoding == io::SourceTensors::Encoding::kPlain;
-    src_elem = std::max<uint64_t>(src_elem, plain ? dtype_size(logical.stored) : sizeof(float));
+    src_elem_ = std::max<uint64_t>(src_elem_, plain ? dtype_size(logical.stored) : sizeof(float));
     const auto [fmt, option] = format_for(name);
-    if (fmt && logical.shape.size() == 2 && (!plain || dtype_is_float(logical.stored))) {
-      const io::SourceTensors::Info& info = logical;
-      const int64_t rows = info.shape[0], cols = info.shape[1];
-      if ((fmt->row_multiple > 0 && rows % fmt->row_multiple) || (fmt->col_multiple > 0 && cols % fmt->col_multiple))
-        invalid(option + ": tensor " + name + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
-                "] is not a multiple of [" + std::to_string(fmt->row_multiple) + ", " +
-                std::to_string(fmt->col_multiple) + "]");
-      const MatrixLayout& l = matrix_layout(*fmt, rows, cols);
-      const std::string base = name.substr(0, name.size() - std::string(".weight").size());
-      for (size_t i = 0; i < l.parts.size(); ++i) {
-        PlannedTensor t;
-        t.name = base + "." + l.parts[i].name;
-        t.kind = TensorKind::kQuantized;
-        t.dtype = l.parts[i].dtype;
-        t.shape = l.parts[i].shape;
-        t.nbytes = l.parts[i].nbytes;
-        t.bytes_before = i == 0 ? info.stored_bytes : 0;
-        t.layer = layer;
-        t.source = name;
-        t.format = fmt;
-        t.part = l.parts[i].name;
-        t.part_index = int(i);
-        dst.push_back(std::move(t));
-      }
-      unit_max = std::max(unit_max, per_matrix_bytes(l, sizeof(float)) + info.stored_bytes);
-      return;
+    if (fmt && logical.shape.size() == 2 && (!plain || dtype_is_float(logical.stored)))
+      add_quantized(name, layer, *fmt, option, dst);
+    else
+      add_copies(name, layer, dst);
+  }
+
+  void add_quantized(const std::string& name, int64_t layer, const quant::FormatTraits& fmt, const std::string& option,
+                     std::vector<PlannedTensor>& dst) {
+    const io::SourceTensors::Info& info = src_.info(name);
+    const int64_t rows = info.shape[0], cols = info.shape[1];
+    if ((fmt.row_multiple > 0 && rows % fmt.row_multiple) || (fmt.col_multiple > 0 && cols % fmt.col_multiple))
+      invalid(option + ": tensor " + name + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
+              "] is not a multiple of [" + std::to_string(fmt.row_multiple) + ", " + std::to_string(fmt.col_multiple) +
+              "]");
+    const MatrixLayout& l = matrix_layout(fmt, rows, cols);
+    const std::string base = name.substr(0, name.size() - std::string(".weight").size());
+    for (size_t i = 0; i < l.parts.size(); ++i) {
+      PlannedTensor t;
+      t.name = base + "." + l.parts[i].name;
+      t.kind = TensorKind::kQuantized;
+      t.dtype = l.parts[i].dtype;
+      t.shape = l.parts[i].shape;
+      t.nbytes = l.parts[i].nbytes;
+      t.bytes_before = i == 0 ? info.stored_bytes : 0;
+      t.layer = layer;
+      t.source = name;
+      t.format = &fmt;
+      t.part = l.parts[i].name;
+      t.part_index = int(i);
+      dst.push_back(std::move(t));
     }
-    // Copied as stored: a quantized source weight keeps its scales beside it
-    // (the packed config.json keeps the quantization_config that reads them).
-    for (const std::string& stored : src.stored_names(name)) {
-      const io::TensorInfo& info = src.checkpoint().info(stored);
+    unit_max_ = std::max(unit_max_, per_matrix_bytes(l, sizeof(float)) + info.stored_bytes);
+  }
+
+  // Copied as stored: a quantized source weight keeps its scales beside it
+  // (the packed config.json keeps the quantization_config that reads them).
+  void add_copies(const std::string& name, int64_t layer, std::vector<PlannedTensor>& dst) {
+    for (const std::string& stored : src_.stored_names(name)) {
+      const io::TensorInfo& info = src_.checkpoint().info(stored);
       PlannedTensor t;
       t.name = stored;
       t.kind = TensorKind::kCopy;
@@ -189,95 +231,88 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
       t.layer = layer;
       t.source = stored;
       dst.push_back(std::move(t));
-      unit_max = std::max(unit_max, info.nbytes() + 2 * kPage);
+      unit_max_ = std::max(unit_max_, info.nbytes() + 2 * kPage);
     }
-  };
-
-  // Tensors outside the layers travel with the part that holds layer 0.
-  plan.has_globals = first == 0;
-  if (plan.has_globals)
-    for (const auto& name : by_layer[-1]) add_plain(name, -1, plan.tensors);
+  }
 
   // Groups of one format per layer, formats in registry order.
-  uint64_t experts_in_range = 0;
-  std::map<int64_t, std::vector<PlannedTensor>> layer_plain;  // written before the layer's groups
-  for (int64_t L = first; L <= last; ++L) {
+  LayerPlan plan_layer(int64_t L, uint64_t& experts_in_range) const {
     LayerPlan lp;
     lp.layer = L;
-    for (const auto& name : by_layer[L]) add_plain(name, L, layer_plain[L]);
-    const LayerAllocation* la = a.find(L);
+    const LayerAllocation* la = a_.find(L);
     lp.moe = la != nullptr;
-    if (la) {
-      lp.experts = la->experts;
-      lp.expert_group.assign(la->experts.size(), -1);
-      lp.expert_slot.assign(la->experts.size(), -1);
-      experts_in_range += la->experts.size();
-      for (const auto& f : quant::all_formats()) {
-        GroupPlan g;
-        g.format = &f;
-        for (size_t e = 0; e < la->experts.size(); ++e)
-          if (la->experts[e].cls != ExpertClass::kPruned && la->experts[e].format == f.name) g.experts.push_back(int64_t(e));
-        if (g.experts.empty()) continue;
-        g.layout[0] = g.layout[1] = &matrix_layout(f, c.moe_intermediate_size, c.hidden_size);
-        g.layout[2] = &matrix_layout(f, c.hidden_size, c.moe_intermediate_size);
-        for (int p = 0; p < 3; ++p) g.read_scratch[p] = model::expert_read_scratch_bytes(c, src, L, model::Proj(p));
-        lp.groups.push_back(std::move(g));
-      }
+    if (!la) return lp;
+    lp.experts = la->experts;
+    lp.expert_group.assign(la->experts.size(), -1);
+    lp.expert_slot.assign(la->experts.size(), -1);
+    experts_in_range += la->experts.size();
+    for (const auto& f : quant::all_formats()) {
+      GroupPlan g;
+      g.format = &f;
+      for (size_t e = 0; e < la->experts.size(); ++e)
+        if (la->experts[e].cls != ExpertClass::kPruned && la->experts[e].format == f.name) g.experts.push_back(int64_t(e));
+      if (g.experts.empty()) continue;
+      g.layout[0] = g.layout[1] = &matrix_layout(f, c_.moe_intermediate_size, c_.hidden_size);
+      g.layout[2] = &matrix_layout(f, c_.hidden_size, c_.moe_intermediate_size);
+      for (int p = 0; p < 3; ++p) g.read_scratch[p] = model::expert_read_scratch_bytes(c_, src_, L, model::Proj(p));
+      lp.groups.push_back(std::move(g));
     }
-    plan.layers.push_back(std::move(lp));
+    return lp;
   }
 
-  // Threads and group splits under the bound: fewer threads before giving up.
-  size_t plain_tensors = plan.tensors.size();
-  for (const auto& [L, v] : layer_plain) plain_tensors += v.size();
-  const uint64_t fixed = kFixedOverhead + experts_in_range * kPerExpertRecord +
-                         (plain_tensors + experts_in_range) * kPerTensorRecord;
-  int threads = std::max(1, o.max_threads);
-  for (;; --threads) {
-    bool fits = fixed + unit_max <= o.max_memory;
-    for (const auto& lp : plan.layers)
-      for (const auto& g : lp.groups) fits = fits && fixed + chunk_bytes(g, 1, threads, src_elem) <= o.max_memory;
-    if (fits) break;
-    if (threads == 1) {
-      uint64_t need = fixed + unit_max;
-      std::string what = "copying the largest non-expert tensor";
+  // Threads under the bound: fewer threads before giving up.
+  int choose_threads(const PackPlan& plan) const {
+    int threads = std::max(1, o_.max_threads);
+    for (;; --threads) {
+      bool fits = fixed_ + unit_max_ <= o_.max_memory;
       for (const auto& lp : plan.layers)
-        for (const auto& g : lp.groups)
-          if (fixed + chunk_bytes(g, 1, 1, src_elem) > need)
-            need = fixed + chunk_bytes(g, 1, 1, src_elem),
-            what = "quantizing one " + std::string(g.format->name) + " expert of layer " + std::to_string(lp.layer);
-      fail(ErrorKind::kResource, "--max-memory " + std::to_string(o.max_memory) + " (" + format_bytes(o.max_memory) +
-                                     ") is below the " + std::to_string(need) + " bytes (" + format_bytes(need) +
-                                     ") needed for " + what + "; raise --max-memory");
+        for (const auto& g : lp.groups) fits = fits && fixed_ + chunk_bytes(g, 1, threads, src_elem_) <= o_.max_memory;
+      if (fits) return threads;
+      if (threads == 1) fail_below_smallest_unit(plan);
     }
   }
-  plan.threads = threads;
 
-  // Split each group into chunks that fit; each chunk becomes its own group.
-  uint64_t peak = unit_max;
-  for (auto& lp : plan.layers) {
+  [[noreturn]] void fail_below_smallest_unit(const PackPlan& plan) const {
+    uint64_t need = fixed_ + unit_max_;
+    std::string what = "copying the largest non-expert tensor";
+    for (const auto& lp : plan.layers)
+      for (const auto& g : lp.groups)
+        if (fixed_ + chunk_bytes(g, 1, 1, src_elem_) > need)
+          need = fixed_ + chunk_bytes(g, 1, 1, src_elem_),
+          what = "quantizing one " + std::string(g.format->name) + " expert of layer " + std::to_string(lp.layer);
+    fail(ErrorKind::kResource, "--max-memory " + std::to_string(o_.max_memory) + " (" + format_bytes(o_.max_memory) +
+                                   ") is below the " + std::to_string(need) + " bytes (" + format_bytes(need) +
+                                   ") needed for " + what + "; raise --max-memory");
+  }
+
+  // Splits each group into chunks that fit; each chunk becomes its own group.
+  void split_groups(LayerPlan& lp, int threads, uint64_t& peak) const {
     std::vector<GroupPlan> split;
     for (auto& g : lp.groups) {
       const uint64_t total = g.experts.size();
       uint64_t n = total;
-      while (n > 1 && fixed + chunk_bytes(g, n, threads, src_elem) > o.max_memory) --n;
+      while (n > 1 && fixed_ + chunk_bytes(g, n, threads, src_elem_) > o_.max_memory) --n;
       const uint64_t chunks = (total + n - 1) / n;
       for (uint64_t k = 0; k < chunks; ++k) {
         GroupPlan part = g;
         const uint64_t b = total * k / chunks, e = total * (k + 1) / chunks;
         part.experts.assign(g.experts.begin() + b, g.experts.begin() + e);
-        part.working_set = chunk_bytes(part, part.experts.size(), threads, src_elem);
+        part.working_set = chunk_bytes(part, part.experts.size(), threads, src_elem_);
         peak = std::max(peak, part.working_set);
         split.push_back(std::move(part));
       }
     }
     lp.groups = std::move(split);
-    for (auto& t : layer_plain[lp.layer]) plan.tensors.push_back(std::move(t));
+  }
+
+  // Names the groups, gives each expert its slot, and appends each group's
+  // expert-id tensor and stacked parts (proj-major).
+  static void add_group_tensors(LayerPlan& lp, std::vector<PlannedTensor>& tensors) {
     for (size_t gi = 0; gi < lp.groups.size(); ++gi) {
       GroupPlan& g = lp.groups[gi];
       g.id = int(gi);
       g.prefix = "model.layers." + std::to_string(lp.layer) + ".mlp.groups." + std::to_string(gi);
-      g.first_tensor = plan.tensors.size();
+      g.first_tensor = tensors.size();
       for (size_t s = 0; s < g.experts.size(); ++s) {
         lp.expert_group[g.experts[s]] = int(gi);
         lp.expert_slot[g.experts[s]] = int(s);
@@ -291,45 +326,69 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
       ids.nbytes = uint64_t(n) * 4;
       ids.layer = lp.layer;
       ids.group = int(gi);
-      plan.tensors.push_back(std::move(ids));
-      for (int p = 0; p < 3; ++p) {
-        const MatrixLayout& l = *g.layout[p];
-        for (size_t i = 0; i < l.parts.size(); ++i) {
-          PlannedTensor t;
-          t.name = g.prefix + "." + std::string(p == 0 ? "gate" : p == 1 ? "up" : "down") + "." + l.parts[i].name;
-          t.kind = TensorKind::kGroupPart;
-          t.dtype = l.parts[i].dtype;
-          t.shape = l.parts[i].shape;
-          t.shape.insert(t.shape.begin(), n);
-          t.nbytes = uint64_t(n) * l.parts[i].nbytes;
-          t.layer = lp.layer;
-          t.format = g.format;
-          t.part = l.parts[i].name;
-          t.part_index = int(i);
-          t.group = int(gi);
-          t.proj = p;
-          plan.tensors.push_back(std::move(t));
-        }
-      }
+      tensors.push_back(std::move(ids));
+      for (int p = 0; p < 3; ++p) add_group_parts(lp, g, p, tensors);
     }
   }
-  plan.estimated_peak = fixed + peak;
+
+  static void add_group_parts(const LayerPlan& lp, const GroupPlan& g, int p, std::vector<PlannedTensor>& tensors) {
+    const int64_t n = int64_t(g.experts.size());
+    const MatrixLayout& l = *g.layout[p];
+    for (size_t i = 0; i < l.parts.size(); ++i) {
+      PlannedTensor t;
+      t.name = g.prefix + "." + std::string(p == 0 ? "gate" : p == 1 ? "up" : "down") + "." + l.parts[i].name;
+      t.kind = TensorKind::kGroupPart;
+      t.dtype = l.parts[i].dtype;
+      t.shape = l.parts[i].shape;
+      t.shape.insert(t.shape.begin(), n);
+      t.nbytes = uint64_t(n) * l.parts[i].nbytes;
+      t.layer = lp.layer;
+      t.format = g.format;
+      t.part = l.parts[i].name;
+      t.part_index = int(i);
+      t.group = g.id;
+      t.proj = p;
+      tensors.push_back(std::move(t));
+    }
+  }
 
   // Non-expert tensors of a layer were added before its groups; the writer
   // needs exactly this order, so shards are assigned over it.
-  std::vector<uint64_t> sizes;
-  for (const auto& t : plan.tensors) sizes.push_back(t.nbytes);
-  std::vector<int> shard = assign_shards(sizes, o.shard_size, &plan.num_shards);
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
-    plan.tensors[i].shard = shard[i];
-    plan.total_bytes_before += plan.tensors[i].bytes_before;
-    plan.total_bytes_after += plan.tensors[i].nbytes;
+  void assign_shards_and_totals(PackPlan& plan) const {
+    std::vector<uint64_t> sizes;
+    for (const auto& t : plan.tensors) sizes.push_back(t.nbytes);
+    std::vector<int> shard = assign_shards(sizes, o_.shard_size, &plan.num_shards);
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+      plan.tensors[i].shard = shard[i];
+      plan.total_bytes_before += plan.tensors[i].bytes_before;
+      plan.total_bytes_after += plan.tensors[i].nbytes;
+    }
+    for (const auto& lp : plan.layers)
+      for (size_t e = 0; e < lp.experts.size(); ++e)
+        for (int p = 0; p < 3; ++p)
+          plan.total_bytes_before += model::expert_stored_bytes(c_, src_, lp.layer, int64_t(e), model::Proj(p));
   }
-  for (const auto& lp : plan.layers)
-    for (size_t e = 0; e < lp.experts.size(); ++e)
-      for (int p = 0; p < 3; ++p)
-        plan.total_bytes_before += model::expert_stored_bytes(c, src, lp.layer, int64_t(e), model::Proj(p));
-  return plan;
+
+  const io::SourceTensors& src_;
+  const model::ModelConfig& c_;
+  const Allocation& a_;
+  const PlanOptions& o_;
+  const quant::FormatTraits* attn_ = nullptr;
+  const quant::FormatTraits* shared_ = nullptr;
+  uint64_t unit_max_ = 0;  // largest single-thread unit outside the groups
+  uint64_t src_elem_ = 2;  // widest source element read (bytes)
+  uint64_t fixed_ = 0;     // bytes held whatever the thread count: overhead and manifest records
+};
+
+}  // namespace
+
+PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, const Allocation& a,
+                   const PlanOptions& o) {
+  const int64_t first = o.first_layer, last = o.last_layer < 0 ? c.num_layers - 1 : o.last_layer;
+  if (first < 0 || last >= c.num_layers || first > last)
+    invalid("--layers " + std::to_string(first) + "-" + std::to_string(last) + ": the model has layers 0-" +
+            std::to_string(c.num_layers - 1));
+  return Planner(src, c, a, o).run(first, last);
 }
 
 }  // namespace eq::pack

@@ -15,6 +15,7 @@
 #include "exec/packed_model.h"
 #include "exec/packed_moe_block.h"
 #include "exec/runtime_config.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "io/tokens.h"
 #include "io/text_file.h"
@@ -245,9 +246,30 @@ TEST(PackedModel, RejectsAnotherSourceCheckpoint) {
 TEST(RuntimeConfig, ParsesAndRejects) {
   const RuntimeConfig r = parse_runtime_config(nlohmann::json::parse(R"({"version":1,"sort_cutoff":8})"), "x.json");
   EXPECT_EQ(r.sort_cutoff, 8);
-  EXPECT_THROW(parse_runtime_config(nlohmann::json::parse(R"({"version":1,"sort_cutoff":-1})"), "x.json"), Error);
+  try {
+    parse_runtime_config(nlohmann::json::parse(R"({"version":1,"sort_cutoff":-1})"), "x.json");
+    FAIL() << "a negative sort_cutoff was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_EQ(std::string(e.what()), "x.json: sort_cutoff: missing or not an integer >= 0");
+  }
   EXPECT_THROW(parse_runtime_config(nlohmann::json::parse(R"({"version":2,"sort_cutoff":1})"), "x.json"), Error);
-  EXPECT_EQ(parse_runtime_config(runtime_config_to_json(r), "round trip").sort_cutoff, r.sort_cutoff);
+  // A file as `tune` writes it: the reader returns the values its text holds,
+  // and the writer gives them back unchanged.
+  const std::string path = (test::temp_dir("runtime_config") / "runtime.json").string();
+  const std::string text = R"({"schema": "expertquant.runtime", "version": 1, "sort_cutoff": 6,
+      "tuned": {"cpu": "x", "points": [{"m": 1, "per_token_ms": 0.126, "sorted_ms": 0.124}], "threads": 2}})";
+  io::write_file_atomic(path, text);
+  const RuntimeConfig file = load_runtime_config(path);
+  EXPECT_EQ(file.sort_cutoff, 6);
+  EXPECT_EQ(file.tuned, nlohmann::json::parse(text).at("tuned"));
+  const RuntimeConfig back = parse_runtime_config(runtime_config_to_json(file), "round trip");
+  EXPECT_EQ(back.sort_cutoff, 6);
+  EXPECT_EQ(back.tuned, file.tuned);
+  // A cutoff far from the default survives exactly.
+  RuntimeConfig wide;
+  wide.sort_cutoff = (int64_t(1) << 40) + 3;
+  EXPECT_EQ(parse_runtime_config(runtime_config_to_json(wide), "round trip").sort_cutoff, (int64_t(1) << 40) + 3);
 }
 
 TEST(Dispatch, AutoBranchFollowsTheCutoff) {

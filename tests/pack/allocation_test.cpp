@@ -36,6 +36,10 @@ TEST(Allocation, ParsesAndRoundTrips) {
   EXPECT_EQ(a.layers[0].experts[1].cls, ExpertClass::kPruned);
   Allocation b = parse_allocation(allocation_to_json(a), "round trip");
   EXPECT_EQ(allocation_to_json(b), allocation_to_json(a));
+  // Its text is what manifests hash as policy.allocation_xxh64: fixed bytes.
+  EXPECT_EQ(allocation_to_json(a).dump(),
+            R"({"layers":[{"experts":[{"class":"critical","format":"int8_row"},{"class":"pruned"}],"layer":0}],)"
+            R"("schema":"expertquant.allocation","version":1})");
 }
 
 TEST(Allocation, ErrorsNameTheField) {
