@@ -35,6 +35,7 @@ BpeModel::BpeModel(const JsonNode& model) {
 
 void BpeModel::load_vocab(const JsonNode& vocab) {
   vocab.require_object();
+  vocab_.reserve(vocab.value().size());
   for (const auto& [token, id] : vocab.value().items()) {
     const std::string field = vocab.path() + "[\"" + token + "\"]";
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
@@ -51,25 +52,27 @@ void BpeModel::load_merges(const JsonNode& merges) {
   merges.require_array();
   const auto& list = merges.value();
   merges_.reserve(list.size());
+  std::string joined;
   for (size_t i = 0; i < list.size(); ++i) {
-    std::string a, b;
+    std::string_view a, b;
     const auto& m = list[i];
     if (m.is_string()) {
-      const std::string& s = m.get_ref<const std::string&>();
+      const std::string_view s = m.get_ref<const std::string&>();
       const size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        merges.index(i).invalid("expected \"left right\" (two tokens, one space), found \"" + s + "\"");
+      if (sp == std::string_view::npos || s.find(' ', sp + 1) != std::string_view::npos)
+        merges.index(i).invalid("expected \"left right\" (two tokens, one space), found \"" + std::string(s) + "\"");
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
+      a = m[0].get_ref<const std::string&>();
+      b = m[1].get_ref<const std::string&>();
     } else {
       merges.index(i).invalid("expected \"left right\" or [left, right], found " + m.dump());
     }
     const auto ia = vocab_.id(a), ib = vocab_.id(b);
-    if (!ia || !ib) merges.index(i).invalid("token \"" + (ia ? b : a) + "\" is not in model.vocab");
-    const std::string joined = a + (b.size() >= prefix_.size() ? b.substr(prefix_.size()) : std::string());
+    if (!ia || !ib) merges.index(i).invalid("token \"" + std::string(ia ? b : a) + "\" is not in model.vocab");
+    joined.assign(a);
+    if (b.size() >= prefix_.size()) joined.append(b.substr(prefix_.size()));
     const auto merged = vocab_.id(joined);
     if (!merged) merges.index(i).invalid("merged token \"" + joined + "\" is not in model.vocab");
     // A pair listed twice keeps its last rank, as the reference's map does.

@@ -36,6 +36,11 @@ class Vocab {
   // False when the token or the id is taken already.
   bool add(const std::string& token, int32_t id);
   size_t count() const { return ids_.size(); }
+  void reserve(size_t n) {
+    ids_.reserve(n);
+    tokens_.reserve(n);
+    present_.reserve(n);
+  }
 
  private:
   TokenMap ids_;

@@ -1,0 +1,91 @@
+// Components the four reference tokenizers do not use, on small hand-made
+// tokenizer files: Metaspace, Digits, Punctuation, Whitespace, NFKC,
+// Lowercase, Strip, split behaviours, added-token options.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+#include "tokenizer/split_behavior.h"
+#include "tokenizer/tokenizer.h"
+
+namespace eq {
+namespace {
+
+// Vocabulary: every character of `chars` (as itself) plus `extra` tokens; no merges.
+std::unique_ptr<tokenizer::Tokenizer> make(const std::string& tag, const std::string& parts,
+                                           const std::vector<std::string>& tokens) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
+  const std::string text = "{" + parts + "\"model\": {\"type\": \"BPE\", \"vocab\": " + vocab.dump() + ", \"merges\": []}}";
+  const auto path = test::temp_dir(tag) / "tokenizer.json";
+  std::ofstream(path) << text;
+  return tokenizer::load_tokenizer_file(path.string());
+}
+
+std::vector<std::string> split(const std::string& text, const std::vector<std::pair<size_t, size_t>>& m,
+                               tokenizer::SplitBehavior b, bool invert = false) {
+  std::vector<std::string> out;
+  tokenizer::split_at_matches(text, m, b, invert, out);
+  return out;
+}
+
+TEST(TokenizerComponents, SplitBehaviours) {
+  using B = tokenizer::SplitBehavior;
+  // "a--b-c" with the '-' characters matched one by one.
+  const std::string t = "a--b-c";
+  const std::vector<std::pair<size_t, size_t>> m{{1, 2}, {2, 3}, {4, 5}};
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split(t, m, B::kIsolated), (V{"a", "-", "-", "b", "-", "c"}));
+  EXPECT_EQ(split(t, m, B::kRemoved), (V{"a", "b", "c"}));
+  EXPECT_EQ(split(t, m, B::kContiguous), (V{"a", "--", "b", "-", "c"}));
+  EXPECT_EQ(split(t, m, B::kMergedWithPrevious), (V{"a-", "-", "b-", "c"}));
+  EXPECT_EQ(split(t, m, B::kMergedWithNext), (V{"a", "-", "-b", "-c"}));
+  EXPECT_EQ(split(t, m, B::kRemoved, true), (V{"-", "-", "-"}));
+}
+
+TEST(TokenizerComponents, MetaspaceRoundTrip) {
+  const std::string sp = "\xE2\x96\x81";
+  const auto tok = make("tok_meta",
+                        "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"" + sp +
+                            "\", \"prepend_scheme\": \"always\", \"split\": true}, \"decoder\": {\"type\": \"Metaspace\", "
+                            "\"replacement\": \"" + sp + "\", \"prepend_scheme\": \"always\", \"split\": true}, ",
+                        {sp, "a", "b"});
+  EXPECT_EQ(tok->encode("a b", false), (std::vector<int32_t>{0, 1, 0, 2}));
+  EXPECT_EQ(tok->decode(tok->encode("a b", false), false), "a b");
+}
+
+TEST(TokenizerComponents, DigitsPunctuationWhitespace) {
+  const auto digits = make("tok_digits", R"("pre_tokenizer": {"type": "Digits", "individual_digits": false}, )",
+                           {"1", "2", "12", "x"});
+  EXPECT_EQ(digits->encode("x12", false), (std::vector<int32_t>{3, 0, 1}));
+  const auto ws = make("tok_ws", R"("pre_tokenizer": {"type": "Whitespace"}, )", {"a", "b", "!"});
+  EXPECT_EQ(ws->encode("a  b!", false), (std::vector<int32_t>{0, 1, 2}));
+  const auto punct = make("tok_punct", R"("pre_tokenizer": {"type": "Punctuation", "behavior": "Removed"}, )", {"a", "b"});
+  EXPECT_EQ(punct->encode("a,b.", false), (std::vector<int32_t>{0, 1}));
+}
+
+TEST(TokenizerComponents, NormalizersNfkcLowercaseStrip) {
+  const auto tok = make("tok_norm",
+                        R"("normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Strip", "strip_left": true, "strip_right": true}]}, )",
+                        {"a", "b", "1"});
+  // Fullwidth A and superscript one become "a" and "1"; the spaces are stripped.
+  EXPECT_EQ(tok->encode("  \xEF\xBC\xA1" "B\xC2\xB9  ", false), (std::vector<int32_t>{0, 1, 2}));
+}
+
+TEST(TokenizerComponents, AddedTokenStripAndSingleWord) {
+  const auto tok = make(
+      "tok_added",
+      R"("added_tokens": [{"id": 3, "content": "<m>", "special": true, "lstrip": true, "rstrip": true, "normalized": false},
+                          {"id": 4, "content": "ab", "special": false, "single_word": true, "normalized": false}], )",
+      {"a", "b", " "});
+  EXPECT_EQ(tok->encode("a <m> b", false), (std::vector<int32_t>{0, 3, 1}));
+  EXPECT_EQ(tok->encode("ab", false), (std::vector<int32_t>{4}));
+  EXPECT_EQ(tok->encode("aab", false), (std::vector<int32_t>{0, 0, 1}));
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{0, 3, 1}, true), "a b");
+}
+
+}  // namespace
+}  // namespace eq
