@@ -80,4 +80,18 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir, int64_t 
   return tok;
 }
 
+int64_t read_model_vocab_size(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  const nlohmann::json j = parse_json_file(path);
+  const JsonNode root(j, path, "");
+  root.require_object();
+  std::optional<JsonNode> v = root.find("vocab_size");
+  if (!v)
+    if (auto text = root.find("text_config")) v = text->find("vocab_size");
+  if (!v) root.at("vocab_size");  // throws naming the missing field
+  const int64_t n = v->integer();
+  if (n <= 0 || n > kMaxTokenId + 1) v->invalid("expected a vocabulary size in [1, " + std::to_string(kMaxTokenId + 1) + "]");
+  return n;
+}
+
 }  // namespace eq::tokenizer

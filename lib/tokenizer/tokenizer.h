@@ -42,4 +42,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path, const st
 // whose ids reach past it is refused (exit 2 naming both).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir, int64_t model_vocab_size);
 
+// vocab_size of <model_dir>/config.json (top level, or text_config for
+// multimodal configs), without the rest of the model config: tokenizing needs
+// no architecture this build can run. Exit 2 naming the file and field.
+int64_t read_model_vocab_size(const std::string& model_dir);
+
 }  // namespace eq::tokenizer
