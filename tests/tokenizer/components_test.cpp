@@ -3,11 +3,17 @@
 // Lowercase, Strip, split behaviours, added-token options.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <random>
+
+#include <utf8proc.h>
 
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/utf8.h"
 #include "tokenizer/split_behavior.h"
 #include "tokenizer/tokenizer.h"
 
@@ -73,6 +79,35 @@ TEST(TokenizerComponents, NormalizersNfkcLowercaseStrip) {
                         {"a", "b", "1"});
   // Fullwidth A and superscript one become "a" and "1"; the spaces are stripped.
   EXPECT_EQ(tok->encode("  \xEF\xBC\xA1" "B\xC2\xB9  ", false), (std::vector<int32_t>{0, 1, 2}));
+}
+
+// The normalizers send only the stretches around non-ASCII code points
+// through utf8proc; the result must be that of normalizing the whole text.
+TEST(TokenizerComponents, NormalizationFormsEqualWholeTextNormalization) {
+  const std::vector<char32_t> pool{'a', 'e', 'A', ' ', '\n', 0xE9, 0xC5, 0x0301, 0x030A, 0x0327, 0x0323, 0x1100, 0x1161,
+                                   0x11A8, 0xAC00, 0xFB01, 0x2460, 0xB2, 0xA0, 0x212B, 0x1E0A, 0x0344, 0x0F73, 0x3000};
+  std::mt19937 rng(7);
+  for (const char* form : {"NFC", "NFD", "NFKC", "NFKD"}) {
+    const nlohmann::json j = {{"type", form}};
+    const std::string file = "test";
+    const auto norm = tokenizer::make_normalizer(tokenizer::JsonNode(j, file, "normalizer"));
+    const std::string f = form;
+    const utf8proc_option_t opt = utf8proc_option_t(
+        UTF8PROC_STABLE | (f[2] == 'C' || f[3] == 'C' ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) | (f[2] == 'K' ? UTF8PROC_COMPAT : 0));
+    for (int k = 0; k < 300; ++k) {
+      std::string text;
+      const size_t len = rng() % 12;
+      for (size_t i = 0; i < len; ++i) tokenizer::utf8_append(text, pool[rng() % pool.size()]);
+      std::string got = text;
+      norm->normalize(got);
+      utf8proc_uint8_t* whole = nullptr;
+      const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                  static_cast<utf8proc_ssize_t>(text.size()), &whole, opt);
+      ASSERT_GE(n, 0);
+      EXPECT_EQ(got, std::string(reinterpret_cast<const char*>(whole), static_cast<size_t>(n))) << form << " " << text;
+      std::free(whole);
+    }
+  }
 }
 
 TEST(TokenizerComponents, AddedTokenStripAndSingleWord) {
