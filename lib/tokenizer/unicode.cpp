@@ -65,8 +65,15 @@ std::string to_lowercase(std::string_view s) {
       out += s[i++];
       continue;
     }
-    utf8_append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(utf8_decode_at(s, i, n)))));
+    const char32_t cp = utf8_decode_at(s, i, n);
     i += n;
+    // The one unconditional lowercase mapping to two code points (Unicode
+    // SpecialCasing): capital I with dot above -> i + combining dot above.
+    if (cp == 0x130) {
+      out += "i\xCC\x87";
+      continue;
+    }
+    utf8_append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
   }
   return out;
 }

@@ -13,6 +13,8 @@
 
 #include "test_support.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/split_behavior.h"
 #include "tokenizer/tokenizer.h"
@@ -108,6 +110,19 @@ TEST(TokenizerComponents, NormalizationFormsEqualWholeTextNormalization) {
       std::free(whole);
     }
   }
+}
+
+TEST(TokenizerComponents, ByteLevelWithItsOwnRegex) {
+  const nlohmann::json j = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  const std::string file = "test";
+  const auto pre = tokenizer::make_pre_tokenizer(tokenizer::JsonNode(j, file, "pre_tokenizer"));
+  std::vector<std::string> pieces{"Hello world's  12!!\n"};
+  pre->pre_tokenize(pieces, true);
+  EXPECT_EQ(pieces, (std::vector<std::string>{"Hello", "\xC4\xA0world", "'s", "\xC4\xA0", "\xC4\xA0" "12", "!!", "\xC4\x8A"}));
+}
+
+TEST(TokenizerComponents, LowercaseIsUnicodeAware) {
+  EXPECT_EQ(tokenizer::to_lowercase("\xC3\x89T\xC3\x89 \xC4\xB0"), "\xC3\xA9t\xC3\xA9 i\xCC\x87");
 }
 
 TEST(TokenizerComponents, AddedTokenStripAndSingleWord) {
