@@ -60,33 +60,40 @@ struct HfTokenizer::WordCache {
 
 void HfTokenizer::encode_section(std::string_view section, bool at_text_start, WordCache& cache,
                                  std::vector<int32_t>& ids) const {
-  std::string text(section);
-  if (normalizer_) normalizer_->normalize(text);
+  std::string normalized;
+  std::string_view text = section;
+  if (normalizer_) {
+    normalized.assign(section);
+    normalizer_->normalize(normalized);
+    text = normalized;
+  }
+  const auto encode_word = [&](std::string_view word, bool) {
+    if (word.size() > WordCache::kMaxWordBytes) {
+      model_->encode_word(word, ids);
+      return;
+    }
+    auto it = cache.ids.find(word);
+    if (it == cache.ids.end()) {
+      if (cache.ids.size() >= WordCache::kMaxEntries) cache.ids.clear();
+      std::vector<int32_t> word_ids;
+      model_->encode_word(word, word_ids);
+      it = cache.ids.emplace(std::string(word), std::move(word_ids)).first;
+    }
+    ids.insert(ids.end(), it->second.begin(), it->second.end());
+  };
+  const PieceSink sink = encode_word;
   std::vector<Segment> segments;
   if (added_.any(true)) added_.split(text, true, segments);
   else segments.push_back({0, text.size(), -1});
-  std::vector<std::string> pieces;
   for (const Segment& seg : segments) {
     if (seg.id >= 0) {
       ids.push_back(seg.id);
       continue;
     }
-    pieces.assign(1, text.substr(seg.begin, seg.end - seg.begin));
-    if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(pieces, at_text_start && seg.begin == 0);
-    for (const std::string& word : pieces) {
-      if (word.size() > WordCache::kMaxWordBytes) {
-        model_->encode_word(word, ids);
-        continue;
-      }
-      auto it = cache.ids.find(std::string_view(word));
-      if (it == cache.ids.end()) {
-        if (cache.ids.size() >= WordCache::kMaxEntries) cache.ids.clear();
-        std::vector<int32_t> word_ids;
-        model_->encode_word(word, word_ids);
-        it = cache.ids.emplace(word, std::move(word_ids)).first;
-      }
-      ids.insert(ids.end(), it->second.begin(), it->second.end());
-    }
+    const std::string_view part = text.substr(seg.begin, seg.end - seg.begin);
+    const bool at_start = at_text_start && seg.begin == 0;
+    if (pre_tokenizer_) pre_tokenizer_->split(part, at_start, sink);
+    else if (!part.empty()) encode_word(part, at_start);
   }
 }
 

@@ -15,21 +15,26 @@ Pattern::Pattern(const JsonNode& node) {
 }
 
 std::vector<std::pair<size_t, size_t>> Pattern::find_all(std::string_view text) const {
-  if (regex_) return regex_->find_all(text);
   std::vector<std::pair<size_t, size_t>> out;
-  for (size_t at = text.find(literal_); at != std::string_view::npos; at = text.find(literal_, at + literal_.size()))
-    out.emplace_back(at, at + literal_.size());
+  for_each_match(text, [&](size_t b, size_t e) { out.emplace_back(b, e); });
   return out;
+}
+
+void Pattern::for_each_match(std::string_view text, const std::function<void(size_t, size_t)>& on_match) const {
+  if (regex_) return regex_->for_each_match(text, on_match);
+  for (size_t at = text.find(literal_); at != std::string_view::npos; at = text.find(literal_, at + literal_.size()))
+    on_match(at, at + literal_.size());
 }
 
 std::string Pattern::replace_all(std::string_view text, std::string_view with) const {
   std::string out;
+  out.reserve(text.size());
   size_t prev = 0;
-  for (auto [b, e] : find_all(text)) {
+  for_each_match(text, [&](size_t b, size_t e) {
     out.append(text.substr(prev, b - prev));
     out.append(with);
     prev = e;
-  }
+  });
   out.append(text.substr(prev));
   return out;
 }

@@ -1,6 +1,7 @@
 // The "pattern" of Split, Replace: {"String": literal} or {"Regex": pattern}.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@ class Pattern {
   explicit Pattern(const JsonNode& node);
   // Non-overlapping matches as [begin, end) byte offsets, left to right.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
+  void for_each_match(std::string_view text, const std::function<void(size_t, size_t)>& on_match) const;
   // `text` with every match replaced by `with`.
   std::string replace_all(std::string_view text, std::string_view with) const;
 

@@ -3,10 +3,15 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pattern.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/split_behavior.h"
 #include "tokenizer/unicode.h"
 
 namespace eq::tokenizer {
+
+std::vector<std::string> PreTokenizer::pieces(std::string_view text, bool at_text_start) const {
+  std::vector<std::string> out;
+  split(text, at_text_start, [&](std::string_view p, bool) { out.emplace_back(p); });
+  return out;
+}
 
 namespace {
 
@@ -14,28 +19,19 @@ namespace {
 // ByteLevel.use_regex is set.
 constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-// Applies `split_one` to every piece, in order.
-template <class F>
-void for_each_piece(std::vector<std::string>& pieces, F split_one) {
-  std::vector<std::string> out;
-  out.reserve(pieces.size() * 2);
-  for (size_t i = 0; i < pieces.size(); ++i) split_one(pieces[i], i, out);
-  pieces.swap(out);
-}
-
 class SequencePreTokenizer : public PreTokenizer {
  public:
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
-  void pre_tokenize(std::vector<std::string>& pieces, bool at_text_start) const override {
-    for (const auto& p : parts_) p->pre_tokenize(pieces, at_text_start);
-  }
-  bool byte_level() const override {
-    for (const auto& p : parts_)
-      if (p->byte_level()) return true;
-    return false;
+  void split(std::string_view text, bool at_text_start, const PieceSink& emit) const override {
+    run(0, text, at_text_start, emit);
   }
 
  private:
+  void run(size_t stage, std::string_view text, bool at_text_start, const PieceSink& emit) const {
+    if (stage == parts_.size()) return emit(text, at_text_start);
+    parts_[stage]->split(text, at_text_start,
+                         [&](std::string_view piece, bool at_start) { run(stage + 1, piece, at_start, emit); });
+  }
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
 };
 
@@ -43,10 +39,10 @@ class SplitPreTokenizer : public PreTokenizer {
  public:
   SplitPreTokenizer(const JsonNode& pattern, SplitBehavior behavior, bool invert)
       : pattern_(pattern), behavior_(behavior), invert_(invert) {}
-  void pre_tokenize(std::vector<std::string>& pieces, bool) const override {
-    for_each_piece(pieces, [&](const std::string& p, size_t, std::vector<std::string>& out) {
-      split_at_matches(p, pattern_.find_all(p), behavior_, invert_, out);
-    });
+  void split(std::string_view text, bool at_text_start, const PieceSink& emit) const override {
+    PieceSplitter splitter(text, behavior_, invert_, at_text_start, emit);
+    pattern_.for_each_match(text, [&](size_t b, size_t e) { splitter.match(b, e); });
+    splitter.finish();
   }
 
  private:
@@ -60,23 +56,27 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex) : add_prefix_space_(add_prefix_space) {
     if (use_regex) regex_ = std::make_unique<Regex>(kGpt2Pattern, "ByteLevel pre-tokenizer");
   }
-  void pre_tokenize(std::vector<std::string>& pieces, bool) const override {
-    std::vector<std::string> words;
-    for_each_piece(pieces, [&](const std::string& p, size_t, std::vector<std::string>& out) {
-      std::string text = p;
-      if (add_prefix_space_ && (text.empty() || text[0] != ' ')) text.insert(0, " ");
-      words.clear();
-      if (regex_) split_at_matches(text, regex_->find_all(text), SplitBehavior::kIsolated, false, words);
-      else if (!text.empty()) words.push_back(text);
-      for (const std::string& w : words) {
-        std::string mapped;
-        mapped.reserve(w.size() * 2);
-        byte_level_encode(w, mapped);
-        out.push_back(std::move(mapped));
-      }
-    });
+  void split(std::string_view text, bool at_text_start, const PieceSink& emit) const override {
+    std::string prefixed;
+    if (add_prefix_space_ && (text.empty() || text[0] != ' ')) {
+      prefixed = " ";
+      prefixed.append(text);
+      text = prefixed;
+    }
+    std::string mapped;
+    const PieceSink map_and_emit = [&](std::string_view word, bool at_start) {
+      mapped.clear();
+      byte_level_encode(word, mapped);
+      emit(mapped, at_start);
+    };
+    if (!regex_) {
+      if (!text.empty()) map_and_emit(text, at_text_start);
+      return;
+    }
+    PieceSplitter splitter(text, SplitBehavior::kIsolated, false, at_text_start, map_and_emit);
+    regex_->for_each_match(text, [&](size_t b, size_t e) { splitter.match(b, e); });
+    splitter.finish();
   }
-  bool byte_level() const override { return true; }
 
  private:
   bool add_prefix_space_;
@@ -89,26 +89,24 @@ class MetaspacePreTokenizer : public PreTokenizer {
  public:
   MetaspacePreTokenizer(std::string replacement, PrependScheme scheme, bool split)
       : replacement_(std::move(replacement)), scheme_(scheme), split_(split) {}
-  void pre_tokenize(std::vector<std::string>& pieces, bool at_text_start) const override {
-    for_each_piece(pieces, [&](const std::string& p, size_t i, std::vector<std::string>& out) {
-      std::string text;
-      text.reserve(p.size() + replacement_.size());
-      for (char c : p) {
-        if (c == ' ') text += replacement_;
-        else text += c;
-      }
-      const bool starts = text.compare(0, replacement_.size(), replacement_) == 0;
-      if (!starts && (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && at_text_start && i == 0)))
-        text.insert(0, replacement_);
-      if (!split_) {
-        if (!text.empty()) out.push_back(std::move(text));
-        return;
-      }
-      std::vector<std::pair<size_t, size_t>> matches;
-      for (size_t at = text.find(replacement_); at != std::string::npos; at = text.find(replacement_, at + replacement_.size()))
-        matches.emplace_back(at, at + replacement_.size());
-      split_at_matches(text, matches, SplitBehavior::kMergedWithNext, false, out);
-    });
+  void split(std::string_view piece, bool at_text_start, const PieceSink& emit) const override {
+    std::string text;
+    text.reserve(piece.size() + replacement_.size());
+    for (char c : piece) {
+      if (c == ' ') text += replacement_;
+      else text += c;
+    }
+    const bool starts = text.compare(0, replacement_.size(), replacement_) == 0;
+    if (!starts && (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && at_text_start)))
+      text.insert(0, replacement_);
+    if (!split_) {
+      if (!text.empty()) emit(text, at_text_start);
+      return;
+    }
+    PieceSplitter splitter(text, SplitBehavior::kMergedWithNext, false, at_text_start, emit);
+    for (size_t at = text.find(replacement_); at != std::string::npos; at = text.find(replacement_, at + replacement_.size()))
+      splitter.match(at, at + replacement_.size());
+    splitter.finish();
   }
 
  private:
@@ -122,10 +120,10 @@ template <class Pred>
 class CharClassPreTokenizer : public PreTokenizer {
  public:
   CharClassPreTokenizer(Pred pred, SplitBehavior behavior) : pred_(pred), behavior_(behavior) {}
-  void pre_tokenize(std::vector<std::string>& pieces, bool) const override {
-    for_each_piece(pieces, [&](const std::string& p, size_t, std::vector<std::string>& out) {
-      split_at_matches(p, char_matches(p, pred_), behavior_, false, out);
-    });
+  void split(std::string_view text, bool at_text_start, const PieceSink& emit) const override {
+    PieceSplitter splitter(text, behavior_, false, at_text_start, emit);
+    for_each_char_match(text, pred_, [&](size_t b, size_t e) { splitter.match(b, e); });
+    splitter.finish();
   }
 
  private:
@@ -142,10 +140,10 @@ std::unique_ptr<PreTokenizer> char_class(Pred pred, SplitBehavior behavior) {
 class WhitespacePreTokenizer : public PreTokenizer {
  public:
   WhitespacePreTokenizer() : regex_(R"(\w+|[^\w\s]+)", "Whitespace pre-tokenizer") {}
-  void pre_tokenize(std::vector<std::string>& pieces, bool) const override {
-    for_each_piece(pieces, [&](const std::string& p, size_t, std::vector<std::string>& out) {
-      split_at_matches(p, regex_.find_all(p), SplitBehavior::kRemoved, true, out);
-    });
+  void split(std::string_view text, bool at_text_start, const PieceSink& emit) const override {
+    PieceSplitter splitter(text, SplitBehavior::kRemoved, true, at_text_start, emit);
+    regex_.for_each_match(text, [&](size_t b, size_t e) { splitter.match(b, e); });
+    splitter.finish();
   }
 
  private:

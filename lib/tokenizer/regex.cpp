@@ -41,8 +41,13 @@ Regex::Regex(const std::string& pattern, const std::string& where) : impl_(std::
 Regex::~Regex() { pcre2_code_free(impl_->code); }
 
 std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view subject) const {
-  thread_local MatchData md;
   std::vector<std::pair<size_t, size_t>> out;
+  for_each_match(subject, [&](size_t b, size_t e) { out.emplace_back(b, e); });
+  return out;
+}
+
+void Regex::for_each_match(std::string_view subject, const std::function<void(size_t, size_t)>& on_match) const {
+  thread_local MatchData md;
   const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
   size_t start = 0;
   while (start <= subject.size()) {
@@ -57,7 +62,7 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view subject)
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.data);
     const size_t b = ov[0], e = ov[1];
-    out.emplace_back(b, e);
+    on_match(b, e);
     if (e > b) {
       start = e;
     } else {
@@ -66,7 +71,6 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view subject)
       start = e + (n == 0 ? 1 : n);
     }
   }
-  return out;
 }
 
 }  // namespace eq::tokenizer

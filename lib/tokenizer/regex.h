@@ -4,6 +4,7 @@
 // valid UTF-8 (the tokenizer repairs its input first).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,9 @@ class Regex {
   // Non-overlapping matches, left to right, as [begin, end) byte offsets. An
   // empty match moves the search on by one character.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view subject) const;
+  // The same matches handed to `on_match(begin, end)` as they are found, so a
+  // text of any size is split without holding all its matches.
+  void for_each_match(std::string_view subject, const std::function<void(size_t, size_t)>& on_match) const;
 
  private:
   struct Impl;
