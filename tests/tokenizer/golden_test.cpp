@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -114,6 +115,17 @@ TEST_P(Golden, SkipsSpecialTokensWhenDecodingIfAsked) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Golden, testing::Values("qwen3", "deepseek_v3", "gptoss", "llama2"));
+
+TEST(GoldenEdge, EncodingFromSeveralThreadsGivesTheSameIds) {
+  const auto& tok = reference("gptoss");
+  const auto texts = goldens("gptoss");
+  std::vector<std::vector<int32_t>> got(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] { got[t] = tok.encode(texts[t % texts.size()].text, false); });
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < got.size(); ++t) EXPECT_EQ(got[t], texts[t % texts.size()].ids) << t;
+}
 
 TEST(GoldenEdge, SpecialTokensWrittenInlineAreMatchedWhole) {
   const auto& tok = reference("qwen3");
