@@ -15,16 +15,19 @@ namespace {
 // tokenizer.json files of current models are up to ~30 MB.
 constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{1} << 30;
 
-nlohmann::json parse_json_file(const std::string& path) {
-  const std::string text = io::read_file_bytes(path, kMaxTokenizerFileBytes);
-  io::check_json_depth(text, path);
+nlohmann::json parse_json_text(std::string_view text, const std::string& label) {
+  io::check_json_depth(text, label);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     std::string what = e.what();
     if (auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
-    eq::invalid(path + ": not valid JSON: " + what);
+    eq::invalid(label + ": not valid JSON: " + what);
   }
+}
+
+nlohmann::json parse_json_file(const std::string& path) {
+  return parse_json_text(io::read_file_bytes(path, kMaxTokenizerFileBytes), path);
 }
 
 // A token named in tokenizer_config.json: a string or {"content": ...}.
@@ -55,6 +58,12 @@ std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path, const st
   const nlohmann::json j = parse_json_file(path);
   const JsonNode root(j, path, "");
   return std::make_unique<HfTokenizer>(root, config, path);
+}
+
+std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view json, const std::string& label) {
+  const nlohmann::json j = parse_json_text(json, label);
+  const JsonNode root(j, label, "");
+  return std::make_unique<HfTokenizer>(root, TokenizerConfig{}, label);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir, int64_t model_vocab_size) {

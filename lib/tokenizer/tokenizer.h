@@ -36,6 +36,9 @@ class Tokenizer {
 // files: exit 2 naming the file and field; components not implemented: exit 4.
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path, const std::string& config_path = "");
 
+// The same from the bytes of a tokenizer.json (no config); `label` names it in errors.
+std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view json, const std::string& label);
+
 // The tokenizer of the model in `model_dir`: its tokenizer.json (with
 // tokenizer_config.json when present) or, when there is none and the model's
 // vocabulary is 256, the byte tokenizer. model_vocab_size > 0: a tokenizer
