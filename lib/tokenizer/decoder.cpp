@@ -182,11 +182,12 @@ std::unique_ptr<Decoder> make_decoder(const JsonNode& node) {
   if (type == "Metaspace") {
     bool strip_first = node.bool_or("add_prefix_space", true);
     if (auto s = node.find("prepend_scheme")) strip_first = s->str() != "never";
-    return std::make_unique<MetaspaceDecoder>(node.str_or("replacement", "\xE2\x96\x81"), strip_first);
+    auto r = node.find("replacement");
+    return std::make_unique<MetaspaceDecoder>(r ? r->one_char() : "\xE2\x96\x81", strip_first);
   }
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
-  if (type == "Strip") return std::make_unique<StripDecoder>(node.at("content").str(), count_field(node, "start"), count_field(node, "stop"));
+  if (type == "Strip") return std::make_unique<StripDecoder>(node.at("content").one_char(), count_field(node, "start"), count_field(node, "stop"));
   if (type == "Replace") return std::make_unique<ReplaceDecoder>(node.at("pattern"), node.at("content").str());
   node.unsupported("decoder", type);
 }

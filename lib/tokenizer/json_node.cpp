@@ -1,6 +1,7 @@
 #include "tokenizer/json_node.h"
 
 #include "core/error.h"
+#include "tokenizer/utf8.h"
 
 namespace eq::tokenizer {
 
@@ -30,6 +31,13 @@ JsonNode JsonNode::index(size_t i) const {
 std::string JsonNode::str() const {
   if (!value_->is_string()) invalid("expected a string, found " + std::string(value_->type_name()));
   return value_->get<std::string>();
+}
+
+std::string JsonNode::one_char() const {
+  const std::string s = str();
+  const size_t n = s.empty() ? 0 : utf8_sequence_length(s, 0);
+  if (n == 0 || n != s.size()) invalid("expected one character, found \"" + s + "\"");
+  return s;
 }
 
 bool JsonNode::boolean() const {

@@ -27,6 +27,8 @@ class JsonNode {
 
   bool is_null() const { return value_->is_null(); }
   std::string str() const;
+  // A string of exactly one character (Metaspace's replacement, Strip's content).
+  std::string one_char() const;
   bool boolean() const;
   int64_t integer() const;
   void require_object() const;

@@ -19,7 +19,7 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& label) 
   io::check_json_depth(text, label);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number too large for a double
     std::string what = e.what();
     if (auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
     eq::invalid(label + ": not valid JSON: " + what);

@@ -150,6 +150,11 @@ class WhitespacePreTokenizer : public PreTokenizer {
   Regex regex_;
 };
 
+std::string metaspace_replacement(const JsonNode& node) {
+  auto r = node.find("replacement");
+  return r ? r->one_char() : "\xE2\x96\x81";
+}
+
 PrependScheme metaspace_scheme(const JsonNode& node) {
   if (auto s = node.find("prepend_scheme")) {
     const std::string v = s->str();
@@ -180,7 +185,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonNode& node) {
   if (type == "ByteLevel")
     return std::make_unique<ByteLevelPreTokenizer>(node.bool_or("add_prefix_space", true), node.bool_or("use_regex", true));
   if (type == "Metaspace")
-    return std::make_unique<MetaspacePreTokenizer>(node.str_or("replacement", "\xE2\x96\x81"), metaspace_scheme(node),
+    return std::make_unique<MetaspacePreTokenizer>(metaspace_replacement(node), metaspace_scheme(node),
                                                    node.bool_or("split", true));
   if (type == "Digits")
     return char_class(is_numeric, node.bool_or("individual_digits", false) ? SplitBehavior::kIsolated

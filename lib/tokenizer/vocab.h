@@ -16,8 +16,9 @@ struct StringHash {
 };
 using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
-// Ids above this are refused as malformed (real vocabularies stay below 2^18).
-inline constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+// Ids above this are refused as malformed: real vocabularies stay below 2^19,
+// and tables indexed by id stay a few tens of MB for any file that loads.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 21) - 1;
 
 class Vocab {
  public:
