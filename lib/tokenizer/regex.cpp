@@ -11,6 +11,7 @@ namespace eq::tokenizer {
 struct Regex::Impl {
   pcre2_code* code = nullptr;
   bool jit = false;
+  std::string where;
 };
 
 namespace {
@@ -24,6 +25,7 @@ struct MatchData {
 }  // namespace
 
 Regex::Regex(const std::string& pattern, const std::string& where) : impl_(std::make_unique<Impl>()) {
+  impl_->where = where;
   int err = 0;
   PCRE2_SIZE offset = 0;
   impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
@@ -57,7 +59,7 @@ void Regex::for_each_match(std::string_view subject, const std::function<void(si
     if (rc < 0) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(rc, msg, sizeof msg);
-      eq::fail(ErrorKind::kResource, std::string("regular expression match failed: ") +
+      eq::fail(ErrorKind::kResource, impl_->where + ": regular expression match failed: " +
                                          reinterpret_cast<const char*>(msg));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.data);
