@@ -14,6 +14,7 @@ std::vector<Command> add_all_commands(CLI::App& app) {
   c.push_back(add_eval(app));
   c.push_back(add_tune(app));
   c.push_back(add_formats(app));
+  c.push_back(add_tokenize(app));
   return c;
 }
 

@@ -29,6 +29,7 @@ Command add_generate(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_tune(CLI::App& app);
 Command add_formats(CLI::App& app);
+Command add_tokenize(CLI::App& app);
 
 // The formats table that ends `pack --help` (cmd_formats.cpp).
 std::string formats_help_footer();

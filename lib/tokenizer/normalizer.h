@@ -1,0 +1,22 @@
+// Normalizers of tokenizer.json ("normalizer"): rewrite each stretch of text
+// between added tokens before it is split into words.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tokenizer/json_node.h"
+
+namespace eq::tokenizer {
+
+class Normalizer {
+ public:
+  virtual ~Normalizer() = default;
+  virtual void normalize(std::string& text) const = 0;
+};
+
+// Sequence, NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Strip. Anything
+// else is refused (exit 4) naming the component. `node` null: no normalizer.
+std::unique_ptr<Normalizer> make_normalizer(const JsonNode& node);
+
+}  // namespace eq::tokenizer

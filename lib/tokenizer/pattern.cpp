@@ -1,0 +1,42 @@
+#include "tokenizer/pattern.h"
+
+namespace eq::tokenizer {
+
+Pattern::Pattern(const JsonNode& node) {
+  node.require_object();
+  if (auto s = node.find("String")) {
+    literal_ = s->str();
+    if (literal_.empty()) s->invalid("expected a non-empty string");
+  } else if (auto r = node.find("Regex")) {
+    regex_ = std::make_unique<Regex>(r->str(), r->file() + ": " + r->path());
+  } else {
+    node.invalid("expected {\"String\": ...} or {\"Regex\": ...}");
+  }
+}
+
+std::vector<std::pair<size_t, size_t>> Pattern::find_all(std::string_view text) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  for_each_match(text, [&](size_t b, size_t e) { out.emplace_back(b, e); });
+  return out;
+}
+
+void Pattern::for_each_match(std::string_view text, const std::function<void(size_t, size_t)>& on_match) const {
+  if (regex_) return regex_->for_each_match(text, on_match);
+  for (size_t at = text.find(literal_); at != std::string_view::npos; at = text.find(literal_, at + literal_.size()))
+    on_match(at, at + literal_.size());
+}
+
+std::string Pattern::replace_all(std::string_view text, std::string_view with) const {
+  std::string out;
+  out.reserve(text.size());
+  size_t prev = 0;
+  for_each_match(text, [&](size_t b, size_t e) {
+    out.append(text.substr(prev, b - prev));
+    out.append(with);
+    prev = e;
+  });
+  out.append(text.substr(prev));
+  return out;
+}
+
+}  // namespace eq::tokenizer
