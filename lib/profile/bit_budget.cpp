@@ -19,12 +19,12 @@ struct Option {
   std::string format;  // "" = pruned
   uint64_t bytes = 0;
   double error = 0;
-  bool above_standard = false;  // counts against max_critical_fraction
 };
 
 struct ExpertState {
   size_t li = 0;
   int64_t e = 0;
+  std::vector<Option> formats;  // every option but pruning
   std::vector<Option> hull;  // lower convex hull, bytes descending, error ascending
   size_t at = 0;             // current position on the hull
   bool fixed = false;  // under-covered
@@ -69,7 +69,7 @@ struct Move {
 
 // What the budget and the guard rails allow, for the whole model.
 struct Limits {
-  int64_t num_experts = 0, max_pruned = 0, max_critical = 0, kept_floor = 0;
+  int64_t num_experts = 0, max_pruned = 0, kept_floor = 0;
   uint64_t all_weights = 0, target = 0;  // expert weights; the byte budget
 };
 
@@ -78,7 +78,7 @@ struct Limits {
 struct Search {
   std::vector<ExpertState> experts;
   uint64_t total = 0;
-  std::vector<int64_t> pruned, critical;  // per layer index
+  std::vector<int64_t> pruned;  // per layer index
 };
 
 Limits budget_limits(const RoutingStats& stats, const Policy& p, const model::ModelConfig& c, const BitBudget& budget) {
@@ -90,7 +90,6 @@ Limits budget_limits(const RoutingStats& stats, const Policy& p, const model::Mo
                                     : budget.target_bytes;
   if (l.target == 0) invalid("bit budget: --target-bits or --target-size must be positive");
   l.max_pruned = int64_t(std::floor(p.max_pruned_fraction * double(l.num_experts) + 1e-9));
-  l.max_critical = int64_t(std::floor(p.max_critical_fraction * double(l.num_experts) + 1e-9));
   l.kept_floor = p.kept_floor(stats.top_k);
   return l;
 }
@@ -134,7 +133,6 @@ Search expert_hulls(const RoutingStats& stats, const SensitivityTable& sens, con
   const auto metrics = expert_metrics(stats, p);
   const std::vector<double> prior = median_error_weights(metrics, l.num_experts);
   const std::vector<std::string> formats = usable_formats(sens, c);
-  const double standard_bits = quant::format_by_name(p.class_format[1]).bits_per_weight;
   Search s;
   for (size_t li = 0; li < stats.layers.size(); ++li)
     for (int64_t e = 0; e < l.num_experts; ++e) {
@@ -152,21 +150,16 @@ Search expert_hulls(const RoutingStats& stats, const SensitivityTable& sens, con
         mm.error_weight = prior[li];
         x.fixed = true;
       }
-      for (const auto& f : formats)
-        opts.push_back({f, expert_bytes(c, f), expert_error(mm, &es, sens, f),
-                        quant::format_by_name(f).bits_per_weight > standard_bits + 1e-9});
+      for (const auto& f : formats) opts.push_back({f, expert_bytes(c, f), expert_error(mm, &es, sens, f)});
+      x.formats = opts;
       if (!m.under_covered && m.share <= p.max_pruned_usage_share && l.max_pruned > 0 &&
           l.num_experts - 1 >= l.kept_floor)
-        opts.push_back({"", 0, expert_error(m, &es, sens, ""), false});
+        opts.push_back({"", 0, expert_error(m, &es, sens, "")});
       x.hull = lower_hull(std::move(opts));
       s.experts.push_back(std::move(x));
     }
   s.pruned.assign(stats.layers.size(), 0);
-  s.critical.assign(stats.layers.size(), 0);
-  for (const auto& x : s.experts) {
-    s.total += x.hull[x.at].bytes;
-    s.critical[x.li] += x.hull[x.at].above_standard;
-  }
+  for (const auto& x : s.experts) s.total += x.hull[x.at].bytes;
   return s;
 }
 
@@ -187,11 +180,18 @@ void downgrade_to_budget(Search& s, const Limits& l) {
     const Option& next = x.hull[x.at + 1];
     const bool prune_blocked = s.pruned[x.li] + 1 > l.max_pruned || l.num_experts - s.pruned[x.li] - 1 < l.kept_floor;
     if (next.format.empty() && prune_blocked) {
-      x.hull.resize(x.at + 1);  // pruning blocked by a guard rail; pruned is always the hull's last point
+      // A guard rail blocks pruning: the expert goes on along the hull of its
+      // formats alone, whose cheaper points the pruning point had hidden (a
+      // 2-bit format above the chord from 2.5 bits to pruning).
+      const std::string here = x.hull[x.at].format;
+      x.hull = lower_hull(x.formats);
+      x.at = 0;
+      while (x.at + 1 < x.hull.size() && x.hull[x.at].format != here) ++x.at;
+      if (x.hull[x.at].format != here) fail(ErrorKind::kInternal, "bit budget: the hull without pruning lost " + here);
+      if (x.at + 1 < x.hull.size()) heap.push({slope_of(x), mv.expert, x.at});
       continue;
     }
     s.total -= x.hull[x.at].bytes - next.bytes;
-    s.critical[x.li] += int64_t(next.above_standard) - int64_t(x.hull[x.at].above_standard);
     s.pruned[x.li] += next.format.empty();
     ++x.at;
     if (x.at + 1 < x.hull.size()) heap.push({slope_of(x), mv.expert, x.at});
@@ -203,33 +203,7 @@ void downgrade_to_budget(Search& s, const Limits& l) {
   }
 }
 
-// Phase 2: the critical cap. Experts above standard beyond the cap move to
-// their best option at or below standard, cheapest error increase first.
-void cap_critical(Search& s, const Limits& l) {
-  for (size_t li = 0; li < s.critical.size(); ++li) {
-    while (s.critical[li] > l.max_critical) {
-      size_t best = s.experts.size(), best_pos = 0;
-      double best_cost = 0;
-      for (size_t i = 0; i < s.experts.size(); ++i) {
-        const ExpertState& x = s.experts[i];
-        if (x.li != li || !x.hull[x.at].above_standard) continue;
-        for (size_t k = x.at + 1; k < x.hull.size(); ++k)
-          if (!x.hull[k].above_standard && !x.hull[k].format.empty()) {
-            const double cost = x.hull[k].error - x.hull[x.at].error;
-            if (best == s.experts.size() || cost < best_cost) best = i, best_pos = k, best_cost = cost;
-            break;
-          }
-      }
-      if (best == s.experts.size()) break;
-      ExpertState& x = s.experts[best];
-      s.total -= x.hull[x.at].bytes - x.hull[best_pos].bytes;
-      x.at = best_pos;
-      --s.critical[li];
-    }
-  }
-}
-
-// Phase 3: spend the slack on upgrades (largest error reduction per byte that fits).
+// Phase 2: spend the slack on upgrades (largest error reduction per byte that fits).
 void spend_slack(Search& s, const Limits& l) {
   for (;;) {
     size_t best = s.experts.size(), best_pos = 0;
@@ -240,7 +214,6 @@ void spend_slack(Search& s, const Limits& l) {
         const Option &cur = x.hull[x.at], &up = x.hull[k];
         const uint64_t extra = up.bytes - cur.bytes;
         if (s.total + extra > l.target) continue;
-        if (up.above_standard && !cur.above_standard && s.critical[x.li] + 1 > l.max_critical) continue;
         const double gain = (cur.error - up.error) / double(std::max<uint64_t>(1, extra));
         if (gain > best_gain) best = i, best_pos = k, best_gain = gain;
       }
@@ -248,7 +221,6 @@ void spend_slack(Search& s, const Limits& l) {
     if (best == s.experts.size()) break;
     ExpertState& x = s.experts[best];
     s.total += x.hull[best_pos].bytes - x.hull[x.at].bytes;
-    s.critical[x.li] += int64_t(x.hull[best_pos].above_standard) - int64_t(x.hull[x.at].above_standard);
     s.pruned[x.li] -= x.hull[x.at].format.empty();
     x.at = best_pos;
   }
@@ -274,20 +246,75 @@ Classification decisions(const Search& s, const Policy& p, const Limits& l, size
   return out;
 }
 
+// The allocation under limits `l`: downgrade until the budget holds, then
+// spend the slack.
+Search allocate(const RoutingStats& stats, const SensitivityTable& sens, const Policy& p, const model::ModelConfig& c,
+                const Limits& l) {
+  Search s = expert_hulls(stats, sens, p, c, l);
+  downgrade_to_budget(s, l);
+  spend_slack(s, l);
+  return s;
+}
+
+double predicted_sum(const Search& s) {
+  double sum = 0;
+  for (const auto& x : s.experts) sum += x.hull[x.at].error;
+  return sum;
+}
+
+// Whether the pruning guard rails changed the allocation, and by how much: the
+// same budget is allocated without them (under-covered experts stay unpruned
+// and every layer keeps top_k, without which it cannot route) and compared.
+// A rail never changes an explicit budget silently: the summary prints this.
+std::vector<std::string> rails_that_bound(const RoutingStats& stats, const SensitivityTable& sens, const Policy& p,
+                                          const model::ModelConfig& c, const Limits& l, const Search& railed) {
+  Policy open = p;
+  open.max_pruned_fraction = 1.0;
+  open.max_pruned_usage_share = 1.0;
+  open.min_kept_experts = 0;
+  const Limits ol = budget_limits(stats, open, c, BitBudget{0, l.target});
+  const Search free = allocate(stats, sens, open, c, ol);
+  const double with = predicted_sum(railed), without = predicted_sum(free);
+  if (!(without < with * (1.0 - 1e-9))) return {};
+  const auto metrics = expert_metrics(stats, p);
+  int64_t over_fraction = 0, over_share = 0, under_kept = 0, pruned_free = 0, pruned_railed = 0;
+  for (size_t li = 0; li < free.pruned.size(); ++li) {
+    over_fraction += std::max<int64_t>(0, free.pruned[li] - l.max_pruned);
+    under_kept += l.num_experts - free.pruned[li] < l.kept_floor;
+    pruned_free += free.pruned[li];
+    pruned_railed += railed.pruned[li];
+  }
+  for (const auto& x : free.experts)
+    over_share += x.hull[x.at].format.empty() && metrics[x.li][size_t(x.e)].share > p.max_pruned_usage_share;
+  std::string rails;
+  auto name = [&](bool bound, const char* rail) {
+    if (bound) rails += (rails.empty() ? "" : ", ") + std::string(rail);
+  };
+  name(over_fraction > 0, "max_pruned_fraction");
+  name(over_share > 0, "max_pruned_usage_share");
+  name(under_kept > 0, "min_kept_experts");
+  char b[400];
+  std::snprintf(b, sizeof b,
+                "guard rails bound the budget (%s): %lld experts pruned where %lld would be without them; predicted "
+                "error %.4g, %.1f%% above the %.4g of the same budget without them",
+                rails.empty() ? "pruning" : rails.c_str(), (long long)pruned_railed, (long long)pruned_free, with,
+                100.0 * (with / without - 1.0), without);
+  return {b};
+}
+
 }  // namespace
 
 Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityTable& sens, const Policy& policy,
                                    const model::ModelConfig& c, const BitBudget& budget) {
   if (sens.empty()) invalid("bit budget: the profile has no sensitivity table (a --router-logits source cannot be budgeted)");
-  // The standard format (what "above standard" means) and the classes of the
-  // chosen formats are those of the policy as the experts can take it.
+  // The classes of the chosen formats are those of the policy as the experts
+  // can take it.
   const Policy p = fit_policy(policy, c.hidden_size, c.moe_intermediate_size).policy;
   const Limits l = budget_limits(stats, p, c, budget);
-  Search s = expert_hulls(stats, sens, p, c, l);
-  downgrade_to_budget(s, l);
-  cap_critical(s, l);
-  spend_slack(s, l);
-  return decisions(s, p, l, stats.layers.size());
+  const Search s = allocate(stats, sens, p, c, l);
+  Classification out = decisions(s, p, l, stats.layers.size());
+  out.budget_notes = rails_that_bound(stats, sens, p, c, l, s);
+  return out;
 }
 
 }  // namespace eq::profile

@@ -11,7 +11,10 @@
 // Guard rails are honoured: under-covered experts are never pruned and their
 // error is weighted by the layer's median expert (a prior, since their own
 // measurement rests on too few tokens); pruning respects max_pruned_fraction / max_pruned_usage_share /
-// min_kept_experts, and max_critical_fraction caps formats above standard.
+// min_kept_experts, and when they change the allocation the classification's
+// budget_notes say which and by how much predicted error. max_critical_fraction
+// bounds threshold classification only: a budget spends its bytes where they
+// lower the predicted error most, critical formats included.
 #pragma once
 
 #include <cstdint>

@@ -44,6 +44,9 @@ struct Classification {
   // Budget mode only:
   double target_bits = 0;
   uint64_t target_bytes = 0;
+  // Guard rails that changed the allocation, each with what it cost in
+  // predicted error (bit_budget.h); shown by --summary, not stored.
+  std::vector<std::string> budget_notes;
 };
 
 Classification classify_by_thresholds(const RoutingStats& stats, const SensitivityTable& sens, const Policy& policy);

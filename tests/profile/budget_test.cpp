@@ -82,6 +82,71 @@ TEST(BitBudget, FourBitsOnQwen3MoeSmall) {
   check_budget(4.0);
 }
 
+// A budget is reached whatever the critical guard rail says: it bounds
+// threshold classification only (with the cap, 5.0 stopped at 4.854 bits).
+TEST(BitBudget, FiveBitsAreReachedAboveTheCriticalCap) {
+  EQ_REQUIRE_SHARED();
+  check_budget(5.0);
+  const Profile& p = small_profile();
+  Classification cls = allocate_bit_budget(p.stats, p.sensitivity, p.policy, p.dims(), BitBudget{5.0, 0});
+  int64_t above = 0, max_in_a_layer = 0;
+  for (const auto& row : cls.layers) {
+    int64_t n = 0;
+    for (const auto& d : row) n += d.cls == pack::ExpertClass::kCritical;
+    above += n;
+    max_in_a_layer = std::max(max_in_a_layer, n);
+  }
+  EXPECT_GT(max_in_a_layer, int64_t(p.policy.max_critical_fraction * double(p.stats.num_experts))) << above;
+}
+
+// The pruning rails never change a budget silently: when the same budget
+// without them prunes experts the rails keep, a note names the rail and the
+// two allocations' pruned counts; an allocation without rails has no note.
+TEST(BitBudget, BindingGuardRailsAreReportedWithTheirCost) {
+  EQ_REQUIRE_SHARED();
+  const Profile& p = small_profile();
+  const model::ModelConfig c = p.dims();
+  Policy open = p.policy;
+  open.max_pruned_fraction = 1.0;
+  open.max_pruned_usage_share = 1.0;
+  open.min_kept_experts = 0;
+  Policy tight = p.policy;
+  tight.max_pruned_fraction = 0.0;  // no pruning at all
+  int noted = 0;
+  for (double target : {2.5, 3.0, 3.5}) {
+    for (const Policy* pol : {&p.policy, static_cast<const Policy*>(&tight)}) {
+      Classification railed = allocate_bit_budget(p.stats, p.sensitivity, *pol, c, BitBudget{target, 0});
+      Classification free = allocate_bit_budget(p.stats, p.sensitivity, open, c, BitBudget{target, 0});
+      EXPECT_TRUE(free.budget_notes.empty()) << free.budget_notes.front();
+      int64_t pruned_railed = 0, pruned_free = 0;
+      for (size_t li = 0; li < railed.layers.size(); ++li)
+        for (size_t e = 0; e < railed.layers[li].size(); ++e) {
+          pruned_railed += railed.layers[li][e].format.empty();
+          pruned_free += free.layers[li][e].format.empty();
+        }
+      if (pol == &tight) {
+        EXPECT_EQ(pruned_railed, 0);
+        if (pruned_free > 0) {
+          EXPECT_EQ(railed.budget_notes.size(), 1u) << target;
+        }
+      }
+      if (railed.budget_notes.empty()) continue;
+      ++noted;
+      ASSERT_EQ(railed.budget_notes.size(), 1u);
+      const std::string& note = railed.budget_notes.front();
+      EXPECT_NE(note.find("% above the "), std::string::npos) << note;
+      EXPECT_NE(note.find(std::to_string(pruned_railed) + " experts pruned where " + std::to_string(pruned_free) +
+                          " would be without them"),
+                std::string::npos)
+          << note;
+      if (pol == &tight) {
+        EXPECT_NE(note.find("max_pruned_fraction"), std::string::npos) << note;
+      }
+    }
+  }
+  EXPECT_GT(noted, 0) << "no budget on this profile was bound by a pruning rail";
+}
+
 TEST(BitBudget, UnreachableTargetIsAnError) {
   EQ_REQUIRE_SHARED();
   const Profile& p = small_profile();
