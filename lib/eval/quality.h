@@ -23,6 +23,9 @@ namespace eq::eval {
 struct LabeledTokens {
   std::string label;  // the domain ("prose", "c", ...)
   std::vector<int32_t> tokens;
+  // Offsets in `tokens` where a new document starts: windows are cut inside
+  // documents, never across one (empty: one document).
+  std::vector<int64_t> document_starts;
 };
 
 struct QualityOptions {
