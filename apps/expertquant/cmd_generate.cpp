@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,7 @@
 #include "model/forward.h"
 #include "model/generate.h"
 #include "option_checks.h"
+#include "tokenizer/decode_stream.h"
 #include "tokenizer/text_documents.h"
 #include "tokenizer/utf8.h"
 
@@ -84,22 +86,27 @@ int run_generate(GenerateCliOptions& o) {
   if (prompt.empty())
     invalid(std::string(!o.prompt_file.empty() ? o.prompt_file : !o.tokens_file.empty() ? o.tokens_file : "--prompt") +
             ": empty prompt (at least one token is needed)");
-  // Bytes are printed as they come; other tokenizers' text is printed once
-  // whole (a token may end inside a character another token completes).
+  // Text is printed as it becomes final: bytes as they come, other
+  // tokenizers' text through a DecodeStream; with no tokenizer, the ids once
+  // complete.
+  const bool print = !o.json.print && tok;
   const bool bytes = tok && tokenizer::is_byte_tokenizer(*tok);
-  const bool stream = !o.json.print && bytes;
+  std::optional<tokenizer::DecodeStream> stream;
+  if (print && !bytes) stream.emplace(*tok);
+  const auto put = [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  };
   const model::GenerateResult r = model::generate(*m, prompt, o.gen, [&](int32_t t) {
-    if (stream) {
-      std::fputc(t, stdout);
-      std::fflush(stdout);
-    }
+    if (print && bytes) put(std::string(1, static_cast<char>(t)));
+    if (stream) put(stream->push(t));
   });
-  const std::string text = tok ? tok->decode(r.tokens, /*skip_special=*/false) : std::string();
   if (!o.json.print) {
-    if (!tok)
+    if (stream) {
+      put(stream->finish());
+    } else if (!tok) {
       for (int32_t t : r.tokens) std::printf("%d ", t);
-    else if (!bytes)
-      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
     std::printf("\n");
     std::fprintf(stderr, "%lld prompt + %zu new tokens (%s); prefill %.1f tok/s, decode %.1f tok/s\n",
                  static_cast<long long>(r.prompt_tokens), r.tokens.size(), dispatch_name.c_str(),
@@ -113,7 +120,8 @@ int run_generate(GenerateCliOptions& o) {
     j["prompt_tokens"] = r.prompt_tokens;
     j["tokens"] = r.tokens;
     // JSON strings are UTF-8: bytes that are not become U+FFFD here (the ids are exact).
-    j["text"] = tok ? nlohmann::ordered_json(tokenizer::utf8_repair(text)) : nlohmann::ordered_json(nullptr);
+    j["text"] = tok ? nlohmann::ordered_json(tokenizer::utf8_repair(tok->decode(r.tokens, /*skip_special=*/false)))
+                    : nlohmann::ordered_json(nullptr);
     j["prefill_tokens_per_second"] = r.prefill_tokens_per_second();
     j["decode_tokens_per_second"] = r.decode_tokens_per_second();
     emit_json(o.json, j);
