@@ -40,6 +40,8 @@ int run_perplexity(const PerplexityCliOptions& o) {
   io::check_outputs_apart({o.json.output()}, {{"--model", o.model}, {"--text", o.text}, {"--tokens", o.tokens}});
   apply_threads_option(o.threads);
   if (o.text.empty() == o.tokens.empty()) invalid("give exactly one of --text FILE or --tokens FILE");
+  if (!o.doc_separator.empty() && o.text.empty())
+    invalid("--doc-separator: applies to --text (the sequences of --tokens are its documents)");
   auto model = model::Model::open(o.model);
   const model::ModelConfig& c = model->config();
 

@@ -48,6 +48,8 @@ std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, const std::st
       invalid(path + ": " + (t.empty() ? std::string("empty") : "only 1 token") +
               ": too few tokens for one scored window (at least 2)");
   };
+  if (!in.doc_separator.empty() && in.texts.empty())
+    invalid("--doc-separator: applies to --text (the sequences of --tokens are its documents)");
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (!in.texts.empty()) tok = tokenizer::load_tokenizer(model_folder, vocab_size);
   const tokenizer::TextDocumentOptions to{doc_separator(in.doc_separator), in.max_tokens};

@@ -42,6 +42,9 @@ std::vector<std::vector<int32_t>> read_calib_tokens(const ProfileRequest& r, con
     slice.kind = "text";
     return std::move(text.documents);
   }
+  if (!r.doc_separator.empty())
+    invalid("--doc-separator: --calib " + path + " is read as token ids (its sequences are the documents); the "
+            "separator applies to text");
   const std::string bytes = io::read_file_bytes(path, io::kMaxTokenFileBytes);
   slice.xxh64 = hash_hex(xxhash64(bytes));
   slice.kind = "tokens";

@@ -124,6 +124,24 @@ TEST(TextPipelineCli, DocumentSeparatorKeepsWindowsInsideDocuments) {
   EXPECT_EQ(ppl.at("tokens").get<size_t>(), a + b);
   EXPECT_EQ(ppl.at("scored_tokens").get<int64_t>(), scored({a, b}, 16));
   EXPECT_TRUE(ppl.contains("bits_per_token"));
+  // A separator for token ids is refused naming the option.
+  write(dir / "ids.json", "[1, 450, 8580]");
+  std::string out;
+  EXPECT_EQ(test::run_command(test::binary() + " perplexity --model " + m + " --tokens " + (dir / "ids.json").string() +
+                                  " --doc-separator x",
+                              &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("--doc-separator: applies to --text"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(test::binary() + " profile --model " + m + " --calib " + (dir / "ids.json").string() +
+                                  " --doc-separator x -o " + (dir / "p2.json").string(),
+                              &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("--doc-separator: --calib " + (dir / "ids.json").string() + " is read as token ids"),
+            std::string::npos)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "p2.json"));
   // Without the separator the file is one document: one bos, windows across.
   const json whole = run_json("perplexity --model " + m + " --text " + text + " --ctx 16 --json");
   const size_t all = tok->encode(kDocA + "\n<doc>\n" + kDocB, true).size();
