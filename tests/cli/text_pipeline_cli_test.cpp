@@ -94,6 +94,12 @@ TEST(TextPipelineCli, ProfilePackEvalGenerateEncodeTextWithTheModelsTokenizer) {
   EXPECT_EQ(overall.at("unit"), "bits_per_token");
   EXPECT_EQ(overall.at("scored_tokens").get<int64_t>(), scored({ids.size()}, 16));
 
+  // tune reads the same text through the packed folder's tokenizer copy.
+  const json t = run_json("tune --packed " + packed + " --text " + text +
+                          " --sweep 1,2 --reps 1 --warmup 0 --dry-run --json");
+  EXPECT_TRUE(t.at("output").is_null());
+  EXPECT_TRUE(t.at("runtime_config").contains("sort_cutoff"));
+
   const std::string prompt = "The river runs past";
   const std::vector<int32_t> prompt_ids = tok->encode(prompt, true);
   const json g = run_json("generate --packed " + packed + " --prompt '" + prompt + "' -n 12 --json");
