@@ -105,7 +105,7 @@ int run_eval(EvalCliOptions& o) {
     std::fprintf(stderr, "eval: loaded %s in %.2f s (%s verified); auto sort_cutoff %lld from %s\n", o.packed.c_str(),
                  pm->load_stats().seconds, format_bytes(pm->load_stats().verified_bytes).c_str(),
                  static_cast<long long>(rt.sort_cutoff), rt.source.c_str());
-  const std::vector<eval::LabeledTokens> texts = read_inputs(o.inputs, c.vocab_size);
+  const std::vector<eval::LabeledTokens> texts = read_inputs(o.inputs, o.packed, c.vocab_size);
 
   eval::EvalReport r;
   r.tool_version = EQ_VERSION;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,9 @@
 #include "model/forward.h"
 #include "model/generate.h"
 #include "option_checks.h"
+#include "tokenizer/decode_stream.h"
+#include "tokenizer/text_documents.h"
+#include "tokenizer/utf8.h"
 
 namespace eq::app {
 namespace {
@@ -62,30 +66,45 @@ int run_generate(GenerateCliOptions& o) {
   std::vector<int32_t> prompt;
   const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.tokens_file.empty();
   if (sources != 1) invalid("give exactly one of --prompt, --prompt-file, --tokens");
+  // The packed folder holds the tokenizer files pack copied from the source.
+  // Token ids in, and no tokenizer: ids out, as text cannot be made.
+  const std::string folder = !o.packed.empty() ? o.packed : ref->checkpoint().folder();
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (o.tokens_file.empty() || tokenizer::has_tokenizer(folder, c.vocab_size))
+    tok = tokenizer::load_tokenizer(folder, c.vocab_size);
   if (!o.tokens_file.empty()) {
     io::TokenSequences s = io::read_token_file(o.tokens_file);
     io::check_token_range(s, c.vocab_size, o.tokens_file);
     if (s.sequences.size() != 1) invalid(o.tokens_file + ": expected one sequence, got " + std::to_string(s.sequences.size()));
     prompt = s.sequences[0];
   } else {
-    io::require_byte_level(o.prompt.empty() ? o.prompt_file : "--prompt", c.vocab_size);
     // --prompt decodes C escapes ("import os\nimport"); files and --raw-prompt are sent byte for byte.
     const std::string text = !o.prompt.empty() ? (o.raw_prompt ? o.prompt : io::unescape_prompt(o.prompt))
                                                : io::read_text_prefix(o.prompt_file, 0);
-    prompt = io::bytes_to_tokens(text);
+    prompt = tok->encode(text, /*add_special=*/true);
   }
   if (prompt.empty())
     invalid(std::string(!o.prompt_file.empty() ? o.prompt_file : !o.tokens_file.empty() ? o.tokens_file : "--prompt") +
             ": empty prompt (at least one token is needed)");
-  const bool stream = !o.json.print && c.byte_level();
+  // Text is printed as it becomes final: bytes as they come, other
+  // tokenizers' text through a DecodeStream; with no tokenizer, the ids once
+  // complete.
+  const bool print = !o.json.print && tok;
+  const bool bytes = tok && tokenizer::is_byte_tokenizer(*tok);
+  std::optional<tokenizer::DecodeStream> stream;
+  if (print && !bytes) stream.emplace(*tok);
+  const auto put = [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  };
   const model::GenerateResult r = model::generate(*m, prompt, o.gen, [&](int32_t t) {
-    if (stream) {
-      std::fputc(t, stdout);
-      std::fflush(stdout);
-    }
+    if (print && bytes) put(std::string(1, static_cast<char>(t)));
+    if (stream) put(stream->push(t));
   });
   if (!o.json.print) {
-    if (!c.byte_level()) {
+    if (stream) {
+      put(stream->finish());
+    } else if (!tok) {
       for (int32_t t : r.tokens) std::printf("%d ", t);
     }
     std::printf("\n");
@@ -100,6 +119,9 @@ int run_generate(GenerateCliOptions& o) {
     j["dispatch"] = dispatch_name;
     j["prompt_tokens"] = r.prompt_tokens;
     j["tokens"] = r.tokens;
+    // JSON strings are UTF-8: bytes that are not become U+FFFD here (the ids are exact).
+    j["text"] = tok ? nlohmann::ordered_json(tokenizer::utf8_repair(tok->decode(r.tokens, /*skip_special=*/false)))
+                    : nlohmann::ordered_json(nullptr);
     j["prefill_tokens_per_second"] = r.prefill_tokens_per_second();
     j["decode_tokens_per_second"] = r.decode_tokens_per_second();
     emit_json(o.json, j);
@@ -115,9 +137,10 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--model", o->model,
                   "Checkpoint to run (with --packed: optional, the source, checked against the packed config)");
   sub->add_option("--packed", o->packed, "Run this packed model folder");
-  sub->add_option("--prompt", o->prompt, "Prompt text (byte-level models); C escapes such as \\n and \\xHH are decoded");
+  sub->add_option("--prompt", o->prompt,
+                  "Prompt text, encoded by the model's tokenizer; C escapes such as \\n and \\xHH are decoded");
   sub->add_flag("--raw-prompt", o->raw_prompt, "Send --prompt byte for byte (no escape decoding)");
-  sub->add_option("--prompt-file", o->prompt_file, "Prompt from a file (byte-level models; .zst ok)");
+  sub->add_option("--prompt-file", o->prompt_file, "Prompt from a text file (.zst ok), encoded by the model's tokenizer");
   sub->add_option("--tokens", o->tokens_file, "Prompt token ids (json, npy, u32, i32; one sequence)");
   sub->add_option("-n,--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate (default 32)")
       ->check(integer_in(0, kMaxStepTokens));
@@ -129,7 +152,7 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--dispatch", o->dispatch, "With --packed: mask-combine, sorted or auto (default)");
   add_exec_options(sub, o->exec);
   sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
-  add_json_options(sub, o->json, "the tokens and speeds");
+  add_json_options(sub, o->json, "the tokens, their text and speeds");
   add_threads_option(sub, o->threads);
   return {sub, [o] { return run_generate(*o); }};
 }

@@ -13,6 +13,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "eval/perplexity.h"
+#include "eval_inputs.h"
 #include "format_util.h"
 #include "io/output_path.h"
 #include "io/safetensors.h"
@@ -22,12 +23,13 @@
 #include "model/forward.h"
 #include "option_checks.h"
 #include "progress.h"
+#include "tokenizer/text_documents.h"
 
 namespace eq::app {
 namespace {
 
 struct PerplexityCliOptions {
-  std::string model, text, tokens, tokens_format = "auto";
+  std::string model, text, tokens, tokens_format = "auto", doc_separator;
   int64_t ctx = 512, batch = 4, max_tokens = 0;
   int threads = 0;
   JsonOutput json;
@@ -38,19 +40,23 @@ int run_perplexity(const PerplexityCliOptions& o) {
   io::check_outputs_apart({o.json.output()}, {{"--model", o.model}, {"--text", o.text}, {"--tokens", o.tokens}});
   apply_threads_option(o.threads);
   if (o.text.empty() == o.tokens.empty()) invalid("give exactly one of --text FILE or --tokens FILE");
+  if (!o.doc_separator.empty() && o.text.empty())
+    invalid("--doc-separator: applies to --text (the sequences of --tokens are its documents)");
   auto model = model::Model::open(o.model);
   const model::ModelConfig& c = model->config();
 
   io::TokenSequences input;
   const std::string& source = o.text.empty() ? o.tokens : o.text;
   if (!o.text.empty()) {
-    input.sequences.push_back(io::read_text_tokens(o.text, c.vocab_size, o.max_tokens));
+    const auto tok = tokenizer::load_tokenizer(model->checkpoint().folder(), c.vocab_size);
+    input.sequences =
+        tokenizer::read_text_documents(o.text, *tok, {doc_separator(o.doc_separator), o.max_tokens}).documents;
   } else {
     const auto format = io::parse_token_file_format(o.tokens_format);
     if (!format) invalid("--tokens-format: expected auto, json, npy, u32 or i32, got '" + o.tokens_format + "'");
     input = io::read_token_file(o.tokens, *format);
   }
-  if (o.max_tokens > 0)
+  if (o.max_tokens > 0 && o.text.empty())
     for (auto& s : input.sequences)
       if (static_cast<int64_t>(s.size()) > o.max_tokens) s.resize(o.max_tokens);
   io::check_token_range(input, c.vocab_size, source);
@@ -117,14 +123,15 @@ Command add_perplexity(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "perplexity", "Perplexity and bits per token (per byte for byte models) of the reference model");
   sub->add_option("--model", o->model, "Checkpoint folder or .safetensors file")->required();
-  sub->add_option("--text", o->text, "Plain text, one byte per token (byte-level models; .zst ok)");
+  sub->add_option("--text", o->text, "Plain text (.zst ok), encoded by the model's tokenizer (bytes for a 256-token vocabulary)");
   sub->add_option("--tokens", o->tokens, "Token ids: JSON array (flat or per sequence), .npy, raw u32/i32");
   sub->add_option("--tokens-format", o->tokens_format, "auto (default), json, npy, u32, i32");
   sub->add_option("--ctx", o->ctx, "Window length: non-overlapping windows, first token of each not scored (512)")
       ->check(integer_in(2, kMaxCtx));
   sub->add_option("--batch", o->batch, "Windows run together per forward call (default 4)")
       ->check(integer_in(1, kMaxBatchWindows));
-  sub->add_option("--max-tokens", o->max_tokens, "Use only the first N tokens of each sequence (0 = all)")
+  add_doc_separator_option(sub, o->doc_separator);
+  sub->add_option("--max-tokens", o->max_tokens, "Use only the first N tokens of the text (of each sequence of a token file; 0 = all)")
       ->check(integer_in(0, kMaxTokensOption));
   add_threads_option(sub, o->threads);
   add_json_options(sub, o->json, "the result");

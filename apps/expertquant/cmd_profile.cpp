@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "eval_inputs.h"
 #include "format_util.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
@@ -36,7 +37,7 @@ double widest_format_bits() {
 
 struct ProfileCliOptions {
   profile::ProfileRequest request;
-  std::string calib, hidden, router_logits, policy, out, heatmap, target_size;
+  std::string calib, hidden, router_logits, policy, out, heatmap, target_size, doc_separator;
   std::vector<std::string> merge;
   double target_bits = 0;
   int64_t min_tokens = -1;
@@ -143,7 +144,9 @@ Command add_profile(CLI::App& app) {
   auto o = std::make_shared<ProfileCliOptions>();
   CLI::App* sub = app.add_subcommand("profile", "Measure expert usage and quantization sensitivity, classify experts");
   sub->add_option("--model", o->request.model_path, "Checkpoint folder");
-  auto* calib = sub->add_option("--calib", o->calib, "Calibration text (byte models) or token ids (.json/.npy/.u32)");
+  auto* calib = sub->add_option("--calib", o->calib,
+                                "Calibration text (.zst ok; encoded by the model's tokenizer) or token ids "
+                                "(.json/.npy/.u32/.i32/.bin, or --tokens-format)");
   auto* hidden = sub->add_option("--hidden", o->hidden, "Captured router inputs: safetensors with moe_input.L");
   auto* logits = sub->add_option("--router-logits", o->router_logits,
                                  "router_logits.L safetensors, or a --save-trace .zst (usage only)");
@@ -157,7 +160,10 @@ Command add_profile(CLI::App& app) {
       ->check(integer_in(1, kMaxCtx));
   sub->add_option("--max-tokens", o->request.max_tokens, "Use at most this many calibration tokens")
       ->check(integer_in(0, kMaxTokensOption));
-  sub->add_option("--tokens-format", o->request.tokens_format, "auto, json, npy, u32, i32");
+  sub->add_option("--tokens-format", o->request.tokens_format,
+                  "auto (token ids when --calib's name ends in .json/.npy/.u32/.i32/.bin, text otherwise), json, npy, "
+                  "u32, i32");
+  add_doc_separator_option(sub, o->doc_separator);
   sub->add_option("--policy", o->policy, "Policy file (configs/*.json; default: the built-in configs/default.json)");
   sub->add_option("--min-tokens", o->min_tokens, "Experts routed fewer times are under-covered (overrides the policy)")
       ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
@@ -208,6 +214,7 @@ Command add_profile(CLI::App& app) {
               if (!o->router_logits.empty()) r.source = profile::SourceKind::kRouterLogits, r.input_path = o->router_logits;
               r.policy = o->policy.empty() ? profile::default_policy() : profile::load_policy(o->policy);
               r.min_tokens = o->min_tokens;
+              r.doc_separator = doc_separator(o->doc_separator);
               r.sensitivity = !o->no_sensitivity;
               r.budget = {o->target_bits, target_bytes};
               // Phases: "pass" counts tokens, "sensitivity" experts.

@@ -72,7 +72,7 @@ int run_tune(TuneCliOptions& o) {
   po.model_path = o.model;
   po.verify = !o.no_verify;
   auto pm = exec::PackedModel::open(o.packed, po);
-  const auto texts = read_inputs(o.inputs, pm->config().vocab_size);
+  const auto texts = read_inputs(o.inputs, o.packed, pm->config().vocab_size);
   to.reps = o.reps;
   to.warmup = o.warmup;
   Progress bar("tune", o.verbose);

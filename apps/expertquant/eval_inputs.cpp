@@ -1,20 +1,32 @@
 #include "eval_inputs.h"
 
 #include <filesystem>
+#include <memory>
 #include <limits>
 
 #include "core/error.h"
-#include "io/text_file.h"
+#include "io/prompt_text.h"
 #include "io/tokens.h"
 #include "option_checks.h"
+#include "tokenizer/text_documents.h"
 
 namespace eq::app {
 
 void add_text_options(CLI::App* sub, TextInputs& in, const std::string& max_tokens_help) {
-  sub->add_option("--text", in.texts, "Evaluation text (byte-level models; .zst ok); repeat for several domains");
+  sub->add_option("--text", in.texts,
+                  "Evaluation text (.zst ok), encoded by the model's tokenizer; repeat for several domains");
   sub->add_option("--tokens", in.token_files, "Evaluation token file (json, npy, u32, i32); repeatable");
   sub->add_option("--max-tokens", in.max_tokens, max_tokens_help)->check(integer_in(0, kMaxTokensOption));
+  add_doc_separator_option(sub, in.doc_separator);
 }
+
+void add_doc_separator_option(CLI::App* sub, std::string& separator) {
+  sub->add_option("--doc-separator", separator,
+                  "Text files: documents end at this string (C escapes such as \\n decoded; dropped from the "
+                  "text); each is encoded whole and no window crosses two (default: the file is one document)");
+}
+
+std::string doc_separator(const std::string& typed) { return io::unescape_prompt(typed); }
 
 std::string domain_label(const std::string& path) {
   std::string name = std::filesystem::path(path).filename().string();
@@ -24,7 +36,7 @@ std::string domain_label(const std::string& path) {
   return name;
 }
 
-std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab_size) {
+std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, const std::string& model_folder, int64_t vocab_size) {
   std::vector<eval::LabeledTokens> out;
   auto cap = [&](std::vector<int32_t>& t) {
     if (in.max_tokens > 0 && static_cast<int64_t>(t.size()) > in.max_tokens) t.resize(static_cast<size_t>(in.max_tokens));
@@ -36,16 +48,24 @@ std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab
       invalid(path + ": " + (t.empty() ? std::string("empty") : "only 1 token") +
               ": too few tokens for one scored window (at least 2)");
   };
+  if (!in.doc_separator.empty() && in.texts.empty())
+    invalid("--doc-separator: applies to --text (the sequences of --tokens are its documents)");
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (!in.texts.empty()) tok = tokenizer::load_tokenizer(model_folder, vocab_size);
+  const tokenizer::TextDocumentOptions to{doc_separator(in.doc_separator), in.max_tokens};
   for (const std::string& p : in.texts) {
-    eval::LabeledTokens t{domain_label(p), io::read_text_tokens(p, vocab_size, in.max_tokens)};
-    cap(t.tokens);
+    eval::LabeledTokens t{domain_label(p), {}, {}};
+    for (auto& d : tokenizer::read_text_documents(p, *tok, to).documents) {
+      t.document_starts.push_back(static_cast<int64_t>(t.tokens.size()));
+      t.tokens.insert(t.tokens.end(), d.begin(), d.end());
+    }
     require_window(t.tokens, p);
     out.push_back(std::move(t));
   }
   for (const std::string& p : in.token_files) {
     io::TokenSequences seqs = io::read_token_file(p);
     io::check_token_range(seqs, vocab_size, p);
-    eval::LabeledTokens t{domain_label(p), {}};
+    eval::LabeledTokens t{domain_label(p), {}, {}};
     for (const auto& s : seqs.sequences) t.tokens.insert(t.tokens.end(), s.begin(), s.end());
     cap(t.tokens);
     require_window(t.tokens, p);

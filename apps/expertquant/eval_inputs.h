@@ -20,11 +20,18 @@ namespace eq::app {
 struct TextInputs {
   std::vector<std::string> texts, token_files;
   int64_t max_tokens = 0;  // per text; 0 = all
+  std::string doc_separator;  // as typed (C escapes decoded when read)
 };
 void add_text_options(CLI::App* sub, TextInputs& in, const std::string& max_tokens_help);
 // "data/corpus/eval_prose.txt.zst" -> "prose"; token files keep their stem.
 std::string domain_label(const std::string& path);
-std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, int64_t vocab_size);
+// --text is encoded by the tokenizer of the model in `model_folder` (read only
+// when there is text).
+std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, const std::string& model_folder, int64_t vocab_size);
+// The --doc-separator option, shared by every command that reads text.
+void add_doc_separator_option(CLI::App* sub, std::string& separator);
+// --doc-separator with its C escapes (\n, \xHH, ...) decoded.
+std::string doc_separator(const std::string& typed);
 // The files of --text / --tokens, for io::check_outputs_apart.
 std::vector<io::NamedPath> input_paths(const TextInputs& in);
 

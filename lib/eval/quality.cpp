@@ -119,6 +119,20 @@ TextQuality finish(const std::string& label, TextAcc& a) {
   return q;
 }
 
+// (start, length) of each window: consecutive ctx-token windows from the
+// start of each document, the last of a document shorter.
+std::vector<std::pair<int64_t, int64_t>> text_windows(const LabeledTokens& t, int64_t ctx) {
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  const int64_t n = static_cast<int64_t>(t.tokens.size());
+  std::vector<int64_t> starts = t.document_starts;
+  if (starts.empty() || starts.front() != 0) starts.insert(starts.begin(), 0);
+  for (size_t d = 0; d < starts.size(); ++d) {
+    const int64_t end = d + 1 < starts.size() ? std::min(starts[d + 1], n) : n;
+    for (int64_t b = starts[d]; b < end; b += ctx) windows.push_back({b, std::min(ctx, end - b)});
+  }
+  return windows;
+}
+
 }  // namespace
 
 QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTokens>& texts,
@@ -133,8 +147,7 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
   int64_t total = 0;
   for (const LabeledTokens& t : texts) {
     m.check_tokens(t.tokens, std::max<int64_t>(1, static_cast<int64_t>(t.tokens.size())), t.label);
-    for (size_t b = 0; b < t.tokens.size(); b += static_cast<size_t>(options.ctx))
-      total += std::max<int64_t>(0, std::min<int64_t>(options.ctx, static_cast<int64_t>(t.tokens.size() - b)) - 1);
+    for (const auto& [start, len] : text_windows(t, options.ctx)) total += std::max<int64_t>(0, len - 1);
   }
   LayerErrorObserver layer_obs(pm);
   TextAcc all;
@@ -143,10 +156,8 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
   std::vector<double> lr, lp;
   for (const LabeledTokens& text : texts) {
     TextAcc acc;
-    const int64_t n = static_cast<int64_t>(text.tokens.size());
     // Windows of equal length run together (all full windows, then the tail).
-    std::vector<std::pair<int64_t, int64_t>> windows;  // (start, length)
-    for (int64_t b = 0; b < n; b += options.ctx) windows.push_back({b, std::min(options.ctx, n - b)});
+    const std::vector<std::pair<int64_t, int64_t>> windows = text_windows(text, options.ctx);
     for (size_t w0 = 0; w0 < windows.size();) {
       size_t w1 = w0;
       while (w1 < windows.size() && w1 - w0 < static_cast<size_t>(options.batch_windows) &&

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace eq::exec {
@@ -21,8 +22,15 @@ class PackedModel;
 namespace eq::eval {
 
 struct LabeledTokens {
+  LabeledTokens() = default;
+  LabeledTokens(std::string label_, std::vector<int32_t> tokens_, std::vector<int64_t> document_starts_ = {})
+      : label(std::move(label_)), tokens(std::move(tokens_)), document_starts(std::move(document_starts_)) {}
+
   std::string label;  // the domain ("prose", "c", ...)
   std::vector<int32_t> tokens;
+  // Offsets in `tokens` where a new document starts: windows are cut inside
+  // documents, never across one (empty: one document).
+  std::vector<int64_t> document_starts;
 };
 
 struct QualityOptions {

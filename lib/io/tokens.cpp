@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "io/input_file.h"
 #include "io/json_guard.h"
-#include "io/text_file.h"
 
 namespace eq::io {
 namespace {
@@ -260,6 +259,12 @@ std::optional<TokenFileFormat> parse_token_file_format(std::string_view name) {
 }
 
 
+bool names_token_file(std::string_view path) {
+  for (std::string_view ext : {".json", ".npy", ".u32", ".bin", ".i32"})
+    if (path.ends_with(ext)) return true;
+  return false;
+}
+
 int64_t TokenSequences::total() const {
   int64_t n = 0;
   for (const auto& s : sequences) n += static_cast<int64_t>(s.size());
@@ -287,18 +292,6 @@ std::vector<int32_t> bytes_to_tokens(std::string_view text) {
   std::vector<int32_t> t(text.size());
   for (size_t i = 0; i < text.size(); ++i) t[i] = static_cast<uint8_t>(text[i]);
   return t;
-}
-
-void require_byte_level(const std::string& label, int64_t vocab_size) {
-  if (vocab_size != 256)
-    invalid(label + ": plain text needs a byte-level model (vocabulary of 256); this model's vocabulary is " +
-            std::to_string(vocab_size) + " tokens: tokenize the text and pass token ids with --tokens");
-}
-
-std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size, int64_t max_tokens) {
-  require_byte_level(path, vocab_size);
-  // Byte-level: one token per byte, so max_tokens tokens are the first max_tokens bytes.
-  return bytes_to_tokens(read_text_prefix(path, max_tokens > 0 ? uint64_t(max_tokens) : 0));
 }
 
 void check_token_range(const TokenSequences& tokens, int64_t vocab_size, const std::string& label) {

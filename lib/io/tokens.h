@@ -1,5 +1,5 @@
-// Token inputs for forward passes: token-id files for any model, plain text
-// for byte-level models (vocabulary of 256: token id = byte value).
+// Token-id files, the token inputs of forward passes besides text (text is
+// encoded by the model's tokenizer: tokenizer/text_documents.h).
 //   json: a flat array of ids (one sequence) or an array of arrays (one per
 //         sequence); an object {"tokens": ...} or {"input_ids": ...} also works.
 //   npy:  int32/int64 (also uint8/int16/uint16/uint32), little-endian, C order,
@@ -38,14 +38,9 @@ TokenSequences parse_token_buffer(std::string_view bytes, TokenFileFormat format
 
 // Bytes of `text` as token ids 0..255.
 std::vector<int32_t> bytes_to_tokens(std::string_view text);
-// Throws eq::Error naming `label` (a file or option) and telling the user to
-// pass token ids when the model's vocabulary is not bytes (vocab_size != 256).
-void require_byte_level(const std::string& label, int64_t vocab_size);
-// Reads a text file (.zst decompressed) as byte tokens, after
-// require_byte_level. With max_tokens > 0 the read stops after that many
-// tokens (read_text_prefix: the rest of the file is never read); otherwise the
-// text is read whole, up to kMaxTextBytes.
-std::vector<int32_t> read_text_tokens(const std::string& path, int64_t vocab_size, int64_t max_tokens = 0);
+// True when the file name says token ids (.json, .npy, .u32, .bin, .i32):
+// inputs that take text or ids (profile --calib) read any other name as text.
+bool names_token_file(std::string_view path);
 
 // Throws eq::Error naming `label`, the sequence and position of the first id
 // outside [0, vocab_size).

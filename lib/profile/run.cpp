@@ -16,6 +16,7 @@
 #include "profile/candidate_fit.h"
 #include "profile/collector.h"
 #include "profile/trace.h"
+#include "tokenizer/text_documents.h"
 
 namespace eq::profile {
 namespace {
@@ -26,26 +27,26 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // Rows of captured inputs / logits processed per step (bounds the float32 copy).
 constexpr int64_t kCapturedRows = 4096;
 
-std::vector<std::vector<int32_t>> read_calib_tokens(const std::string& path, const model::ModelConfig& c,
-                                                    const std::string& format, int64_t max_tokens,
+std::vector<std::vector<int32_t>> read_calib_tokens(const ProfileRequest& r, const model::Model& model,
                                                     CalibrationSlice& slice) {
-  const auto fmt = io::parse_token_file_format(format);
-  if (!fmt) invalid("--tokens-format: unknown value '" + format + "' (auto, json, npy, u32, i32)");
-  // A byte-level model reads plain text unless the file is recognizably a token file.
-  const bool token_file = *fmt != io::TokenFileFormat::kAuto || path.ends_with(".json") || path.ends_with(".npy") ||
-                          path.ends_with(".u32") || path.ends_with(".i32") || path.ends_with(".bin");
-  if (c.byte_level() && !token_file) {
-    // Streamed: with --max-tokens only the bytes used are read (and hashed).
-    const std::string bytes = io::read_text_prefix(path, max_tokens > 0 ? uint64_t(max_tokens) : 0);
-    slice.xxh64 = hash_hex(xxhash64(bytes));
+  const std::string& path = r.input_path;
+  const model::ModelConfig& c = model.config();
+  const auto fmt = io::parse_token_file_format(r.tokens_format);
+  if (!fmt) invalid("--tokens-format: unknown value '" + r.tokens_format + "' (auto, json, npy, u32, i32)");
+  // Text unless the name or --tokens-format says token ids.
+  if (*fmt == io::TokenFileFormat::kAuto && !io::names_token_file(path)) {
+    const auto tok = tokenizer::load_tokenizer(model.checkpoint().folder(), c.vocab_size);
+    tokenizer::TextDocuments text =
+        tokenizer::read_text_documents(path, *tok, {r.doc_separator, r.max_tokens});
+    slice.xxh64 = hash_hex(text.xxh64);
     slice.kind = "text";
-    return {io::bytes_to_tokens(bytes)};
+    return std::move(text.documents);
   }
+  if (!r.doc_separator.empty())
+    invalid("--doc-separator: --calib " + path + " is read as token ids (its sequences are the documents); the "
+            "separator applies to text");
   const std::string bytes = io::read_file_bytes(path, io::kMaxTokenFileBytes);
   slice.xxh64 = hash_hex(xxhash64(bytes));
-  if (!c.byte_level() && *fmt == io::TokenFileFormat::kAuto && !token_file && !bytes.empty() && bytes[0] != '[' &&
-      bytes[0] != '{' && bytes.compare(0, 6, "\x93NUMPY") != 0)
-    io::require_byte_level("--calib " + path, c.vocab_size);
   slice.kind = "tokens";
   io::TokenSequences seqs = io::parse_token_buffer(bytes, *fmt, "--calib " + path);
   io::check_token_range(seqs, c.vocab_size, "--calib " + path);
@@ -54,7 +55,7 @@ std::vector<std::vector<int32_t>> read_calib_tokens(const std::string& path, con
 
 void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& collector, CalibrationSlice& slice) {
   if (r.ctx < 1) invalid("--ctx must be at least 1, got " + std::to_string(r.ctx));
-  auto seqs = read_calib_tokens(r.input_path, model.config(), r.tokens_format, r.max_tokens, slice);
+  auto seqs = read_calib_tokens(r, model, slice);
   // Windows of ctx tokens (the last of a sequence shorter), capped at max_tokens.
   struct Window {
     const int32_t* tokens;

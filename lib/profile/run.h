@@ -1,5 +1,5 @@
 // One profiling run, from a source to a classified Profile:
-//   calib:          token windows (text for byte models, token ids otherwise)
+//   calib:          token windows (text encoded by the model's tokenizer, or token ids)
 //                   through the float32 reference forward, every MoE block observed;
 //   hidden:         captured router inputs moe_input.L [tokens, H]; router and
 //                   experts evaluated from the checkpoint layer by layer;
@@ -23,6 +23,7 @@ struct ProfileRequest {
   SourceKind source = SourceKind::kCalib;
   std::string input_path;       // the calib / hidden / router-logits file
   std::string tokens_format = "auto";
+  std::string doc_separator;    // calib text: documents end here ("" = one document)
   int64_t ctx = 512;            // calib window length (tokens), like perplexity
   int64_t max_tokens = 0;       // 0 = the whole file
   int64_t batch_windows = 8;

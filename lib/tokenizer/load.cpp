@@ -66,15 +66,26 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view json, const std
   return std::make_unique<HfTokenizer>(root, TokenizerConfig{}, label);
 }
 
+namespace {
+
+// <model_dir>/tokenizer.json (or .zst), "" when there is none.
+std::string tokenizer_json_path(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  for (const char* name : {"tokenizer.json", "tokenizer.json.zst"})
+    if (fs::exists(fs::path(model_dir) / name)) return (fs::path(model_dir) / name).string();
+  return {};
+}
+
+}  // namespace
+
+bool has_tokenizer(const std::string& model_dir, int64_t model_vocab_size) {
+  return model_vocab_size == 256 || !tokenizer_json_path(model_dir).empty();
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir, int64_t model_vocab_size) {
   namespace fs = std::filesystem;
   const fs::path dir(model_dir);
-  std::string json_path;
-  for (const char* name : {"tokenizer.json", "tokenizer.json.zst"})
-    if (fs::exists(dir / name)) {
-      json_path = (dir / name).string();
-      break;
-    }
+  const std::string json_path = tokenizer_json_path(model_dir);
   if (json_path.empty()) {
     if (model_vocab_size == 256) return std::make_unique<ByteTokenizer>();
     eq::invalid(model_dir + ": no tokenizer.json, and the model's vocabulary (" + std::to_string(model_vocab_size) +

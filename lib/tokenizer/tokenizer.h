@@ -45,6 +45,10 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view json, const std
 // whose ids reach past it is refused (exit 2 naming both).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir, int64_t model_vocab_size);
 
+// Whether load_tokenizer would find one (a tokenizer file, or a vocabulary of
+// 256): commands given token ids use the tokenizer only where there is one.
+bool has_tokenizer(const std::string& model_dir, int64_t model_vocab_size);
+
 // vocab_size of <model_dir>/config.json (top level, or text_config for
 // multimodal configs), without the rest of the model config: tokenizing needs
 // no architecture this build can run. Exit 2 naming the file and field.

@@ -84,17 +84,9 @@ TEST(Tokens, UnknownFormatAsksForFlag) {
   EXPECT_NE(expect_error("hello", TokenFileFormat::kAuto, "mystery.dat").find("--tokens-format"), std::string::npos);
 }
 
-TEST(Tokens, TextNeedsByteModelAndRangeNamesPosition) {
-  const auto dir = test::temp_dir("tokens");
-  const auto path = (dir / "t.txt").string();
-  std::ofstream(path) << "hi\xff";
-  EXPECT_EQ(read_text_tokens(path, 256), (std::vector<int32_t>{'h', 'i', 255}));
-  try {
-    read_text_tokens(path, 32000);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--tokens"), std::string::npos) << e.what();
-  }
+TEST(Tokens, TokenFileNamesAndRangeNamesPosition) {
+  for (const char* name : {"ids.json", "a/b.npy", "x.u32", "x.bin", "x.i32"}) EXPECT_TRUE(names_token_file(name)) << name;
+  for (const char* name : {"wiki.txt", "calib.txt.zst", "json", "notes.md"}) EXPECT_FALSE(names_token_file(name)) << name;
   TokenSequences s;
   s.sequences = {{1, 2}, {3, 99}};
   try {

@@ -15,6 +15,7 @@
 
 #include "eval/perplexity.h"
 #include "io/safetensors.h"
+#include "io/text_file.h"
 #include "io/tokens.h"
 #include "model/forward.h"
 #include "model/generate.h"
@@ -153,7 +154,7 @@ TEST_P(BitsPerByteTest, MatchesReference) {
   const double want = reference_json(p.model)["bits_per_byte"][p.file]["bits_per_byte"].get<double>();
   auto model = Model::open(model_dir(p.model).string());
   const std::vector<int32_t> tokens =
-      io::read_text_tokens((test::shared_dir() / "corpus" / p.file).string(), model->config().vocab_size);
+      io::bytes_to_tokens(io::read_file_bytes((test::shared_dir() / "corpus" / p.file).string()));
   const eval::PerplexityResult r = eval::perplexity(*model, {tokens});
   std::printf("[%s] %s: bpb %.6f (reference %.6f), %.1f s\n", p.model.c_str(), p.file.c_str(), r.bits_per_token(),
               want, r.seconds);

@@ -10,15 +10,26 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "io/text_file.h"
+#include "tokenizer/tokenizer.h"
 
 namespace eq::test {
 
 std::filesystem::path write_random_moe(const std::filesystem::path& dir, const RandomMoeSpec& s) {
-  constexpr int64_t kVocab = 256, kHeads = 2, kKvHeads = 1, kHeadDim = 16;
+  constexpr int64_t kHeads = 2, kKvHeads = 1, kHeadDim = 16;
   const int64_t H = s.hidden, I = s.intermediate;
   std::filesystem::create_directories(dir);
+  int64_t vocab = 256;
+  if (!s.tokenizer.empty()) {
+    const auto json = s.tokenizer / "tokenizer.json";
+    const std::string text = io::read_file_bytes(std::filesystem::exists(json) ? json.string() : json.string() + ".zst");
+    std::ofstream(dir / "tokenizer.json", std::ios::binary) << text;
+    std::filesystem::copy_file(s.tokenizer / "tokenizer_config.json", dir / "tokenizer_config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    vocab = tokenizer::parse_tokenizer_json(text, json.string())->vocab_size();
+  }
   const nlohmann::json config = {
-      {"architectures", {"Qwen3MoeForCausalLM"}}, {"model_type", "qwen3_moe"}, {"vocab_size", kVocab},
+      {"architectures", {"Qwen3MoeForCausalLM"}}, {"model_type", "qwen3_moe"}, {"vocab_size", vocab},
       {"hidden_size", H}, {"intermediate_size", 2 * H}, {"moe_intermediate_size", I},
       {"num_hidden_layers", s.layers}, {"num_attention_heads", kHeads}, {"num_key_value_heads", kKvHeads},
       {"head_dim", kHeadDim}, {"num_experts", s.experts}, {"num_experts_per_tok", s.top_k},
@@ -38,8 +49,8 @@ std::filesystem::path write_random_moe(const std::filesystem::path& dir, const R
     weights[name] = {std::move(shape), std::move(v)};
   };
   const float lin = 1.0f / std::sqrt(static_cast<float>(H));
-  add("model.embed_tokens.weight", {kVocab, H}, 1.0f);
-  add("lm_head.weight", {kVocab, H}, lin);
+  add("model.embed_tokens.weight", {vocab, H}, 1.0f);
+  add("lm_head.weight", {vocab, H}, lin);
   add("model.norm.weight", {H}, 0.1f, 1.0f);
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";

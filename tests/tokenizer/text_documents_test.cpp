@@ -1,0 +1,69 @@
+// Text files into token sequences for a model: documents on a separator, each
+// encoded whole with the tokenizer's default special tokens, max_tokens cut,
+// and the byte tokenizer giving the bytes (and reading only what it keeps).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/hash.h"
+#include "test_support.h"
+#include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/text_documents.h"
+
+namespace eq {
+namespace {
+
+using tokenizer::TextDocumentOptions;
+
+std::string write(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+  return p.string();
+}
+
+std::unique_ptr<tokenizer::Tokenizer> llama2() {
+  const auto dir = test::source_dir() / "tests/data/tokenizers/llama2";
+  return tokenizer::load_tokenizer_file((dir / "tokenizer.json.zst").string(), (dir / "tokenizer_config.json").string());
+}
+
+TEST(TextDocuments, ByteTokenizerGivesTheBytes) {
+  const auto dir = test::temp_dir("textdocs_bytes");
+  const std::string path = write(dir / "t.txt", "hi\xff there");
+  const tokenizer::ByteTokenizer bytes;
+  const auto all = tokenizer::read_text_documents(path, bytes, {});
+  ASSERT_EQ(all.documents.size(), 1u);
+  EXPECT_EQ(all.documents[0], (std::vector<int32_t>{'h', 'i', 255, ' ', 't', 'h', 'e', 'r', 'e'}));
+  EXPECT_EQ(all.xxh64, xxhash64(std::string_view("hi\xff there")));
+  // max_tokens reads only the bytes kept: the hash is of those.
+  const auto start = tokenizer::read_text_documents(path, bytes, {"", 3});
+  EXPECT_EQ(start.documents, (std::vector<std::vector<int32_t>>{{'h', 'i', 255}}));
+  EXPECT_EQ(start.xxh64, xxhash64(std::string_view("hi\xff")));
+  const auto split = tokenizer::read_text_documents(path, bytes, {"\xff", 0});
+  EXPECT_EQ(split.documents, (std::vector<std::vector<int32_t>>{{'h', 'i'}, {' ', 't', 'h', 'e', 'r', 'e'}}));
+}
+
+TEST(TextDocuments, EachDocumentEncodedWholeWithBosAndEmptyOnesLeftOut) {
+  const auto tok = llama2();
+  const std::string a = "Hello world", b = "Good night";
+  const auto docs = tokenizer::encode_documents("--" + a + "--" + b + "----", *tok, {"--", 0});
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0], tok->encode(a, true));
+  EXPECT_EQ(docs[1], tok->encode(b, true));
+  EXPECT_EQ(docs[1].front(), 1);  // <s> starts every document
+  EXPECT_EQ(tokenizer::encode_documents(a + "--" + b, *tok, {}),
+            (std::vector<std::vector<int32_t>>{tok->encode(a + "--" + b, true)}));
+  EXPECT_TRUE(tokenizer::encode_documents("----", *tok, {"--", 0}).empty());
+  EXPECT_TRUE(tokenizer::encode_documents("", *tok, {}).empty());
+}
+
+TEST(TextDocuments, MaxTokensKeepsTheFirstTokensAcrossDocuments) {
+  const auto tok = llama2();
+  const std::vector<int32_t> a = tok->encode("Hello world", true), b = tok->encode("Good night", true);
+  const int64_t keep = static_cast<int64_t>(a.size()) + 1;
+  const auto docs = tokenizer::encode_documents("Hello world|Good night|More text", *tok, {"|", keep});
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0], a);
+  EXPECT_EQ(docs[1], std::vector<int32_t>(b.begin(), b.begin() + 1));
+}
+
+}  // namespace
+}  // namespace eq
