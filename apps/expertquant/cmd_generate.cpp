@@ -22,7 +22,7 @@
 #include "option_checks.h"
 #include "tokenizer/decode_stream.h"
 #include "tokenizer/text_documents.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace eq::app {
 namespace {
@@ -120,7 +120,7 @@ int run_generate(GenerateCliOptions& o) {
     j["prompt_tokens"] = r.prompt_tokens;
     j["tokens"] = r.tokens;
     // JSON strings are UTF-8: bytes that are not become U+FFFD here (the ids are exact).
-    j["text"] = tok ? nlohmann::ordered_json(tokenizer::utf8_repair(tok->decode(r.tokens, /*skip_special=*/false)))
+    j["text"] = tok ? nlohmann::ordered_json(valid_utf8(tok->decode(r.tokens, /*skip_special=*/false)))
                     : nlohmann::ordered_json(nullptr);
     j["prefill_tokens_per_second"] = r.prefill_tokens_per_second();
     j["decode_tokens_per_second"] = r.decode_tokens_per_second();

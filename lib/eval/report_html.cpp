@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/utf8.h"
+#include "core/xml_escape.h"
 #include "eval/report.h"
 
 namespace eq::eval {
@@ -20,19 +21,7 @@ void add(std::string& out, const char* fmt, ...) {
   out += buf;
 }
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
+std::string esc(std::string_view s) { return xml_escape(s); }
 
 // A byte-level model's tokens are bytes: shown as the UTF-8 text they spell
 // (invalid sequences as U+FFFD; control bytes other than newline and tab as

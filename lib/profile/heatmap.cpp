@@ -4,22 +4,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/xml_escape.h"
+
 namespace eq::profile {
 namespace {
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
 
 // Right edge of a text line starting at x, at the glyph-width bound.
 int text_right(int x, const std::string& text, int font_size) {

@@ -2,7 +2,7 @@
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pattern.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace eq::tokenizer {
 
@@ -44,7 +44,7 @@ class ByteLevelDecoder : public Decoder {
       }
       bytes += all ? mapped : t;
     }
-    tokens.assign(1, utf8_repair(bytes));
+    tokens.assign(1, valid_utf8(bytes));
   }
 };
 

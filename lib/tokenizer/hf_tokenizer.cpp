@@ -3,7 +3,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace eq::tokenizer {
 
@@ -100,7 +100,7 @@ void HfTokenizer::encode_section(std::string_view section, bool at_text_start, W
 std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special) const {
   std::string repaired;
   if (!is_valid_utf8(text)) {
-    repaired = utf8_repair(text);
+    repaired = valid_utf8(text);
     text = repaired;
   }
   std::vector<int32_t> ids;

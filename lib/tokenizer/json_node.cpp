@@ -1,7 +1,7 @@
 #include "tokenizer/json_node.h"
 
 #include "core/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace eq::tokenizer {
 

@@ -62,7 +62,7 @@ void for_each_char_match(std::string_view text, Pred pred, F on_match);
 
 }  // namespace eq::tokenizer
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace eq::tokenizer {
 template <class Pred, class F>

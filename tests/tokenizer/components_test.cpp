@@ -15,7 +15,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/unicode.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 #include "tokenizer/split_behavior.h"
 #include "tokenizer/tokenizer.h"
 
@@ -99,7 +99,7 @@ TEST(TokenizerComponents, NormalizationFormsEqualWholeTextNormalization) {
     for (int k = 0; k < 300; ++k) {
       std::string text;
       const size_t len = rng() % 12;
-      for (size_t i = 0; i < len; ++i) tokenizer::utf8_append(text, pool[rng() % pool.size()]);
+      for (size_t i = 0; i < len; ++i) utf8_append(text, pool[rng() % pool.size()]);
       std::string got = text;
       norm->normalize(got);
       utf8proc_uint8_t* whole = nullptr;

@@ -13,7 +13,7 @@
 #include "io/text_file.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace eq {
 namespace {
@@ -96,7 +96,7 @@ TEST_P(Golden, DecodesBackToTheText) {
                                           // "\xE2\x96\x81" of the text as a space: not lossless there.
       // Byte-level tokenizers lose only what was not UTF-8 (read as U+FFFD)
       // and, for Qwen3 (NFC normalizer), the decomposed accents of the text.
-      std::string want = tokenizer::utf8_repair(g.text);
+      std::string want = valid_utf8(g.text);
       if (GetParam() == "qwen3") {
         for (auto [from, to] : {std::pair{"e\xCC\x81", "\xC3\xA9"}, std::pair{"A\xCC\x8A", "\xC3\x85"}}) {
           const size_t at = want.find(from);
