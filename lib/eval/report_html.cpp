@@ -21,8 +21,6 @@ void add(std::string& out, const char* fmt, ...) {
   out += buf;
 }
 
-std::string esc(std::string_view s) { return xml_escape(s); }
-
 // A byte-level model's tokens are bytes: shown as the UTF-8 text they spell
 // (invalid sequences as U+FFFD; control bytes other than newline and tab as
 // their Unicode control pictures, U+2400 + byte). Other models' tokens are
@@ -31,7 +29,7 @@ std::string tokens_text(const std::vector<int32_t>& t, bool byte_level) {
   std::string s;
   if (!byte_level) {
     for (int32_t id : t) s += std::to_string(id) + " ";
-    return esc(s);
+    return xml_escape(s);
   }
   std::string bytes;
   for (int32_t b : t) bytes += static_cast<char>(b & 0xff);
@@ -44,7 +42,7 @@ std::string tokens_text(const std::vector<int32_t>& t, bool byte_level) {
       s += static_cast<char>(c == 0x7f ? 0xA1 : 0x80 + c);
     }
   }
-  return esc(s);
+  return xml_escape(s);
 }
 
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
@@ -98,7 +96,7 @@ void latency_chart(std::string& out, const LatencyResult& l, const LatencyResult
       const double ly = top + 16 * static_cast<double>(i + (dashed ? r.strategies.size() : 0));
       add(out, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='%s' stroke-width='2' %s/>", W - right + 8,
           W - right + 28, ly, ly, color, dashed ? "stroke-dasharray='5,4'" : "");
-      add(out, "<text x='%.0f' y='%.1f' font-size='11'>%s%s</text>\n", W - right + 32, ly + 4, esc(s.dispatch).c_str(), suffix);
+      add(out, "<text x='%.0f' y='%.1f' font-size='11'>%s%s</text>\n", W - right + 32, ly + 4, xml_escape(s.dispatch).c_str(), suffix);
     }
   };
   lines(l, false, "");
@@ -183,33 +181,33 @@ std::string report_html(const EvalReport& r) {
          ".pass{color:#2a2}.fail{color:#c22;font-weight:bold}.chart{display:block;margin:8px 0}</style></head><body>\n";
   out += "<h1>expertquant eval report</h1>\n";
   add(out, "<p id='summary'>Packed <code>%s</code> (%s, %.3f bits per expert weight) against <code>%s</code>; %s, %s, %d thread(s).</p>\n",
-      esc(r.packed.folder).c_str(), esc(r.packed.policy).c_str(), r.packed.avg_bits_per_expert_weight,
-      esc(r.model_path.empty() ? std::string("no unquantized model") : r.model_path).c_str(), esc(r.machine.cpu).c_str(),
-      esc(r.machine.isa).c_str(), r.machine.threads);
+      xml_escape(r.packed.folder).c_str(), xml_escape(r.packed.policy).c_str(), r.packed.avg_bits_per_expert_weight,
+      xml_escape(r.model_path.empty() ? std::string("no unquantized model") : r.model_path).c_str(), xml_escape(r.machine.cpu).c_str(),
+      xml_escape(r.machine.isa).c_str(), r.machine.threads);
   if (!r.comparison_skipped.empty())
-    out += "<p id='comparison'>Comparison skipped: " + esc(r.comparison_skipped) + "</p>\n";
+    out += "<p id='comparison'>Comparison skipped: " + xml_escape(r.comparison_skipped) + "</p>\n";
   if (r.baseline)
-    add(out, "<p>Baseline <code>%s</code> (%s, %.3f bits per expert weight).</p>\n", esc(r.baseline->folder).c_str(),
-        esc(r.baseline->policy).c_str(), r.baseline->avg_bits_per_expert_weight);
+    add(out, "<p>Baseline <code>%s</code> (%s, %.3f bits per expert weight).</p>\n", xml_escape(r.baseline->folder).c_str(),
+        xml_escape(r.baseline->policy).c_str(), r.baseline->avg_bits_per_expert_weight);
   const char* unit = r.byte_level ? "bpb" : "bits/token";
   if (r.quality && !r.quality->compared) {
-    out += "<h2>Quality</h2>\n<p>" + esc(quality_line(r)) + "</p>\n";
+    out += "<h2>Quality</h2>\n<p>" + xml_escape(quality_line(r)) + "</p>\n";
     add(out, "<table id='quality'><tr><th class='l'>text</th><th>tokens</th><th>%s packed</th></tr>\n", unit);
     std::vector<TextQuality> rows = r.quality->texts;
     if (rows.size() > 1) rows.push_back(r.quality->overall);
     for (const auto& t : rows)
-      add(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.4f</td></tr>\n", esc(t.label).c_str(),
+      add(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.4f</td></tr>\n", xml_escape(t.label).c_str(),
           static_cast<long long>(t.scored_tokens), t.bits_packed);
     out += "</table>\n";
   } else if (r.quality) {
     const QualityResult& q = *r.quality;
-    out += "<h2>Quality</h2>\n<p>" + esc(quality_line(r)) + "</p>\n";
+    out += "<h2>Quality</h2>\n<p>" + xml_escape(quality_line(r)) + "</p>\n";
     add(out, "<table id='quality'><tr><th class='l'>text</th><th>tokens</th><th>%s reference</th><th>%s packed</th><th>delta</th><th>KL mean</th><th>KL p99</th><th>KL max</th><th>top-1</th></tr>\n", unit, unit);
     std::vector<TextQuality> rows = q.texts;
     if (q.texts.size() > 1) rows.push_back(q.overall);
     for (const auto& t : rows)
       add(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.4f</td><td>%.4f</td><td>%+.2f%%</td><td>%.5f</td><td>%.5f</td><td>%.4f</td><td>%.1f%%</td></tr>\n",
-          esc(t.label).c_str(), static_cast<long long>(t.scored_tokens), t.bits_reference, t.bits_packed,
+          xml_escape(t.label).c_str(), static_cast<long long>(t.scored_tokens), t.bits_reference, t.bits_packed,
           t.bits_reference > 0 ? 100.0 * (t.bits_packed / t.bits_reference - 1.0) : 0.0, t.kl_mean, t.kl_p99,
           t.kl_max, 100.0 * t.top1_agreement);
     out += "</table>\n<h3>Per-layer output error (relative L2, packed vs unquantized block on the same inputs)</h3>\n";
@@ -224,7 +222,7 @@ std::string report_html(const EvalReport& r) {
     out += "<table id='collapse'><tr><th class='l'>domain</th><th>offset</th><th>loop ref</th><th>loop packed</th><th>JSD</th><th class='l'>verdict</th><th class='l'>prompt</th><th class='l'>unquantized</th><th class='l'>packed</th></tr>\n";
     for (const auto& c : r.collapse)
       add(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.2f</td><td>%.2f</td><td>%.3f</td><td class='l %s'>%s</td>",
-          esc(c.domain).c_str(), static_cast<long long>(c.offset), c.loop_reference, c.loop_packed, c.drift_jsd,
+          xml_escape(c.domain).c_str(), static_cast<long long>(c.offset), c.loop_reference, c.loop_packed, c.drift_jsd,
           c.passed() ? "pass" : "fail", c.verdict().c_str()),
           out += "<td class='l'><pre>" + tokens_text(c.prompt, r.byte_level) + "</pre></td><td class='l'><pre>" +
                  tokens_text(c.reference, r.byte_level) + "</pre></td><td class='l'><pre>" +
@@ -237,8 +235,8 @@ std::string report_html(const EvalReport& r) {
     latency_chart(out, *r.latency, r.baseline_latency ? &*r.baseline_latency : nullptr);
     const auto& st = r.latency->strategies;
     out += "<table id='latency'><tr><th>M</th>";
-    for (const auto& s : st) out += "<th>" + esc(s.dispatch) + " MoE ms</th>";
-    for (const auto& s : st) out += "<th>" + esc(s.dispatch) + " model ms</th>";
+    for (const auto& s : st) out += "<th>" + xml_escape(s.dispatch) + " MoE ms</th>";
+    for (const auto& s : st) out += "<th>" + xml_escape(s.dispatch) + " model ms</th>";
     out += "<th>mask-combine / sorted</th></tr>\n";
     const StrategyLatency *mc = nullptr, *so = nullptr;
     for (const auto& s : st) {
@@ -258,13 +256,13 @@ std::string report_html(const EvalReport& r) {
     }
     out += "</table>\n<table id='speed'><tr><th class='l'>dispatch</th><th>decode tok/s</th><th>prefill tok/s</th></tr>\n";
     for (const auto& s : st)
-      add(out, "<tr><td class='l'>%s</td><td>%.1f</td><td>%.1f</td></tr>\n", esc(s.dispatch).c_str(),
+      add(out, "<tr><td class='l'>%s</td><td>%.1f</td><td>%.1f</td></tr>\n", xml_escape(s.dispatch).c_str(),
           s.decode_tokens_per_second, s.prefill_tokens_per_second);
     out += "</table>\n";
   }
   out += "<h2>Expert classes</h2>\n";
   class_heatmap(out, r.packed);
-  add(out, "<p>Generated by expertquant %s in %.1f s.</p>\n</body></html>\n", esc(r.tool_version).c_str(), r.seconds);
+  add(out, "<p>Generated by expertquant %s in %.1f s.</p>\n</body></html>\n", xml_escape(r.tool_version).c_str(), r.seconds);
   return out;
 }
 

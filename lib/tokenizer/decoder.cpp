@@ -170,14 +170,7 @@ size_t count_field(const JsonNode& node, const char* key) {
 std::unique_ptr<Decoder> make_decoder(const JsonNode& node) {
   if (node.is_null()) return nullptr;
   const std::string type = node.type();
-  if (type == "Sequence") {
-    const JsonNode list = node.at("decoders");
-    list.require_array();
-    std::vector<std::unique_ptr<Decoder>> parts;
-    for (size_t i = 0; i < list.value().size(); ++i)
-      if (auto p = make_decoder(list.index(i))) parts.push_back(std::move(p));
-    return std::make_unique<SequenceDecoder>(std::move(parts));
-  }
+  if (type == "Sequence") return std::make_unique<SequenceDecoder>(sequence_of(node, "decoders", make_decoder));
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "Metaspace") {
     bool strip_first = node.bool_or("add_prefix_space", true);

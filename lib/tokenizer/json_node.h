@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -51,5 +52,18 @@ class JsonNode {
   const std::string* file_;
   std::string path_;
 };
+
+// The components of a Sequence (normalizers, pre-tokenizers, decoders): each
+// element of node[key] through `make`, null results (components that do
+// nothing) left out.
+template <class Make>
+auto sequence_of(const JsonNode& node, const char* key, Make make) {
+  const JsonNode list = node.at(key);
+  list.require_array();
+  std::vector<decltype(make(list))> parts;
+  for (size_t i = 0; i < list.value().size(); ++i)
+    if (auto p = make(list.index(i))) parts.push_back(std::move(p));
+  return parts;
+}
 
 }  // namespace eq::tokenizer

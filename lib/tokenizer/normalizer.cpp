@@ -127,14 +127,7 @@ class StripNormalizer : public Normalizer {
 std::unique_ptr<Normalizer> make_normalizer(const JsonNode& node) {
   if (node.is_null()) return nullptr;
   const std::string type = node.type();
-  if (type == "Sequence") {
-    const JsonNode list = node.at("normalizers");
-    list.require_array();
-    std::vector<std::unique_ptr<Normalizer>> parts;
-    for (size_t i = 0; i < list.value().size(); ++i)
-      if (auto p = make_normalizer(list.index(i))) parts.push_back(std::move(p));
-    return std::make_unique<SequenceNormalizer>(std::move(parts));
-  }
+  if (type == "Sequence") return std::make_unique<SequenceNormalizer>(sequence_of(node, "normalizers", make_normalizer));
   if (type == "NFC") return std::make_unique<FormNormalizer>(utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE), 0x300);
   if (type == "NFD") return std::make_unique<FormNormalizer>(utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE), 0x80);
   if (type == "NFKC")

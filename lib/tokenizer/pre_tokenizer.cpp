@@ -171,14 +171,7 @@ PrependScheme metaspace_scheme(const JsonNode& node) {
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonNode& node) {
   if (node.is_null()) return nullptr;
   const std::string type = node.type();
-  if (type == "Sequence") {
-    const JsonNode list = node.at("pretokenizers");
-    list.require_array();
-    std::vector<std::unique_ptr<PreTokenizer>> parts;
-    for (size_t i = 0; i < list.value().size(); ++i)
-      if (auto p = make_pre_tokenizer(list.index(i))) parts.push_back(std::move(p));
-    return std::make_unique<SequencePreTokenizer>(std::move(parts));
-  }
+  if (type == "Sequence") return std::make_unique<SequencePreTokenizer>(sequence_of(node, "pretokenizers", make_pre_tokenizer));
   if (type == "Split")
     return std::make_unique<SplitPreTokenizer>(node.at("pattern"), parse_split_behavior(node.at("behavior")),
                                                node.bool_or("invert", false));

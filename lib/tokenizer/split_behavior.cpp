@@ -32,40 +32,36 @@ void PieceSplitter::emit(size_t begin, size_t end, bool is_match) {
 
 // The text arrives as alternating unmatched / matched spans. Each behaviour
 // decides a piece from the span held back and the one arriving.
+// Emits the piece held so far (if any) and holds `s` in its place.
+void PieceSplitter::hold(Span s) {
+  if (held_) emit(hold_.begin, hold_.end, false);
+  hold_ = s;
+  held_ = true;
+}
+
 void PieceSplitter::span(Span s) {
   switch (behavior_) {
     case SplitBehavior::kIsolated:
     case SplitBehavior::kRemoved:
       emit(s.begin, s.end, s.match);
       return;
-    case SplitBehavior::kContiguous:  // consecutive spans of one kind form one piece
-      if (held_ && s.match == previous_match_) {
+    case SplitBehavior::kContiguous:          // consecutive spans of one kind form one piece
+    case SplitBehavior::kMergedWithPrevious: {  // a match joins the unmatched piece before it
+      const bool joins = behavior_ == SplitBehavior::kContiguous ? s.match == previous_match_
+                                                                 : s.match && !previous_match_;
+      if (held_ && joins)
         hold_.end = s.end;
-      } else {
-        if (held_) emit(hold_.begin, hold_.end, false);
-        hold_ = s;
-        held_ = true;
-      }
+      else
+        hold(s);
       previous_match_ = s.match;
       return;
-    case SplitBehavior::kMergedWithPrevious:  // a match joins the unmatched piece before it
-      if (held_ && s.match && !previous_match_) {
-        hold_.end = s.end;
-      } else {
-        if (held_) emit(hold_.begin, hold_.end, false);
-        hold_ = s;
-        held_ = true;
-      }
-      previous_match_ = s.match;
-      return;
+    }
     case SplitBehavior::kMergedWithNext:  // a match joins the unmatched piece after it
       if (held_ && hold_.match && !s.match) {
         emit(hold_.begin, s.end, false);
         held_ = false;
       } else {
-        if (held_) emit(hold_.begin, hold_.end, false);
-        hold_ = s;
-        held_ = true;
+        hold(s);
       }
       return;
   }

@@ -40,6 +40,7 @@ class PieceSplitter {
     bool match;
   };
   void span(Span s);
+  void hold(Span s);
   void emit(size_t begin, size_t end, bool is_match);
 
   std::string_view text_;
