@@ -40,6 +40,7 @@ struct ProfileCliOptions {
   std::string calib, hidden, router_logits, policy, out, heatmap, target_size, doc_separator;
   std::vector<std::string> merge;
   double target_bits = 0;
+  bool thresholds = false;
   int64_t min_tokens = -1;
   int threads = 0;
   JsonOutput json;
@@ -122,7 +123,9 @@ void print_result(const profile::Profile& p, const profile::ProfileRunInfo& info
     print_summary(p);
     // Shared experts are a class of their own: every token runs them, so
     // they are never classified, allocated or pruned (pack --shared-format).
-    const model::ModelConfig c = model::load_config(o.request.model_path);
+    // (--merge reads no model: its profiles' experts are the routed ones.)
+    const model::ModelConfig c =
+        o.request.model_path.empty() ? model::ModelConfig{} : model::load_config(o.request.model_path);
     if (c.shared_expert_intermediate_size > 0)
       std::printf("shared experts: 1 per MoE layer x %lld layers, intermediate %lld%s: always active, "
                   "never pruned; pack --shared-format sets their format\n",
@@ -171,6 +174,9 @@ Command add_profile(CLI::App& app) {
                 ->check(number_in(0, widest_format_bits(), /*lo_open=*/true));
   auto* ts = sub->add_option("--target-size", o->target_size, "Bit budget: total expert bytes (512M, 4G, ...)");
   tb->excludes(ts);
+  auto* th = sub->add_flag("--thresholds", o->thresholds,
+                           "Classify by the policy's thresholds instead of its default bit budget");
+  th->excludes(tb, ts);
   sub->add_flag("--no-sensitivity", o->no_sensitivity, "Skip the sensitivity measurement (usage statistics only)");
   sub->add_option("--save-trace", o->request.save_trace, "Write the per-token routing, zstd-compressed");
   sub->add_option("--heatmap", o->heatmap, "Write an SVG heatmap of layers x experts");
@@ -202,8 +208,10 @@ Command add_profile(CLI::App& app) {
               p = profile::merge_profiles(parts, o->merge);
               if (!o->policy.empty()) p.policy = profile::load_policy(o->policy);
               if (o->min_tokens >= 0) p.policy.min_tokens = o->min_tokens;
-              const bool keep_budget = o->target_bits == 0 && target_bytes == 0 && p.classification.mode == "budget";
-              profile::reclassify(p, keep_budget ? p.classification.target_bits : o->target_bits, target_bytes);
+              const bool keep_budget = o->target_bits == 0 && target_bytes == 0 && !o->thresholds &&
+                                       p.classification.mode == "budget";
+              profile::reclassify(p, keep_budget ? p.classification.target_bits : o->target_bits, target_bytes,
+                                  o->thresholds);
             } else {
               auto& r = o->request;
               if (r.model_path.empty()) invalid("profile: --model is required (or use --merge)");
@@ -217,6 +225,7 @@ Command add_profile(CLI::App& app) {
               r.doc_separator = doc_separator(o->doc_separator);
               r.sensitivity = !o->no_sensitivity;
               r.budget = {o->target_bits, target_bytes};
+              r.thresholds = o->thresholds;
               // Phases: "pass" counts tokens, "sensitivity" experts.
               Progress bar("profile", o->verbose);
               std::string phase;

@@ -71,6 +71,7 @@ struct Move {
 struct Limits {
   int64_t num_experts = 0, max_pruned = 0, kept_floor = 0;
   uint64_t all_weights = 0, target = 0;  // expert weights; the byte budget
+  bool at_least_minimum = false;          // BitBudget::at_least_minimum
 };
 
 // The search: every expert's hull and position, the running byte total and
@@ -89,6 +90,7 @@ Limits budget_limits(const RoutingStats& stats, const Policy& p, const model::Mo
   l.target = budget.target_bits > 0 ? uint64_t(std::llround(budget.target_bits * double(l.all_weights) / 8.0))
                                     : budget.target_bytes;
   if (l.target == 0) invalid("bit budget: --target-bits or --target-size must be positive");
+  l.at_least_minimum = budget.at_least_minimum;
   l.max_pruned = int64_t(std::floor(p.max_pruned_fraction * double(l.num_experts) + 1e-9));
   l.kept_floor = p.kept_floor(stats.top_k);
   return l;
@@ -196,7 +198,7 @@ void downgrade_to_budget(Search& s, const Limits& l) {
     ++x.at;
     if (x.at + 1 < x.hull.size()) heap.push({slope_of(x), mv.expert, x.at});
   }
-  if (s.total > l.target) {
+  if (s.total > l.target && !l.at_least_minimum) {
     invalid("bit budget: target " + std::to_string(8.0 * double(l.target) / double(l.all_weights)) +
             " bits per expert weight is below the minimum the policy's guard rails allow (" +
             std::to_string(8.0 * double(s.total) / double(l.all_weights)) + ")");
@@ -272,9 +274,13 @@ std::vector<std::string> rails_that_bound(const RoutingStats& stats, const Sensi
   open.max_pruned_fraction = 1.0;
   open.max_pruned_usage_share = 1.0;
   open.min_kept_experts = 0;
-  const Limits ol = budget_limits(stats, open, c, BitBudget{0, l.target});
+  // The same bytes as the railed allocation (above the target only when a
+  // default budget was below the railed minimum).
+  const Limits ol = budget_limits(stats, open, c, BitBudget{0, std::max(l.target, railed.total), true});
   const Search free = allocate(stats, sens, open, c, ol);
-  const double with = predicted_sum(railed), without = predicted_sum(free);
+  // Per layer, the scale of the summary's predicted error.
+  const double layers = double(std::max<size_t>(1, stats.layers.size()));
+  const double with = predicted_sum(railed) / layers, without = predicted_sum(free) / layers;
   if (!(without < with * (1.0 - 1e-9))) return {};
   const auto metrics = expert_metrics(stats, p);
   int64_t over_fraction = 0, over_share = 0, under_kept = 0, pruned_free = 0, pruned_railed = 0;
@@ -314,6 +320,11 @@ Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityT
   const Search s = allocate(stats, sens, p, c, l);
   Classification out = decisions(s, p, l, stats.layers.size());
   out.budget_notes = rails_that_bound(stats, sens, p, c, l, s);
+  if (s.total > l.target)  // only with at_least_minimum
+    out.budget_notes.insert(out.budget_notes.begin(),
+                            "budget: " + std::to_string(8.0 * double(l.target) / double(l.all_weights)) +
+                                " bits per expert weight is below the minimum the guard rails allow; allocated at that minimum, " +
+                                std::to_string(8.0 * double(s.total) / double(l.all_weights)));
   return out;
 }
 

@@ -27,6 +27,10 @@ namespace eq::profile {
 struct BitBudget {
   double target_bits = 0;     // average bits per expert weight (scales included, pruned = 0)
   uint64_t target_bytes = 0;  // alternatively: total expert bytes (used when target_bits == 0)
+  // A default the user did not ask for (Policy::default_target_bits): below
+  // the minimum the guard rails allow, that minimum is allocated (and said in
+  // budget_notes) instead of an error.
+  bool at_least_minimum = false;
 };
 
 // Throws eq::Error when the budget is below what the guard rails allow or the

@@ -65,7 +65,7 @@ class Reader {
 Policy parse_policy(const json& j, const std::string& label) try {
   Reader r(label);
   r.object(j, "", {"schema", "version", "name", "description", "formats", "candidates", "coverage", "sensitivity",
-                   "thresholds", "guard_rails"});
+                   "thresholds", "guard_rails", "default_target_bits"});
   Policy p;
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kPolicyVersion)
     r.bad("version", "missing or unsupported (this reader understands version 1)");
@@ -160,6 +160,12 @@ Policy parse_policy(const json& j, const std::string& label) try {
     if (p.pruned_max_usage_ratio > p.deprioritized_max_usage_ratio)
       r.bad("thresholds.pruned.max_usage_ratio", "must not exceed thresholds.deprioritized.max_usage_ratio");
   }
+  if (j.contains("default_target_bits") && !j["default_target_bits"].is_null()) {
+    const json& b = j["default_target_bits"];
+    if (!b.is_number() || !(b.get<double>() > 0) || b.get<double>() > 16)
+      r.bad("default_target_bits", "must be null (threshold classification) or a number of bits in (0, 16]");
+    p.default_target_bits = b.get<double>();
+  }
   if (j.contains("guard_rails")) {
     const json& g = r.object(j["guard_rails"], "guard_rails",
                              {"max_pruned_fraction", "max_pruned_usage_share", "min_kept_experts", "max_critical_fraction"});
@@ -200,6 +206,7 @@ Policy default_policy() {
     "max_sample_bytes": 1073741824,
     "proxies": {"trellis2": "int2_g64", "trellis3": "int3_g64"}
   },
+  "default_target_bits": 4.5,
   "thresholds": {
     "critical": {"min_usage_ratio": 3.0, "min_reap_percentile": 95, "min_sensitivity": 0.02},
     "deprioritized": {"max_usage_ratio": 0.5, "max_reap_percentile": 40},
@@ -242,6 +249,7 @@ ordered_json Policy::to_json() const {
   for (const auto& [from, to] : proxies) prox[from] = to;
   j["sensitivity"] = {{"max_samples", max_samples}, {"min_samples", min_samples}, {"seed", seed},
                       {"max_sample_bytes", max_sample_bytes}, {"proxies", prox}};
+  j["default_target_bits"] = default_target_bits > 0 ? ordered_json(default_target_bits) : ordered_json(nullptr);
   j["thresholds"] = {
       {"critical", {{"min_usage_ratio", critical_min_usage_ratio}, {"min_reap_percentile", critical_min_reap_percentile},
                     {"min_sensitivity", critical_min_sensitivity}}},

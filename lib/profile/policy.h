@@ -50,6 +50,11 @@ struct Policy {
   double pruned_max_usage_ratio = 0.05;       // pruned when usage ratio <= this and
   double pruned_max_reap_percentile = 10;
 
+  // Bit budget (average bits per expert weight) used when profile is given
+  // none: 0 = threshold classification. A default is never an error: below
+  // the minimum the guard rails allow, that minimum is allocated.
+  double default_target_bits = 0;
+
   // Guard rails (per layer).
   double max_pruned_fraction = 0.15;      // of the layer's experts
   double max_pruned_usage_share = 0.002;  // never prune an expert above this share of routed slots

@@ -281,12 +281,25 @@ Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std:
   return out;
 }
 
-void reclassify(Profile& p, double target_bits, uint64_t target_bytes) {
+void reclassify(Profile& p, double target_bits, uint64_t target_bytes, bool thresholds) {
   const model::ModelConfig c = p.dims();
-  if (target_bits > 0 || target_bytes > 0)
+  const double default_bits = p.policy.default_target_bits;
+  if (target_bits > 0 || target_bytes > 0) {
     p.classification = allocate_bit_budget(p.stats, p.sensitivity, p.policy, c, BitBudget{target_bits, target_bytes});
-  else
+  } else if (!thresholds && default_bits > 0 && !p.sensitivity.empty()) {
+    p.classification = allocate_bit_budget(p.stats, p.sensitivity, p.policy, c, BitBudget{default_bits, 0, true});
+    char note[200];
+    std::snprintf(note, sizeof note,
+                  "budget: the policy's default of %.3g bits per expert weight (--target-bits or --target-size set "
+                  "another, --thresholds classifies by thresholds)",
+                  default_bits);
+    p.classification.budget_notes.insert(p.classification.budget_notes.begin(), note);
+  } else {
     p.classification = classify_by_thresholds(p.stats, p.sensitivity, p.policy);
+    if (!thresholds && default_bits > 0)
+      p.classification.budget_notes.push_back(
+          "thresholds: the policy's default budget needs a sensitivity table, which this profile has not");
+  }
   summarize(p.classification, p.stats, p.sensitivity, p.policy, c);
 }
 

@@ -97,8 +97,9 @@ Profile read_profile_text(std::string_view text, const std::string& path);
 // caller (reclassify). Throws eq::Error when models or sources differ.
 Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std::string>& labels);
 
-// Classification by the profile's policy: thresholds, or a bit budget when
-// target_bits/target_bytes is set.
-void reclassify(Profile& p, double target_bits, uint64_t target_bytes);
+// Classification by the profile's policy: a bit budget when target_bits or
+// target_bytes is set; else the policy's default budget (when it has one, the
+// profile has sensitivity and `thresholds` is false); else thresholds.
+void reclassify(Profile& p, double target_bits, uint64_t target_bytes, bool thresholds = false);
 
 }  // namespace eq::profile

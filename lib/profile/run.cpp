@@ -231,7 +231,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
     p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), fitted.candidates, so);
     p.seconds_sensitivity = p.sensitivity.seconds;
   }
-  reclassify(p, r.budget.target_bits, r.budget.target_bytes);
+  reclassify(p, r.budget.target_bits, r.budget.target_bytes, r.thresholds);
   return p;
 }
 

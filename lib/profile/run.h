@@ -30,7 +30,8 @@ struct ProfileRequest {
   Policy policy;
   int64_t min_tokens = -1;      // overrides policy.min_tokens when >= 0
   bool sensitivity = true;
-  BitBudget budget;
+  BitBudget budget;             // none: the policy's default budget, or thresholds
+  bool thresholds = false;      // classify by thresholds even when the policy has a default budget
   std::string save_trace;       // write the routing trace here (.zst)
   // (phase, done, total): phase "pass" counts tokens, "sensitivity" experts.
   std::function<void(const std::string&, int64_t, int64_t)> progress;

@@ -22,10 +22,11 @@ using nlohmann::json;
 
 std::string calib() { return (test::data_dir() / "corpus" / "calib_small.txt.zst").string(); }
 
+// Both tests check threshold classification: --thresholds.
 std::string profile_command(const std::filesystem::path& model, const std::filesystem::path& out,
                             const std::string& extra) {
   return test::binary() + " profile --model " + model.string() + " --calib " + calib() +
-         " --max-tokens 256 --ctx 128 --min-tokens 8 " + extra + " -o " + out.string();
+         " --max-tokens 256 --ctx 128 --min-tokens 8 --thresholds " + extra + " -o " + out.string();
 }
 
 // The formats profile.json's allocation uses (pruned experts have none).

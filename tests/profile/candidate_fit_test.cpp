@@ -136,6 +136,7 @@ void profile_and_budget(const ShapeCase& sc) {
   r.ctx = 128;
   r.min_tokens = 8;
   r.policy = sc.g128_policy ? g128_policy() : default_policy();
+  r.thresholds = true;
   const Profile p = run_profile(r);
   EXPECT_EQ(p.sensitivity.formats, sc.measured);
   const model::ModelConfig c = p.dims();

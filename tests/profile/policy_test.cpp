@@ -45,6 +45,20 @@ TEST(Policy, ErrorsNameTheField) {
   expect_error_naming("{" + base + R"(, "coverage": {"under_covered_class": "pruned"}})",
                       "coverage.under_covered_class");
   expect_error_naming(R"({"formats": {}})", "version");
+  expect_error_naming("{" + base + R"(, "default_target_bits": "4.5"})", "default_target_bits");
+  expect_error_naming("{" + base + R"(, "default_target_bits": 0})", "default_target_bits");
+  expect_error_naming("{" + base + R"(, "default_target_bits": 17})", "default_target_bits");
+}
+
+TEST(Policy, DefaultTargetBitsIsNullOrABudget) {
+  const std::string base = R"("version": 1, "formats": {"critical": "int8_row", "standard": "fp4_g32", "deprioritized": "int2_g64"})";
+  EXPECT_EQ(parse_policy(nlohmann::json::parse("{" + base + "}"), "p").default_target_bits, 0.0);
+  EXPECT_EQ(parse_policy(nlohmann::json::parse("{" + base + R"(, "default_target_bits": null})"), "p").default_target_bits,
+            0.0);
+  const Policy p = parse_policy(nlohmann::json::parse("{" + base + R"(, "default_target_bits": 3.25})"), "p");
+  EXPECT_EQ(p.default_target_bits, 3.25);
+  EXPECT_EQ(p.to_json()["default_target_bits"], 3.25);
+  EXPECT_EQ(default_policy().default_target_bits, 4.5);
 }
 
 }  // namespace
