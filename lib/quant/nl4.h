@@ -14,7 +14,7 @@
 namespace eq::quant {
 
 // The grid as int8 levels, ascending; code c has value kNl4Grid[c] / 128.
-inline constexpr int8_t kNl4Grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline constexpr int8_t kNl4Grid[16] = {-127, -100, -78, -61, -47, -33, -21, -9, 2, 13, 24, 36, 49, 64, 82, 106};
 
 // nl4 codes in the column bit stream (StreamCodes): the float table for the
 // panel decoders, and for the int8 kernels the bytes level + 128 (zero at
