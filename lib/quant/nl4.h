@@ -1,6 +1,5 @@
-// nl4_gG: 4-bit codes on a fixed non-uniform 16-level grid (nl4_common: the
-// grid, the code rounding and the scale search), an fp16 scale per group of
-// G along K, in the column bit-stream layout of fp4 (packed_stream.h).
+// nl4_gG: 4-bit codes on a fixed non-uniform 16-level grid, an fp16 scale per
+// group of G along K, in the column bit-stream layout of fp4 (packed_stream.h).
 // Layout and the grid's derivation: docs/formats.md "nl4".
 #pragma once
 
@@ -14,6 +13,8 @@
 namespace eq::quant {
 
 // The grid as int8 levels, ascending; code c has value kNl4Grid[c] / 128.
+// Fitted to group-scaled expert weights (docs/formats.md "nl4"): denser near
+// zero, asymmetric (the scale's sign picks which end reaches 127).
 inline constexpr int8_t kNl4Grid[16] = {-127, -100, -78, -61, -47, -33, -21, -9, 2, 13, 24, 36, 49, 64, 82, 106};
 
 // nl4 codes in the column bit stream (StreamCodes): the float table for the
