@@ -85,8 +85,8 @@ struct Int8PanelKernels {
   // codes) code c becomes table[c], else the code itself.
   // prefetch: words from each word read to the same word of the next block
   // (0 = none; a hint, addresses are never dereferenced).
-  void (*stream_codes)(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, const uint8_t* table, int64_t panels,
-                       uint8_t* out, int64_t out_stride, int64_t prefetch) = nullptr;
+  void (*stream_codes)(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, const uint8_t* table,
+                       int64_t panels, uint8_t* out, int64_t out_stride, int64_t prefetch) = nullptr;
   // Up to 16 int8 rows (row-major, ld bytes apart), k_count (a multiple of 4)
   // k: out[k / 4][16][4] = q + 128, rows >= nrows = 128. prefetch: bytes to
   // the next block's same byte (0 = none).

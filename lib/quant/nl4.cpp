@@ -120,7 +120,8 @@ float search_nl4_scale(const float* w, const float* h, int n) {
 }
 
 FormatTraits nl4_row(int G, std::string_view name, std::string_view description) {
-  EQ_CHECK(G > 0 && G % 8 == 0, "nl4 row " + std::string(name) + ": group " + std::to_string(G) + " is not a multiple of 8");
+  EQ_CHECK(G > 0 && G % 8 == 0,
+           "nl4 row " + std::string(name) + ": group " + std::to_string(G) + " is not a multiple of 8");
   return {.name = name,
           .family = "nl4",
           .description = description,
