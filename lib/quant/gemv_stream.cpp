@@ -1,4 +1,4 @@
-// Decode kernels of the column bit-stream formats (fp4, mxfp4, nvfp4, affine):
+// Decode kernels of the column bit-stream formats (fp4, mxfp4, nvfp4, nl4, affine):
 // the int8 path (per-ISA kernels, gemv_kernels.h) and the fp32 path through
 // decoded panels, kept for affine 3-bit (codes straddle words) and for
 // measuring one against the other (docs/design.md, "Decode kernels").

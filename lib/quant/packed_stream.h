@@ -1,4 +1,4 @@
-// The "column bit stream" layout shared by fp4, mxfp4, nvfp4 and affine int
+// The "column bit stream" layout shared by fp4, mxfp4, nvfp4, nl4 and affine int
 // (docs/formats.md): `qweight` is uint32 [K*bits/32, N]; the words of column n
 // (qweight[0, n], qweight[1, n], ...) form a little-endian bit stream (word r
 // holds stream bits 32r..32r+31, bit 0 = least significant) and the code of
