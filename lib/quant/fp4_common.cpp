@@ -10,11 +10,17 @@ namespace eq::quant {
 
 namespace {
 float e2m1_value(uint32_t code) { return kE2M1Values[code]; }
-DecodePanelFn e2m1_panel_decoder(const QuantKernels& k, int) { return k.decode_e2m1; }
+DecodePanelFn e2m1_panel_decoder(const QuantKernels& k, int) { return k.decode_table4; }
+// 2 * value + 12 by code: small unsigned integers (zero at 12), read with half the scale.
+constexpr uint8_t kE2M1Doubled[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 }  // namespace
 
-const StreamCodes kE2M1StreamCodes{
-    .value = e2m1_value, .panel_decoder = e2m1_panel_decoder, .int8_e2m1 = true, .int8_scale = 0.5f};
+const StreamCodes kE2M1StreamCodes{.value = e2m1_value,
+                                   .panel_decoder = e2m1_panel_decoder,
+                                   .values = kE2M1Values,
+                                   .int8_bytes = kE2M1Doubled,
+                                   .int8_offset = 12,
+                                   .int8_scale = 0.5f};
 const StreamEncoding kFp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleKind::kF16};
 const StreamEncoding kMxfp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleKind::kE8M0};
 const StreamEncoding kNvfp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleKind::kE4M3, .has_tensor_scale = true};

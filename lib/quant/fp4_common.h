@@ -14,7 +14,7 @@
 namespace eq::quant {
 
 // E2M1 codes in the column bit stream (StreamCodes): value kE2M1Values[code];
-// the int8 kernels read them as doubled values (2 * value is an integer).
+// the int8 kernels read them as doubled values (2 * value + 12, a byte).
 extern const StreamCodes kE2M1StreamCodes;
 // The rows' encodings: fp16 scales (fp4_gG), E8M0 scales (mxfp4), E4M3
 // scales times an fp32 tensor scale (nvfp4).

@@ -111,7 +111,7 @@ void gemv_run_rows(const GemvKernel& kernel, const PackedMatrix& m, const GemvIn
                    int64_t row_begin, int64_t row_end, float* const* ys);
 
 // The kernels of the registered formats (lib/quant/gemv_stream.cpp, gemv_rowmajor.cpp).
-extern const GemvKernel kStreamGemvInt8;    // fp4, mxfp4, nvfp4, affine 2/4/8 bits
+extern const GemvKernel kStreamGemvInt8;    // fp4, mxfp4, nvfp4, nl4, affine 2/4/8 bits
 extern const GemvKernel kStreamGemvFloat;   // any stream format by decoded fp32 panels (affine 3 bits)
 extern const GemvKernel kInt8RowGemv;       // int8_row
 extern const GemvKernel kBf16Gemv;          // bf16 (fp32 path)

@@ -32,7 +32,7 @@ GemvIsaKernels make_table(Isa isa) {
 
 StreamGemvChoice stream_gemv_int8_for(const GemvIsaKernels& table, const FormatTraits& format) {
   const StreamLayout l = stream_layout_of(format);
-  if (!kernels::gemv_stream_int8_takes_simd(l.bits, l.codes->int8_e2m1, l.group))
+  if (!kernels::gemv_stream_int8_takes_simd(l.bits, l.codes->int8_bytes, l.codes->int8_offset, l.group))
     return {kernels::gemv_stream_int8_generic, nullptr};
   return {table.stream_int8, table.stream_int8_multi};
 }

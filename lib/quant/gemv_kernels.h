@@ -15,8 +15,9 @@ namespace eq::quant {
 // a prepared x, with int8 dot products. Per unit of gcd(group, 32) k:
 //   acc[n] += float(sum_k c'[k, n] * q[k] - offset * q_sum) * (scale[g, n] * scale_mul * q_scale[b])
 //   acc[n] += bias[g, n] * x_sum(unit)                      (affine only)
-// where c' = code for unsigned codes (offset 0) and 2 * E2M1 value + 12 for
-// E2M1 (offset 12), so that c' is a small unsigned byte.
+// where c' = code for unsigned codes (offset 0) and code_bytes[code] for
+// table codes (offset code_offset; E2M1: 2 * value + 12, offset 12), so that
+// c' is an unsigned byte and c' - offset the code's integer value.
 struct StreamGemvArgs {
   const uint32_t* qweight = nullptr;  // word row 0 of column n0
   int64_t ld = 0;                     // words between word rows (= N)
@@ -24,12 +25,13 @@ struct StreamGemvArgs {
   int64_t nb = 0;                     // output columns
   int bits = 4;                       // 2, 4 or 8
   int group = 32;                     // a multiple of 4 (of 16 for the SIMD kernels)
-  bool e2m1 = false;
+  const uint8_t* code_bytes = nullptr;  // table codes: byte by code (16 entries); null: the code itself
+  int code_offset = 0;                  // byte of the zero weight
   const uint16_t* scales_f16 = nullptr;  // [K/G, ld] at column n0, or
   const uint8_t* scales_u8 = nullptr;    // one-byte scales decoded through scale_table
   const float* scale_table = nullptr;    // 256 entries (E8M0 or E4M3)
   const uint16_t* biases_f16 = nullptr;  // affine: [K/G, ld] at column n0
-  float scale_mul = 1.0f;                // 0.5 for E2M1 (codes doubled), times nvfp4's tensor scale
+  float scale_mul = 1.0f;                // StreamCodes::int8_scale, times nvfp4's tensor scale
   const GemvInput* in = nullptr;
   float* y = nullptr;  // [nb], overwritten
 };
@@ -65,7 +67,7 @@ struct StreamGemvChoice {
 };
 // The kernels kStreamGemvInt8 runs a stream format's row with: `table`'s own
 // when they take the row's layout (kernels::gemv_stream_int8_takes_simd:
-// bits, E2M1 or not, group), else the generic kernel, so a row whose group
+// bits, code table, group), else the generic kernel, so a row whose group
 // the SIMD kernels do not take runs the scalar definition on every ISA. The
 // only choice gemv_stream.cpp makes.
 StreamGemvChoice stream_gemv_int8_for(const GemvIsaKernels& table, const FormatTraits& format);
@@ -77,10 +79,10 @@ namespace kernels {
                             const GemvInput& in, float* y);                                              \
   void gemv_bf16_rows_##isa(const uint16_t* w, int64_t ld, int64_t cols, int64_t rows, const float* x, float* y);
 // The layouts the AVX2 and AVX-512 stream kernels take: codes of 2, 4 or 8
-// bits (4 for E2M1) in groups that are a multiple of 16 (int32 sums over
-// units of 16 or 32 k). The generic kernel takes any group that is a multiple
-// of 4.
-bool gemv_stream_int8_takes_simd(int bits, bool e2m1, int group);
+// bits (4 for table codes, each byte minus the offset in [-127, 127]) in
+// groups that are a multiple of 16 (int32 sums over units of 16 or 32 k).
+// The generic kernel takes any group that is a multiple of 4.
+bool gemv_stream_int8_takes_simd(int bits, const uint8_t* code_bytes, int code_offset, int group);
 EQ_DECLARE_GEMV_ISA(generic)
 EQ_DECLARE_GEMV_ISA(avx2)
 EQ_DECLARE_GEMV_ISA(avx512)

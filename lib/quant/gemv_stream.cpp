@@ -1,4 +1,4 @@
-// Decode kernels of the column bit-stream formats (fp4, mxfp4, nvfp4, affine):
+// Decode kernels of the column bit-stream formats (fp4, mxfp4, nvfp4, nl4, affine):
 // the int8 path (per-ISA kernels, gemv_kernels.h) and the fp32 path through
 // decoded panels, kept for affine 3-bit (codes straddle words) and for
 // measuring one against the other (docs/design.md, "Decode kernels").
@@ -25,7 +25,8 @@ StreamGemvArgs stream_args(const PackedMatrix& m, int64_t row_begin, int64_t row
   a.nb = row_end - row_begin;
   a.bits = l.bits;
   a.group = l.group;
-  a.e2m1 = l.codes->int8_e2m1;
+  a.code_bytes = l.codes->int8_bytes;
+  a.code_offset = l.codes->int8_offset;
   a.scale_mul = l.codes->int8_scale;
   switch (l.scale_kind) {
     case ScaleKind::kF16: a.scales_f16 = static_cast<const uint16_t*>(m.parts[1].data) + row_begin; break;
@@ -101,7 +102,8 @@ void stream_gemv_float(const PackedMatrix& m, const GemvInput& x, int64_t row_be
         q = tail.data();
         ld = kPanelWidth;
       }
-      decode(q, ld, kcur, scales.data(), l.has_biases ? biases.data() : nullptr, static_cast<int>(G), panel.data());
+      decode(q, ld, kcur, scales.data(), l.has_biases ? biases.data() : nullptr, l.codes->values, static_cast<int>(G),
+             panel.data());
       kern.panel_fma(panel.data(), kcur, x.x + k0, K, 1, acc);
     }
     std::copy(acc, acc + nb, y + (n0 - row_begin));

@@ -96,24 +96,27 @@ void stream_build(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, int
                   float* scales, float* biases, int64_t next_r0, int64_t next_c0) {
   const StreamLayout l = stream_layout_of(*m.format);
   check_block(m, r0, r1, c0, c1, l.group);
-  const bool e2m1 = l.codes->int8_e2m1;
+  const uint8_t* table = l.codes->int8_bytes;
   const int64_t N = m.rows, nk = c1 - c0, word_rows = nk * l.bits / 32;
   const Int8PanelKernels& kern = int8_panel_kernels(active_isa());
   const uint32_t* q = static_cast<const uint32_t*>(m.parts[0].data) + c0 * l.bits / 32 * N;
   // Whole panels in one call (word row by word row: long contiguous reads).
   const int64_t full = (r1 - r0) / kPanelWidth;
   const int64_t prefetch = next_r0 < 0 ? 0 : (next_r0 - r0) + (next_c0 - c0) * l.bits / 32 * N;
-  if (full) kern.stream_codes(q + r0, N, nk, l.bits, e2m1, full, codes, nk * kPanelWidth, prefetch);
+  if (full) kern.stream_codes(q + r0, N, nk, l.bits, table, full, codes, nk * kPanelWidth, prefetch);
   if (const int64_t nb = r1 - r0 - full * kPanelWidth; nb > 0) {
     // A partial last panel: copied, so nothing past the matrix is read. The
-    // padding words are 0, code 0 (E2M1: 12), the zero weight.
+    // padding rows then get the zero weight's byte (code 0 need not be zero).
     thread_local std::vector<uint32_t> tail;
     tail.assign(static_cast<size_t>(word_rows * kPanelWidth), 0u);
     const uint32_t* src = q + r0 + full * kPanelWidth;
     for (int64_t r = 0; r < word_rows; ++r) std::memcpy(&tail[r * kPanelWidth], src + r * N, nb * sizeof(uint32_t));
-    kern.stream_codes(tail.data(), kPanelWidth, nk, l.bits, e2m1, 1, codes + full * nk * kPanelWidth, 0, 0);
+    uint8_t* last = codes + full * nk * kPanelWidth;
+    kern.stream_codes(tail.data(), kPanelWidth, nk, l.bits, table, 1, last, 0, 0);
+    const uint8_t zero = static_cast<uint8_t>(l.codes->int8_offset);
+    for (int64_t d = 0; d < nk / 4; ++d) std::memset(last + d * 64 + nb * 4, zero, static_cast<size_t>((16 - nb) * 4));
   }
-  // Codes read as doubled values (E2M1) take half the scale (exact, a power of two).
+  // Codes read as scaled integers (E2M1: doubled values) take int8_scale (exact, a power of two).
   stream_unit_scales(m, l, r0, r1, c0, c1, l.codes->int8_scale, scales, biases);
 }
 
@@ -137,6 +140,7 @@ void int8_row_build(const PackedMatrix& m, int64_t r0, int64_t r1, int64_t c0, i
 }  // namespace
 
 const Int8Panels kFp4Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 12, .has_biases = false, .order = Int8KOrder::kNibble};
+const Int8Panels kOffset128Table4Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 128, .has_biases = false, .order = Int8KOrder::kNibble};
 const Int8Panels kAffine2Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 0, .has_biases = true, .order = Int8KOrder::kCrumb};
 const Int8Panels kAffine4Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 0, .has_biases = true, .order = Int8KOrder::kNibble};
 const Int8Panels kAffine8Int8Panels{.build = stream_build, .prefetch = stream_prefetch, .offset = 0, .has_biases = true, .order = Int8KOrder::kNatural};

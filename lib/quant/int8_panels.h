@@ -15,9 +15,10 @@
 // dot products and per-unit sums are unchanged. Rows past r1 in the last
 // panel have code = offset and scale = bias = 0.
 //
-// Codes are the weights' own integers made non-negative (E2M1: 2 * value + 12
-// in [0, 24], the scale halved; affine: the code; int8_row: q + 128), so the
-// product with the int8 activation never saturates.
+// Codes are the weights' own integers made non-negative (table codes: their
+// StreamCodes::int8_bytes, e.g. E2M1 2 * value + 12 in [0, 24] with the scale
+// halved; affine: the code; int8_row: q + 128), so the product with the int8
+// activation never saturates.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +69,7 @@ struct Int8Panels {
 
 // The panel builders of the registered formats (lib/quant/int8_panels.cpp).
 extern const Int8Panels kFp4Int8Panels;     // fp4 (group a multiple of 32), mxfp4
+extern const Int8Panels kOffset128Table4Int8Panels;  // 4-bit table codes whose zero byte is 128 (nl4)
 extern const Int8Panels kAffine2Int8Panels;  // affine 2 bits
 extern const Int8Panels kAffine4Int8Panels;  // affine 4 bits
 extern const Int8Panels kAffine8Int8Panels;  // affine 8 bits
@@ -79,11 +81,12 @@ struct Int8PanelKernels {
   // k_count (a multiple of 32) consecutive k from word row 0 of `qweight` (ld
   // words between word rows; panel p at column 16 p): panel p's
   // out[p * out_stride + (k / 4) * 64 + j * 4 + k % 4] in the k order of
-  // `bits` (8: natural, 4: nibble, 2: crumb); E2M1 codes become 2 * value + 12.
+  // `bits` (8: natural, 4: nibble, 2: crumb); with a table (16 bytes, 4-bit
+  // codes) code c becomes table[c], else the code itself.
   // prefetch: words from each word read to the same word of the next block
   // (0 = none; a hint, addresses are never dereferenced).
-  void (*stream_codes)(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, bool e2m1, int64_t panels,
-                       uint8_t* out, int64_t out_stride, int64_t prefetch) = nullptr;
+  void (*stream_codes)(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, const uint8_t* table,
+                       int64_t panels, uint8_t* out, int64_t out_stride, int64_t prefetch) = nullptr;
   // Up to 16 int8 rows (row-major, ld bytes apart), k_count (a multiple of 4)
   // k: out[k / 4][16][4] = q + 128, rows >= nrows = 128. prefetch: bytes to
   // the next block's same byte (0 = none).
@@ -100,9 +103,11 @@ inline constexpr float kTrellisInt8Unscale = 32768.0f / kTrellisInt8Mul;
 const Int8PanelKernels& int8_panel_kernels(Isa isa);
 
 namespace kernels {
-void int8_stream_codes_generic(const uint32_t*, int64_t, int64_t, int, bool, int64_t, uint8_t*, int64_t, int64_t);
+void int8_stream_codes_generic(const uint32_t*, int64_t, int64_t, int, const uint8_t*, int64_t, uint8_t*, int64_t,
+                               int64_t);
 void int8_row_codes_generic(const int8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
-void int8_stream_codes_avx512(const uint32_t*, int64_t, int64_t, int, bool, int64_t, uint8_t*, int64_t, int64_t);
+void int8_stream_codes_avx512(const uint32_t*, int64_t, int64_t, int, const uint8_t*, int64_t, uint8_t*, int64_t,
+                              int64_t);
 void int8_row_codes_avx512(const int8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
 // Float panels [p][k][16] (pstride floats apart) of trellis codes y
 // (exact integers, |y| <= 510), k_count a multiple of 4:

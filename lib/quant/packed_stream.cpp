@@ -111,7 +111,8 @@ void for_each_panel(const PackedMatrix& m, Consume&& consume_chunk, const std::f
         q = tail.data();
         ld = kPanelWidth;
       }
-      decode(q, ld, kcur, scales.data(), l.has_biases ? biases.data() : nullptr, static_cast<int>(G), panel.data());
+      decode(q, ld, kcur, scales.data(), l.has_biases ? biases.data() : nullptr, l.codes->values, static_cast<int>(G),
+             panel.data());
       consume_chunk(n0, nb, k0, kcur, panel.data());
     }
     end(n0, nb);
@@ -188,7 +189,7 @@ void stream_dequantize_block(const PackedMatrix& m, int64_t r0, int64_t r1, int6
       q = tail.data();
       ld = kPanelWidth;
     }
-    decode(q, ld, kcount, scales.data(), l.has_biases ? biases.data() : nullptr, static_cast<int>(G),
+    decode(q, ld, kcount, scales.data(), l.has_biases ? biases.data() : nullptr, l.codes->values, static_cast<int>(G),
            out + (n0 - r0) * kcount);
   }
 }

@@ -1,4 +1,4 @@
-// The "column bit stream" layout shared by fp4, mxfp4, nvfp4 and affine int
+// The "column bit stream" layout shared by fp4, mxfp4, nvfp4, nl4 and affine int
 // (docs/formats.md): `qweight` is uint32 [K*bits/32, N]; the words of column n
 // (qweight[0, n], qweight[1, n], ...) form a little-endian bit stream (word r
 // holds stream bits 32r..32r+31, bit 0 = least significant) and the code of
@@ -19,18 +19,26 @@
 namespace eq::quant {
 
 // How a stream format's codes become values. Each code family defines one
-// (fp4_common.cpp: E2M1; affine.cpp: unsigned integers) and its rows point at
-// it through their StreamEncoding: the shared stream code and kernels only
-// call and forward these, never ask which code it is.
+// (fp4_common.cpp: E2M1; nl4.cpp: a non-uniform grid; affine.cpp: unsigned
+// integers) and its rows point at it through their StreamEncoding: the shared
+// stream code and kernels only call and forward these (tables, not names),
+// never ask which code it is.
 struct StreamCodes {
   // A code's value before its group's scale (and bias): the scalar reference.
   float (*value)(uint32_t code) = nullptr;
-  // The active ISA's 16-column panel decoder for codes of `bits` bits.
+  // The active ISA's 16-column panel decoder for codes of `bits` bits,
   DecodePanelFn (*panel_decoder)(const QuantKernels& kernels, int bits) = nullptr;
-  // The int8 kernels (gemv, int8 panels) read the codes through the E2M1
-  // table of doubled values (true) or as plain unsigned integers (false),
-  bool int8_e2m1 = false;
-  // and multiply the group scale by this to undo that doubling.
+  // and the table it reads: 4-bit table codes, the 16 values by code (null:
+  // codes are unsigned integers).
+  const float* values = nullptr;
+  // The int8 kernels (gemv, int8 panels) read code c as the unsigned byte
+  // int8_bytes[c] (16 entries; null: c itself), the zero weight at byte
+  // int8_offset, and multiply the group scale by int8_scale:
+  //   value(c) = (int8_bytes[c] - int8_offset) * int8_scale, exactly.
+  // Every int8_bytes[c] - int8_offset lies in [-127, 127]: AVX2 multiplies
+  // them as signed bytes when a byte is too large for vpmaddubsw's int16 pairs.
+  const uint8_t* int8_bytes = nullptr;
+  int int8_offset = 0;
   float int8_scale = 1.0f;
 };
 

@@ -7,9 +7,9 @@ namespace eq::quant {
 
 namespace kernels {
 #define EQ_DECLARE_DECODE(name) \
-  void name(const uint32_t*, int64_t, int64_t, const float*, const float*, int, float*);
+  void name(const uint32_t*, int64_t, int64_t, const float*, const float*, const float*, int, float*);
 #define EQ_DECLARE_ISA(isa)                                                                    \
-  EQ_DECLARE_DECODE(decode_e2m1_##isa)                                                         \
+  EQ_DECLARE_DECODE(decode_table4_##isa)                                                       \
   EQ_DECLARE_DECODE(decode_uint2_##isa)                                                        \
   EQ_DECLARE_DECODE(decode_uint3_##isa)                                                        \
   EQ_DECLARE_DECODE(decode_uint4_##isa)                                                        \
@@ -28,7 +28,7 @@ EQ_DECLARE_ISA(avx512)
 namespace {
 
 #define EQ_FILL(t, isa)                          \
-  t.decode_e2m1 = kernels::decode_e2m1_##isa;    \
+  t.decode_table4 = kernels::decode_table4_##isa; \
   t.decode_uint2 = kernels::decode_uint2_##isa;  \
   t.decode_uint3 = kernels::decode_uint3_##isa;  \
   t.decode_uint4 = kernels::decode_uint4_##isa;  \

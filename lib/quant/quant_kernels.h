@@ -21,12 +21,14 @@ inline constexpr int kPanelWidth = 16;
 // elements, or 32 for 3 bits) of 16 columns into out[k][16].
 //   qweight: the word of the first k of the first column; `ld` words between
 //            consecutive word rows (N, or 16 for a copied tail panel).
-//   scales, biases: float [k_count/group][16] (biases null for E2M1).
+//   scales, biases: float [k_count/group][16] (biases null for table codes).
+//   values: table codes: the 16 values by code (null for unsigned integers).
 using DecodePanelFn = void (*)(const uint32_t* qweight, int64_t ld, int64_t k_count, const float* scales,
-                               const float* biases, int group, float* out);
+                               const float* biases, const float* values, int group, float* out);
 
 struct QuantKernels {
-  DecodePanelFn decode_e2m1 = nullptr;
+  // 4-bit codes through a 16-entry value table: value = values[code] * scale.
+  DecodePanelFn decode_table4 = nullptr;
   DecodePanelFn decode_uint2 = nullptr;
   DecodePanelFn decode_uint3 = nullptr;
   DecodePanelFn decode_uint4 = nullptr;

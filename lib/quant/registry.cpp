@@ -11,6 +11,7 @@
 #include "quant/fp4_common.h"
 #include "quant/gemv.h"
 #include "quant/int8_panels.h"
+#include "quant/nl4.h"
 #include "quant/packed_stream.h"
 #include "quant/passthrough.h"
 #include "quant/trellis/format.h"
@@ -44,6 +45,8 @@ std::vector<FormatTraits> registry_rows() { return {
      .quantizer = quantize_nvfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
      .part_specs_of = nvfp4_part_specs, .gemv = &kStreamGemvInt8, .stream = &kNvfp4Stream,
      .dequantize_block = stream_dequantize_block},
+    // ---- a fixed non-uniform 16-level grid with an fp16 scale per group of G along K: lib/quant/nl4.cpp
+    nl4_row(32, "nl4_g32", "4-bit non-uniform grid (16 levels), fp16 scale per 32 weights along K (4.5 bits)"),
     // ---- affine integers q * scale + bias, fp16 scale and bias per group: lib/quant/affine.cpp
     affine_row(2, 32, "int2_g32", "2-bit affine, fp16 scale+bias per 32 weights (3 bits)"),
     affine_row(2, 64, "int2_g64", "2-bit affine, fp16 scale+bias per 64 weights (2.5 bits)"),

@@ -189,7 +189,7 @@ TEST(BatchMlp, MatchesFloat64OnTheIntegerPath) {
     EXPECT_LT(vs_decode, 2e-3) << f.name << " vs the decode kernel";
     ++checked;
   }
-  EXPECT_EQ(checked, 14);  // fp4 g32/g64/g128, mxfp4, int2/int4/int8 x g32/g64/g128, int8_row
+  EXPECT_EQ(checked, 15);  // fp4 g32/g64/g128, mxfp4, nl4_g32, int2/int4/int8 x g32/g64/g128, int8_row
 }
 
 // Trellis through int8 codes (BatchOptions::rotated_int8): against float64

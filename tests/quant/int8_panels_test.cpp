@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "quant/int8_panels.h"
+#include "quant/packed_stream.h"
 #include "quant_test_util.h"
 #include "support/test_formats.h"
 
@@ -104,14 +105,18 @@ TEST(Int8Panels, SimdCodeKernelsMatchScalar) {
   std::mt19937_64 rng(5);
   std::vector<uint32_t> words(16 * 64);
   for (uint32_t& v : words) v = static_cast<uint32_t>(rng());
+  // Plain codes, and 4-bit codes through every registered code table.
+  std::vector<const uint8_t*> tables = {nullptr};
+  for (const FormatTraits& f : eq::test::all_rows())
+    if (f.stream && f.stream->codes->int8_bytes) tables.push_back(f.stream->codes->int8_bytes);
   for (int bits : {2, 4, 8})
-    for (bool e2m1 : {false, true}) {
-      if (e2m1 && bits != 4) continue;
+    for (const uint8_t* table : tables) {
+      if (table && bits != 4) continue;
       const int64_t kc = 32 * 32 / bits;  // 32 word rows of 2 panels (ld 32)
       std::vector<uint8_t> a(static_cast<size_t>(2 * kc * 16 + 64)), b(a.size());
-      kernels::int8_stream_codes_generic(words.data(), 32, kc, bits, e2m1, 2, a.data(), kc * 16 + 64, 0);
-      kernels::int8_stream_codes_avx512(words.data(), 32, kc, bits, e2m1, 2, b.data(), kc * 16 + 64, 16);
-      EXPECT_EQ(a, b) << bits << " bits e2m1 " << e2m1;
+      kernels::int8_stream_codes_generic(words.data(), 32, kc, bits, table, 2, a.data(), kc * 16 + 64, 0);
+      kernels::int8_stream_codes_avx512(words.data(), 32, kc, bits, table, 2, b.data(), kc * 16 + 64, 16);
+      EXPECT_EQ(a, b) << bits << " bits, table " << (table ? static_cast<int>(table[0]) : -1);
     }
   std::vector<int8_t> rows(16 * 200);
   for (int8_t& v : rows) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);

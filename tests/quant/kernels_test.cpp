@@ -47,12 +47,12 @@ std::vector<float> reference_dequantize(const QuantizedMatrix& q) {
 TEST(Kernels, TableMatchesIsa) {
   for (Isa isa : supported_isas()) {
     const QuantKernels& k = quant_kernels(isa);
-    EXPECT_NE(k.decode_e2m1, nullptr);
+    EXPECT_NE(k.decode_table4, nullptr);
     EXPECT_NE(k.panel_fma, nullptr);
     for (int bits : {2, 3, 4, 8}) EXPECT_NE(k.decode_uint(bits), nullptr);
   }
   if (detected_isa() >= Isa::kAvx512) {
-    EXPECT_NE(quant_kernels(Isa::kAvx512).decode_e2m1, quant_kernels(Isa::kGeneric).decode_e2m1);
+    EXPECT_NE(quant_kernels(Isa::kAvx512).decode_table4, quant_kernels(Isa::kGeneric).decode_table4);
   }
 }
 

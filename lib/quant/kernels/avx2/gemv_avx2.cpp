@@ -1,7 +1,9 @@
 // AVX2 decode (gemv) kernels: the AVX-512 scheme (gemv_avx512.cpp) on 8
 // columns per ymm, with vpmaddubsw + vpmaddwd in place of vpdpbusd. maddubs
-// saturates int16 pairs, so 8-bit codes use the sign trick
-// (|c - 128| times x with the sign of c - 128, 128 * sum(q) added back).
+// saturates int16 pairs, so 8-bit codes use the sign trick (|c - 128| times
+// x with the sign of c - 128, 128 * sum(q) added back), and so do table codes
+// whose bytes are too large for two pairs to add in int16 (|byte - offset|
+// times x with the sign of byte - offset: the value itself, no offset).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -42,7 +44,12 @@ inline __m256i load_words(const uint32_t* p, int count) {
   return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), mask);
 }
 
-template <int Bits, bool E2M1, int Unit>
+// How the kernel reads 4-bit codes: as they are, through the table as
+// unsigned bytes (every byte <= 64: two maddubs pairs still fit in int16),
+// or through the table as signed values byte - offset.
+enum class CodeRead { kPlain, kTable, kSignedTable };
+
+template <int Bits, CodeRead Read, int Unit>
 void stream_kernel(const StreamGemvArgs& a) {
   constexpr int kRows = Unit * Bits / 32;
   constexpr int kBroadcasts = Unit / 4;
@@ -55,15 +62,18 @@ void stream_kernel(const StreamGemvArgs& a) {
   const __m256i low_mask = _mm256_set1_epi8(static_cast<char>((1 << Bits) - 1));
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m128i lut128 = _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-  const __m256i lut = _mm256_broadcastsi128_si256(lut128);
+  alignas(16) int8_t table[16] = {};
+  if (Read != CodeRead::kPlain)
+    for (int c = 0; c < 16; ++c)
+      table[c] = static_cast<int8_t>(Read == CodeRead::kTable ? a.code_bytes[c] : a.code_bytes[c] - a.code_offset);
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
 
   for (int64_t k0 = 0; k0 < a.cols; k0 += Unit) {
     const int64_t g = k0 / a.group;
     int32_t q_sum = in.q_sum16[k0 / 16];
     float x_sum = in.x_sum16[k0 / 16];
     if (Unit == 32) q_sum += in.q_sum16[k0 / 16 + 1], x_sum += in.x_sum16[k0 / 16 + 1];
-    const int32_t offset_value = E2M1 ? 12 * q_sum : Bits == 8 ? -128 * q_sum : 0;
+    const int32_t offset_value = Read == CodeRead::kTable ? a.code_offset * q_sum : Bits == 8 ? -128 * q_sum : 0;
     const __m256i offset = _mm256_set1_epi32(offset_value);
     const __m256 x_scale = _mm256_set1_ps(a.scale_mul * in.q_scale[k0 / kGemvBlock]);
     const __m256 x_sum_v = _mm256_set1_ps(x_sum);
@@ -80,11 +90,19 @@ void stream_kernel(const StreamGemvArgs& a) {
         if constexpr (Bits == 4) {
           __m256i lo = _mm256_and_si256(w, low_mask);
           __m256i hi = _mm256_and_si256(_mm256_srli_epi32(w, 4), low_mask);
-          if constexpr (E2M1) {
+          if constexpr (Read != CodeRead::kPlain) {
             lo = _mm256_shuffle_epi8(lut, lo);
             hi = _mm256_shuffle_epi8(lut, hi);
           }
-          pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xb[2 * r]), _mm256_maddubs_epi16(hi, xb[2 * r + 1]));
+          if constexpr (Read == CodeRead::kSignedTable) {
+            // Each pair sum reaches 2 * 127 * 127: widen the halves separately.
+            const __m256i plo = _mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xb[2 * r], lo));
+            const __m256i phi = _mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xb[2 * r + 1], hi));
+            dot = _mm256_add_epi32(dot, _mm256_madd_epi16(plo, ones));
+            pairs = phi;
+          } else {
+            pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xb[2 * r]), _mm256_maddubs_epi16(hi, xb[2 * r + 1]));
+          }
         } else if constexpr (Bits == 2) {
           pairs = _mm256_setzero_si256();
           for (int s = 0; s < 4; ++s) {
@@ -122,18 +140,23 @@ namespace {
 // (a unit never spans two groups).
 template <int Unit>
 void stream_dispatch_unit(const StreamGemvArgs& a) {
-  if (a.e2m1) return stream_kernel<4, true, Unit>(a);
+  if (a.code_bytes) {
+    int largest = 0;
+    for (int c = 0; c < 16; ++c) largest = std::max<int>(largest, a.code_bytes[c]);
+    if (largest <= 64) return stream_kernel<4, CodeRead::kTable, Unit>(a);
+    return stream_kernel<4, CodeRead::kSignedTable, Unit>(a);
+  }
   switch (a.bits) {
-    case 2: return stream_kernel<2, false, Unit>(a);
-    case 4: return stream_kernel<4, false, Unit>(a);
-    case 8: return stream_kernel<8, false, Unit>(a);
+    case 2: return stream_kernel<2, CodeRead::kPlain, Unit>(a);
+    case 4: return stream_kernel<4, CodeRead::kPlain, Unit>(a);
+    case 8: return stream_kernel<8, CodeRead::kPlain, Unit>(a);
   }
 }
 
 }  // namespace
 
 void gemv_stream_int8_avx2(const StreamGemvArgs& a) {
-  if (!gemv_stream_int8_takes_simd(a.bits, a.e2m1, a.group)) return gemv_stream_int8_generic(a);
+  if (!gemv_stream_int8_takes_simd(a.bits, a.code_bytes, a.code_offset, a.group)) return gemv_stream_int8_generic(a);
   if (a.group % 32 == 0) stream_dispatch_unit<32>(a);
   else stream_dispatch_unit<16>(a);
 }

@@ -58,16 +58,20 @@ void decode_3bit(const uint32_t* qweight, int64_t ld, int64_t k_count, const flo
 
 }  // namespace
 
-void decode_uint2_avx512(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, int g, float* o) {
+void decode_uint2_avx512(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
+                         float* o) {
   decode_pow2<2>(q, ld, k, s, b, g, o);
 }
-void decode_uint3_avx512(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, int g, float* o) {
+void decode_uint3_avx512(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
+                         float* o) {
   decode_3bit(q, ld, k, s, b, g, o);
 }
-void decode_uint4_avx512(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, int g, float* o) {
+void decode_uint4_avx512(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
+                         float* o) {
   decode_pow2<4>(q, ld, k, s, b, g, o);
 }
-void decode_uint8_avx512(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, int g, float* o) {
+void decode_uint8_avx512(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
+                         float* o) {
   decode_pow2<8>(q, ld, k, s, b, g, o);
 }
 

@@ -1,6 +1,6 @@
 // AVX-512 VNNI decode (gemv) kernels. Bit-stream formats: one zmm holds one
 // 32-bit word of 16 columns; a shift and a byte mask leave one code per byte
-// (E2M1 codes go through a 16-entry byte table, vpshufb), and vpdpbusd
+// (table codes go through their 16-entry byte table, vpshufb), and vpdpbusd
 // multiplies the 4 codes of each column by 4 int8 x broadcast from the
 // reordered copy (GemvInput::q_nib / q_crumb). Units of min(group, 32) k keep
 // int32 sums; each unit ends with one convert and one FMA per 16 columns.
@@ -41,7 +41,7 @@ constexpr int kPrefetchUnits = EQ_GEMV_PREFETCH_UNITS;
 // loaded and its codes unpacked once for all R inputs; every input then runs
 // exactly the integer sums and float steps of R = 1, so its outputs have the
 // same bits whatever R and whichever other inputs share the call.
-template <int Bits, bool E2M1, int Unit, int R>
+template <int Bits, bool Table, int Unit, int R>
 void stream_kernel(const StreamGemvArgs& a, const GemvInput* const* ins, float* const* ys) {
   constexpr int kRows = Unit * Bits / 32;  // word rows per unit
   const int8_t* xq[R];
@@ -52,7 +52,8 @@ void stream_kernel(const StreamGemvArgs& a, const GemvInput* const* ins, float* 
   acc_buf.assign(static_cast<size_t>(R * panels * 16), 0.0f);
   float* acc = acc_buf.data();
   const __m512i low_mask = _mm512_set1_epi8(static_cast<char>((1 << Bits) - 1));
-  const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m512i lut = Table ? _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.code_bytes)))
+                            : _mm512_setzero_si512();
 
   for (int64_t k0 = 0; k0 < a.cols; k0 += Unit) {
     const int64_t g = k0 / a.group;
@@ -63,7 +64,7 @@ void stream_kernel(const StreamGemvArgs& a, const GemvInput* const* ins, float* 
       int32_t q_sum = in.q_sum16[k0 / 16];
       float x_sum = in.x_sum16[k0 / 16];
       if (Unit == 32) q_sum += in.q_sum16[k0 / 16 + 1], x_sum += in.x_sum16[k0 / 16 + 1];
-      offset[i] = _mm512_set1_epi32(E2M1 ? 12 * q_sum : 0);
+      offset[i] = _mm512_set1_epi32(Table ? a.code_offset * q_sum : 0);
       x_scale[i] = _mm512_set1_ps(a.scale_mul * in.q_scale[k0 / kGemvBlock]);
       x_sum_v[i] = _mm512_set1_ps(x_sum);
     }
@@ -80,7 +81,7 @@ void stream_kernel(const StreamGemvArgs& a, const GemvInput* const* ins, float* 
         if constexpr (Bits == 4) {
           __m512i lo = _mm512_and_si512(w, low_mask);
           __m512i hi = _mm512_and_si512(_mm512_srli_epi32(w, 4), low_mask);
-          if constexpr (E2M1) {
+          if constexpr (Table) {
             lo = _mm512_shuffle_epi8(lut, lo);
             hi = _mm512_shuffle_epi8(lut, hi);
           }
@@ -129,7 +130,7 @@ void stream_kernel(const StreamGemvArgs& a, const GemvInput* const* ins, float* 
 
 template <int Unit, int R>
 void stream_dispatch_unit(const StreamGemvArgs& a, const GemvInput* const* ins, float* const* ys) {
-  if (a.e2m1) return stream_kernel<4, true, Unit, R>(a, ins, ys);
+  if (a.code_bytes) return stream_kernel<4, true, Unit, R>(a, ins, ys);
   switch (a.bits) {
     case 2: return stream_kernel<2, false, Unit, R>(a, ins, ys);
     case 4: return stream_kernel<4, false, Unit, R>(a, ins, ys);
@@ -140,7 +141,7 @@ void stream_dispatch_unit(const StreamGemvArgs& a, const GemvInput* const* ins, 
 // False for a layout these kernels do not take (gemv_stream_int8_takes_simd).
 template <int R>
 bool stream_dispatch(const StreamGemvArgs& a, const GemvInput* const* ins, float* const* ys) {
-  if (!gemv_stream_int8_takes_simd(a.bits, a.e2m1, a.group)) return false;
+  if (!gemv_stream_int8_takes_simd(a.bits, a.code_bytes, a.code_offset, a.group)) return false;
   if (a.group % 32 == 0) stream_dispatch_unit<32, R>(a, ins, ys);
   else stream_dispatch_unit<16, R>(a, ins, ys);
   return true;

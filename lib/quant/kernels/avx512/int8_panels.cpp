@@ -1,7 +1,7 @@
 // AVX-512 int8 panel codes (quant/int8_panels.h). Bit-stream words: one zmm
 // load is one word of 16 columns; a shift and a byte mask leave one code per
-// byte, already in the unit's k order (E2M1 through a 16-entry byte table,
-// vpshufb). int8_row: 16 rows x 64 k are loaded and transposed as a 16 x 16
+// byte, already in the unit's k order (table codes through their 16-entry byte
+// table, vpshufb). int8_row: 16 rows x 64 k are loaded and transposed as a 16 x 16
 // matrix of dwords (4 k each), then biased by 128 (xor 0x80).
 #include <immintrin.h>
 
@@ -43,13 +43,14 @@ inline void transpose16(__m512i r[16]) {
 
 }  // namespace
 
-void int8_stream_codes_avx512(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, bool e2m1,
+void int8_stream_codes_avx512(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, const uint8_t* table,
                               int64_t panels, uint8_t* out, int64_t out_stride, int64_t prefetch) {
   if (bits != 2 && bits != 4 && bits != 8)
-    return int8_stream_codes_generic(qweight, ld, k_count, bits, e2m1, panels, out, out_stride, prefetch);
+    return int8_stream_codes_generic(qweight, ld, k_count, bits, table, panels, out, out_stride, prefetch);
   const int64_t word_rows = k_count * bits / 32;
   const int steps = 32 / bits / 4;  // dword steps (4 k each) per word: 2, 4 or 1
-  const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m512i lut =
+      table ? _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))) : _mm512_setzero_si512();
   const __m512i mask = _mm512_set1_epi8(static_cast<char>(bits == 4 ? 0x0F : bits == 2 ? 0x03 : 0xFF));
   // Word row outer, panels inner: each word row is one contiguous run of
   // 64 * panels bytes.
@@ -63,7 +64,7 @@ void int8_stream_codes_avx512(const uint32_t* qweight, int64_t ld, int64_t k_cou
       uint8_t* o = dst + p * out_stride;
       if (bits == 4) {
         __m512i lo = _mm512_and_si512(w, mask), hi = _mm512_and_si512(_mm512_srli_epi32(w, 4), mask);
-        if (e2m1) {
+        if (table) {
           lo = _mm512_shuffle_epi8(lut, lo);
           hi = _mm512_shuffle_epi8(lut, hi);
         }

@@ -17,16 +17,20 @@ void decode_uint(const uint32_t* qweight, int64_t ld, int64_t k_count, const flo
 }
 }  // namespace
 
-void decode_uint2_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, int g, float* o) {
+void decode_uint2_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
+                         float* o) {
   decode_uint<2>(q, ld, k, s, b, g, o);
 }
-void decode_uint3_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, int g, float* o) {
+void decode_uint3_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
+                         float* o) {
   decode_uint<3>(q, ld, k, s, b, g, o);
 }
-void decode_uint4_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, int g, float* o) {
+void decode_uint4_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
+                         float* o) {
   decode_uint<4>(q, ld, k, s, b, g, o);
 }
-void decode_uint8_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, int g, float* o) {
+void decode_uint8_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
+                         float* o) {
   decode_uint<8>(q, ld, k, s, b, g, o);
 }
 

@@ -1,6 +1,7 @@
 // Scalar decode (gemv) kernels: the definitions the AVX2 and AVX-512 versions
 // are tested against (same integer sums, same per-unit float steps).
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
 #include "core/numeric.h"
@@ -11,17 +12,18 @@ namespace eq::quant::kernels {
 
 namespace {
 
-// 2 * E2M1 value + 12 by code: small unsigned integers.
-constexpr int kE2M1Doubled[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-
 float stream_scale_at(const StreamGemvArgs& a, int64_t g, int64_t n) {
   return a.scales_f16 ? f16_to_f32(a.scales_f16[g * a.ld + n]) : a.scale_table[a.scales_u8[g * a.ld + n]];
 }
 
 }  // namespace
 
-bool gemv_stream_int8_takes_simd(int bits, bool e2m1, int group) {
-  return group % 16 == 0 && (e2m1 ? bits == 4 : bits == 2 || bits == 4 || bits == 8);
+bool gemv_stream_int8_takes_simd(int bits, const uint8_t* code_bytes, int code_offset, int group) {
+  if (group % 16 != 0) return false;
+  if (!code_bytes) return bits == 2 || bits == 4 || bits == 8;
+  for (int c = 0; c < 16; ++c)
+    if (std::abs(code_bytes[c] - code_offset) > 127) return false;
+  return bits == 4;
 }
 
 void gemv_stream_int8_generic(const StreamGemvArgs& a) {
@@ -29,7 +31,7 @@ void gemv_stream_int8_generic(const StreamGemvArgs& a) {
   // Units never cross a group nor an int8 block of x: any group a multiple of
   // 4 (the SIMD kernels take multiples of 16: units of 16 or 32, the same sums).
   const int64_t unit = std::gcd(a.group, kGemvBlock);
-  const int offset = a.e2m1 ? 12 : 0;
+  const int offset = a.code_offset;
   for (int64_t n = 0; n < a.nb; ++n) {
     float acc = 0.0f;
     for (int64_t k0 = 0; k0 < a.cols; k0 += unit) {
@@ -37,7 +39,7 @@ void gemv_stream_int8_generic(const StreamGemvArgs& a) {
       int32_t dot = 0;
       for (int64_t k = k0; k < k0 + unit; ++k) {
         const uint32_t code = stream_get(a.qweight, a.ld, a.bits, k, n);
-        dot += (a.e2m1 ? kE2M1Doubled[code] : static_cast<int32_t>(code)) * in.q[k];
+        dot += (a.code_bytes ? static_cast<int32_t>(a.code_bytes[code]) : static_cast<int32_t>(code)) * in.q[k];
       }
       int32_t q_sum = 0;
       float x_sum = 0.0f;

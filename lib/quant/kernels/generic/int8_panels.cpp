@@ -7,12 +7,7 @@
 
 namespace eq::quant::kernels {
 
-namespace {
-// 2 * E2M1 value + 12 by code.
-constexpr uint8_t kE2M1Doubled[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-}  // namespace
-
-void int8_stream_codes_generic(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, bool e2m1,
+void int8_stream_codes_generic(const uint32_t* qweight, int64_t ld, int64_t k_count, int bits, const uint8_t* table,
                                int64_t panels, uint8_t* out, int64_t out_stride, int64_t) {
   const Int8KOrder order = bits == 4 ? Int8KOrder::kNibble : bits == 2 ? Int8KOrder::kCrumb : Int8KOrder::kNatural;
   for (int64_t p = 0; p < panels; ++p)
@@ -20,7 +15,7 @@ void int8_stream_codes_generic(const uint32_t* qweight, int64_t ld, int64_t k_co
       const int64_t slot = k - k % kInt8Unit + int8_slot(order, static_cast<int>(k % kInt8Unit));
       for (int64_t j = 0; j < 16; ++j) {
         const uint32_t code = stream_get(qweight + p * 16, ld, bits, k, j);
-        out[p * out_stride + slot / 4 * 64 + j * 4 + slot % 4] = e2m1 ? kE2M1Doubled[code] : static_cast<uint8_t>(code);
+        out[p * out_stride + slot / 4 * 64 + j * 4 + slot % 4] = table ? table[code] : static_cast<uint8_t>(code);
       }
     }
 }

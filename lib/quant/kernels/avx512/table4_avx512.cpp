@@ -1,14 +1,14 @@
-// AVX-512 E2M1 panel decoder: one zmm holds the 16 columns of a word row;
-// vpermps looks the 16 E2M1 values up by nibble.
+// AVX-512 panel decoder of 4-bit table codes: one zmm holds the 16 columns of
+// a word row; vpermps looks the 16 values up by nibble.
 #include <immintrin.h>
 
 #include "quant/quant_kernels.h"
 
 namespace eq::quant::kernels {
 
-void decode_e2m1_avx512(const uint32_t* qweight, int64_t ld, int64_t k_count, const float* scales,
-                        const float* /*biases*/, int group, float* out) {
-  const __m512 lut = _mm512_loadu_ps(kE2M1Values);
+void decode_table4_avx512(const uint32_t* qweight, int64_t ld, int64_t k_count, const float* scales,
+                          const float* /*biases*/, const float* values, int group, float* out) {
+  const __m512 lut = _mm512_loadu_ps(values);
   const __m512i nibble = _mm512_set1_epi32(15);
   for (int64_t r = 0; r < k_count / 8; ++r) {
     __m512i w = _mm512_loadu_si512(qweight + r * ld);
