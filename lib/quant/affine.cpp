@@ -148,10 +148,10 @@ AffineGroup search_affine_group(const float* w, const float* h, int n, int bits,
   };
   grid(-1.0f, 1.0f, 20, false);
   alternate(4);
-  // A denser, wider grid from both ends (an outlier on one side pulls the
+  // A wider grid from both ends (an outlier on one side pulls the
   // other end's codes off the bulk), then alternation again: only ever lowers
   // the error of the search above.
-  grid(-2.0f, 2.0f, 80, true);
+  grid(-2.0f, 2.0f, 20, true);
   alternate(8);
   return {best.scale, best.bias};
 }
