@@ -1,10 +1,10 @@
 // Affine integer quantization with an error-minimizing search per group.
 //
 // Per group: candidate inverse scales (nmax + t) / (max - min) for t in
-// [-1, 1] (as llama.cpp's make_qkx2_quants: a slightly coarser or finer grid
-// than min/max can fit the bulk better), each followed by a weighted
-// least-squares fit of (scale, bias) to the codes it produced; then a few
-// HQQ-style alternations (codes from parameters, parameters from codes). Every
+// [-2, 2] (a slightly coarser or finer grid than min/max can fit the bulk
+// better), anchored at either end, each followed by a weighted least-squares
+// fit of (scale, bias) to the codes it produced; then alternations (codes from
+// parameters, parameters from codes) until the error stops falling. Every
 // candidate is scored after rounding scale and bias to fp16 and re-deriving
 // the codes, i.e. exactly as it will be decoded.
 #include "quant/affine.h"
@@ -116,24 +116,43 @@ AffineGroup search_affine_group(const float* w, const float* h, int n, int bits,
     }
   };
   score((hi - lo) / static_cast<float>(nmax), lo);  // plain min/max
-  constexpr int kSteps = 20;
-  for (int i = 0; i <= kSteps; ++i) {
-    const float iscale = (static_cast<float>(nmax) - 1.0f + 2.0f * static_cast<float>(i) / kSteps) / (hi - lo);
-    for (int j = 0; j < n; ++j)
-      trial[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(iscale * (w[j] - lo))), 0, nmax));
-    float s, b;
-    if (fit(w, h, n, trial.data(), &s, &b)) score(s, b);
-  }
-  // Alternate: parameters from the best codes, codes from the parameters.
-  std::vector<uint8_t> current(codes, codes + n);
-  for (int iter = 0; iter < 4; ++iter) {
-    const float before = best.err;
-    float s, b;
-    if (!fit(w, h, n, current.data(), &s, &b)) break;
-    score(s, b);
-    if (!(best.err < before)) break;
-    current.assign(codes, codes + n);
-  }
+  // Alternate: parameters from the best codes, codes from the parameters,
+  // until the error stops falling.
+  auto alternate = [&](int max_iter) {
+    std::vector<uint8_t> current(codes, codes + n);
+    for (int iter = 0; iter < max_iter; ++iter) {
+      const float before = best.err;
+      float s, b;
+      if (!fit(w, h, n, current.data(), &s, &b)) break;
+      score(s, b);
+      if (!(best.err < before)) break;
+      current.assign(codes, codes + n);
+    }
+  };
+  // Codes from inverse scales (nmax + t) / (max - min), anchored at the minimum
+  // (at the maximum too when both_ends), each refit by weighted least squares.
+  auto grid = [&](float t0, float t1, int steps, bool both_ends) {
+    for (int i = 0; i <= steps; ++i) {
+      const float iscale = (static_cast<float>(nmax) + t0 + (t1 - t0) * static_cast<float>(i) / steps) / (hi - lo);
+      if (!(iscale > 0.0f)) continue;
+      float s, b;
+      for (int j = 0; j < n; ++j)
+        trial[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(iscale * (w[j] - lo))), 0, nmax));
+      if (fit(w, h, n, trial.data(), &s, &b)) score(s, b);
+      if (!both_ends) continue;
+      for (int j = 0; j < n; ++j)
+        trial[j] = static_cast<uint8_t>(
+            std::clamp(nmax - static_cast<int>(std::nearbyint(iscale * (hi - w[j]))), 0, nmax));
+      if (fit(w, h, n, trial.data(), &s, &b)) score(s, b);
+    }
+  };
+  grid(-1.0f, 1.0f, 20, false);
+  alternate(4);
+  // A wider grid from both ends (an outlier on one side pulls the
+  // other end's codes off the bulk), then alternation again: only ever lowers
+  // the error of the search above.
+  grid(-2.0f, 2.0f, 20, true);
+  alternate(8);
   return {best.scale, best.bias};
 }
 

@@ -25,6 +25,50 @@ const StreamEncoding kFp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleK
 const StreamEncoding kMxfp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleKind::kE8M0};
 const StreamEncoding kNvfp4Stream{.codes = &kE2M1StreamCodes, .scale_kind = ScaleKind::kE4M3, .has_tensor_scale = true};
 
+namespace {
+// Rounding thresholds of e2m1_code on |x|: past kE2M1Edges[k], |code| > k.
+constexpr float kE2M1Edges[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+// Interval minimizers tried after rounding (the best real one may round badly).
+constexpr int kIntervalOptima = 4;
+
+// Between consecutive scales where some code changes (|w_i| / edge), the codes
+// are fixed, so the weighted error is sum h w^2 - 2 s num + s^2 den with
+// num = sum h |w| |v|, den = sum h v^2, minimal at num / den clamped to the
+// interval. Sweeping s downwards from amax / 0.25 (all codes 0), each event
+// raises one weight's code by one step and updates num and den in O(1): every
+// interval's minimizer in O(n log n), i.e. the best real scale exactly.
+// Returns up to `keep` interval minimizers, best first.
+std::vector<float> e2m1_interval_optima(const float* w, const float* h, int n, int keep) {
+  struct Event { float s; int i; };
+  std::vector<Event> ev;
+  ev.reserve(static_cast<size_t>(7 * n));
+  for (int i = 0; i < n; ++i)
+    if (w[i] != 0.0f && h[i] > 0.0f)
+      for (float e : kE2M1Edges) ev.push_back({std::fabs(w[i]) / e, i});
+  std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.s > b.s; });
+  std::vector<int> level(static_cast<size_t>(n), 0);
+  double num = 0.0, den = 0.0;
+  std::vector<std::pair<double, float>> found;  // (error minus the constant sum h w^2, s)
+  for (size_t k = 0; k < ev.size(); ++k) {
+    const Event& e = ev[k];
+    const double a = std::fabs(static_cast<double>(w[e.i])), he = h[e.i];
+    const double v0 = kE2M1Values[level[e.i]], v1 = kE2M1Values[level[e.i] + 1];
+    ++level[e.i];
+    num += he * a * (v1 - v0);
+    den += he * (v1 * v1 - v0 * v0);
+    const double upper = e.s, lower = k + 1 < ev.size() ? ev[k + 1].s : 0.0;
+    if (!(den > 0.0) || upper <= lower) continue;
+    const double s = std::clamp(num / den, lower, upper);
+    found.push_back({s * s * den - 2.0 * s * num, static_cast<float>(s)});
+  }
+  const size_t m = std::min(found.size(), static_cast<size_t>(keep));
+  std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(m), found.end());
+  std::vector<float> out;
+  for (size_t k = 0; k < m; ++k) out.push_back(found[k].second);
+  return out;
+}
+}  // namespace
+
 float search_e2m1_scale(const float* w, const float* h, int n, const ScaleRounder& round_scale) {
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(w[i]));
@@ -59,6 +103,14 @@ float search_e2m1_scale(const float* w, const float* h, int n, const ScaleRounde
     const float before = best_err;
     consider(static_cast<float>(num / den));
     if (!(best_err < before)) break;
+  }
+  // The exact minimizers over real scales, rounded to the format's scale both
+  // ways: a coarse scale (E4M3) may round the best real scale onto a worse
+  // neighbour than the one on its other side.
+  for (float s : e2m1_interval_optima(w, h, n, kIntervalOptima)) {
+    consider(s);
+    const float r = round_scale(s);
+    if (r > 0.0f && r != s) consider(2.0f * s - r);
   }
   return best_s;
 }

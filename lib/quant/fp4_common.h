@@ -52,9 +52,12 @@ using ScaleRounder = std::function<float(float)>;
 // The representable scale that minimizes the importance-weighted squared
 // error of one group: a grid of candidates amax/d for d in [4.5, 8] (clipping
 // the largest weights can pay), plus least-squares refits s = sum(h w v) /
-// sum(h v^2) of the best; groups whose nonzero weights share one magnitude a
-// try a/v for every E2M1 value v, so constant groups are exact whenever the
-// format can represent the scale. Returns the decoded scale (0 for all-zero).
+// sum(h v^2) of the best; then the exact minimizers over real scales (a sweep
+// over the scales where codes change, fp4_common.cpp), rounded to the format
+// both ways, so the result is never worse than the grid's. Groups whose
+// nonzero weights share one magnitude a try a/v for every E2M1 value v, so
+// constant groups are exact whenever the format can represent the scale.
+// Returns the decoded scale (0 for all-zero).
 float search_e2m1_scale(const float* w, const float* h, int n, const ScaleRounder& round_scale);
 
 // Quantizes W in the column bit-stream layout with E2M1 codes: for each
