@@ -45,6 +45,10 @@ TEST(Policy, ErrorsNameTheField) {
   expect_error_naming("{" + base + R"(, "coverage": {"under_covered_class": "pruned"}})",
                       "coverage.under_covered_class");
   expect_error_naming(R"({"formats": {}})", "version");
+  expect_error_naming("{" + base + R"(, "sensitivity": {"proxy_calibration_experts": -1}})",
+                      "sensitivity.proxy_calibration_experts");
+  expect_error_naming("{" + base + R"(, "sensitivity": {"proxy_calibration_experts": 2.5}})",
+                      "sensitivity.proxy_calibration_experts");
 }
 
 }  // namespace
