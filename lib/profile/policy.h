@@ -37,7 +37,7 @@ struct Policy {
   uint64_t seed = 1;
   uint64_t max_sample_bytes = 1ull << 30;
   // format -> measured format whose rel. MSE, times a fitted ratio, stands in
-  // for it (trellis is ~20-60x slower to quantize than the affine formats).
+  // for it (trellis is far slower to quantize than the affine formats).
   // Recorded in profile.json.
   std::vector<std::pair<std::string, std::string>> proxies;
   // Experts per layer on which each proxied format is also measured itself,
