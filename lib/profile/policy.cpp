@@ -113,11 +113,15 @@ Policy parse_policy(const json& j, const std::string& label) try {
     }
   }
   if (j.contains("sensitivity")) {
-    const json& s = r.object(j["sensitivity"], "sensitivity", {"max_samples", "min_samples", "seed", "max_sample_bytes", "proxies"});
+    const json& s = r.object(j["sensitivity"], "sensitivity",
+                                {"max_samples", "min_samples", "seed", "max_sample_bytes", "proxies",
+                                 "proxy_calibration_experts"});
     p.max_samples = r.integer(s, "sensitivity", "max_samples", p.max_samples, 0);
     p.min_samples = r.integer(s, "sensitivity", "min_samples", p.min_samples, 1);
     p.seed = uint64_t(r.integer(s, "sensitivity", "seed", int64_t(p.seed), 0));
     p.max_sample_bytes = uint64_t(r.integer(s, "sensitivity", "max_sample_bytes", int64_t(p.max_sample_bytes), 1));
+    p.proxy_calibration_experts =
+        r.integer(s, "sensitivity", "proxy_calibration_experts", p.proxy_calibration_experts, 0);
     if (s.contains("proxies")) {
       if (!s["proxies"].is_object()) r.bad("sensitivity.proxies", "must be an object {format: measured format}");
       for (auto it = s["proxies"].begin(); it != s["proxies"].end(); ++it) {
@@ -187,14 +191,14 @@ Policy default_policy() {
   "schema": "expertquant.policy",
   "version": 1,
   "name": "default",
-  "description": "Few critical (int8), most standard (fp4), some deprioritized (trellis 2-bit) and pruned; guard rails keep every layer able to route top_k.",
+  "description": "4.5 bits per expert weight (or the budget asked for) spent where the measured sensitivity lowers the output error most, over int8, nl4, fp4, int4 and trellis 2-4 bit formats and pruning; with --thresholds: few critical (int8), most standard (fp4), some deprioritized (trellis 2-bit) and pruned. Guard rails keep every layer able to route top_k.",
   "formats": {
     "critical": "int8_row",
     "standard": "fp4_g32",
     "deprioritized": "trellis2",
     "pruned": null
   },
-  "candidates": ["int8_row", "fp4_g32", "trellis2", "int4_g64", "trellis3", "int3_g64", "int2_g64"],
+  "candidates": ["int8_row", "fp4_g32", "trellis2", "nl4_g32", "int4_g64", "trellis3", "int3_g64", "int2_g64", "trellis4"],
   "coverage": {
     "min_tokens": 32,
     "under_covered_class": "standard"
@@ -204,7 +208,8 @@ Policy default_policy() {
     "min_samples": 16,
     "seed": 1,
     "max_sample_bytes": 1073741824,
-    "proxies": {"trellis2": "int2_g64", "trellis3": "int3_g64"}
+    "proxies": {"trellis2": "int2_g64", "trellis3": "int3_g64", "trellis4": "int4_g64"},
+    "proxy_calibration_experts": 12
   },
   "default_target_bits": 4.5,
   "thresholds": {
@@ -248,7 +253,8 @@ ordered_json Policy::to_json() const {
   ordered_json prox = ordered_json::object();
   for (const auto& [from, to] : proxies) prox[from] = to;
   j["sensitivity"] = {{"max_samples", max_samples}, {"min_samples", min_samples}, {"seed", seed},
-                      {"max_sample_bytes", max_sample_bytes}, {"proxies", prox}};
+                      {"max_sample_bytes", max_sample_bytes}, {"proxies", prox},
+                      {"proxy_calibration_experts", proxy_calibration_experts}};
   j["default_target_bits"] = default_target_bits > 0 ? ordered_json(default_target_bits) : ordered_json(nullptr);
   j["thresholds"] = {
       {"critical", {{"min_usage_ratio", critical_min_usage_ratio}, {"min_reap_percentile", critical_min_reap_percentile},

@@ -36,10 +36,13 @@ struct Policy {
   int64_t min_samples = 16;    // fewer routed rows: forced calibration tokens instead
   uint64_t seed = 1;
   uint64_t max_sample_bytes = 1ull << 30;
-  // format -> measured format whose rel. MSE stands in for it (trellis is
-  // ~60x slower to quantize than the affine formats; the proxy has more error,
-  // so the estimate is conservative). Recorded in profile.json.
+  // format -> measured format whose rel. MSE, times a fitted ratio, stands in
+  // for it (trellis is far slower to quantize than the affine formats).
+  // Recorded in profile.json.
   std::vector<std::pair<std::string, std::string>> proxies;
+  // Experts of the whole model (spread over layers) on which each proxied format is also measured itself,
+  // to fit the ratio (profile/proxy_fit.h); 0 = no fit, the proxy's value is copied.
+  int64_t proxy_calibration_experts = 12;
 
   // Thresholds (usage ratio = share of routed slots × num_experts; 1 = uniform).
   double critical_min_usage_ratio = 3.0;      // critical when usage ratio >= this, or

@@ -110,6 +110,7 @@ ordered_json profile_to_json(const Profile& p) {
   for (size_t f = 0; f < p.sensitivity.proxy_of.size(); ++f)
     if (!p.sensitivity.proxy_of[f].empty()) proxies[p.sensitivity.formats[f]] = p.sensitivity.proxy_of[f];
   j["sensitivity_proxies"] = proxies;
+  j["sensitivity_proxy_fits"] = proxy_fits_to_json(p.sensitivity.proxy_fits);
 
   const Classification& cls = p.classification;
   ordered_json layers = ordered_json::array();
@@ -277,6 +278,7 @@ Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std:
         for (size_t f = 0; f < a.rel_mse.size(); ++f) a.rel_mse[f] = (a.rel_mse[f] * wa + o.rel_mse[f] * wb) / (wa + wb);
         a.samples += o.samples;
       }
+    out.sensitivity.proxy_fits = merge_proxy_fits(out.sensitivity.proxy_fits, b.sensitivity.proxy_fits);
   }
   return out;
 }

@@ -248,6 +248,10 @@ Profile read_profile_text(std::string_view text, const std::string& path) try {
   if (has_sens) read_sensitivity_formats(j, p.sensitivity);
   for (size_t li = 0; li < layers.size(); ++li)
     read_layer(layers[li], li, label, has_sens, p.stats.layers[li], p.sensitivity);
+  // Absent from profiles written before proxies were calibrated: their proxied formats copied the proxy.
+  if (has_sens && j.contains("sensitivity_proxy_fits"))
+    p.sensitivity.proxy_fits = parse_proxy_fits(j["sensitivity_proxy_fits"], label, p.sensitivity.formats,
+                                                p.sensitivity.proxy_of, layer_ids, d.num_experts);
   p.classification = read_classification(need(j, "classification", label, ""), layers, label);
   summarize(p.classification, p.stats, p.sensitivity, p.policy, p.dims());
   read_importance_sidecar(j, path, label, p);

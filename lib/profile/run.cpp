@@ -227,6 +227,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
     SensitivityOptions so;
     so.min_samples = p.policy.min_samples;
     so.proxies = fitted.proxies;
+    so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
     if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
     p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), fitted.candidates, so);
     p.seconds_sensitivity = p.sensitivity.seconds;

@@ -96,6 +96,27 @@ double expert_rel_mse(const model::ModelConfig& c, const float* gate_w, const fl
   return den > 0 ? num / den : 0.0;
 }
 
+namespace {
+
+// The sample an expert is measured on: its routed rows, or the layer's forced
+// rows when it has fewer than min_samples; null when the layer saw no tokens.
+const InputSample* expert_sample(const ExpertSampler& sampler, int64_t li, int64_t e, int64_t min_samples,
+                                 SampleSource& source) {
+  const InputSample* sample = &sampler.expert(li, e);
+  source = SampleSource::kRouted;
+  if (sample->rows < std::min(min_samples, sampler.capacity())) {
+    sample = &sampler.layer(li);
+    source = SampleSource::kForced;
+  }
+  if (sample->rows == 0) {
+    source = SampleSource::kNone;
+    return nullptr;
+  }
+  return sample;
+}
+
+}  // namespace
+
 SensitivityTable measure_sensitivity(const model::ModelConfig& c, const model::WeightStore& weights,
                                      const RoutingStats& stats, const ExpertSampler& sampler,
                                      const std::vector<std::string>& formats, const SensitivityOptions& options) {
@@ -105,6 +126,7 @@ SensitivityTable measure_sensitivity(const model::ModelConfig& c, const model::W
   table.format_seconds.assign(formats.size(), 0.0);
   table.proxy_of.assign(formats.size(), "");
   std::vector<int> source_index(formats.size());
+  bool any_proxy = false;
   for (size_t f = 0; f < formats.size(); ++f) {
     source_index[f] = int(f);
     for (const auto& [from, to] : options.proxies)
@@ -112,26 +134,39 @@ SensitivityTable measure_sensitivity(const model::ModelConfig& c, const model::W
         table.proxy_of[f] = to;
         source_index[f] = table.index_of(to);
         if (source_index[f] < 0) invalid("sensitivity: proxy " + to + " of " + from + " is not measured");
+        any_proxy = true;
       }
   }
   const int64_t E = c.num_experts;
-  const int64_t total = int64_t(stats.layers.size()) * E;
+  const int64_t L = int64_t(stats.layers.size());
+  // The experts on which proxied formats are measured too (their ratio's fit).
+  std::vector<std::vector<bool>> calibrate(size_t(L), std::vector<bool>(size_t(E), false));
+  if (any_proxy && options.proxy_calibration_experts > 0)
+    for (int64_t li = 0; li < L; ++li) {
+      std::vector<int64_t> tokens(static_cast<size_t>(E));
+      std::vector<bool> has_sample(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) {
+        SampleSource source;
+        tokens[e] = stats.layers[li].experts[e].tokens;
+        has_sample[e] = expert_sample(sampler, li, e, options.min_samples, source) != nullptr;
+      }
+      // The model's count spread over its layers: layer li takes
+      // ⌊(li+1)·K/L⌋ − ⌊li·K/L⌋, so the cost stays K experts however deep the model.
+      const int64_t K = options.proxy_calibration_experts;
+      const int64_t count = (li + 1) * K / L - li * K / L;
+      for (int64_t e : calibration_experts(tokens, has_sample, count)) calibrate[li][e] = true;
+    }
+  std::vector<std::vector<ProxyPoint>> points(formats.size());
+  const int64_t total = L * E;
   int64_t done = 0;
-  for (size_t li = 0; li < stats.layers.size(); ++li) {
+  for (int64_t li = 0; li < L; ++li) {
     const LayerStats& ls = stats.layers[li];
     std::vector<ExpertSensitivity> row(E);
     for (int64_t e = 0; e < E; ++e) {
       ExpertSensitivity& s = row[e];
       s.rel_mse.assign(formats.size(), std::numeric_limits<double>::quiet_NaN());
-      const InputSample* sample = &sampler.expert(int64_t(li), e);
-      s.source = SampleSource::kRouted;
-      if (sample->rows < std::min(options.min_samples, sampler.capacity())) {
-        sample = &sampler.layer(int64_t(li));
-        s.source = SampleSource::kForced;
-      }
-      if (sample->rows == 0) {
-        s.source = SampleSource::kNone;
-      } else {
+      const InputSample* sample = expert_sample(sampler, li, e, options.min_samples, s.source);
+      if (sample) {
         s.samples = sample->rows;
         const model::MlpWeights w = model::load_expert(weights, c, ls.layer, e);
         const ExpertStats& es = ls.experts[e];
@@ -139,18 +174,31 @@ SensitivityTable measure_sensitivity(const model::ModelConfig& c, const model::W
         const std::string prefix =
             "model.layers." + std::to_string(ls.layer) + ".mlp.experts." + std::to_string(e) + ".";
         for (size_t f = 0; f < formats.size(); ++f) {
-          if (!table.proxy_of[f].empty()) continue;
+          if (!table.proxy_of[f].empty() && !calibrate[li][e]) continue;
           const auto f0 = std::chrono::steady_clock::now();
           s.rel_mse[f] = expert_rel_mse(c, w.gate->data.data(), w.up->data.data(), w.down->data.data(), sample->x.data(),
                                         sample->gate.data(), sample->rows, formats[f], imp_in, imp_mid, prefix);
           table.format_seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
         }
-        for (size_t f = 0; f < formats.size(); ++f) s.rel_mse[f] = s.rel_mse[source_index[f]];
+        for (size_t f = 0; f < formats.size(); ++f)
+          if (!table.proxy_of[f].empty() && calibrate[li][e])
+            points[f].push_back({ls.layer, e, s.rel_mse[f], s.rel_mse[source_index[f]], 0.0});
       }
       ++done;
       if (options.progress) options.progress(done, total);
     }
     table.layers.push_back(std::move(row));
+  }
+  // The other experts of a proxied format: the fitted ratio × their proxy's rel_mse.
+  for (size_t f = 0; f < formats.size(); ++f) {
+    if (table.proxy_of[f].empty()) continue;
+    table.proxy_fits.push_back(fit_proxy(formats[f], table.proxy_of[f], std::move(points[f])));
+    const double ratio = table.proxy_fits.back().ratio;
+    for (int64_t li = 0; li < L; ++li)
+      for (int64_t e = 0; e < E; ++e) {
+        ExpertSensitivity& s = table.layers[li][e];
+        if (s.source != SampleSource::kNone && !calibrate[li][e]) s.rel_mse[f] = ratio * s.rel_mse[source_index[f]];
+      }
   }
   table.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return table;

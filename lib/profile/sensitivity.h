@@ -8,6 +8,8 @@
 // calibration tokens forced through the expert (g = 1): source "forced".
 // rel_mse × the expert's gated output energy is its additive contribution to
 // the block's output error — what the bit-budget allocator minimizes.
+// A proxied format is measured on a few experts spread over the layers and predicted from
+// its proxy on the others (profile/proxy_fit.h).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 
 #include "model/config.h"
 #include "profile/expert_sampler.h"
+#include "profile/proxy_fit.h"
 #include "profile/routing_stats.h"
 
 namespace eq::model {
@@ -42,6 +45,7 @@ struct SensitivityTable {
   double seconds_per_format(size_t f) const { return f < format_seconds.size() ? format_seconds[f] : 0.0; }
   std::vector<double> format_seconds;  // time spent quantizing + evaluating each format
   std::vector<std::string> proxy_of;   // per format: the format measured in its place ("" = itself)
+  std::vector<ProxyFit> proxy_fits;    // one per proxied format, in format order (profile/proxy_fit.h)
 
   bool empty() const { return layers.empty(); }
   // Index of `format` in formats, or -1.
@@ -50,8 +54,10 @@ struct SensitivityTable {
 
 struct SensitivityOptions {
   int64_t min_samples = 16;
-  // format -> measured format standing in for it (Policy::proxies).
+  // format -> measured format standing in for it (Policy::proxies), scaled
+  // by a ratio fitted on this many experts (of the model) measured in both.
   std::vector<std::pair<std::string, std::string>> proxies;
+  int64_t proxy_calibration_experts = 12;
   // (experts done, total experts)
   std::function<void(int64_t, int64_t)> progress;
 };

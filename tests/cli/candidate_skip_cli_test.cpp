@@ -60,10 +60,10 @@ TEST(CandidateSkipCli, Intermediate32ProfilesWithTheDefaultPolicyPacksAndVerifie
       << out;
 
   const json p = json::parse(std::ifstream(dir / "profile.json"));
-  EXPECT_EQ(p.at("sensitivity_formats"), json({"int8_row", "fp4_g32", "trellis2", "trellis3"}));
+  EXPECT_EQ(p.at("sensitivity_formats"), json({"int8_row", "fp4_g32", "trellis2", "nl4_g32", "trellis3", "trellis4"}));
   EXPECT_TRUE(p.at("sensitivity_proxies").empty());
   // The policy is recorded as given: the profile can be re-classified with it.
-  EXPECT_EQ(p.at("policy").at("candidates").size(), 7u);
+  EXPECT_EQ(p.at("policy").at("candidates").size(), 9u);
   for (const auto& f : allocated_formats(p))
     EXPECT_TRUE(f == "int8_row" || f == "fp4_g32" || f == "trellis2") << f;
 
@@ -86,7 +86,7 @@ TEST(CandidateSkipCli, Intermediate48JsonNamesSkippedCandidatesAndTheReplacedSta
       << out;
   const json j = json::parse(out);
   const json& fit = j.at("format_fit");
-  ASSERT_EQ(fit.at("skipped_candidates").size(), 4u) << fit.dump();
+  ASSERT_EQ(fit.at("skipped_candidates").size(), 5u) << fit.dump();
   const json& first = fit.at("skipped_candidates")[0];
   EXPECT_EQ(first.at("format"), "fp4_g32");
   EXPECT_EQ(first.at("matrices"), json({"down"}));
@@ -99,7 +99,7 @@ TEST(CandidateSkipCli, Intermediate48JsonNamesSkippedCandidatesAndTheReplacedSta
 
   // Threshold classification: standard experts get fp4_g16 and their rule says why.
   const json p = json::parse(std::ifstream(dir / "profile.json"));
-  EXPECT_EQ(p.at("sensitivity_formats"), json({"int8_row", "fp4_g16", "trellis2", "trellis3"}));
+  EXPECT_EQ(p.at("sensitivity_formats"), json({"int8_row", "fp4_g16", "trellis2", "trellis3", "trellis4"}));
   int standard = 0;
   for (const auto& e : p.at("layers")[0].at("experts"))
     if (e.at("class") == "standard") {
@@ -122,7 +122,7 @@ TEST(CandidateSkipCli, Intermediate48JsonNamesSkippedCandidatesAndTheReplacedSta
   EXPECT_EQ(b.at("classification").at("mode"), "budget");
   EXPECT_LE(b.at("classification").at("achieved_bits").get<double>(), 4.0 + 1e-9);
   for (const auto& f : allocated_formats(b))
-    EXPECT_TRUE(f == "int8_row" || f == "fp4_g16" || f == "trellis2" || f == "trellis3") << f;
+    EXPECT_TRUE(f == "int8_row" || f == "fp4_g16" || f == "trellis2" || f == "trellis3" || f == "trellis4") << f;
 }
 
 }  // namespace

@@ -29,9 +29,12 @@ Strings skipped_formats(const CandidateFit& fit) {
   return v;
 }
 
-// The default policy with a G = 128 standard format and two more G = 128 candidates.
+// The default policy with a G = 128 standard format and two more G = 128
+// candidates. Its proxies are not calibrated: quantizing the 2880-wide tiny
+// experts to three trellis formats would be most of the test's time.
 Policy g128_policy() {
   nlohmann::json j = nlohmann::json::parse(default_policy().to_json().dump());
+  j["sensitivity"]["proxy_calibration_experts"] = 0;
   j["formats"]["standard"] = "int4_g128";
   j["candidates"].push_back("fp4_g128");
   j["candidates"].push_back("int3_g128");
@@ -46,14 +49,14 @@ TEST(CandidateFit, Intermediate32SkipsTheG64CandidatesAndTheirProxies) {
     EXPECT_EQ(s.misfit.reason, "down [64, 32] needs cols % 64 == 0");
   }
   EXPECT_TRUE(fit.substitutes.empty());
-  EXPECT_EQ(fit.policy.candidates, (Strings{"int8_row", "fp4_g32", "trellis2", "trellis3"}));
-  // The proxies were skipped: trellis2 and trellis3 are measured themselves.
-  ASSERT_EQ(fit.dropped_proxies.size(), 2u);
+  EXPECT_EQ(fit.policy.candidates, (Strings{"int8_row", "fp4_g32", "trellis2", "nl4_g32", "trellis3", "trellis4"}));
+  // The proxies were skipped: trellis2, trellis3 and trellis4 are measured themselves.
+  ASSERT_EQ(fit.dropped_proxies.size(), 3u);
   EXPECT_EQ(fit.dropped_proxies[0].format, "trellis2");
   EXPECT_EQ(fit.dropped_proxies[0].proxy, "int2_g64");
   EXPECT_TRUE(fit.policy.proxies.empty());
   const Strings lines = describe_fit(fit, 8);
-  ASSERT_EQ(lines.size(), 5u);
+  ASSERT_EQ(lines.size(), 6u);
   EXPECT_EQ(lines[0],
             "candidate int4_g64 skipped: down [64, 32] needs cols % 64 == 0 (all 8 MoE layers, every expert)");
   EXPECT_EQ(lines[3],
@@ -62,14 +65,14 @@ TEST(CandidateFit, Intermediate32SkipsTheG64CandidatesAndTheirProxies) {
 
 TEST(CandidateFit, Intermediate48ReplacesTheStandardFormatWithTheNearestWider) {
   const CandidateFit fit = fit_policy(default_policy(), 64, 48);
-  EXPECT_EQ(skipped_formats(fit), (Strings{"fp4_g32", "int4_g64", "int3_g64", "int2_g64"}));
+  EXPECT_EQ(skipped_formats(fit), (Strings{"fp4_g32", "nl4_g32", "int4_g64", "int3_g64", "int2_g64"}));
   ASSERT_EQ(fit.substitutes.size(), 1u);
   EXPECT_EQ(fit.substitutes[0].cls, pack::ExpertClass::kStandard);
   EXPECT_EQ(fit.substitutes[0].wanted, "fp4_g32");
   // Of the formats with more bits than 4.5 that fit [48, 64] and [64, 48], fp4_g16 has the fewest (5).
   EXPECT_EQ(fit.substitutes[0].used, "fp4_g16");
   EXPECT_EQ(fit.policy.class_format[1], "fp4_g16");
-  EXPECT_EQ(fit.policy.candidates, (Strings{"int8_row", "fp4_g16", "trellis2", "trellis3"}));
+  EXPECT_EQ(fit.policy.candidates, (Strings{"int8_row", "fp4_g16", "trellis2", "trellis3", "trellis4"}));
   const Strings lines = describe_fit(fit, 1);
   EXPECT_NE(std::find(lines.begin(), lines.end(),
                       "standard format fp4_g32 replaced by fp4_g16, the nearest wider format that fits: down [64, 48] "
@@ -88,7 +91,7 @@ TEST(CandidateFit, Width2880TakesNoG128Format) {
   ASSERT_EQ(fit.substitutes.size(), 1u);
   EXPECT_EQ(fit.substitutes[0].used, "int4_g64");
   EXPECT_EQ(fit.policy.candidates,
-            (Strings{"int8_row", "int4_g64", "trellis2", "fp4_g32", "trellis3", "int3_g64", "int2_g64"}));
+            (Strings{"int8_row", "int4_g64", "trellis2", "fp4_g32", "nl4_g32", "trellis3", "int3_g64", "int2_g64", "trellis4"}));
   // Every default candidate takes 2880 (a multiple of 16, 32 and 64): nothing else changes.
   EXPECT_FALSE(fit_policy(default_policy(), 2880, 2880).changed());
 }
@@ -161,17 +164,18 @@ void profile_and_budget(const ShapeCase& sc) {
 }
 
 TEST(CandidateFit, TinyModelOfIntermediate32ProfilesAndBudgetsWithFittingFormats) {
-  profile_and_budget({64, 32, 4, false, {"int8_row", "fp4_g32", "trellis2", "trellis3"}});
+  profile_and_budget({64, 32, 4, false, {"int8_row", "fp4_g32", "trellis2", "nl4_g32", "trellis3", "trellis4"}});
 }
 
 TEST(CandidateFit, TinyModelOfIntermediate48ProfilesAndBudgetsWithFittingFormats) {
-  profile_and_budget({64, 48, 4, false, {"int8_row", "fp4_g16", "trellis2", "trellis3"}});
+  profile_and_budget({64, 48, 4, false, {"int8_row", "fp4_g16", "trellis2", "trellis3", "trellis4"}});
 }
 
 TEST(CandidateFit, TinyModelOfIntermediate2880ProfilesAndBudgetsWithFittingFormats) {
   // Two experts: each measured format quantizes 3 x 64 x 2880 weights per expert.
   profile_and_budget(
-      {64, 2880, 2, true, {"int8_row", "int4_g64", "trellis2", "fp4_g32", "trellis3", "int3_g64", "int2_g64"}});
+      {64, 2880, 2, true,
+       {"int8_row", "int4_g64", "trellis2", "fp4_g32", "nl4_g32", "trellis3", "int3_g64", "int2_g64", "trellis4"}});
 }
 
 }  // namespace

@@ -48,6 +48,10 @@ TEST(Policy, ErrorsNameTheField) {
   expect_error_naming("{" + base + R"(, "default_target_bits": "4.5"})", "default_target_bits");
   expect_error_naming("{" + base + R"(, "default_target_bits": 0})", "default_target_bits");
   expect_error_naming("{" + base + R"(, "default_target_bits": 17})", "default_target_bits");
+  expect_error_naming("{" + base + R"(, "sensitivity": {"proxy_calibration_experts": -1}})",
+                      "sensitivity.proxy_calibration_experts");
+  expect_error_naming("{" + base + R"(, "sensitivity": {"proxy_calibration_experts": 2.5}})",
+                      "sensitivity.proxy_calibration_experts");
 }
 
 TEST(Policy, DefaultTargetBitsIsNullOrABudget) {
