@@ -69,11 +69,17 @@ ExpertClass class_of_format(const Policy& p, const std::string& format) {
   if (format.empty()) return ExpertClass::kPruned;
   for (int c = 0; c < 3; ++c)
     if (p.class_format[c] == format) return ExpertClass(c);
+  // Otherwise the class whose format's bits are nearest, ties to the wider
+  // class: beside int8_row / fp4_g32 / trellis2, trellis4 and nl4_g32 are
+  // standard and trellis3 deprioritized.
   const double bits = quant::format_by_name(format).bits_per_weight;
-  const double standard = quant::format_by_name(p.class_format[1]).bits_per_weight;
-  if (bits > standard + 1e-9) return ExpertClass::kCritical;
-  if (bits < standard - 1e-9) return ExpertClass::kDeprioritized;
-  return ExpertClass::kStandard;
+  ExpertClass nearest = ExpertClass::kStandard;
+  double best = std::numeric_limits<double>::infinity();
+  for (int c = 0; c < 3; ++c) {
+    const double d = std::fabs(bits - quant::format_by_name(p.class_format[c]).bits_per_weight);
+    if (d < best - 1e-9) best = d, nearest = ExpertClass(c);
+  }
+  return nearest;
 }
 
 Classification classify_by_thresholds(const RoutingStats& stats, const SensitivityTable& sens, const Policy& policy) {

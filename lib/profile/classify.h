@@ -61,7 +61,8 @@ void summarize(Classification& cls, const RoutingStats& stats, const Sensitivity
                const model::ModelConfig& c);
 
 // Class a format stands for when the budget picks it: the policy's class
-// formats map to their class; other formats by bits relative to standard.
+// formats map to their class; another format to the class whose format's
+// bits per weight are nearest (ties to the wider class).
 pack::ExpertClass class_of_format(const Policy& policy, const std::string& format);
 
 pack::Allocation to_allocation(const Classification& cls, const RoutingStats& stats);
