@@ -210,10 +210,9 @@ Command add_profile(CLI::App& app) {
               p = profile::merge_profiles(parts, o->merge);
               if (!o->policy.empty()) p.policy = profile::load_policy(o->policy);
               if (o->min_tokens >= 0) p.policy.min_tokens = o->min_tokens;
-              const bool keep_budget = o->target_bits == 0 && target_bytes == 0 && !o->thresholds &&
-                                       p.classification.mode == "budget";
-              profile::reclassify(p, keep_budget ? p.classification.target_bits : o->target_bits, target_bytes,
-                                  o->thresholds);
+              // Classified by the (possibly new) policy: its default budget or thresholds, unless a budget
+              // option or --thresholds says otherwise.
+              profile::reclassify(p, o->target_bits, target_bytes, o->thresholds);
             } else {
               auto& r = o->request;
               if (r.model_path.empty()) invalid("profile: --model is required (or use --merge)");

@@ -114,16 +114,20 @@ std::vector<double> median_error_weights(const std::vector<std::vector<ExpertMet
   return prior;
 }
 
-// The measured formats the expert matrices can take (candidate_fit.h): the
-// only ones the allocator chooses among.
-std::vector<std::string> usable_formats(const SensitivityTable& sens, const model::ModelConfig& c) {
+// The measured formats that are the policy's candidates and that the expert
+// matrices can take (candidate_fit.h): the only ones the allocator chooses
+// among (a profile re-classified with another policy keeps its measurements
+// of formats that policy does not name).
+std::vector<std::string> usable_formats(const SensitivityTable& sens, const Policy& p, const model::ModelConfig& c) {
   std::vector<std::string> usable;
   std::string all;
   for (const auto& f : sens.formats) {
     all += (all.empty() ? "" : ", ") + f;
+    if (std::find(p.candidates.begin(), p.candidates.end(), f) == p.candidates.end()) continue;
     if (fits_experts(f, c.hidden_size, c.moe_intermediate_size)) usable.push_back(f);
   }
-  if (usable.empty()) invalid("bit budget: none of the measured formats (" + all + ") fits the expert matrices");
+  if (usable.empty())
+    invalid("bit budget: none of the measured formats (" + all + ") is a candidate of the policy that fits the expert matrices");
   return usable;
 }
 
@@ -134,7 +138,7 @@ Search expert_hulls(const RoutingStats& stats, const SensitivityTable& sens, con
                     const model::ModelConfig& c, const Limits& l) {
   const auto metrics = expert_metrics(stats, p);
   const std::vector<double> prior = median_error_weights(metrics, l.num_experts);
-  const std::vector<std::string> formats = usable_formats(sens, c);
+  const std::vector<std::string> formats = usable_formats(sens, p, c);
   Search s;
   for (size_t li = 0; li < stats.layers.size(); ++li)
     for (int64_t e = 0; e < l.num_experts; ++e) {

@@ -5,7 +5,7 @@
 // (lib/exec/decode_mlp.cpp) only ever calls through that pointer.
 //
 // Most formats multiply integer codes by x quantized to int8 in blocks of 32
-// with an fp32 scale per block (the llama.cpp Q8 approach) and apply their own
+// with an fp32 scale per block and apply their own
 // scales per group; which formats use int8 and which fp32 is measured and
 // written down in docs/design.md ("Decode kernels").
 #pragma once

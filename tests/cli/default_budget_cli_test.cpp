@@ -51,6 +51,37 @@ TEST(DefaultBudgetCli, NoBudgetOptionAllocatesThePolicyDefaultAndThresholdsOptsO
       << out;
   EXPECT_NE(out.find("mode thresholds"), std::string::npos) << out;
 
+  // A merge with another policy is classified by that policy: one naming a single format for every class,
+  // pruning nothing and with no default budget puts every expert in it (the importance-weighted uniform pack
+  // of bench/quality), although the profile was budgeted and measured other formats.
+  const auto uniform = dir / "uniform.json";
+  std::ofstream(uniform) << R"({"version": 1, "formats": {"critical": "nl4_g32", "standard": "nl4_g32",)"
+                         << R"( "deprioritized": "nl4_g32"}, "candidates": ["nl4_g32"],)"
+                         << R"( "thresholds": {"pruned": {"max_usage_ratio": 0, "max_reap_percentile": 0}},)"
+                         << R"( "guard_rails": {"max_pruned_fraction": 0}})";
+  ASSERT_EQ(test::run_command(test::binary() + " profile --merge " + (dir / "a.json").string() + " --policy " +
+                                  uniform.string() + " -o " + (dir / "u.json").string() + " 2>&1",
+                              &out),
+            0)
+      << out;
+  const json u = json::parse(std::ifstream(dir / "u.json"));
+  EXPECT_EQ(u.at("classification").at("mode"), "thresholds");
+  int64_t experts = 0;
+  for (const auto& layer : u.at("allocation").at("layers"))
+    for (const auto& e : layer.at("experts")) {
+      EXPECT_EQ(e.at("format"), "nl4_g32") << e.dump();
+      ++experts;
+    }
+  EXPECT_EQ(experts, 8);
+  // The same policy with a budget chooses among its candidates only.
+  ASSERT_EQ(test::run_command(test::binary() + " profile --merge " + (dir / "a.json").string() + " --policy " +
+                                  uniform.string() + " --target-bits 8 -o " + (dir / "v.json").string() + " 2>&1",
+                              &out),
+            0)
+      << out;
+  for (const auto& layer : json::parse(std::ifstream(dir / "v.json")).at("allocation").at("layers"))
+    for (const auto& e : layer.at("experts")) EXPECT_EQ(e.at("format"), "nl4_g32") << e.dump();
+
   EXPECT_EQ(test::run_command(profile_command(model, dir / "d.json", "--thresholds --target-bits 4"), &out), 2);
   EXPECT_NE(out.find("--thresholds"), std::string::npos) << out;
   EXPECT_NE(out.find("--target-bits"), std::string::npos) << out;
