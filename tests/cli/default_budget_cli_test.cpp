@@ -79,7 +79,8 @@ TEST(DefaultBudgetCli, NoBudgetOptionAllocatesThePolicyDefaultAndThresholdsOptsO
                               &out),
             0)
       << out;
-  for (const auto& layer : json::parse(std::ifstream(dir / "v.json")).at("allocation").at("layers"))
+  const json v = json::parse(std::ifstream(dir / "v.json"));  // named: the loop below refers into it
+  for (const auto& layer : v.at("allocation").at("layers"))
     for (const auto& e : layer.at("experts")) EXPECT_EQ(e.at("format"), "nl4_g32") << e.dump();
 
   EXPECT_EQ(test::run_command(profile_command(model, dir / "d.json", "--thresholds --target-bits 4"), &out), 2);
