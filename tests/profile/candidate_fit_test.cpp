@@ -16,6 +16,7 @@
 #include "profile/candidate_fit.h"
 #include "profile/run.h"
 #include "support/random_moe.h"
+#include "support/small_profile_request.h"
 #include "test_support.h"
 
 namespace eq::profile {
@@ -132,12 +133,7 @@ void profile_and_budget(const ShapeCase& sc) {
   spec.experts = sc.experts;
   const auto model = test::write_random_moe(
       test::temp_dir("candidate_fit") / (std::to_string(sc.hidden) + "x" + std::to_string(sc.intermediate)), spec);
-  ProfileRequest r;
-  r.model_path = model.string();
-  r.input_path = (test::data_dir() / "corpus" / "calib_small.txt.zst").string();
-  r.max_tokens = 256;
-  r.ctx = 128;
-  r.min_tokens = 8;
+  ProfileRequest r = test::small_profile_request(model);
   r.policy = sc.g128_policy ? g128_policy() : default_policy();
   r.thresholds = true;
   const Profile p = run_profile(r);

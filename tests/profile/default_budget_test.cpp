@@ -12,6 +12,7 @@
 #include "profile/profile.h"
 #include "profile/run.h"
 #include "support/random_moe.h"
+#include "support/small_profile_request.h"
 #include "test_support.h"
 
 namespace eq::profile {
@@ -27,12 +28,7 @@ const Profile& tiny_profile() {
     spec.experts = 8;
     spec.layers = 2;
     const auto model = test::write_random_moe(test::temp_dir("default_budget") / "model", spec);
-    ProfileRequest r;
-    r.model_path = model.string();
-    r.input_path = (test::data_dir() / "corpus" / "calib_small.txt.zst").string();
-    r.max_tokens = 256;
-    r.ctx = 128;
-    r.min_tokens = 8;
+    ProfileRequest r = test::small_profile_request(model);
     r.policy = default_policy();
     r.policy.proxy_calibration_experts = 0;  // the default budget is under test, not the proxy fit
     return run_profile(r);

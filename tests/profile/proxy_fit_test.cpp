@@ -16,6 +16,7 @@
 #include "profile/proxy_fit.h"
 #include "profile/run.h"
 #include "support/random_moe.h"
+#include "support/small_profile_request.h"
 #include "test_support.h"
 
 namespace eq::profile {
@@ -107,12 +108,7 @@ const ProxiedAndMeasured& tiny_profiles() {
     spec.intermediate = 64;
     spec.experts = 4;
     const auto model = test::write_random_moe(test::temp_dir("proxy_fit") / "model", spec);
-    ProfileRequest r;
-    r.model_path = model.string();
-    r.input_path = (test::data_dir() / "corpus" / "calib_small.txt.zst").string();
-    r.max_tokens = 256;
-    r.ctx = 128;
-    r.min_tokens = 8;
+    ProfileRequest r = test::small_profile_request(model);
     ProxiedAndMeasured out;
     r.policy = tiny_policy(true);
     out.proxied = run_profile(r);
