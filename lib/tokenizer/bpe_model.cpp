@@ -37,13 +37,13 @@ void BpeModel::load_vocab(const JsonNode& vocab) {
   vocab.require_object();
   vocab_.reserve(vocab.value().size());
   for (const auto& [token, id] : vocab.value().items()) {
-    const std::string field = vocab.path() + "[\"" + token + "\"]";
+    const auto field = [&] { return vocab.path() + "[\"" + token + "\"]"; };
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
-      eq::invalid(vocab.file() + ": " + field + ": expected an id in [0, " + std::to_string(kMaxTokenId) + "], found " +
-                  id.dump());
+      eq::invalid(vocab.file() + ": " + field() + ": expected an id in [0, " + std::to_string(kMaxTokenId) +
+                  "], found " + id.dump());
     const int32_t v = static_cast<int32_t>(id.get<int64_t>());
     if (!vocab_.add(token, v))
-      eq::invalid(vocab.file() + ": " + field + ": id " + std::to_string(v) + " is already \"" +
+      eq::invalid(vocab.file() + ": " + field() + ": id " + std::to_string(v) + " is already \"" +
                   (vocab_.token(v) ? *vocab_.token(v) : token) + "\" (each id names one token)");
   }
 }
