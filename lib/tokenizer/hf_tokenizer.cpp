@@ -1,18 +1,21 @@
 #include "tokenizer/hf_tokenizer.h"
 
+#include <atomic>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "core/utf8.h"
 
 namespace eq::tokenizer {
 
 namespace {
+std::atomic<uint64_t> next_tokenizer_serial{1};
 const JsonNode& or_null(const std::optional<JsonNode>& n, const JsonNode& null_node) { return n ? *n : null_node; }
 }  // namespace
 
 HfTokenizer::HfTokenizer(const JsonNode& root, const TokenizerConfig& config, std::string source)
-    : source_(std::move(source)) {
+    : source_(std::move(source)), serial_(next_tokenizer_serial++) {
   root.require_object();
   static const nlohmann::json kNull;
   const JsonNode null_node(kNull, root.file(), "");
@@ -49,17 +52,41 @@ std::optional<int32_t> HfTokenizer::token_id(const std::string& token) const {
   return model_->vocab().id(token);
 }
 
-// Ids of words already encoded in this call: text repeats words constantly,
-// and BPE on a word costs far more than a lookup. Per call, so encode stays
-// safe to run from several threads without locks.
+// Ids of words this thread has encoded with this tokenizer: text repeats
+// words constantly, and BPE on a word costs far more than a lookup. Per
+// thread, so encode stays safe to run from several threads without locks, and
+// documents encoded one after another on a pool thread share it.
 struct HfTokenizer::WordCache {
   static constexpr size_t kMaxWordBytes = 256;
   static constexpr size_t kMaxEntries = size_t{1} << 16;
   std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> ids;
 };
 
-void HfTokenizer::encode_section(std::string_view section, bool at_text_start, WordCache& cache,
-                                 std::vector<int32_t>& ids) const {
+// Keyed by a serial number never reused (an address can be, by the next
+// tokenizer loaded); the caches of the last few tokenizers a thread used are kept.
+HfTokenizer::WordCache& HfTokenizer::thread_cache() const {
+  constexpr size_t kTokenizersKept = 4;
+  thread_local std::unordered_map<uint64_t, WordCache> caches;
+  if (caches.size() >= kTokenizersKept && !caches.contains(serial_)) caches.clear();
+  return caches[serial_];
+}
+
+void HfTokenizer::encode_word(std::string_view word, WordCache& cache, std::vector<int32_t>& ids) const {
+  if (word.size() > WordCache::kMaxWordBytes) {
+    model_->encode_word(word, ids);
+    return;
+  }
+  auto it = cache.ids.find(word);
+  if (it == cache.ids.end()) {
+    if (cache.ids.size() >= WordCache::kMaxEntries) cache.ids.clear();
+    std::vector<int32_t> word_ids;
+    model_->encode_word(word, word_ids);
+    it = cache.ids.emplace(std::string(word), std::move(word_ids)).first;
+  }
+  ids.insert(ids.end(), it->second.begin(), it->second.end());
+}
+
+void HfTokenizer::split_section(std::string_view section, bool at_text_start, const WordSink& sink) const {
   std::string normalized;
   std::string_view text = section;
   if (normalizer_) {
@@ -67,33 +94,29 @@ void HfTokenizer::encode_section(std::string_view section, bool at_text_start, W
     normalizer_->normalize(normalized);
     text = normalized;
   }
-  const auto encode_word = [&](std::string_view word, bool) {
-    if (word.size() > WordCache::kMaxWordBytes) {
-      model_->encode_word(word, ids);
-      return;
-    }
-    auto it = cache.ids.find(word);
-    if (it == cache.ids.end()) {
-      if (cache.ids.size() >= WordCache::kMaxEntries) cache.ids.clear();
-      std::vector<int32_t> word_ids;
-      model_->encode_word(word, word_ids);
-      it = cache.ids.emplace(std::string(word), std::move(word_ids)).first;
-    }
-    ids.insert(ids.end(), it->second.begin(), it->second.end());
-  };
-  const PieceSink sink = encode_word;
+  const PieceSink word = [&](std::string_view piece, bool) { sink.word(piece); };
   std::vector<Segment> segments;
   if (added_.any(true)) added_.split(text, true, segments);
   else segments.push_back({0, text.size(), -1});
   for (const Segment& seg : segments) {
     if (seg.id >= 0) {
-      ids.push_back(seg.id);
+      sink.added(seg.id);
       continue;
     }
     const std::string_view part = text.substr(seg.begin, seg.end - seg.begin);
     const bool at_start = at_text_start && seg.begin == 0;
-    if (pre_tokenizer_) pre_tokenizer_->split(part, at_start, sink);
-    else if (!part.empty()) encode_word(part, at_start);
+    if (pre_tokenizer_) pre_tokenizer_->split(part, at_start, word);
+    else if (!part.empty()) sink.word(part);
+  }
+}
+
+void HfTokenizer::split_words(std::string_view text, const WordSink& sink) const {
+  std::vector<Segment> segments;
+  if (added_.any(false)) added_.split(text, false, segments);
+  else segments.push_back({0, text.size(), -1});
+  for (const Segment& seg : segments) {
+    if (seg.id >= 0) sink.added(seg.id);
+    else split_section(text.substr(seg.begin, seg.end - seg.begin), seg.begin == 0, sink);
   }
 }
 
@@ -105,14 +128,67 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special
   }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
-  WordCache cache;
-  std::vector<Segment> segments;
-  if (added_.any(false)) added_.split(text, false, segments);
-  else segments.push_back({0, text.size(), -1});
-  for (const Segment& seg : segments) {
-    if (seg.id >= 0) ids.push_back(seg.id);
-    else encode_section(text.substr(seg.begin, seg.end - seg.begin), seg.begin == 0, cache, ids);
+  WordCache& cache = thread_cache();
+  split_words(text, {[&](std::string_view w) { encode_word(w, cache, ids); }, [&](int32_t id) { ids.push_back(id); }});
+  if (add_special) post_->apply(ids);
+  return ids;
+}
+
+// The words are found in order on the calling thread (added tokens,
+// normalizer, pre-tokenizer: a regex scan), gathered a batch at a time, and
+// the batch's BPE is split over the pool in contiguous runs whose ids are
+// appended in order: the same ids as encode, with memory bounded by a batch.
+std::vector<int32_t> HfTokenizer::encode_parallel(std::string_view text, bool add_special, ThreadPool& pool) const {
+  const size_t runs = static_cast<size_t>(pool.size());
+  if (runs == 1 || text.size() < kParallelMinBytes) return encode(text, add_special);
+  std::string repaired;
+  if (!is_valid_utf8(text)) {
+    repaired = valid_utf8(text);
+    text = repaired;
   }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 8);
+  // A word is arena[ends[i-1], ends[i]); an added token is stored as -(id + 1).
+  std::string arena;
+  std::vector<int64_t> ends;
+  std::vector<std::vector<int32_t>> out(runs);
+  const size_t batch_words = kParallelBatchWords * runs;
+  const auto flush = [&] {
+    if (ends.empty()) return;
+    pool.run(runs, [&](size_t r) {
+      const size_t b = ends.size() * r / runs, e = ends.size() * (r + 1) / runs;
+      out[r].clear();
+      WordCache& cache = thread_cache();
+      int64_t at = 0;
+      for (size_t i = b; i-- > 0;)
+        if (ends[i] >= 0) {
+          at = ends[i];
+          break;
+        }
+      for (size_t i = b; i < e; ++i) {
+        if (ends[i] < 0) {
+          out[r].push_back(static_cast<int32_t>(-(ends[i] + 1)));
+          continue;
+        }
+        encode_word(std::string_view(arena).substr(static_cast<size_t>(at), static_cast<size_t>(ends[i] - at)),
+                    cache, out[r]);
+        at = ends[i];
+      }
+    });
+    for (const auto& o : out) ids.insert(ids.end(), o.begin(), o.end());
+    arena.clear();
+    ends.clear();
+  };
+  split_words(text, {[&](std::string_view w) {
+                       arena.append(w);
+                       ends.push_back(static_cast<int64_t>(arena.size()));
+                       if (ends.size() >= batch_words) flush();
+                     },
+                     [&](int32_t id) {
+                       ends.push_back(-(int64_t{id} + 1));
+                       if (ends.size() >= batch_words) flush();
+                     }});
+  flush();
   if (add_special) post_->apply(ids);
   return ids;
 }

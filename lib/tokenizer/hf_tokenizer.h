@@ -3,6 +3,7 @@
 // through the decoder; special tokens from the post-processor.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,17 +34,33 @@ class HfTokenizer : public Tokenizer {
   HfTokenizer(const JsonNode& root, const TokenizerConfig& config, std::string source);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special) const override;
+  std::vector<int32_t> encode_parallel(std::string_view text, bool add_special, ThreadPool& pool) const override;
   std::string decode(std::span<const int32_t> ids, bool skip_special) const override;
   int64_t vocab_size() const override { return vocab_size_; }
   std::string source() const override { return source_; }
   std::optional<int32_t> eos_id() const override { return eos_id_; }
 
  private:
+  // Shorter texts are not worth a batch on the pool.
+  static constexpr size_t kParallelMinBytes = size_t{1} << 16;
+  // Words per pool thread per batch: enough to amortize waking the pool.
+  static constexpr size_t kParallelBatchWords = size_t{1} << 15;
+
   struct WordCache;
-  void encode_section(std::string_view text, bool at_text_start, WordCache& cache, std::vector<int32_t>& ids) const;
+  // Where split_words sends what it finds, in text order.
+  struct WordSink {
+    std::function<void(std::string_view)> word;  // a piece for the BPE model
+    std::function<void(int32_t)> added;          // an added token's id
+  };
+  // Added tokens, normalizer and pre-tokenizer over `text`: everything before the model.
+  void split_words(std::string_view text, const WordSink& sink) const;
+  void split_section(std::string_view section, bool at_text_start, const WordSink& sink) const;
+  void encode_word(std::string_view word, WordCache& cache, std::vector<int32_t>& ids) const;
+  WordCache& thread_cache() const;
   std::optional<int32_t> token_id(const std::string& token) const;
 
   std::string source_;
+  uint64_t serial_;  // names this tokenizer's word caches
   AddedTokens added_;
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;

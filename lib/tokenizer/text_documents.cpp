@@ -28,6 +28,8 @@ std::vector<std::string_view> split_documents(std::string_view text, const std::
 // Documents encoded a batch at a time on the pool: with max_tokens, encoding
 // stops at the first batch that reaches it rather than after the whole file.
 constexpr size_t kDocumentsPerBatch = 64;
+// From this size a document's own words are spread over the pool.
+constexpr size_t kLongDocumentBytes = size_t{1} << 20;
 
 }  // namespace
 
@@ -44,17 +46,33 @@ std::vector<std::vector<int32_t>> encode_documents(std::string_view text, const 
   const std::vector<std::string_view> docs = split_documents(text, options.separator);
   std::vector<std::vector<int32_t>> out;
   int64_t total = 0;
-  for (size_t b = 0; b < docs.size(); b += kDocumentsPerBatch) {
-    const size_t n = std::min(kDocumentsPerBatch, docs.size() - b);
-    std::vector<std::vector<int32_t>> batch(n);
-    default_pool().run(n, [&](size_t i) { batch[i] = tok.encode(docs[b + i], /*add_special=*/true); });
+  // Keeps a batch's documents in order; true once max_tokens is reached.
+  const auto keep = [&](std::vector<std::vector<int32_t>>& batch) {
     for (auto& d : batch) {
       if (options.max_tokens > 0 && total + static_cast<int64_t>(d.size()) > options.max_tokens)
         d.resize(static_cast<size_t>(options.max_tokens - total));
       total += static_cast<int64_t>(d.size());
       if (!d.empty()) out.push_back(std::move(d));
-      if (options.max_tokens > 0 && total == options.max_tokens) return out;
+      if (options.max_tokens > 0 && total == options.max_tokens) return true;
     }
+    return false;
+  };
+  for (size_t b = 0; b < docs.size();) {
+    // A long document is one batch, its words encoded on the pool; short ones
+    // go kDocumentsPerBatch at a time, one per pool thread.
+    if (docs[b].size() >= kLongDocumentBytes) {
+      std::vector<std::vector<int32_t>> one(1);
+      one[0] = tok.encode_parallel(docs[b], /*add_special=*/true, default_pool());
+      if (keep(one)) return out;
+      ++b;
+      continue;
+    }
+    size_t n = 0;
+    while (n < kDocumentsPerBatch && b + n < docs.size() && docs[b + n].size() < kLongDocumentBytes) ++n;
+    std::vector<std::vector<int32_t>> batch(n);
+    default_pool().run(n, [&](size_t i) { batch[i] = tok.encode(docs[b + i], /*add_special=*/true); });
+    if (keep(batch)) return out;
+    b += n;
   }
   return out;
 }

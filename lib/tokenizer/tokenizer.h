@@ -11,6 +11,10 @@
 #include <string_view>
 #include <vector>
 
+namespace eq {
+class ThreadPool;
+}  // namespace eq
+
 namespace eq::tokenizer {
 
 class Tokenizer {
@@ -20,6 +24,12 @@ class Tokenizer {
   // add_special: put the special tokens around it the reference puts there
   // (its add_special_tokens). Safe to call from several threads at once.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special) const = 0;
+  // The same ids as encode, using `pool` for a long text. Not safe to call
+  // from several threads at once with the same pool (the pool runs one job).
+  virtual std::vector<int32_t> encode_parallel(std::string_view text, bool add_special, ThreadPool& pool) const {
+    (void)pool;
+    return encode(text, add_special);
+  }
   // Text of `ids`; skip_special leaves special tokens out. Throws eq::Error
   // (exit 2) naming the position of an id that has no token.
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special) const = 0;

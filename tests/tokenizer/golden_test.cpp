@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/thread_pool.h"
 #include "io/text_file.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -114,6 +115,24 @@ TEST_P(Golden, SkipsSpecialTokensWhenDecodingIfAsked) {
   const std::string text = "one two";
   const auto ids = tok.encode(text, true);
   EXPECT_EQ(tok.decode(ids, true), text);
+}
+
+// A long text's words encoded on a pool (encode_parallel: several batches,
+// each split over the threads) give encode's ids, with and without the
+// special tokens; the text holds every golden text, the edge text's inline
+// special tokens and bytes that are not UTF-8 included, so batches and runs
+// start at every kind of piece.
+TEST_P(Golden, EncodingALongTextOnAPoolGivesTheSameIds) {
+  const auto& tok = reference(GetParam());
+  std::string text;
+  while (text.size() < (size_t{1} << 20))  // about 250,000 words: several batches
+    for (const GoldenText& g : goldens(GetParam())) text += g.text;
+  for (const auto& [threads, special] : {std::pair{2, false}, std::pair{3, true}}) {
+    ThreadPool pool(threads);
+    const auto want = tok.encode(text, special), got = tok.encode_parallel(text, special, pool);
+    EXPECT_EQ(got.size(), want.size()) << threads << " threads";
+    EXPECT_EQ(first_difference(got, want), want.size()) << threads << " threads: first differing id";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Golden, testing::Values("qwen3", "deepseek_v3", "gptoss", "llama2"));
