@@ -37,12 +37,15 @@ std::string shard_file_name(int index, int count) {
   return buf;
 }
 
-namespace {
-const char* const kFolderFiles[] = {"config.json",           "generation_config.json",  "tokenizer.json",
-                                    "tokenizer_config.json", "tokenizer.model",         "special_tokens_map.json",
-                                    "vocab.json",            "merges.txt",              "added_tokens.json",
-                                    "chat_template.jinja"};
+std::span<const char* const> side_file_names() {
+  static const char* const kNames[] = {"generation_config.json", "tokenizer.json",          "tokenizer.json.zst",
+                                       "tokenizer_config.json",  "tokenizer.model",         "special_tokens_map.json",
+                                       "vocab.json",             "merges.txt",              "added_tokens.json",
+                                       "chat_template.jinja"};
+  return kNames;
+}
 
+namespace {
 std::optional<std::string> read_whole(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
@@ -56,7 +59,9 @@ std::optional<std::string> read_whole(const std::string& path) {
 
 std::vector<ManifestFile> describe_files(const std::string& folder) {
   std::vector<ManifestFile> out;
-  for (const char* name : kFolderFiles) {
+  std::vector<const char*> names = {"config.json"};
+  for (const char* name : side_file_names()) names.push_back(name);
+  for (const char* name : names) {
     const auto text = read_whole(folder + "/" + name);
     if (!text) continue;
     out.push_back({name, text->size(), xxhash64(*text)});

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,10 @@ struct Manifest {
   PackingStats packing;
 
 };
+
+// The files of a model folder besides config.json and the weights that a
+// packed folder carries over unchanged: generation config and tokenizer files.
+std::span<const char* const> side_file_names();
 
 // config.json and the side files the packer copies (generation_config.json,
 // tokenizer files) present in `folder`, sized and hashed: Manifest::files.

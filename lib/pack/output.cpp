@@ -21,6 +21,7 @@
 #include "io/atomic_file.h"
 #include "io/commit_rename.h"
 #include "io/safetensors.h"
+#include "pack/manifest.h"
 
 namespace eq::pack {
 
@@ -323,10 +324,7 @@ void write_packed_config(const std::string& source_folder, const std::string& ou
 }
 
 void copy_side_files(const std::string& source_folder, const std::string& out_folder) {
-  static const char* kNames[] = {"generation_config.json", "tokenizer.json",   "tokenizer_config.json",
-                                 "tokenizer.model",        "special_tokens_map.json", "vocab.json",
-                                 "merges.txt",             "added_tokens.json", "chat_template.jinja"};
-  for (const char* name : kNames) {
+  for (const char* name : side_file_names()) {
     const fs::path src = fs::path(source_folder) / name;
     std::error_code ec;
     if (!fs::is_regular_file(src, ec)) continue;

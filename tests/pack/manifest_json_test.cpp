@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -142,6 +145,26 @@ TEST(ManifestJson, PackedManifestParsedAndWrittenAgainIsByteIdentical) {
   ASSERT_GT(m.layers.size(), 0u);
   ASSERT_GT(m.shards.size(), 1u);
   EXPECT_EQ(written(m, "manifest_json_rewrite"), original);
+}
+
+// Side files are copied byte for byte and recorded, a compressed
+// tokenizer.json.zst as well as the plain one.
+TEST(SideFiles, TokenizerFilesAreCopiedAndRecordedInEitherForm) {
+  const fs::path src = test::temp_dir("side_files_src"), out = test::temp_dir("side_files_out");
+  const std::string zst = std::string("\x28\xb5\x2f\xfd", 4) + "compressed bytes", cfg = "{\"add_bos_token\": true}";
+  std::ofstream(src / "config.json") << "{}";
+  std::ofstream(src / "tokenizer.json.zst", std::ios::binary) << zst;
+  std::ofstream(src / "tokenizer_config.json") << cfg;
+  std::ofstream(src / "model.safetensors") << "not a side file";
+  copy_side_files(src.string(), out.string());
+  EXPECT_EQ(io::read_file_bytes((out / "tokenizer_config.json").string()), cfg);
+  std::ifstream in(out / "tokenizer.json.zst", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), zst);
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(out / "config.json"));  // written by write_packed_config, not copied
+  std::vector<std::string> recorded;
+  for (const ManifestFile& f : describe_files(src.string())) recorded.push_back(f.file);
+  EXPECT_EQ(recorded, (std::vector<std::string>{"config.json", "tokenizer.json.zst", "tokenizer_config.json"}));
 }
 
 }  // namespace
