@@ -25,7 +25,7 @@ const Profile& small_profile() {
     r.policy = default_policy();
     r.policy.max_samples = 64;
     // The allocation is under test, not the proxy fit (tests/profile/proxy_fit_test.cpp) nor fp4's scale search:
-    // copied proxies and nl4_g32 as the standard format (fp4_g32 not measured) keep each of the five processes of
+    // copied proxies and nl4_g32 as the standard format (fp4_g32 not measured) keep each of the three processes of
     // this suite from its slowest quantizers.
     r.policy.proxy_calibration_experts = 0;
     r.policy.class_format[1] = "nl4_g32";
@@ -79,20 +79,17 @@ void check_budget(double target) {
   }
 }
 
-TEST(BitBudget, ThreeBitsOnQwen3MoeSmall) {
+// One test for the three budgets: each test is its own process, and the
+// profile they share takes a minute under the sanitizers.
+TEST(BitBudget, ThreeFourAndFiveBitsOnQwen3MoeSmall) {
   EQ_REQUIRE_SHARED();
-  check_budget(3.0);
-}
-
-TEST(BitBudget, FourBitsOnQwen3MoeSmall) {
-  EQ_REQUIRE_SHARED();
-  check_budget(4.0);
-}
-
-// A budget is reached whatever the critical guard rail says: it bounds
-// threshold classification only (with the cap, 5.0 stopped at 4.854 bits).
-TEST(BitBudget, FiveBitsAreReachedAboveTheCriticalCap) {
-  EQ_REQUIRE_SHARED();
+  for (double target : {3.0, 4.0}) {
+    SCOPED_TRACE(target);
+    check_budget(target);
+  }
+  // A budget is reached whatever the critical guard rail says: it bounds
+  // threshold classification only (with the cap, 5.0 stopped at 4.854 bits).
+  SCOPED_TRACE(5.0);
   check_budget(5.0);
   const Profile& p = small_profile();
   Classification cls = allocate_bit_budget(p.stats, p.sensitivity, p.policy, p.dims(), BitBudget{5.0, 0});
