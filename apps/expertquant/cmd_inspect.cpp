@@ -35,7 +35,8 @@ void print_table(const nlohmann::ordered_json& s, bool tensors) {
                 a["vocab_size"].get<long long>());
     if (a.contains("latent_attention")) {
       const auto& m = a["latent_attention"];
-      std::printf("attention   multi-head latent: q_lora %lld, kv_lora %lld, per head %lld + %lld RoPE key, %lld value\n",
+      std::printf("attention   multi-head latent: q_lora %lld, kv_lora %lld, per head %lld + %lld RoPE key, "
+                  "%lld value\n",
                   m["q_lora_rank"].get<long long>(), m["kv_lora_rank"].get<long long>(),
                   m["qk_nope_head_dim"].get<long long>(), m["qk_rope_head_dim"].get<long long>(),
                   m["v_head_dim"].get<long long>());

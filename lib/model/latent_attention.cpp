@@ -87,8 +87,8 @@ void attend_latent(const LatentDims& d, const ModelConfig& c, const float* kv_b,
     const float* cached = cache.keys(layer, b, 0);
     const QkPart part{qa.data() + b * seq_len * aw + h * d.kv_row(), aw, cached, d.kv_row(), d.kv_row()};
     FloatBuffer scores;
-    attend_causal(seq_len, start, &part, 1, cached, d.kv_row(), d.lora, scale, lat.data() + b * seq_len * lw + h * d.lora,
-                  lw, scores);
+    attend_causal(seq_len, start, &part, 1, cached, d.kv_row(), d.lora, scale,
+                  lat.data() + b * seq_len * lw + h * d.lora, lw, scores);
   });
   default_pool().run(static_cast<size_t>(d.nh), [&](size_t task) {
     const int64_t h = static_cast<int64_t>(task);

@@ -335,7 +335,8 @@ struct Ref64 {
     const Vec k = matvec(a + "k_proj.weight", x, s.nkv * s.hd, s.bias ? a + "k_proj.bias" : "");
     const Vec v = matvec(a + "v_proj.weight", x, s.nkv * s.hd, s.bias ? a + "v_proj.bias" : "");
     auto head = [&](const Vec& all, int64_t hh, const std::string& norm) {
-      Vec r = s.qk_norm ? rms(all, norm, s.eps, hh * s.hd, s.hd) : Vec(all.begin() + hh * s.hd, all.begin() + (hh + 1) * s.hd);
+      Vec r = s.qk_norm ? rms(all, norm, s.eps, hh * s.hd, s.hd)
+                        : Vec(all.begin() + hh * s.hd, all.begin() + (hh + 1) * s.hd);
       rope(r, 0, pos);
       return r;
     };
@@ -388,7 +389,8 @@ struct Ref64 {
     for (int64_t l = 0; l < s.L; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".", a = p + "self_attn.";
       std::vector<Heads> heads;
-      for (int64_t t = 0; t < T; ++t) heads.push_back(project(a, rms(h[t], p + "input_layernorm.weight", s.eps, 0, s.H), t));
+      for (int64_t t = 0; t < T; ++t)
+        heads.push_back(project(a, rms(h[t], p + "input_layernorm.weight", s.eps, 0, s.H), t));
       const int64_t group = s.latent() ? 1 : s.nh / s.nkv;
       for (int64_t t = 0; t < T; ++t) {
         Vec ctx;
