@@ -364,6 +364,25 @@ TEST(Config, SharedModelSummaryMatchesReadme) {
   EXPECT_EQ(s["shards"].size(), 3u);
 }
 
+// Figures from deepseek_v3-small's README: 1,184,608 parameters, 589,824 in
+// routed experts; its config declares one multi-token-prediction layer that
+// the checkpoint does not hold.
+TEST(Config, DeepseekSummaryMatchesReadme) {
+  EQ_REQUIRE_SHARED();
+  for (const char* m : {"deepseek_v3-small", "deepseek_v3-small-fp8"}) {
+    auto s = model::summarize_checkpoint((test::shared_dir() / "models" / m).string(), false);
+    EXPECT_EQ(s["architecture"]["model_type"], "deepseek_v3");
+    EXPECT_EQ(s["architecture"]["moe_layers"], 2);
+    EXPECT_EQ(s["architecture"]["latent_attention"]["kv_lora_rank"], 64);
+    EXPECT_EQ(s["architecture"]["latent_attention"]["q_lora_rank"], 96);
+    EXPECT_EQ(s["architecture"]["mtp_layers"]["first"], 3);
+    EXPECT_EQ(s["architecture"]["mtp_layers"]["count"], 1);
+    EXPECT_EQ(s["architecture"]["mtp_layers"]["tensors_present"], 0u);
+    EXPECT_EQ(s["parameters"]["total"]["parameters"], 1184608u) << m;
+    EXPECT_EQ(s["parameters"]["routed_experts"]["parameters"], 589824u) << m;
+  }
+}
+
 // Every number of config.json is range-checked, naming the field.
 TEST(Config, NumbersOutOfRangeNameTheField) {
   auto j = qwen3_json();
