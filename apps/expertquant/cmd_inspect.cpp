@@ -2,6 +2,7 @@
 // folder (pack/summary) holds.
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "commands.h"
 #include "core/error.h"
@@ -32,6 +33,23 @@ void print_table(const nlohmann::ordered_json& s, bool tensors) {
                 a["hidden_size"].get<long long>(), a["expert_intermediate_size"].get<long long>(),
                 a["heads"].get<long long>(), a["kv_heads"].get<long long>(), a["head_dim"].get<long long>(),
                 a["vocab_size"].get<long long>());
+    if (a.contains("latent_attention")) {
+      const auto& m = a["latent_attention"];
+      std::printf("attention   multi-head latent: q_lora %lld, kv_lora %lld, per head %lld + %lld RoPE key, "
+                  "%lld value\n",
+                  m["q_lora_rank"].get<long long>(), m["kv_lora_rank"].get<long long>(),
+                  m["qk_nope_head_dim"].get<long long>(), m["qk_rope_head_dim"].get<long long>(),
+                  m["v_head_dim"].get<long long>());
+    }
+    if (a.contains("mtp_layers")) {
+      const auto& m = a["mtp_layers"];
+      const long long first = m["first"].get<long long>(), count = m["count"].get<long long>();
+      const unsigned long long present = m["tensors_present"].get<unsigned long long>();
+      std::printf("mtp layers  %lld multi-token-prediction layer(s), model.layers.%lld%s: skipped by every command%s\n",
+                  count, first, count > 1 ? ("-" + std::to_string(first + count - 1)).c_str() : "",
+                  present ? (" (" + std::to_string(present) + " tensors, counted under other)").c_str()
+                          : " (none in this checkpoint)");
+    }
   } else {
     std::printf("model_type  (no config.json: tensors only)\n");
   }

@@ -1,6 +1,8 @@
-// Causal grouped-query self-attention with RoPE and the per-architecture
-// extras: q/k RMSNorm per head or over the whole projection (ModelConfig::qk_norm),
-// q/k/v (and o) biases when the checkpoint has them.
+// Causal self-attention with RoPE, of either kind (ModelConfig::attention):
+// grouped-query attention with the per-architecture extras (q/k RMSNorm per
+// head or over the whole projection, q/k/v clamping, q/k/v (and o) biases
+// when the checkpoint has them, RoPE on part of each head), or multi-head
+// latent attention (latent_attention.h).
 #pragma once
 
 #include <cstdint>
@@ -19,5 +21,8 @@ namespace eq::model {
 // `rope` must be reserved up to cache.length() + seq_len.
 void attention_forward(const ModelConfig& c, const AttentionWeights& w, const RopeTable& rope, int64_t layer,
                        const float* x, int64_t batch, int64_t seq_len, KvCache& cache, float* out);
+
+// The softmax scale: head_dim^-0.5 x attention_scale_factor.
+float attention_scale(const ModelConfig& c);
 
 }  // namespace eq::model

@@ -45,6 +45,36 @@ void check_router_fields(const ModelConfig& c, const std::string& path) {
     invalid(path + ": field 'routed_scaling_factor' must be a positive finite number");
 }
 
+// The widths every attention kind sizes its buffers from, and the RoPE and
+// softmax factors that would otherwise turn into NaN logits.
+void check_attention_fields(const ModelConfig& c, const std::string& path) {
+  if (c.attention == AttentionKind::kLatent) {
+    if (c.kv_lora_rank <= 0 || c.qk_nope_head_dim <= 0 || c.qk_rope_head_dim <= 0 || c.v_head_dim <= 0)
+      invalid(path + ": multi-head latent attention needs positive 'kv_lora_rank', 'qk_nope_head_dim', "
+                     "'qk_rope_head_dim' and 'v_head_dim'");
+    if (c.head_dim != c.qk_nope_head_dim + c.qk_rope_head_dim || c.rope_dim != c.qk_rope_head_dim)
+      invalid(path + ": multi-head latent attention: head_dim must be qk_nope_head_dim + qk_rope_head_dim");
+  }
+  if (c.v_head_dim <= 0) invalid(path + ": the value width of a head must be positive");
+  if (c.rope_dim <= 0 || c.rope_dim % 2 != 0 || c.rope_dim > c.head_dim)
+    invalid(path + ": the rotated dims per head (" + std::to_string(c.rope_dim) +
+            ", from partial_rotary_factor or qk_rope_head_dim) must be even, positive and at most head_dim (" +
+            std::to_string(c.head_dim) + ")");
+  const YarnScaling& y = c.rope_yarn;
+  if (y.active()) {
+    if (!std::isfinite(y.factor) || y.original_max_position_embeddings <= 0 || !(y.beta_fast > 0) ||
+        !(y.beta_slow > 0) || !std::isfinite(y.beta_fast) || !std::isfinite(y.beta_slow))
+      invalid(path + ": yarn RoPE needs a finite 'factor', positive 'original_max_position_embeddings', "
+                     "'beta_fast' and 'beta_slow'");
+    if (!(y.attention_factor > 0) || !std::isfinite(y.attention_factor))
+      invalid(path + ": yarn RoPE: the attention factor (from 'attention_factor', 'mscale', 'mscale_all_dim') "
+                     "must be a positive finite number");
+  }
+  if (!(c.attention_scale_factor > 0) || !std::isfinite(c.attention_scale_factor))
+    invalid(path + ": the softmax scale factor (from 'mscale_all_dim') must be a positive finite number");
+  if (!(c.latent_norm_eps > 0)) invalid(path + ": the latent norm epsilon must be positive");
+}
+
 }  // namespace
 
 int64_t ModelConfig::num_moe_layers() const {
@@ -86,11 +116,27 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
   add("router_topk_groups", router_topk_groups);
   add("routed_scaling_factor", routed_scaling_factor);
   add("rope_theta", rope_theta);
+  add("rope_dim", rope_dim);
+  add("rope_interleave", rope_interleave);
+  add("rope_yarn_factor", rope_yarn.factor);
+  add("rope_yarn_original_max_position_embeddings", rope_yarn.original_max_position_embeddings);
+  add("rope_yarn_beta_fast", rope_yarn.beta_fast);
+  add("rope_yarn_beta_slow", rope_yarn.beta_slow);
+  add("rope_yarn_truncate", rope_yarn.truncate);
+  add("rope_yarn_attention_factor", rope_yarn.attention_factor);
   add("rms_norm_eps", rms_norm_eps);
   add("tie_word_embeddings", tie_word_embeddings);
   add("attention_bias", attention_bias);
   add("qk_norm", int(qk_norm));
   add("clip_qkv", clip_qkv);
+  add("attention", int(attention));
+  add("v_head_dim", v_head_dim);
+  add("q_lora_rank", q_lora_rank);
+  add("kv_lora_rank", kv_lora_rank);
+  add("qk_nope_head_dim", qk_nope_head_dim);
+  add("qk_rope_head_dim", qk_rope_head_dim);
+  add("latent_norm_eps", latent_norm_eps);
+  add("attention_scale_factor", attention_scale_factor);
   add("max_position_embeddings", max_position_embeddings);
   add("expert_activation", int(expert_activation.kind));
   add("expert_activation_alpha", expert_activation.alpha);
@@ -98,6 +144,7 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
   std::string moe;
   for (bool m : layer_is_moe) moe += m ? '1' : '0';
   add("moe_layers", moe);
+  add("num_mtp_layers", num_mtp_layers);
   return f;
 }
 
@@ -125,6 +172,7 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   check_router_fields(c, path);
   if (!(c.clip_qkv >= 0) || !std::isfinite(c.clip_qkv))
     invalid(path + ": field 'clip_qkv' must be a finite number >= 0 (0 = no clipping)");
+  check_attention_fields(c, path);
   return c;
 }
 
@@ -187,34 +235,75 @@ std::string shared_expert_gate_name(const ModelConfig& c, int64_t layer) {
 
 namespace {
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors(const ModelConfig& c) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> t;
+using NamedShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+// The attention matrices of layer l that may run as a LinearOp: every
+// projection except kv_b_proj, which latent attention splits per head.
+NamedShapes attention_matrices(const ModelConfig& c, int64_t l) {
+  const std::string a = attn_prefix(l);
+  const int64_t H = c.hidden_size, nh = c.num_heads, q = nh * c.head_dim;
+  if (c.attention == AttentionKind::kLatent) {
+    NamedShapes t;
+    if (c.q_lora_rank > 0) {
+      t.push_back({a + "q_a_proj.weight", {c.q_lora_rank, H}});
+      t.push_back({a + "q_b_proj.weight", {q, c.q_lora_rank}});
+    } else {
+      t.push_back({a + "q_proj.weight", {q, H}});
+    }
+    t.push_back({a + "kv_a_proj_with_mqa.weight", {c.kv_lora_rank + c.qk_rope_head_dim, H}});
+    t.push_back({a + "o_proj.weight", {H, nh * c.v_head_dim}});
+    return t;
+  }
+  const int64_t kv = c.num_kv_heads * c.head_dim;
+  return {{a + "q_proj.weight", {q, H}},
+          {a + "k_proj.weight", {kv, H}},
+          {a + "v_proj.weight", {kv, H}},
+          {a + "o_proj.weight", {H, q}}};
+}
+
+// Every attention tensor of layer l: the matrices, kv_b_proj, norms, biases.
+NamedShapes attention_tensors(const ModelConfig& c, int64_t l) {
+  const std::string a = attn_prefix(l);
   const int64_t H = c.hidden_size, D = c.head_dim, q = c.num_heads * D, kv = c.num_kv_heads * D;
+  NamedShapes t = attention_matrices(c, l);
+  if (c.attention == AttentionKind::kLatent) {
+    t.push_back({a + "kv_b_proj.weight", {c.num_heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}});
+    t.push_back({a + "kv_a_layernorm.weight", {c.kv_lora_rank}});
+    if (c.q_lora_rank > 0) t.push_back({a + "q_a_layernorm.weight", {c.q_lora_rank}});
+    if (c.attention_bias) {
+      if (c.q_lora_rank > 0) t.push_back({a + "q_a_proj.bias", {c.q_lora_rank}});
+      t.push_back({a + "kv_a_proj_with_mqa.bias", {c.kv_lora_rank + c.qk_rope_head_dim}});
+      t.push_back({a + "o_proj.bias", {H}});
+    }
+    return t;
+  }
+  if (c.attention_bias) {
+    t.push_back({a + "q_proj.bias", {q}});
+    t.push_back({a + "k_proj.bias", {kv}});
+    t.push_back({a + "v_proj.bias", {kv}});
+  }
+  if (c.qk_norm == QkNorm::kPerHead) {
+    t.push_back({a + "q_norm.weight", {D}});
+    t.push_back({a + "k_norm.weight", {D}});
+  }
+  if (c.qk_norm == QkNorm::kWhole) {
+    t.push_back({a + "q_norm.weight", {q}});
+    t.push_back({a + "k_norm.weight", {kv}});
+  }
+  return t;
+}
+
+NamedShapes expected_tensors(const ModelConfig& c) {
+  NamedShapes t;
+  const int64_t H = c.hidden_size;
   t.push_back({"model.embed_tokens.weight", {c.vocab_size, H}});
   t.push_back({"model.norm.weight", {H}});
   if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {c.vocab_size, H}});
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string L = "model.layers." + std::to_string(l) + ".";
-    const std::string a = attn_prefix(l);
     t.push_back({L + "input_layernorm.weight", {H}});
     t.push_back({L + "post_attention_layernorm.weight", {H}});
-    t.push_back({a + "q_proj.weight", {q, H}});
-    t.push_back({a + "k_proj.weight", {kv, H}});
-    t.push_back({a + "v_proj.weight", {kv, H}});
-    t.push_back({a + "o_proj.weight", {H, q}});
-    if (c.attention_bias) {
-      t.push_back({a + "q_proj.bias", {q}});
-      t.push_back({a + "k_proj.bias", {kv}});
-      t.push_back({a + "v_proj.bias", {kv}});
-    }
-    if (c.qk_norm == QkNorm::kPerHead) {
-      t.push_back({a + "q_norm.weight", {D}});
-      t.push_back({a + "k_norm.weight", {D}});
-    }
-    if (c.qk_norm == QkNorm::kWhole) {
-      t.push_back({a + "q_norm.weight", {q}});
-      t.push_back({a + "k_norm.weight", {kv}});
-    }
+    for (auto& a : attention_tensors(c, l)) t.push_back(std::move(a));
     if (c.layer_is_moe[static_cast<size_t>(l)]) {
       // Routed experts: routed_expert_tensors (their layout is the reader's).
       t.push_back({router_name(c, l), {c.num_experts, H}});
@@ -260,11 +349,13 @@ void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckp
                               const std::vector<std::string>& provided) {
   // The layer count must match the tensors exactly: a num_hidden_layers
   // smaller than the layers present would silently run a truncated model.
+  // Multi-token-prediction layers after the last are allowed (and ignored).
   for (const std::string& name : ckpt.names())
-    if (const auto layer = layer_of(name); layer && *layer >= c.num_layers)
+    if (const auto layer = layer_of(name); layer && *layer >= c.num_layers && !is_mtp_tensor(c, name))
       invalid(ckpt.checkpoint().path() + ": tensor '" + name + "' belongs to layer " + std::to_string(*layer) +
               ", but config.json field 'num_hidden_layers' is " + std::to_string(c.num_layers) +
-              " (layers 0-" + std::to_string(c.num_layers - 1) + ")");
+              " (layers 0-" + std::to_string(c.num_layers - 1) + ")" +
+              (c.num_mtp_layers > 0 ? " and 'num_nextn_predict_layers' " + std::to_string(c.num_mtp_layers) : ""));
   const std::set<std::string> skip(provided.begin(), provided.end());
   const std::string& path = ckpt.checkpoint().path();
   auto check = [&](const std::string& name, const std::vector<int64_t>& shape) {
@@ -293,16 +384,11 @@ void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckp
 }
 
 std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const std::string& name) {
-  const int64_t H = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t H = c.hidden_size;
   if (name == "lm_head.weight" || name == "model.embed_tokens.weight") return std::vector<int64_t>{c.vocab_size, H};
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string a = attn_prefix(l);
-    if (name.rfind(a, 0) != 0) continue;
-    const std::string rest = name.substr(a.size());
-    if (rest == "q_proj.weight") return std::vector<int64_t>{q, H};
-    if (rest == "k_proj.weight" || rest == "v_proj.weight") return std::vector<int64_t>{kv, H};
-    if (rest == "o_proj.weight") return std::vector<int64_t>{H, q};
-  }
+  if (const auto layer = layer_of(name); layer && *layer < c.num_layers && name.rfind(attn_prefix(*layer), 0) == 0)
+    for (const auto& [n, shape] : attention_matrices(c, *layer))
+      if (n == name) return shape;
   if (c.shared_expert_intermediate_size > 0) {
     const int64_t S = c.shared_expert_intermediate_size;
     for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -315,14 +401,20 @@ std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const s
   return std::nullopt;
 }
 
+bool is_mtp_tensor(const ModelConfig& c, const std::string& name) {
+  const auto layer = layer_of(name);
+  return layer && *layer >= c.num_layers && *layer < c.num_layers + c.num_mtp_layers;
+}
+
 std::string_view tensor_part(const ModelConfig& c, const std::string& name) {
+  if (is_mtp_tensor(c, name)) return "other";
   const std::string moe = "." + std::string(c.arch->naming.moe) + ".";
   const std::string shared = "." + std::string(c.arch->naming.shared_expert) + ".";
   const std::string shared_gate = "." + std::string(c.arch->naming.shared_expert_gate) + ".";
   const std::string router = moe + std::string(c.arch->naming.router) + ".";
   if (name.find(moe + "experts.") != std::string::npos) return "routed_experts";
   if (name.find(moe.substr(0, moe.size() - 1) + shared) != std::string::npos) return "shared_experts";
-  if (name.find(".self_attn.") != std::string::npos && name.find("_norm.") == std::string::npos) return "attention";
+  if (name.find(".self_attn.") != std::string::npos && name.find("norm.") == std::string::npos) return "attention";
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return "embeddings_head";
   if (name.find("norm") != std::string::npos || name.find(router) != std::string::npos ||
       name.find(shared_gate) != std::string::npos)

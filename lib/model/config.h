@@ -24,6 +24,19 @@ class Checkpoint;
 
 namespace eq::model {
 
+// YaRN scaling of the RoPE frequencies (rope_type "yarn"): dims that turn
+// fewer than beta_slow times over original_max_position_embeddings are
+// interpolated by `factor`, those turning more than beta_fast times are kept,
+// with a linear ramp between (lib/model/rope.cpp).
+struct YarnScaling {
+  double factor = 0;  // 0: plain RoPE
+  int64_t original_max_position_embeddings = 0;
+  double beta_fast = 32, beta_slow = 1;
+  bool truncate = true;           // the ramp's ends rounded outward to whole dims
+  double attention_factor = 1.0;  // cos and sin are multiplied by it
+  bool active() const { return factor > 0; }
+};
+
 // Which projection of an expert (SwiGLU: down(silu(gate(x)) * up(x))).
 enum class Proj { kGate = 0, kUp = 1, kDown = 2 };
 
@@ -50,13 +63,32 @@ struct ModelConfig {
   int64_t router_topk_groups = 1;        // experts are chosen only from this many best groups (topk_group)
   double routed_scaling_factor = 1.0;    // the combine weights are multiplied by it
   double rope_theta = 10000.0;
+  // RoPE turns rope_dim dims of each query/key head: the first rope_dim
+  // (head_dim x partial_rotary_factor), or with kLatent the last
+  // qk_rope_head_dim. rope_interleave: the turned pairs are (2i, 2i+1) and are
+  // regrouped as (i, i + rope_dim/2) before the rotate-half rotation.
+  int64_t rope_dim = 0;
+  bool rope_interleave = false;
+  YarnScaling rope_yarn;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   bool attention_bias = false;           // q/k/v biases required
   QkNorm qk_norm = QkNorm::kNone;
+  AttentionKind attention = AttentionKind::kGrouped;
+  int64_t v_head_dim = 0;                // value width of a head (head_dim unless kLatent)
+  // kLatent only; head_dim = qk_nope_head_dim + qk_rope_head_dim and
+  // num_kv_heads = num_heads.
+  int64_t q_lora_rank = 0;               // 0: q_proj, no low-rank query
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0;
+  double latent_norm_eps = 1e-6;         // of q_a_layernorm and kv_a_layernorm
+  double attention_scale_factor = 1.0;   // softmax scale = head_dim^-0.5 x this
   double clip_qkv = 0.0;                 // clamp q/k/v to ±clip_qkv after the norms when > 0
   int64_t max_position_embeddings = 0;
   std::vector<bool> layer_is_moe;        // from decoder_sparse_step / mlp_only_layers
+  // Multi-token-prediction modules stored as model.layers.{num_layers ..
+  // num_layers + num_mtp_layers - 1}: never read by any command.
+  int64_t num_mtp_layers = 0;
   std::string source_dtype;              // "bfloat16", ...
   io::SourceQuantization source_quant;   // config.json's quantization_config (fp8 blocks, mxfp4, none)
   Activation expert_activation;          // of routed experts, shared experts and dense MLPs
@@ -117,6 +149,10 @@ void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckp
 // for other names. These are the matrices that may run as a LinearOp.
 std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const std::string& name);
 
+// A tensor of a multi-token-prediction layer (model.layers.N with N in
+// [num_layers, num_layers + num_mtp_layers)): allowed in a checkpoint, never read.
+bool is_mtp_tensor(const ModelConfig& c, const std::string& name);
+
 // Parameter breakdown counted from the tensors of the checkpoint.
 struct ParamBreakdown {
   uint64_t routed_experts = 0, shared_experts = 0, attention = 0, embeddings_head = 0, norms_router = 0,
@@ -133,7 +169,8 @@ struct ParamBreakdown {
 };
 ParamBreakdown count_parameters(const ModelConfig& c, const io::SourceTensors& ckpt);
 // Which part a tensor belongs to: "routed_experts", "shared_experts",
-// "attention", "embeddings_head", "norms_router", "dense_mlp" or "other".
+// "attention", "embeddings_head", "norms_router", "dense_mlp" or "other"
+// (which holds the multi-token-prediction layers).
 std::string_view tensor_part(const ModelConfig& c, const std::string& name);
 
 }  // namespace eq::model

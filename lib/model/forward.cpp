@@ -34,7 +34,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
 Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const ModelOptions& options)
     : ckpt_(std::move(ckpt)),
       config_(std::move(config)),
-      rope_(config_.head_dim, config_.rope_theta),
+      rope_(config_),
       linear_ops_(options.linear_ops) {
   std::vector<std::string> provided;
   for (const auto& [name, op] : linear_ops_) {

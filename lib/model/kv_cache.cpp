@@ -5,13 +5,19 @@
 namespace eq::model {
 
 KvCache::KvCache(const ModelConfig& c, int64_t batch, int64_t capacity)
-    : batch_(batch), capacity_(capacity), kv_dim_(c.num_kv_heads * c.head_dim) {
+    : batch_(batch), capacity_(capacity) {
   if (batch <= 0 || capacity <= 0)
     invalid("KV cache: batch and capacity must be positive (got " + std::to_string(batch) + ", " +
             std::to_string(capacity) + ")");
-  const size_t per_layer = static_cast<size_t>(batch) * capacity * kv_dim_;
-  k_.assign(c.num_layers, FloatBuffer(per_layer));
-  v_.assign(c.num_layers, FloatBuffer(per_layer));
+  if (c.attention == AttentionKind::kLatent) {
+    key_dim_ = c.kv_lora_rank + c.qk_rope_head_dim;
+    value_dim_ = 0;
+  } else {
+    key_dim_ = value_dim_ = c.num_kv_heads * c.head_dim;
+  }
+  const size_t rows = static_cast<size_t>(batch) * static_cast<size_t>(capacity);
+  k_.assign(c.num_layers, FloatBuffer(rows * key_dim_));
+  v_.assign(c.num_layers, FloatBuffer(rows * value_dim_));
 }
 
 void KvCache::advance(int64_t n) {
@@ -22,7 +28,8 @@ void KvCache::advance(int64_t n) {
 uint64_t KvCache::bytes() const {
   uint64_t b = 0;
   for (const auto& l : k_) b += l.size() * sizeof(float);
-  return 2 * b;
+  for (const auto& l : v_) b += l.size() * sizeof(float);
+  return b;
 }
 
 }  // namespace eq::model

@@ -1,6 +1,10 @@
 // Keys and values of past positions, per layer, for a batch of sequences that
 // advance together (prefill appends T positions to every sequence, decode 1).
-// Layout per layer: [batch][capacity][kv_heads * head_dim], keys after RoPE.
+// Layout per layer: [batch][capacity][row]. Grouped-query attention stores
+// keys (after RoPE) and values, kv_heads * head_dim floats each. Latent
+// attention stores one key row only: the normed latent (kv_lora_rank) and the
+// shared RoPE key after RoPE (qk_rope_head_dim); heads' keys and values are
+// expanded from it when attended to.
 #pragma once
 
 #include <cstdint>
@@ -23,20 +27,23 @@ class KvCache {
   // Marks `n` more positions as stored (forward() calls this after the last layer).
   void advance(int64_t n);
 
-  float* keys(int64_t layer, int64_t seq, int64_t pos) { return at(k_, layer, seq, pos); }
-  float* values(int64_t layer, int64_t seq, int64_t pos) { return at(v_, layer, seq, pos); }
-  const float* keys(int64_t layer, int64_t seq, int64_t pos) const { return at(k_, layer, seq, pos); }
-  const float* values(int64_t layer, int64_t seq, int64_t pos) const { return at(v_, layer, seq, pos); }
+  // Floats per position of a key row and of a value row (0: no values stored).
+  int64_t key_dim() const { return key_dim_; }
+  int64_t value_dim() const { return value_dim_; }
+  float* keys(int64_t layer, int64_t seq, int64_t pos) { return at(k_, key_dim_, layer, seq, pos); }
+  float* values(int64_t layer, int64_t seq, int64_t pos) { return at(v_, value_dim_, layer, seq, pos); }
+  const float* keys(int64_t layer, int64_t seq, int64_t pos) const { return at(k_, key_dim_, layer, seq, pos); }
+  const float* values(int64_t layer, int64_t seq, int64_t pos) const { return at(v_, value_dim_, layer, seq, pos); }
   uint64_t bytes() const;
 
  private:
-  float* at(std::vector<FloatBuffer>& s, int64_t layer, int64_t seq, int64_t pos) {
-    return s[layer].data() + (seq * capacity_ + pos) * kv_dim_;
+  float* at(std::vector<FloatBuffer>& s, int64_t dim, int64_t layer, int64_t seq, int64_t pos) {
+    return s[layer].data() + (seq * capacity_ + pos) * dim;
   }
-  const float* at(const std::vector<FloatBuffer>& s, int64_t layer, int64_t seq, int64_t pos) const {
-    return s[layer].data() + (seq * capacity_ + pos) * kv_dim_;
+  const float* at(const std::vector<FloatBuffer>& s, int64_t dim, int64_t layer, int64_t seq, int64_t pos) const {
+    return s[layer].data() + (seq * capacity_ + pos) * dim;
   }
-  int64_t batch_, capacity_, kv_dim_, length_ = 0;
+  int64_t batch_, capacity_, key_dim_, value_dim_, length_ = 0;
   std::vector<FloatBuffer> k_, v_;
 };
 

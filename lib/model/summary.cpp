@@ -51,6 +51,16 @@ nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_t
     a["rms_norm_eps"] = c.rms_norm_eps;
     a["tie_word_embeddings"] = c.tie_word_embeddings;
     a["byte_level"] = c.byte_level();
+    if (c.attention == AttentionKind::kLatent)
+      a["latent_attention"] = {{"q_lora_rank", c.q_lora_rank},           {"kv_lora_rank", c.kv_lora_rank},
+                               {"qk_nope_head_dim", c.qk_nope_head_dim}, {"qk_rope_head_dim", c.qk_rope_head_dim},
+                               {"v_head_dim", c.v_head_dim}};
+    if (c.num_mtp_layers > 0) {
+      // Multi-token-prediction layers: listed, never loaded.
+      uint64_t tensors = 0;
+      for (const auto& n : source.names()) tensors += is_mtp_tensor(c, n);
+      a["mtp_layers"] = {{"first", c.num_layers}, {"count", c.num_mtp_layers}, {"tensors_present", tensors}};
+    }
     out["architecture"] = a;
   } else {
     for (const auto& n : ckpt->tensor_names()) {

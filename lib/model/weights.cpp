@@ -89,6 +89,27 @@ AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int6
     }
     t = w.get(name, {rows, cols});
   };
+  if (c.attention == AttentionKind::kLatent) {
+    const int64_t kv_a = c.kv_lora_rank + c.qk_rope_head_dim;
+    if (c.q_lora_rank > 0) {
+      proj(p + "q_a_proj.weight", c.q_lora_rank, H, a.q_a, a.q_a_op);
+      a.q_a_norm = w.get(p + "q_a_layernorm.weight", {c.q_lora_rank});
+      proj(p + "q_b_proj.weight", qd, c.q_lora_rank, a.q_b, a.q_b_op);
+      a.q_a_bias = w.get_optional(p + "q_a_proj.bias", {c.q_lora_rank});
+    } else {
+      proj(p + "q_proj.weight", qd, H, a.q, a.q_op);
+    }
+    proj(p + "kv_a_proj_with_mqa.weight", kv_a, H, a.kv_a, a.kv_a_op);
+    a.kv_a_bias = w.get_optional(p + "kv_a_proj_with_mqa.bias", {kv_a});
+    a.kv_a_norm = w.get(p + "kv_a_layernorm.weight", {c.kv_lora_rank});
+    a.kv_b = w.get(p + "kv_b_proj.weight", {c.num_heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank});
+    proj(p + "o_proj.weight", H, c.num_heads * c.v_head_dim, a.o, a.o_op);
+    a.o_bias = w.get_optional(p + "o_proj.bias", {H});
+    if (c.attention_bias && ((c.q_lora_rank > 0 && !a.q_a_bias) || !a.kv_a_bias || !a.o_bias))
+      invalid("checkpoint " + w.checkpoint().path() + ": config has attention bias but " + p +
+              "{q_a_proj,kv_a_proj_with_mqa,o_proj}.bias is missing");
+    return a;
+  }
   proj(p + "q_proj.weight", qd, H, a.q, a.q_op);
   proj(p + "k_proj.weight", kvd, H, a.k, a.k_op);
   proj(p + "v_proj.weight", kvd, H, a.v, a.v_op);

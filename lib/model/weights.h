@@ -77,11 +77,18 @@ class WeightStore {
 
 struct AttentionWeights {
   Tensor32Ptr input_norm;              // [H]
+  // AttentionKind::kGrouped:
   Tensor32Ptr q, k, v, o;              // [nh*hd, H], [nkv*hd, H], [nkv*hd, H], [H, nh*hd]
   Tensor32Ptr q_bias, k_bias, v_bias, o_bias;  // optional (present in the checkpoint -> used)
   Tensor32Ptr q_norm, k_norm;          // [hd] per head, or [nh*hd]/[nkv*hd] whole (ModelConfig::qk_norm); else null
-  // Set instead of q/k/v/o when the projection is a LinearOp (quantized).
+  // AttentionKind::kLatent (o and o_bias as above, o: [H, nh*v_head_dim]):
+  // q is q_proj [nh*hd, H] without a query LoRA, else
+  Tensor32Ptr q_a, q_a_norm, q_b;      // [q_lora, H], [q_lora], [nh*hd, q_lora]
+  Tensor32Ptr kv_a, kv_a_norm, kv_b;   // [kv_lora + rope, H], [kv_lora], [nh*(nope + v), kv_lora]
+  Tensor32Ptr q_a_bias, kv_a_bias;     // optional, as the biases above
+  // Set instead of the tensor when the projection is a LinearOp (quantized).
   const LinearOp *q_op = nullptr, *k_op = nullptr, *v_op = nullptr, *o_op = nullptr;
+  const LinearOp *q_a_op = nullptr, *q_b_op = nullptr, *kv_a_op = nullptr;
 };
 
 // One gated MLP: down(act(gate x + gate_bias, up x + up_bias)) + down_bias

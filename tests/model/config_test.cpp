@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -111,7 +112,7 @@ TEST(Config, ErrorsNameTheField) {
   j["num_key_value_heads"] = 3;
   EXPECT_NE(error_of(j).find("multiple of num_key_value_heads"), std::string::npos);
   // Values that parse but would give NaN logits are refused for every architecture.
-  for (const char* type : {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe"}) {
+  for (const char* type : {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v3", "glm4_moe"}) {
     j = qwen3_json();
     j["model_type"] = type;
     j["intermediate_size"] = 40;
@@ -122,6 +123,184 @@ TEST(Config, ErrorsNameTheField) {
     j["rope_theta"] = 0;
     EXPECT_NE(error_of(j).find("'rope_theta' must be a positive"), std::string::npos) << type;
   }
+}
+
+// deepseek_v3-small's config.json as transformers 5 writes it.
+json deepseek_json() {
+  return json::parse(R"({"model_type":"deepseek_v3","vocab_size":256,"hidden_size":192,"num_hidden_layers":3,
+    "num_attention_heads":4,"num_key_value_heads":4,"head_dim":16,"n_routed_experts":32,"num_experts_per_tok":8,
+    "moe_intermediate_size":16,"intermediate_size":320,"n_shared_experts":1,"n_group":8,"topk_group":4,
+    "norm_topk_prob":true,"routed_scaling_factor":2.5,"first_k_dense_replace":1,"num_nextn_predict_layers":1,
+    "q_lora_rank":96,"kv_lora_rank":64,"qk_nope_head_dim":32,"qk_rope_head_dim":16,"qk_head_dim":48,"v_head_dim":32,
+    "rms_norm_eps":1e-6,"rope_interleave":true,"max_position_embeddings":163840,"attention_bias":false,
+    "rope_parameters":{"beta_fast":32.0,"beta_slow":1.0,"factor":40.0,"mscale":1.0,"mscale_all_dim":1.0,
+      "original_max_position_embeddings":4096,"rope_theta":10000.0,"rope_type":"yarn"}})");
+}
+
+TEST(Config, DeepseekV3) {
+  auto c = model::parse_config(deepseek_json(), "cfg.json");
+  EXPECT_EQ(c.arch, model::find_architecture("deepseek_v3"));
+  EXPECT_EQ(c.attention, model::AttentionKind::kLatent);
+  EXPECT_EQ(c.num_experts, 32);
+  EXPECT_EQ(c.q_lora_rank, 96);
+  EXPECT_EQ(c.kv_lora_rank, 64);
+  EXPECT_EQ(c.qk_nope_head_dim, 32);
+  EXPECT_EQ(c.qk_rope_head_dim, 16);
+  EXPECT_EQ(c.v_head_dim, 32);
+  EXPECT_EQ(c.head_dim, 48);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.rope_dim, 16);
+  EXPECT_TRUE(c.rope_interleave);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rope_yarn.factor, 40.0);
+  EXPECT_EQ(c.rope_yarn.original_max_position_embeddings, 4096);
+  EXPECT_EQ(c.rope_yarn.beta_fast, 32.0);
+  EXPECT_EQ(c.rope_yarn.beta_slow, 1.0);
+  EXPECT_EQ(c.rope_yarn.attention_factor, 1.0);  // mscale(40, 1) / mscale(40, 1)
+  const double m = 0.1 * std::log(40.0) + 1.0;   // 1.368888
+  EXPECT_NEAR(c.attention_scale_factor, m * m, 1e-15);
+  EXPECT_EQ(c.latent_norm_eps, 1e-6);
+  EXPECT_EQ(c.router_scoring, model::RouterScoring::kSigmoid);
+  EXPECT_TRUE(c.router_correction_bias);
+  EXPECT_EQ(c.router_groups, 8);
+  EXPECT_EQ(c.router_topk_groups, 4);
+  EXPECT_EQ(c.routed_scaling_factor, 2.5);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 16);
+  EXPECT_FALSE(c.shared_expert_gated);
+  EXPECT_EQ(c.layer_is_moe, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(c.num_mtp_layers, 1);
+  EXPECT_EQ(model::shared_expert_name(c, 1, model::Proj::kUp), "model.layers.1.mlp.shared_experts.up_proj.weight");
+  EXPECT_EQ(model::router_correction_bias_name(c, 2), "model.layers.2.mlp.gate.e_score_correction_bias");
+  EXPECT_EQ(model::expected_shape(c, "model.layers.0.self_attn.q_b_proj.weight"), (std::vector<int64_t>{192, 96}));
+  EXPECT_EQ(model::expected_shape(c, "model.layers.2.self_attn.kv_a_proj_with_mqa.weight"),
+            (std::vector<int64_t>{80, 192}));
+  EXPECT_EQ(model::expected_shape(c, "model.layers.0.self_attn.o_proj.weight"), (std::vector<int64_t>{192, 128}));
+  // kv_b_proj is split per head, never a LinearOp.
+  EXPECT_EQ(model::expected_shape(c, "model.layers.0.self_attn.kv_b_proj.weight"), std::nullopt);
+  EXPECT_TRUE(model::is_mtp_tensor(c, "model.layers.3.eh_proj.weight"));
+  EXPECT_FALSE(model::is_mtp_tensor(c, "model.layers.2.mlp.gate.weight"));
+  EXPECT_EQ(model::tensor_part(c, "model.layers.3.mlp.experts.0.up_proj.weight"), "other");
+  EXPECT_EQ(model::tensor_part(c, "model.layers.0.self_attn.kv_a_layernorm.weight"), "norms_router");
+  EXPECT_EQ(model::tensor_part(c, "model.layers.0.self_attn.kv_b_proj.weight"), "attention");
+
+  // The older layout: top-level rope_theta and a rope_scaling dict with "type".
+  auto j = deepseek_json();
+  json rs = j["rope_parameters"];
+  rs.erase("rope_type");
+  rs.erase("rope_theta");
+  rs["type"] = "yarn";
+  j.erase("rope_parameters");
+  j["rope_scaling"] = rs;
+  j["rope_theta"] = 10000.0;
+  const auto old = model::parse_config(j, "cfg.json");
+  EXPECT_EQ(old.fields(), c.fields());
+
+  // No query LoRA (q_lora_rank null): q_proj from the hidden state.
+  j = deepseek_json();
+  j["q_lora_rank"] = nullptr;
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_EQ(c.q_lora_rank, 0);
+  EXPECT_EQ(model::expected_shape(c, "model.layers.0.self_attn.q_proj.weight"), (std::vector<int64_t>{192, 192}));
+  EXPECT_EQ(model::expected_shape(c, "model.layers.0.self_attn.q_a_proj.weight"), std::nullopt);
+
+  // Without mscale_all_dim the softmax keeps head_dim^-0.5; cos/sin take mscale(factor).
+  j = deepseek_json();
+  j["rope_parameters"].erase("mscale_all_dim");
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_EQ(c.attention_scale_factor, 1.0);
+  EXPECT_NEAR(c.rope_yarn.attention_factor, m, 1e-15);
+  // No factor: max_position_embeddings / original_max_position_embeddings.
+  j = deepseek_json();
+  j["rope_parameters"].erase("factor");
+  j["max_position_embeddings"] = 16384;
+  EXPECT_EQ(model::parse_config(j, "cfg.json").rope_yarn.factor, 4.0);
+  // Plain RoPE: no YaRN, no softmax factor.
+  j = deepseek_json();
+  j["rope_parameters"] = {{"rope_theta", 5e4}, {"rope_type", "default"}};
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_FALSE(c.rope_yarn.active());
+  EXPECT_EQ(c.attention_scale_factor, 1.0);
+  EXPECT_EQ(c.rope_theta, 5e4);
+
+  // moe_layer_freq: layers from first_k_dense_replace whose index it divides.
+  j = deepseek_json();
+  j["num_hidden_layers"] = 6;
+  j["moe_layer_freq"] = 2;
+  EXPECT_EQ(model::parse_config(j, "cfg.json").layer_is_moe,
+            (std::vector<bool>{false, false, true, false, true, false}));
+  // Missing fields take the reference configuration's defaults.
+  j = deepseek_json();
+  for (const char* k : {"n_group", "topk_group", "routed_scaling_factor", "first_k_dense_replace", "rope_interleave"})
+    j.erase(k);
+  j["num_hidden_layers"] = 4;
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_EQ(c.router_groups, 8);
+  EXPECT_EQ(c.router_topk_groups, 4);
+  EXPECT_EQ(c.routed_scaling_factor, 2.5);
+  EXPECT_TRUE(c.rope_interleave);
+  EXPECT_EQ(c.layer_is_moe, (std::vector<bool>{false, false, false, true}));
+
+  j = deepseek_json();
+  j["rope_parameters"]["rope_type"] = "longrope";
+  EXPECT_NE(error_of(j).find("rope type 'longrope' is not supported"), std::string::npos) << error_of(j);
+  j = deepseek_json();
+  j["kv_lora_rank"] = 0;
+  EXPECT_NE(error_of(j).find("kv_lora_rank"), std::string::npos) << error_of(j);
+  j = deepseek_json();
+  j["n_group"] = 5;
+  EXPECT_NE(error_of(j).find("'n_group' (5)"), std::string::npos) << error_of(j);
+}
+
+// glm4_moe-small's config.json as transformers 5 writes it.
+json glm4_json() {
+  return json::parse(R"({"model_type":"glm4_moe","vocab_size":256,"hidden_size":128,"num_hidden_layers":4,
+    "num_attention_heads":8,"num_key_value_heads":2,"head_dim":32,"n_routed_experts":32,"num_experts_per_tok":8,
+    "moe_intermediate_size":16,"intermediate_size":256,"n_shared_experts":1,"n_group":1,"topk_group":1,
+    "norm_topk_prob":true,"routed_scaling_factor":2.5,"first_k_dense_replace":1,"num_nextn_predict_layers":1,
+    "attention_bias":true,"use_qk_norm":true,"partial_rotary_factor":0.5,"rms_norm_eps":1e-5,
+    "max_position_embeddings":131072,
+    "rope_parameters":{"partial_rotary_factor":0.5,"rope_theta":1000000.0,"rope_type":"default"}})");
+}
+
+TEST(Config, Glm4Moe) {
+  auto c = model::parse_config(glm4_json(), "cfg.json");
+  EXPECT_EQ(c.arch, model::find_architecture("glm4_moe"));
+  EXPECT_EQ(c.attention, model::AttentionKind::kGrouped);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.v_head_dim, 32);
+  EXPECT_EQ(c.rope_dim, 16);
+  EXPECT_FALSE(c.rope_interleave);
+  EXPECT_FALSE(c.rope_yarn.active());
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.attention_scale_factor, 1.0);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_EQ(c.qk_norm, model::QkNorm::kPerHead);
+  EXPECT_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_EQ(c.router_scoring, model::RouterScoring::kSigmoid);
+  EXPECT_TRUE(c.router_correction_bias);
+  EXPECT_EQ(c.router_groups, 1);
+  EXPECT_EQ(c.routed_scaling_factor, 2.5);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 16);
+  EXPECT_FALSE(c.shared_expert_gated);
+  EXPECT_EQ(c.layer_is_moe, (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ(c.num_mtp_layers, 1);
+  EXPECT_EQ(model::expected_shape(c, "model.layers.1.self_attn.k_proj.weight"), (std::vector<int64_t>{64, 128}));
+  // partial_rotary_factor at top level only, and its default; use_qk_norm off.
+  auto j = glm4_json();
+  j["rope_parameters"].erase("partial_rotary_factor");
+  j["partial_rotary_factor"] = 0.25;
+  j["use_qk_norm"] = false;
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_EQ(c.rope_dim, 8);
+  EXPECT_EQ(c.qk_norm, model::QkNorm::kNone);
+  j.erase("partial_rotary_factor");
+  EXPECT_EQ(model::parse_config(j, "cfg.json").rope_dim, 16);
+  j["partial_rotary_factor"] = 1.5;
+  EXPECT_NE(error_of(j).find("'partial_rotary_factor' must be in (0, 1]"), std::string::npos) << error_of(j);
+  j["partial_rotary_factor"] = 0.1;  // 3.2 dims: truncated to 3, odd
+  EXPECT_NE(error_of(j).find("must be even"), std::string::npos) << error_of(j);
 }
 
 // The registry holds one row per file under lib/model/arch/, sorted, each
@@ -183,6 +362,25 @@ TEST(Config, SharedModelSummaryMatchesReadme) {
   EXPECT_EQ(s["parameters"]["total"]["parameters"], 14920512u);
   EXPECT_EQ(s["parameters"]["routed_experts"]["parameters"], 14155776u);
   EXPECT_EQ(s["shards"].size(), 3u);
+}
+
+// Figures from deepseek_v3-small's README: 1,184,608 parameters, 589,824 in
+// routed experts; its config declares one multi-token-prediction layer that
+// the checkpoint does not hold.
+TEST(Config, DeepseekSummaryMatchesReadme) {
+  EQ_REQUIRE_SHARED();
+  for (const char* m : {"deepseek_v3-small", "deepseek_v3-small-fp8"}) {
+    auto s = model::summarize_checkpoint((test::shared_dir() / "models" / m).string(), false);
+    EXPECT_EQ(s["architecture"]["model_type"], "deepseek_v3");
+    EXPECT_EQ(s["architecture"]["moe_layers"], 2);
+    EXPECT_EQ(s["architecture"]["latent_attention"]["kv_lora_rank"], 64);
+    EXPECT_EQ(s["architecture"]["latent_attention"]["q_lora_rank"], 96);
+    EXPECT_EQ(s["architecture"]["mtp_layers"]["first"], 3);
+    EXPECT_EQ(s["architecture"]["mtp_layers"]["count"], 1);
+    EXPECT_EQ(s["architecture"]["mtp_layers"]["tensors_present"], 0u);
+    EXPECT_EQ(s["parameters"]["total"]["parameters"], 1184608u) << m;
+    EXPECT_EQ(s["parameters"]["routed_experts"]["parameters"], 589824u) << m;
+  }
 }
 
 // Every number of config.json is range-checked, naming the field.

@@ -8,8 +8,12 @@
 // adds 2). Measured on tinymoe: 0, 6, 10 and 8 slots in layers 0..3. Layer
 // totals must match exactly.
 //
-// tinymoe runs in the default suite; qwen3moe-small is labelled slow
-// (disabled by default: run with --gtest_also_run_disabled_tests).
+// tinymoe, deepseek_v3-small and glm4_moe-small run in the default suite;
+// qwen3moe-small and the FP8 twin of deepseek_v3-small (whose dequantized
+// weights the model tests check through logits and bits per byte) are
+// labelled slow (disabled by default: run with --gtest_also_run_disabled_tests).
+// Measured: deepseek_v3-small 4 and 8 slots in layers 1, 2; glm4_moe-small 4,
+// 2 and 10 in layers 1..3; the FP8 twin 6 and 6.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,6 +66,21 @@ TEST(ReferenceCounts, TinyMoeCalibMixed) {
   GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
 #endif
   check_counts("tinymoe");
+}
+
+// The grouped sigmoid router with its correction bias, behind multi-head
+// latent attention (DeepSeek-V3) and partial-RoPE GQA (GLM-4.5).
+TEST(ReferenceCounts, SigmoidRouterModelsCalibMixed) {
+  EQ_REQUIRE_SHARED();
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
+#endif
+  for (const char* m : {"deepseek_v3-small", "glm4_moe-small"}) check_counts(m);
+}
+
+TEST(ReferenceCounts, DISABLED_DeepseekV3SmallFp8CalibMixedSlow) {
+  EQ_REQUIRE_SHARED();
+  check_counts("deepseek_v3-small-fp8");
 }
 
 TEST(ReferenceCounts, DISABLED_Qwen3MoeSmallCalibMixedSlow) {

@@ -46,6 +46,20 @@ enum class QkNorm : uint8_t {
   kWhole,    // RMSNorm over the whole q (k) projection, weight [heads * head_dim]
 };
 
+// How a layer's self-attention forms its queries, keys and values
+// (lib/model/attention.cpp and latent_attention.cpp implement each).
+enum class AttentionKind : uint8_t {
+  // q_proj, k_proj, v_proj, o_proj; num_kv_heads key/value heads, each shared
+  // by num_heads / num_kv_heads query heads.
+  kGrouped,
+  // Multi-head latent attention: queries from q_proj, or through a low-rank
+  // q_a_proj -> q_a_layernorm -> q_b_proj; kv_a_proj_with_mqa gives a latent
+  // (kv_lora_rank, normed by kv_a_layernorm) and one RoPE key shared by all
+  // heads (qk_rope_head_dim); kv_b_proj expands the latent into each head's
+  // non-RoPE key (qk_nope_head_dim) and value (v_head_dim).
+  kLatent,
+};
+
 // Tensor names of one architecture, relative to "model.layers.<L>.". The
 // checkpoint layout is HF's: "<moe>.<router>.weight",
 // "<moe>.experts.<e>.<expert_proj[p]>.weight", "<moe>.<shared_expert>.<dense_proj[p]>.weight",

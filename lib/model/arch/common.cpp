@@ -1,5 +1,6 @@
 #include "model/arch/common.h"
 
+#include <cmath>
 #include <set>
 
 #include "core/error.h"
@@ -69,8 +70,10 @@ void parse_decoder_fields(const json& j, const std::string& path, ModelConfig& c
     c.num_experts = get_int(j, "num_experts", path);
   else if (j.contains("num_local_experts") && !j["num_local_experts"].is_null())
     c.num_experts = get_int(j, "num_local_experts", path);
+  else if (j.contains("n_routed_experts") && !j["n_routed_experts"].is_null())
+    c.num_experts = get_int(j, "n_routed_experts", path);
   else
-    invalid(path + ": neither 'num_experts' nor 'num_local_experts' is present");
+    invalid(path + ": none of 'num_experts', 'num_local_experts', 'n_routed_experts' is present");
   check_max(c.num_experts, kMaxConfigExperts, "the number of experts", path);
   check_max(c.num_experts * c.num_layers, kMaxConfigLayerExperts, "num_hidden_layers x experts", path);
   c.top_k = get_int(j, "num_experts_per_tok", path);
@@ -85,6 +88,8 @@ void parse_decoder_fields(const json& j, const std::string& path, ModelConfig& c
   c.source_dtype = get_string(j, "dtype", path, get_string(j, "torch_dtype", path, "unknown"));
   if (c.source_dtype.empty()) c.source_dtype = "unknown";
   c.layer_is_moe.assign(static_cast<size_t>(c.num_layers), true);
+  c.rope_dim = c.head_dim;
+  c.v_head_dim = c.head_dim;
 }
 
 double parse_rope_theta(const json& j, const std::string& path, double fallback) {
@@ -104,6 +109,102 @@ double parse_rope_theta(const json& j, const std::string& path, double fallback)
     if (type != "default") unsupported(path + ": rope_parameters.rope_type '" + type + "' is not supported");
   }
   return theta;
+}
+
+namespace {
+
+// The RoPE settings: "rope_parameters" (one dict holding everything), else
+// the older top-level "rope_theta" with a "rope_scaling" dict.
+struct RopeSource {
+  const json* dict = nullptr;  // rope_parameters or rope_scaling (null: none)
+  std::string where;           // for errors
+};
+
+RopeSource rope_source(const json& j, const std::string& path) {
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (auto it = j.find(key); it != j.end() && it->is_object()) return {&*it, path + " " + key};
+  return {nullptr, path};
+}
+
+}  // namespace
+
+double yarn_mscale(double factor, double mscale) {
+  return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
+void parse_rope(const json& j, const std::string& path, double fallback_theta, double fallback_partial,
+                ModelConfig& c) {
+  const RopeSource src = rope_source(j, path);
+  const json empty = json::object();
+  const json& d = src.dict ? *src.dict : empty;
+  c.rope_theta = get_double(d, "rope_theta", src.where, get_double(j, "rope_theta", path, fallback_theta));
+  const double partial =
+      get_double(d, "partial_rotary_factor", src.where, get_double(j, "partial_rotary_factor", path, fallback_partial));
+  if (!(partial > 0 && partial <= 1))
+    invalid(path + ": field 'partial_rotary_factor' must be in (0, 1], got " + std::to_string(partial));
+  c.rope_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);  // truncated, as int() does
+  const std::string type = get_string(d, "rope_type", src.where, get_string(d, "type", src.where, "default"));
+  if (type == "default") return;
+  if (type != "yarn") unsupported(src.where + ": rope type '" + type + "' is not supported (default, yarn)");
+  YarnScaling& y = c.rope_yarn;
+  y.original_max_position_embeddings =
+      get_int(d, "original_max_position_embeddings", src.where, c.max_position_embeddings);
+  y.factor = get_double(d, "factor", src.where, 0.0);
+  if (y.factor == 0 && y.original_max_position_embeddings > 0)
+    y.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(y.original_max_position_embeddings);
+  if (!(y.factor > 0)) invalid(src.where + ": yarn RoPE needs a positive 'factor'");
+  // A missing or zero beta takes its default.
+  y.beta_fast = get_double(d, "beta_fast", src.where, 0.0);
+  y.beta_slow = get_double(d, "beta_slow", src.where, 0.0);
+  if (y.beta_fast == 0) y.beta_fast = 32;
+  if (y.beta_slow == 0) y.beta_slow = 1;
+  y.truncate = get_bool(d, "truncate", src.where, true);
+  // cos and sin are scaled by attention_factor when given, else by
+  // mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are
+  // set (non-zero), else by mscale(factor, 1).
+  const double mscale = get_double(d, "mscale", src.where, 0.0);
+  const double mscale_all_dim = get_double(d, "mscale_all_dim", src.where, 0.0);
+  y.attention_factor = get_double(d, "attention_factor", src.where, 0.0);
+  if (y.attention_factor == 0)
+    y.attention_factor = mscale != 0 && mscale_all_dim != 0
+                             ? yarn_mscale(y.factor, mscale) / yarn_mscale(y.factor, mscale_all_dim)
+                             : yarn_mscale(y.factor, 1.0);
+}
+
+double rope_mscale_all_dim(const json& j, const std::string& path) {
+  const RopeSource src = rope_source(j, path);
+  return src.dict ? get_double(*src.dict, "mscale_all_dim", src.where, 0.0) : 0.0;
+}
+
+void parse_first_dense_layers(const json& j, const std::string& path, int64_t default_first, bool layer_freq,
+                              ModelConfig& c) {
+  const int64_t first_moe = get_int(j, "first_k_dense_replace", path, default_first);
+  const int64_t freq = layer_freq ? get_int(j, "moe_layer_freq", path, 1) : 1;
+  if (freq == 0) invalid(path + ": field 'moe_layer_freq' must be positive");
+  for (int64_t l = 0; l < c.num_layers; ++l) c.layer_is_moe[static_cast<size_t>(l)] = l >= first_moe && l % freq == 0;
+  if (c.num_moe_layers() < c.num_layers && c.intermediate_size == 0)
+    invalid(path + ": dense MLP layers need 'intermediate_size'");
+}
+
+void parse_mtp_layers(const json& j, const std::string& path, ModelConfig& c) {
+  c.num_mtp_layers = get_int(j, "num_nextn_predict_layers", path, 0);
+  check_max(c.num_layers + c.num_mtp_layers, kMaxConfigLayers, "num_hidden_layers + num_nextn_predict_layers", path);
+}
+
+void parse_grouped_sigmoid_router(const json& j, const std::string& path, const SigmoidRouterDefaults& d,
+                                  ModelConfig& c) {
+  c.router_scoring = RouterScoring::kSigmoid;
+  c.router_correction_bias = true;
+  c.norm_topk_prob = get_bool(j, "norm_topk_prob", path, d.norm_topk_prob);
+  c.router_groups = get_int(j, "n_group", path, d.n_group);
+  c.router_topk_groups = get_int(j, "topk_group", path, d.topk_group);
+  c.routed_scaling_factor = get_double(j, "routed_scaling_factor", path, d.routed_scaling_factor);
+  c.moe_intermediate_size = parse_expert_size(j, "moe_intermediate_size", path);
+  const int64_t shared = get_int(j, "n_shared_experts", path, d.n_shared_experts);
+  check_max(shared, kMaxConfigExperts, "n_shared_experts", path);
+  c.shared_expert_intermediate_size = c.moe_intermediate_size * shared;
+  check_max(c.shared_expert_intermediate_size, kMaxConfigDim, "moe_intermediate_size x n_shared_experts", path);
+  c.shared_expert_gated = false;
 }
 
 int64_t parse_expert_size(const json& j, const char* key, const std::string& path) {

@@ -34,6 +34,38 @@ void parse_decoder_fields(const json& j, const std::string& path, ModelConfig& c
 // when neither); any rope scaling other than "default" is refused.
 double parse_rope_theta(const json& j, const std::string& path, double fallback);
 
+// RoPE from "rope_parameters" (theta, partial_rotary_factor, rope_type and
+// its fields), else top-level "rope_theta"/"partial_rotary_factor" with a
+// "rope_scaling" dict: sets rope_theta, rope_dim (head_dim x the partial
+// factor, truncated) and rope_yarn. Types "default" and "yarn" are accepted.
+void parse_rope(const json& j, const std::string& path, double fallback_theta, double fallback_partial,
+                ModelConfig& c);
+// YaRN's magnitude correction: 0.1 mscale ln(factor) + 1, or 1 for factor <= 1.
+double yarn_mscale(double factor, double mscale);
+// The rope dict's "mscale_all_dim" (0 when absent).
+double rope_mscale_all_dim(const json& j, const std::string& path);
+
+// Layers before "first_k_dense_replace" (`default_first` when absent) are dense, and with `layer_freq`
+// also those whose index is not a multiple of "moe_layer_freq" (default 1).
+void parse_first_dense_layers(const json& j, const std::string& path, int64_t default_first, bool layer_freq,
+                              ModelConfig& c);
+// "num_nextn_predict_layers": multi-token-prediction layers stored after the last.
+void parse_mtp_layers(const json& j, const std::string& path, ModelConfig& c);
+
+// The grouped sigmoid router with a selection-only correction bias and the
+// ungated shared experts of the DeepSeek-V3 family: norm_topk_prob, n_group,
+// topk_group, routed_scaling_factor, moe_intermediate_size, n_shared_experts
+// (shared size = moe_intermediate_size x n_shared_experts); a missing field
+// takes the family's default.
+struct SigmoidRouterDefaults {
+  bool norm_topk_prob = true;
+  int64_t n_group = 1, topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  int64_t n_shared_experts = 1;
+};
+void parse_grouped_sigmoid_router(const json& j, const std::string& path, const SigmoidRouterDefaults& d,
+                                  ModelConfig& c);
+
 // The routed expert's intermediate size from `key`.
 int64_t parse_expert_size(const json& j, const char* key, const std::string& path);
 

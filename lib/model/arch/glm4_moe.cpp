@@ -1,0 +1,38 @@
+// GLM-4.5 MoE: grouped-query attention with q/k/v biases, optional per-head
+// q/k RMSNorm (use_qk_norm) and RoPE on the first partial_rotary_factor of
+// each head; the grouped sigmoid router with a selection-only correction bias
+// and scaled weights; ungated shared experts ("shared_experts"); the first
+// first_k_dense_replace layers dense; multi-token-prediction layers stored
+// after the last are skipped.
+#include "model/arch/architecture.h"
+#include "model/arch/common.h"
+
+namespace eq::model {
+namespace {
+
+void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+  // Missing fields take the reference configuration's defaults.
+  arch::parse_grouped_sigmoid_router(
+      j, path, {.norm_topk_prob = true, .n_group = 1, .topk_group = 1, .routed_scaling_factor = 1.0}, c);
+  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-5);
+  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);  // q/k/v; o_proj has none
+  c.qk_norm = arch::get_bool(j, "use_qk_norm", path, false) ? QkNorm::kPerHead : QkNorm::kNone;
+  arch::parse_rope(j, path, 10000.0, 0.5, c);
+  arch::parse_first_dense_layers(j, path, /*default_first=*/1, /*layer_freq=*/false, c);
+  arch::parse_mtp_layers(j, path, c);
+}
+
+}  // namespace
+
+const Architecture& architecture_glm4_moe() {
+  static const Architecture row{
+      .model_type = "glm4_moe",
+      .description = "GLM-4.5 MoE: GQA with q/k/v bias, optional per-head q/k norm and partial RoPE, grouped "
+                     "sigmoid router with correction bias, ungated shared experts, first layers dense",
+      .naming = {.shared_expert = "shared_experts"},
+      .parse = parse,
+  };
+  return row;
+}
+
+}  // namespace eq::model

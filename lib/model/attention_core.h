@@ -1,0 +1,37 @@
+// The steps every attention kind shares: a projection through float32
+// weights or a LinearOp, and causal softmax attention of one query head of
+// one sequence over the keys and values of its past positions.
+#pragma once
+
+#include <cstdint>
+
+#include "model/float_buffer.h"
+#include "model/linear_op.h"
+#include "model/weights.h"
+
+namespace eq::model {
+
+// y[n, out] = x[n, in] · Wᵀ + bias, through the float32 weight `w` or `op`
+// (one of them set); bias may be null.
+void project(const float* x, int64_t n, int64_t in, const Tensor32Ptr& w, const LinearOp* op, int64_t out,
+             const Tensor32Ptr& bias, float* y);
+
+// Part of the query·key product: query row t at q + t * ldq, key of position
+// j at k + j * ldk, `dim` values each. A score sums its parts in order.
+struct QkPart {
+  const float* q;
+  int64_t ldq;
+  const float* k;
+  int64_t ldk;
+  int64_t dim;
+};
+
+// `rows` query rows at positions start .. start+rows-1 of one sequence:
+// scores over keys 0 .. position (causal), times `scale`, softmax, times the
+// values (position j at v + j * ldv, dv wide); row t's result goes to
+// out + t * ldo. Queries are taken in blocks, each needing keys up to its
+// last row only. `scores` is scratch. Single-threaded.
+void attend_causal(int64_t rows, int64_t start, const QkPart* parts, int n_parts, const float* v, int64_t ldv,
+                   int64_t dv, float scale, float* out, int64_t ldo, FloatBuffer& scores);
+
+}  // namespace eq::model
