@@ -137,6 +137,36 @@ json deepseek_json() {
       "original_max_position_embeddings":4096,"rope_theta":10000.0,"rope_type":"yarn"}})");
 }
 
+// Kimi-K2 ships the DeepSeek-V3 architecture under model_type kimi_k2, with a
+// config.json in the older layout (rope_theta + rope_scaling): it parses to
+// exactly the fields the same file gives as deepseek_v3.
+TEST(Config, KimiK2IsDeepseekV3UnderItsOwnModelType) {
+  json j = json::parse(R"({"model_type":"kimi_k2","vocab_size":163840,"hidden_size":7168,"num_hidden_layers":61,
+    "num_attention_heads":64,"num_key_value_heads":64,"n_routed_experts":384,"num_experts_per_tok":8,
+    "moe_intermediate_size":2048,"intermediate_size":18432,"n_shared_experts":1,"n_group":1,"topk_group":1,
+    "norm_topk_prob":true,"routed_scaling_factor":2.827,"scoring_func":"sigmoid","topk_method":"noaux_tc",
+    "first_k_dense_replace":1,"moe_layer_freq":1,"num_nextn_predict_layers":0,"q_lora_rank":1536,"kv_lora_rank":512,
+    "qk_nope_head_dim":128,"qk_rope_head_dim":64,"v_head_dim":128,"rms_norm_eps":1e-6,"rope_theta":50000.0,
+    "rope_scaling":{"type":"yarn","factor":32.0,"beta_fast":1.0,"beta_slow":1.0,"mscale":1.0,"mscale_all_dim":1.0,
+      "original_max_position_embeddings":4096},"max_position_embeddings":131072,"attention_bias":false,
+    "tie_word_embeddings":false,"torch_dtype":"bfloat16"})");
+  const auto kimi = model::parse_config(j, "kimi.json");
+  j["model_type"] = "deepseek_v3";
+  const auto deepseek = model::parse_config(j, "deepseek.json");
+  EXPECT_EQ(kimi.arch, model::find_architecture("kimi_k2"));
+  EXPECT_EQ(kimi.attention, model::AttentionKind::kLatent);
+  EXPECT_EQ(kimi.num_experts, 384);
+  EXPECT_EQ(kimi.router_groups, 1);
+  EXPECT_DOUBLE_EQ(kimi.routed_scaling_factor, 2.827);
+  EXPECT_EQ(kimi.rope_yarn.factor, 32.0);
+  EXPECT_EQ(model::shared_expert_name(kimi, 1, model::Proj::kUp), "model.layers.1.mlp.shared_experts.up_proj.weight");
+  const auto a = kimi.fields(), b = deepseek.fields();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != "model_type") EXPECT_EQ(a[i], b[i]) << a[i].first;
+  }
+}
+
 TEST(Config, DeepseekV3) {
   auto c = model::parse_config(deepseek_json(), "cfg.json");
   EXPECT_EQ(c.arch, model::find_architecture("deepseek_v3"));
