@@ -105,8 +105,9 @@ int main(int argc, char** argv) {
   uint64_t triad_mb = 256, seed = 42;
   bool json = false;
   app.add_option("--shapes", shapes_arg,
-                 "Comma list: qwen3-30b-a3b, mixtral-8x7b, e512, qwen3moe-small, or all (default leaves out "
-                 "mixtral-8x7b: 360 GFLOP per M=512 call)");
+                 "Comma list: qwen3-30b-a3b, mixtral-8x7b, e512, deepseek-v3, glm-4.5, qwen3moe-small, or all "
+                 "(default leaves out mixtral-8x7b: 360 GFLOP per M=512 call, and the DeepSeek-V3 and GLM-4.5 "
+                 "layers: 6 and 2.5 GB in fp4)");
   app.add_option("--mixes", mixes_arg, "Comma list of format mixes (default all: bf16,int8_row,fp4_g32,trellis2,"
                                        "trellis3,trellis4,mix842,mix842t,trellis2_lut,trellis3_lut,"
                                        "trellis4_lut,mix842tl), "
@@ -134,7 +135,7 @@ int main(int argc, char** argv) {
   if (threads > 0) set_num_threads(threads);
 
   try {
-    if (shapes_arg == "all") shapes_arg = "qwen3-30b-a3b,mixtral-8x7b,e512,qwen3moe-small";
+    if (shapes_arg == "all") shapes_arg = "qwen3-30b-a3b,mixtral-8x7b,e512,deepseek-v3,glm-4.5,qwen3moe-small";
     std::vector<const exec::FormatMix*> mixes;
     if (mixes_arg.empty())
       for (const exec::FormatMix& m : exec::preset_format_mixes()) mixes.push_back(&m);
@@ -193,7 +194,8 @@ int main(int argc, char** argv) {
         if (!s) invalid("unknown shape '" + shape_name + "'");
         shape = *s;
       }
-      const int64_t H = shape.hidden, I = shape.intermediate, K = shape.top_k;
+      // Shared experts are dispatched as experts every token routes to.
+      const int64_t H = shape.hidden, I = shape.intermediate, K = shape.top_k + shape.shared_experts;
       for (const exec::FormatMix* mix : mixes) {
         // Copies with their own codes (the random presets) so that a run of
         // calls reads min_gb of distinct weights: a layer smaller than L3
@@ -218,8 +220,9 @@ int main(int argc, char** argv) {
           std::vector<std::vector<int32_t>> routings;
           std::vector<double> bytes;
           for (int r = 0; r < warmup + reps; ++r) {
-            routings.push_back(exec::random_expert_ids(shape.experts, K, M, seed * 7919 + M * 104729 + r));
-            std::vector<char> seen(static_cast<size_t>(shape.experts), 0);
+            routings.push_back(exec::with_shared_experts(
+                exec::random_expert_ids(shape.experts, shape.top_k, M, seed * 7919 + M * 104729 + r), shape));
+            std::vector<char> seen(static_cast<size_t>(shape.experts + shape.shared_experts), 0);
             double b = 0;
             for (int32_t e : routings.back())
               if (!seen[e]++) b += static_cast<double>(exec::expert_bytes(layer_of_call(routings.size() - 1).expert(e)));

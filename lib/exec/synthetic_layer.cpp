@@ -74,6 +74,8 @@ std::span<const LayerShape> preset_layer_shapes() {
       {"qwen3-30b-a3b", 128, 8, 2048, 768},
       {"mixtral-8x7b", 8, 2, 4096, 14336},
       {"e512", 512, 10, 2048, 512},
+      {"deepseek-v3", 256, 8, 7168, 2048, 1},
+      {"glm-4.5", 160, 8, 5120, 1536, 1},
   };
   return shapes;
 }
@@ -130,8 +132,9 @@ uint64_t SyntheticLayer::packed_bytes() const {
 
 std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, const FormatMix& mix, uint64_t seed,
                                                      const ExpertSource& source) {
-  const int64_t E = shape.experts, H = shape.hidden, I = shape.intermediate;
-  if (E <= 0 || H <= 0 || I <= 0 || shape.top_k <= 0 || shape.top_k > E)
+  const int64_t E = shape.experts + shape.shared_experts, H = shape.hidden, I = shape.intermediate;
+  if (shape.experts <= 0 || shape.shared_experts < 0 || H <= 0 || I <= 0 || shape.top_k <= 0 ||
+      shape.top_k > shape.experts)
     invalid("synthetic layer " + shape.name + ": bad shape");
   auto out = std::unique_ptr<SyntheticLayer>(new SyntheticLayer());
   PackedLayer& L = out->layer_;
@@ -250,6 +253,17 @@ std::vector<int32_t> random_expert_ids(int64_t num_experts, int64_t top_k, int64
     }
   }
   return ids;
+}
+
+std::vector<int32_t> with_shared_experts(const std::vector<int32_t>& ids, const LayerShape& shape) {
+  const int64_t k = shape.top_k, s = shape.shared_experts, tokens = static_cast<int64_t>(ids.size()) / k;
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(tokens * (k + s)));
+  for (int64_t t = 0; t < tokens; ++t) {
+    out.insert(out.end(), ids.begin() + t * k, ids.begin() + (t + 1) * k);
+    for (int64_t j = 0; j < s; ++j) out.push_back(static_cast<int32_t>(shape.experts + j));
+  }
+  return out;
 }
 
 }  // namespace eq::exec

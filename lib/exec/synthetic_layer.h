@@ -24,10 +24,15 @@ namespace eq::exec {
 struct LayerShape {
   std::string name;
   int64_t experts = 0, top_k = 0, hidden = 0, intermediate = 0;
+  // Shared experts of the same intermediate size, run for every token: the
+  // layer stores them as experts [experts, experts + shared_experts) and a
+  // call routes every token to them besides its top_k (with_shared_experts).
+  int64_t shared_experts = 0;
 };
 
 // qwen3-30b-a3b (128, top-8, 2048, 768), mixtral-8x7b (8, top-2, 4096, 14336),
-// e512 (512, top-10, 2048, 512).
+// e512 (512, top-10, 2048, 512), deepseek-v3 (256, top-8, 7168, 2048, one
+// shared expert), glm-4.5 (160, top-8, 5120, 1536, one shared expert).
 std::span<const LayerShape> preset_layer_shapes();
 const LayerShape* find_layer_shape(std::string_view name);
 
@@ -84,5 +89,8 @@ std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, co
 // Router output for `tokens` tokens: top_k distinct expert ids per token,
 // uniformly random over [0, num_experts).
 std::vector<int32_t> random_expert_ids(int64_t num_experts, int64_t top_k, int64_t tokens, uint64_t seed);
+// `ids` (top_k per token) with the shape's shared experts appended to every
+// token: top_k + shared_experts ids per token.
+std::vector<int32_t> with_shared_experts(const std::vector<int32_t>& ids, const LayerShape& shape);
 
 }  // namespace eq::exec
