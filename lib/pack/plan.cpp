@@ -67,10 +67,9 @@ std::string_view tensor_kind_name(TensorKind k) {
   return "?";
 }
 
-bool is_attention_or_head(const std::string& name) {
+bool is_attention_or_head(const model::ModelConfig& c, const std::string& name) {
   if (name == "lm_head.weight") return true;
-  if (name.find(".self_attn.") == std::string::npos) return false;
-  return name.size() > 12 && name.compare(name.size() - 12, 12, "_proj.weight") == 0;
+  return model::tensor_part(c, name) == "attention" && model::expected_shape(c, name).has_value();
 }
 
 const MatrixLayout& matrix_layout(const quant::FormatTraits& f, int64_t rows, int64_t cols) {
@@ -172,7 +171,7 @@ class Planner {
   // The format a non-routed matrix is quantized to (null: copied as stored),
   // and the option that asked for it (named in errors).
   std::pair<const quant::FormatTraits*, std::string> format_for(const std::string& name) const {
-    if (attn_ && is_attention_or_head(name)) return {attn_, "--attn-format " + o_.attn_format};
+    if (attn_ && is_attention_or_head(c_, name)) return {attn_, "--attn-format " + o_.attn_format};
     if (shared_ && model::tensor_part(c_, name) == "shared_experts" && model::expected_shape(c_, name))
       return {shared_, "--shared-format " + o_.shared_format};
     return {nullptr, ""};

@@ -101,7 +101,9 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
 // bytes (a larger tensor gets a shard of its own). Returns the shard of each.
 std::vector<int> assign_shards(const std::vector<uint64_t>& sizes, uint64_t shard_size, int* num_shards);
 
-// True for tensors that --attn-format quantizes: 2-D attention projections and lm_head.
-bool is_attention_or_head(const std::string& name);
+// True for tensors that --attn-format quantizes: lm_head and the attention
+// projections the executor runs as LinearOps (model::expected_shape; latent
+// attention's kv_b_proj, split per head, is not one of them).
+bool is_attention_or_head(const model::ModelConfig& c, const std::string& name);
 
 }  // namespace eq::pack
