@@ -234,6 +234,7 @@ ordered_json manifest_to_json(const Manifest& m) {
                  {"hidden_size", m.source.hidden_size},
                  {"moe_intermediate_size", m.source.moe_intermediate_size},
                  {"tensors", io::tensor_hashes_to_json(m.source.tensors)}};
+  if (m.source.mtp_tensors_dropped > 0) j["source"]["mtp_tensors_dropped"] = m.source.mtp_tensors_dropped;
   ordered_json pol;
   pol["kind"] = m.policy.kind;
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
@@ -457,6 +458,10 @@ class ManifestParser {
     s.num_experts = r_.i64(src, "num_experts", "source");
     s.hidden_size = r_.i64(src, "hidden_size", "source");
     s.moe_intermediate_size = r_.i64(src, "moe_intermediate_size", "source");
+    if (src.contains("mtp_tensors_dropped")) {
+      s.mtp_tensors_dropped = r_.i64(src, "mtp_tensors_dropped", "source");
+      if (s.mtp_tensors_dropped < 0) r_.bad("source.mtp_tensors_dropped", "must be non-negative");
+    }
     // Same bounds as config.json: nothing below is sized from these, but the
     // loader and merge allocate per layer and per expert.
     auto bound = [&](int64_t v, const char* field, int64_t max) {

@@ -132,6 +132,7 @@ struct Manifest {
     // those this pack read (io/tensor_hashes.h).
     io::TensorHashes tensors;
     int64_t num_layers = 0, num_experts = 0, hidden_size = 0, moe_intermediate_size = 0;
+    int64_t mtp_tensors_dropped = 0;  // multi-token-prediction tensors left out (absent from the JSON when 0)
   } source;
   struct Policy {
     std::string kind;  // "uniform", "allocation", "profile"

@@ -321,6 +321,7 @@ void describe_source(const PackRequest& rq, const io::Checkpoint& ckpt, const mo
   m.source.num_experts = cfg.num_experts;
   m.source.hidden_size = cfg.hidden_size;
   m.source.moe_intermediate_size = cfg.moe_intermediate_size;
+  m.source.mtp_tensors_dropped = plan.mtp_tensors_dropped;
   m.first_layer = plan.layers.front().layer;
   m.last_layer = plan.layers.back().layer;
   m.has_globals = plan.has_globals;

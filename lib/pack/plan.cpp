@@ -125,7 +125,7 @@ class Planner {
 
   PackPlan run(int64_t first, int64_t last) {
     PackPlan plan;
-    std::map<int64_t, std::vector<std::string>> by_layer = non_expert_tensors_by_layer();
+    std::map<int64_t, std::vector<std::string>> by_layer = non_expert_tensors_by_layer(plan.mtp_tensors_dropped);
     // Tensors outside the layers travel with the part that holds layer 0.
     plan.has_globals = first == 0;
     if (plan.has_globals)
@@ -157,14 +157,17 @@ class Planner {
   // their biases are copied like any non-expert tensor. The others by layer
   // (-1: globals). A quantized source weight and its scales are one logical
   // entry, copied as stored or quantized from its exact dequantized values.
-  std::map<int64_t, std::vector<std::string>> non_expert_tensors_by_layer() const {
+  // Multi-token-prediction layers are dropped (no command runs them): counted
+  // in `mtp_dropped`, never copied or quantized.
+  std::map<int64_t, std::vector<std::string>> non_expert_tensors_by_layer(int64_t& mtp_dropped) const {
     std::set<std::string> expert_tensors;
     for (const auto& la : a_.layers)
       for (const model::ExpertTensor& t : model::routed_expert_tensors(c_, src_, la.layer))
         if (!t.bias) expert_tensors.insert(t.name);
     std::map<int64_t, std::vector<std::string>> by_layer;
     for (const auto& name : src_.names())
-      if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
+      if (model::is_mtp_tensor(c_, name)) ++mtp_dropped;
+      else if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
     return by_layer;
   }
 

@@ -86,6 +86,7 @@ struct PackPlan {
   std::vector<PlannedTensor> tensors;  // in write order
   std::vector<LayerPlan> layers;       // the packed layers, ascending
   bool has_globals = false;
+  int64_t mtp_tensors_dropped = 0;  // multi-token-prediction tensors of the source, never read
   int num_shards = 1;
   int threads = 1;
   uint64_t estimated_peak = 0;  // bytes above the baseline

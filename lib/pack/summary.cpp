@@ -108,6 +108,7 @@ nlohmann::ordered_json summarize_packed(const std::string& path) {
                {"hidden_size", m.source.hidden_size},
                {"moe_intermediate_size", m.source.moe_intermediate_size}};
   j["source"] = m.source.path;
+  if (m.source.mtp_tensors_dropped > 0) j["mtp_tensors_dropped"] = m.source.mtp_tensors_dropped;
   ordered_json pol;
   pol["kind"] = m.policy.kind;
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;

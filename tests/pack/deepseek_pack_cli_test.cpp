@@ -1,15 +1,19 @@
 // Packing deepseek_v3 (../shared/models/deepseek_v3-small): --attn-format
 // quantizes only the attention matrices the executor runs as LinearOps (latent
 // attention's kv_b_proj, split per head, stays as stored), and the packed
-// folder runs alone and against the source.
+// folder runs alone and against the source; multi-token-prediction tensors of
+// the source are dropped (never copied or quantized) and counted.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "core/numeric.h"
+#include "io/safetensors.h"
 #include "test_support.h"
 
 namespace eq {
@@ -22,6 +26,13 @@ using test::run_command;
 std::filesystem::path deepseek_small() { return test::shared_dir() / "models" / "deepseek_v3-small"; }
 
 json manifest(const std::filesystem::path& pack) { return json::parse(std::ifstream(pack / "manifest.json")); }
+
+// Every non-copied tensor of a pack by name -> checksum, and the copied ones' sources.
+std::map<std::string, std::string> tensor_hashes(const json& m) {
+  std::map<std::string, std::string> h;
+  for (const auto& t : m.at("tensors")) h[t.at("name").get<std::string>()] = t.at("xxh64").get<std::string>();
+  return h;
+}
 
 json eval_report(const std::filesystem::path& pack, const std::filesystem::path& model, const std::filesystem::path& out) {
   const std::string text = (test::data_dir() / "corpus" / "eval_prose.txt.zst").string();
@@ -81,6 +92,78 @@ TEST(DeepseekPackCli, AttnFormatLeavesLatentKvBAsStoredAndThePackRuns) {
     EXPECT_GT(q.at("kl_mean").get<double>(), 0.0);
     EXPECT_LT(q.at("kl_mean").get<double>(), 0.05) << fmt;
   }
+}
+
+// deepseek_v3-small plus a multi-token-prediction layer (model.layers.3, the
+// config declares num_nextn_predict_layers 1): random tensors of each part.
+std::filesystem::path write_with_mtp_layer(const std::filesystem::path& dir, int* mtp_tensors) {
+  const auto src = io::Checkpoint::open(deepseek_small().string());
+  const json cfg = json::parse(std::ifstream(deepseek_small() / "config.json"));
+  EXPECT_EQ(cfg.at("num_nextn_predict_layers"), 1);
+  const int64_t H = cfg.at("hidden_size"), I = cfg.at("moe_intermediate_size"), q_lora = cfg.at("q_lora_rank");
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<std::vector<uint16_t>> keep;
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& name : src->tensor_names()) {
+    const auto& info = src->info(name);
+    tensors.push_back({name, info.dtype, info.shape, src->view(name).bytes()});
+  }
+  const std::string m = "model.layers.3.";
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> mtp = {
+      {m + "enorm.weight", {H}},
+      {m + "hnorm.weight", {H}},
+      {m + "eh_proj.weight", {H, 2 * H}},
+      {m + "self_attn.q_a_proj.weight", {q_lora, H}},
+      {m + "mlp.experts.0.gate_proj.weight", {I, H}},
+      {m + "mlp.shared_experts.gate_proj.weight", {I, H}},
+      {m + "shared_head.norm.weight", {H}}};
+  keep.reserve(mtp.size());
+  for (const auto& [name, shape] : mtp) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    for (auto& x : v) x = f32_to_bf16(normal(rng));
+    keep.push_back(std::move(v));
+    tensors.push_back({name, DType::kBF16, shape,
+                       {reinterpret_cast<const uint8_t*>(keep.back().data()), keep.back().size() * 2}});
+  }
+  *mtp_tensors = static_cast<int>(mtp.size());
+  const auto model = dir / "deepseek_mtp";
+  std::filesystem::create_directories(model);
+  io::write_safetensors((model / "model.safetensors").string(), tensors);
+  std::ofstream(model / "config.json") << cfg.dump(2);
+  return model;
+}
+
+TEST(DeepseekPackCli, MultiTokenPredictionTensorsAreDroppedAndCounted) {
+  EQ_REQUIRE_SHARED();
+  const auto dir = test::temp_dir("deepseek_mtp");
+  int mtp_tensors = 0;
+  const auto model = write_with_mtp_layer(dir, &mtp_tensors);
+  // Every quantizing option on: none of them may reach the MTP layer.
+  const std::string options = " --uniform int8_row --attn-format int8_row --shared-format int8_row -o ";
+  std::string out;
+  ASSERT_EQ(run_command(binary() + " pack --model " + model.string() + options + (dir / "with").string() + " 2>&1", &out),
+            0)
+      << out;
+  ASSERT_EQ(run_command(binary() + " pack --model " + deepseek_small().string() + options + (dir / "without").string() +
+                            " 2>&1",
+                        &out),
+            0)
+      << out;
+  const json with = manifest(dir / "with"), without = manifest(dir / "without");
+  EXPECT_EQ(with.at("source").at("mtp_tensors_dropped"), mtp_tensors);
+  EXPECT_FALSE(without.at("source").contains("mtp_tensors_dropped"));
+  for (const auto& t : with.at("tensors")) {
+    EXPECT_EQ(t.at("name").get<std::string>().find("model.layers.3."), std::string::npos) << t.dump();
+    EXPECT_NE(t.value("layer", json()), 3) << t.dump();
+  }
+  // The same packed tensors, byte for byte, as the checkpoint without them.
+  EXPECT_EQ(tensor_hashes(with), tensor_hashes(without));
+  ASSERT_EQ(run_command(binary() + " inspect " + (dir / "with").string() + " --json 2>&1", &out), 0) << out;
+  EXPECT_EQ(json::parse(out.substr(out.find('{'))).at("mtp_tensors_dropped"), mtp_tensors) << out;
+  EXPECT_EQ(generate_ids(dir / "with"), generate_ids(dir / "without"));
 }
 
 }  // namespace
