@@ -240,6 +240,7 @@ ordered_json manifest_to_json(const Manifest& m) {
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
   pol["attn_format"] = or_null(m.policy.attn_format);
   if (!m.policy.shared_format.empty()) pol["shared_format"] = m.policy.shared_format;
+  if (!m.policy.dense_format.empty()) pol["dense_format"] = m.policy.dense_format;
   if (m.policy.allocation_xxh64) pol["allocation_xxh64"] = hash_hex(*m.policy.allocation_xxh64);
   if (m.policy.profile_xxh64) pol["profile_xxh64"] = hash_hex(*m.policy.profile_xxh64);
   if (m.policy.importance_xxh64) pol["importance_xxh64"] = hash_hex(*m.policy.importance_xxh64);
@@ -483,6 +484,7 @@ class ManifestParser {
     p.uniform_format = r_.str_or_null(pol, "uniform_format", "policy");
     p.attn_format = r_.str_or_null(pol, "attn_format", "policy");
     p.shared_format = r_.str_or_null(pol, "shared_format", "policy");
+    p.dense_format = r_.str_or_null(pol, "dense_format", "policy");
     p.allocation_xxh64 = r_.opt_hash(pol, "allocation_xxh64", "policy");
     p.profile_xxh64 = r_.opt_hash(pol, "profile_xxh64", "policy");
     p.importance_xxh64 = r_.opt_hash(pol, "importance_xxh64", "policy");

@@ -136,7 +136,7 @@ struct Manifest {
   } source;
   struct Policy {
     std::string kind;  // "uniform", "allocation", "profile"
-    std::string uniform_format, attn_format, shared_format;
+    std::string uniform_format, attn_format, shared_format, dense_format;
     std::optional<uint64_t> allocation_xxh64, profile_xxh64, importance_xxh64;
   } policy;
   int64_t first_layer = 0, last_layer = 0;  // the packed range, inclusive

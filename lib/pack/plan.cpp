@@ -121,6 +121,7 @@ class Planner {
       : src_(src), c_(c), a_(a), o_(o) {
     if (!o.attn_format.empty()) attn_ = &quant::format_by_name(o.attn_format);
     if (!o.shared_format.empty()) shared_ = &quant::format_by_name(o.shared_format);
+    if (!o.dense_format.empty()) dense_ = &quant::format_by_name(o.dense_format);
   }
 
   PackPlan run(int64_t first, int64_t last) {
@@ -177,6 +178,8 @@ class Planner {
     if (attn_ && is_attention_or_head(c_, name)) return {attn_, "--attn-format " + o_.attn_format};
     if (shared_ && model::tensor_part(c_, name) == "shared_experts" && model::expected_shape(c_, name))
       return {shared_, "--shared-format " + o_.shared_format};
+    if (dense_ && model::tensor_part(c_, name) == "dense_mlp" && model::expected_shape(c_, name))
+      return {dense_, "--dense-format " + o_.dense_format};
     return {nullptr, ""};
   }
 
@@ -377,6 +380,7 @@ class Planner {
   const PlanOptions& o_;
   const quant::FormatTraits* attn_ = nullptr;
   const quant::FormatTraits* shared_ = nullptr;
+  const quant::FormatTraits* dense_ = nullptr;
   uint64_t unit_max_ = 0;  // largest single-thread unit outside the groups
   uint64_t src_elem_ = 2;  // widest source element read (bytes)
   uint64_t fixed_ = 0;     // bytes held whatever the thread count: overhead and manifest records

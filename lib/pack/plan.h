@@ -77,6 +77,7 @@ struct PlanOptions {
   int64_t first_layer = 0, last_layer = -1;  // inclusive; -1 = the model's last
   std::string attn_format;                   // empty: attention and head copied as stored
   std::string shared_format;                 // empty: shared experts copied as stored
+  std::string dense_format;                  // empty: dense MLPs (non-MoE layers) copied as stored
   uint64_t max_memory = 0;                   // bytes above the baseline RSS
   uint64_t shard_size = 4ULL << 30;
   int max_threads = 1;

@@ -114,6 +114,7 @@ nlohmann::ordered_json summarize_packed(const std::string& path) {
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
   pol["attn_format"] = m.policy.attn_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.attn_format);
   pol["shared_format"] = m.policy.shared_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.shared_format);
+  pol["dense_format"] = m.policy.dense_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.dense_format);
   j["policy"] = pol;
   j["layer_range"] = {{"first", m.first_layer}, {"last", m.last_layer}};
   j["complete"] = m.complete;

@@ -2,7 +2,9 @@
 // quantizes only the attention matrices the executor runs as LinearOps (latent
 // attention's kv_b_proj, split per head, stays as stored), and the packed
 // folder runs alone and against the source; multi-token-prediction tensors of
-// the source are dropped (never copied or quantized) and counted.
+// the source are dropped (never copied or quantized) and counted; the dense
+// MLP of the first layer takes a format of its own (--dense-format, or the
+// profile policy's dense_mlp_format).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -164,6 +166,84 @@ TEST(DeepseekPackCli, MultiTokenPredictionTensorsAreDroppedAndCounted) {
   ASSERT_EQ(run_command(binary() + " inspect " + (dir / "with").string() + " --json 2>&1", &out), 0) << out;
   EXPECT_EQ(json::parse(out.substr(out.find('{'))).at("mtp_tensors_dropped"), mtp_tensors) << out;
   EXPECT_EQ(generate_ids(dir / "with"), generate_ids(dir / "without"));
+}
+
+// The dense MLP of layer 0 (first_k_dense_replace 1) as a class of its own:
+// quantized by --dense-format, run by the executor through its LinearOps.
+// With lossless routed experts (bf16 of bf16 weights) the pack's difference
+// from the source is the dense MLP's alone.
+TEST(DeepseekPackCli, DenseFormatQuantizesTheDenseMlpAndTheExecutorRunsIt) {
+  EQ_REQUIRE_SHARED();
+  const auto dir = test::temp_dir("deepseek_dense");
+  std::map<std::string, double> kl;
+  for (const std::string dense : {"", "int8_row"}) {
+    const auto pack = dir / ("pack_" + (dense.empty() ? std::string("stored") : dense));
+    std::string out;
+    ASSERT_EQ(run_command(binary() + " pack --model " + deepseek_small().string() + " --uniform bf16" +
+                              (dense.empty() ? "" : " --dense-format " + dense) + " -o " + pack.string() + " 2>&1",
+                          &out),
+              0)
+        << out;
+    const json m = manifest(pack);
+    EXPECT_EQ(m.at("policy").value("dense_format", json()), dense.empty() ? json() : json(dense));
+    std::set<std::string> quantized;
+    for (const auto& t : m.at("tensors"))
+      if (t.at("kind") == "quantized") quantized.insert(t.at("source").get<std::string>());
+    const std::set<std::string> expected =
+        dense.empty() ? std::set<std::string>{}
+                      : std::set<std::string>{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight",
+                                              "model.layers.0.mlp.down_proj.weight"};
+    EXPECT_EQ(quantized, expected);
+    EXPECT_EQ(generate_ids(pack).size(), 8u);
+    const json r = eval_report(pack, deepseek_small(), dir / ("eval_" + dense + ".json"));
+    kl[dense] = r.at("quality").at("overall").at("kl_mean").get<double>();
+  }
+  // As stored: the source up to the bf16 kernels' summation order; int8
+  // dense MLP: measurably different, and close.
+  EXPECT_LT(kl[""], 1e-9);
+  EXPECT_GT(kl["int8_row"], kl[""]);
+  EXPECT_LT(kl["int8_row"], 1e-3);
+}
+
+// profile.json records the policy's shared_expert_format and dense_mlp_format;
+// pack --profile uses them, and --dense-format / --shared-format override them.
+TEST(DeepseekPackCli, ProfilePolicyFormatsReachThePackUnlessOverridden) {
+  EQ_REQUIRE_SHARED();
+  const auto dir = test::temp_dir("deepseek_policy_formats");
+  json policy = json::parse(std::ifstream(test::source_dir() / "configs" / "default.json"));
+  policy["shared_expert_format"] = "int8_row";
+  policy["dense_mlp_format"] = "int8_row";
+  std::ofstream(dir / "policy.json") << policy.dump(2);
+  std::string out;
+  ASSERT_EQ(run_command(binary() + " profile --model " + deepseek_small().string() + " --calib " +
+                            (test::data_dir() / "corpus" / "calib_small.txt.zst").string() +
+                            " --max-tokens 256 --no-sensitivity --policy " + (dir / "policy.json").string() + " -o " +
+                            (dir / "profile.json").string() + " 2>&1",
+                        &out),
+            0)
+      << out;
+  const json profile = json::parse(std::ifstream(dir / "profile.json"));
+  EXPECT_EQ(profile.at("policy").at("shared_expert_format"), "int8_row");
+  EXPECT_EQ(profile.at("policy").at("dense_mlp_format"), "int8_row");
+  for (const auto& [extra, dense] : {std::pair<std::string, std::string>{"", "int8_row"},
+                                     std::pair<std::string, std::string>{" --dense-format fp4_g32", "fp4_g32"}}) {
+    const auto pack = dir / ("pack_" + dense);
+    ASSERT_EQ(run_command(binary() + " pack --model " + deepseek_small().string() + " --profile " +
+                              (dir / "profile.json").string() + extra + " -o " + pack.string() + " 2>&1",
+                          &out),
+              0)
+        << out;
+    const json m = manifest(pack);
+    EXPECT_EQ(m.at("policy").at("shared_format"), "int8_row");
+    EXPECT_EQ(m.at("policy").at("dense_format"), dense);
+    std::map<std::string, std::string> format_of;
+    for (const auto& t : m.at("tensors"))
+      if (t.at("kind") == "quantized") format_of[t.at("source").get<std::string>()] = t.at("format");
+    EXPECT_EQ(format_of["model.layers.0.mlp.down_proj.weight"], dense);
+    EXPECT_EQ(format_of["model.layers.1.mlp.shared_experts.down_proj.weight"], "int8_row");
+    EXPECT_EQ(format_of.size(), 3u + 3u * 2u);  // the dense MLP, the shared experts of layers 1 and 2
+    EXPECT_EQ(generate_ids(pack).size(), 8u);
+  }
 }
 
 }  // namespace
