@@ -126,6 +126,8 @@ void print_packed(const Json& s) {
   policy += "; attention " + (pol["attn_format"].is_null() ? std::string("as stored") : pol["attn_format"].get<std::string>());
   policy += "; shared experts " +
             (pol["shared_format"].is_null() ? std::string("as stored") : pol["shared_format"].get<std::string>());
+  policy += "; dense MLPs " +
+            (pol["dense_format"].is_null() ? std::string("as stored") : pol["dense_format"].get<std::string>());
   std::printf("policy      %s\n", policy.c_str());
   std::printf("layers      %lld-%lld%s\n", s["layer_range"]["first"].get<long long>(),
               s["layer_range"]["last"].get<long long>(), s["complete"].get<bool>() ? " (complete)" : " (a part, for merge)");

@@ -128,7 +128,11 @@ Command add_pack(CLI::App& app) {
   alloc->excludes(prof);
   sub->add_option("--attn-format", o->request.attn_format, "Also quantize attention projections and lm_head");
   sub->add_option("--shared-format", o->request.shared_format,
-                  "Quantize shared experts (never routed, never pruned) to this format; default: copied as stored");
+                  "Quantize shared experts (never routed, never pruned) to this format; default: the profile "
+                  "policy's shared_expert_format, else copied as stored");
+  sub->add_option("--dense-format", o->request.dense_format,
+                  "Quantize the dense MLPs of the non-MoE layers to this format; default: the profile policy's "
+                  "dense_mlp_format, else copied as stored");
   sub->add_option("--layers", o->layers, "Pack only layers A-B (inclusive), for `expertquant merge`");
   sub->add_option("--max-memory", o->max_memory,
                   "Bound on memory above the process baseline (bytes, or 512M, 4G; default half the RAM)");

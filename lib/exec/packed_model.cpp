@@ -181,7 +181,8 @@ model::LinearOps quantized_linear_ops(const pack::Manifest& m, const model::Mode
     const auto shape = model::expected_shape(c, t.source);
     if (!shape || t.source == "model.embed_tokens.weight")
       unsupported(what + ": quantized '" + t.source +
-                  "' is not an attention projection, shared expert or lm_head; the executor cannot run it quantized");
+                  "' is not an attention projection, shared expert, dense MLP or lm_head; the executor cannot run it "
+                  "quantized");
     const quant::FormatTraits& f = quant::format_by_name(t.format);
     auto [it, inserted] = by_source.try_emplace(t.source);
     quant::PackedMatrix& pm = it->second;

@@ -389,6 +389,13 @@ std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const s
   if (const auto layer = layer_of(name); layer && *layer < c.num_layers && name.rfind(attn_prefix(*layer), 0) == 0)
     for (const auto& [n, shape] : attention_matrices(c, *layer))
       if (n == name) return shape;
+  if (const auto layer = layer_of(name); layer && *layer < c.num_layers && c.intermediate_size > 0 &&
+                                          !c.layer_is_moe[static_cast<size_t>(*layer)]) {
+    const int64_t I = c.intermediate_size;
+    if (name == dense_mlp_name(c, *layer, Proj::kGate) || name == dense_mlp_name(c, *layer, Proj::kUp))
+      return std::vector<int64_t>{I, H};
+    if (name == dense_mlp_name(c, *layer, Proj::kDown)) return std::vector<int64_t>{H, I};
+  }
   if (c.shared_expert_intermediate_size > 0) {
     const int64_t S = c.shared_expert_intermediate_size;
     for (int64_t l = 0; l < c.num_layers; ++l) {

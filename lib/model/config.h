@@ -144,8 +144,8 @@ std::string attn_prefix(int64_t layer);
 // whoever builds them).
 void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckpt, bool routed_experts = true,
                               const std::vector<std::string>& provided = {});
-// The [rows, cols] the config implies for a 2-D weight tensor of the
-// attention projection, lm_head, the embedding or a shared expert; nullopt
+// The [rows, cols] the config implies for a 2-D weight tensor of the attention
+// projection, lm_head, the embedding, a shared expert or a dense MLP; nullopt
 // for other names. These are the matrices that may run as a LinearOp.
 std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const std::string& name);
 

@@ -41,7 +41,7 @@ Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const Mod
     const auto shape = expected_shape(config_, name);
     if (!shape || shape->size() != 2 || name == "model.embed_tokens.weight")
       unsupported(ckpt_->path() + ": '" + name + "' cannot run as a quantized matrix (attention projections, "
-                  "shared experts and lm_head can)");
+                  "shared experts, dense MLPs and lm_head can)");
     if (op->rows() != (*shape)[0] || op->cols() != (*shape)[1])
       invalid(ckpt_->path() + ": quantized '" + name + "' is [" + std::to_string(op->rows()) + ", " +
               std::to_string(op->cols()) + "], the config implies [" + std::to_string((*shape)[0]) + ", " +

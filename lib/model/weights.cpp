@@ -135,19 +135,6 @@ Tensor32Ptr load_post_attention_norm(const WeightStore& w, const ModelConfig& c,
   return w.get("model.layers." + std::to_string(layer) + ".post_attention_layernorm.weight", {c.hidden_size});
 }
 
-namespace {
-MlpWeights load_mlp(const WeightStore& w, const ModelConfig& c, int64_t inter, const std::string& gate,
-                    const std::string& up, const std::string& down, bool expert = false) {
-  MlpWeights m;
-  m.intermediate = inter;
-  m.act = c.expert_activation;
-  m.gate = w.get(gate, {inter, c.hidden_size}, expert);
-  m.up = w.get(up, {inter, c.hidden_size}, expert);
-  m.down = w.get(down, {c.hidden_size, inter}, expert);
-  return m;
-}
-}  // namespace
-
 MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer, int64_t e) {
   MlpWeights m;
   m.intermediate = c.moe_intermediate_size;
@@ -189,8 +176,20 @@ MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer
 }
 
 MlpWeights load_dense_mlp(const WeightStore& w, const ModelConfig& c, int64_t layer) {
-  return load_mlp(w, c, c.intermediate_size, dense_mlp_name(c, layer, Proj::kGate),
-                  dense_mlp_name(c, layer, Proj::kUp), dense_mlp_name(c, layer, Proj::kDown));
+  MlpWeights m;
+  m.intermediate = c.intermediate_size;
+  m.act = c.expert_activation;
+  // A packed dense MLP runs through its LinearOps (pack --dense-format).
+  auto load = [&](Proj p, int64_t rows, int64_t cols, Tensor32Ptr& t, const LinearOp*& op) {
+    const std::string name = dense_mlp_name(c, layer, p);
+    op = w.op(name);
+    if (!op) t = w.get(name, {rows, cols});
+  };
+  const int64_t I = c.intermediate_size, H = c.hidden_size;
+  load(Proj::kGate, I, H, m.gate, m.gate_op);
+  load(Proj::kUp, I, H, m.up, m.up_op);
+  load(Proj::kDown, H, I, m.down, m.down_op);
+  return m;
 }
 
 }  // namespace eq::model

@@ -101,7 +101,7 @@ struct MlpWeights {
   Tensor32Ptr down_bias;           // [H]; null = none
   Activation act;
   // Set instead of gate/up/down when the projection is a LinearOp (a packed
-  // shared expert); mlp_forward only.
+  // shared expert or dense MLP); mlp_forward only.
   const LinearOp *gate_op = nullptr, *up_op = nullptr, *down_op = nullptr;
 };
 

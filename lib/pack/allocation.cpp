@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "profile/policy.h"
 #include "profile/profile.h"
 #include "io/json_guard.h"
 #include "io/text_file.h"
@@ -147,6 +148,11 @@ ProfileInputs load_profile(const std::string& path) {
   ProfileInputs p;
   p.model = std::make_shared<profile::ModelFingerprint>(profile::parse_profile_model(j, "profile " + path));
   p.allocation = parse_allocation(j["allocation"], "profile " + path + " (allocation)");
+  if (j.contains("policy")) {
+    const profile::Policy pol = profile::parse_policy(j["policy"], "profile " + path + " (policy)");
+    p.shared_expert_format = pol.shared_expert_format;
+    p.dense_mlp_format = pol.dense_mlp_format;
+  }
   if (j.contains("importance_file") && !j["importance_file"].is_null()) {
     if (!j["importance_file"].is_string())
       invalid("profile " + path + ": field 'importance_file': not a string");

@@ -60,6 +60,8 @@ Allocation load_allocation(const std::string& path);
 struct ProfileInputs {
   Allocation allocation;
   std::string importance_file;  // resolved against the profile's folder; empty = none
+  // The policy's formats of the shared experts and dense MLPs; empty = as stored.
+  std::string shared_expert_format, dense_mlp_format;
   // The checkpoint it was profiled from (config, tensor index, data hashes):
   // pack compares it with the one it packs.
   std::shared_ptr<const profile::ModelFingerprint> model;

@@ -234,11 +234,13 @@ ordered_json manifest_to_json(const Manifest& m) {
                  {"hidden_size", m.source.hidden_size},
                  {"moe_intermediate_size", m.source.moe_intermediate_size},
                  {"tensors", io::tensor_hashes_to_json(m.source.tensors)}};
+  if (m.source.mtp_tensors_dropped > 0) j["source"]["mtp_tensors_dropped"] = m.source.mtp_tensors_dropped;
   ordered_json pol;
   pol["kind"] = m.policy.kind;
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
   pol["attn_format"] = or_null(m.policy.attn_format);
   if (!m.policy.shared_format.empty()) pol["shared_format"] = m.policy.shared_format;
+  if (!m.policy.dense_format.empty()) pol["dense_format"] = m.policy.dense_format;
   if (m.policy.allocation_xxh64) pol["allocation_xxh64"] = hash_hex(*m.policy.allocation_xxh64);
   if (m.policy.profile_xxh64) pol["profile_xxh64"] = hash_hex(*m.policy.profile_xxh64);
   if (m.policy.importance_xxh64) pol["importance_xxh64"] = hash_hex(*m.policy.importance_xxh64);
@@ -457,6 +459,10 @@ class ManifestParser {
     s.num_experts = r_.i64(src, "num_experts", "source");
     s.hidden_size = r_.i64(src, "hidden_size", "source");
     s.moe_intermediate_size = r_.i64(src, "moe_intermediate_size", "source");
+    if (src.contains("mtp_tensors_dropped")) {
+      s.mtp_tensors_dropped = r_.i64(src, "mtp_tensors_dropped", "source");
+      if (s.mtp_tensors_dropped < 0) r_.bad("source.mtp_tensors_dropped", "must be non-negative");
+    }
     // Same bounds as config.json: nothing below is sized from these, but the
     // loader and merge allocate per layer and per expert.
     auto bound = [&](int64_t v, const char* field, int64_t max) {
@@ -478,6 +484,7 @@ class ManifestParser {
     p.uniform_format = r_.str_or_null(pol, "uniform_format", "policy");
     p.attn_format = r_.str_or_null(pol, "attn_format", "policy");
     p.shared_format = r_.str_or_null(pol, "shared_format", "policy");
+    p.dense_format = r_.str_or_null(pol, "dense_format", "policy");
     p.allocation_xxh64 = r_.opt_hash(pol, "allocation_xxh64", "policy");
     p.profile_xxh64 = r_.opt_hash(pol, "profile_xxh64", "policy");
     p.importance_xxh64 = r_.opt_hash(pol, "importance_xxh64", "policy");

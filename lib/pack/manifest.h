@@ -132,10 +132,11 @@ struct Manifest {
     // those this pack read (io/tensor_hashes.h).
     io::TensorHashes tensors;
     int64_t num_layers = 0, num_experts = 0, hidden_size = 0, moe_intermediate_size = 0;
+    int64_t mtp_tensors_dropped = 0;  // multi-token-prediction tensors left out (absent from the JSON when 0)
   } source;
   struct Policy {
     std::string kind;  // "uniform", "allocation", "profile"
-    std::string uniform_format, attn_format, shared_format;
+    std::string uniform_format, attn_format, shared_format, dense_format;
     std::optional<uint64_t> allocation_xxh64, profile_xxh64, importance_xxh64;
   } policy;
   int64_t first_layer = 0, last_layer = 0;  // the packed range, inclusive

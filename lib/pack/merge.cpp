@@ -35,7 +35,7 @@ Manifest run_merge(const MergeRequest& rq) {
               ": source tensor '" + d->tensor + "' has " + d->b + " in " + rq.inputs[i] + "/manifest.json, " + d->a +
               " in " + rq.inputs[0] + "/manifest.json");
     if (p.policy.allocation_xxh64 != ref.policy.allocation_xxh64 || p.policy.attn_format != ref.policy.attn_format ||
-        p.policy.shared_format != ref.policy.shared_format ||
+        p.policy.shared_format != ref.policy.shared_format || p.policy.dense_format != ref.policy.dense_format ||
         p.policy.importance_xxh64 != ref.policy.importance_xxh64)
       invalid("merge: " + rq.inputs[i] + " was packed with a different policy than " + rq.inputs[0]);
     if (p.has_globals) {

@@ -282,6 +282,8 @@ PolicyInputs read_policy(const PackRequest& rq, const io::Checkpoint& ckpt, cons
     in.source_hashes = here.tensors;
     in.alloc = std::move(p.allocation);
     importance_path = p.importance_file;
+    policy.shared_format = p.shared_expert_format;
+    policy.dense_format = p.dense_mlp_format;
     policy.kind = "profile";
     policy.profile_xxh64 = hash_file(rq.profile_path);
     policy_label = "profile " + rq.profile_path;
@@ -289,7 +291,8 @@ PolicyInputs read_policy(const PackRequest& rq, const io::Checkpoint& ckpt, cons
   check_allocation(in.alloc, cfg, policy_label);
   policy.allocation_xxh64 = xxhash64(allocation_to_json(in.alloc).dump());
   policy.attn_format = rq.attn_format;
-  policy.shared_format = rq.shared_format;
+  if (!rq.shared_format.empty()) policy.shared_format = rq.shared_format;
+  if (!rq.dense_format.empty()) policy.dense_format = rq.dense_format;
   if (!importance_path.empty()) {
     in.importance = ImportanceFile::open(importance_path, cfg.hidden_size, cfg.moe_intermediate_size);
     policy.importance_xxh64 = hash_file(importance_path);
@@ -297,12 +300,13 @@ PolicyInputs read_policy(const PackRequest& rq, const io::Checkpoint& ckpt, cons
   return in;
 }
 
-PlanOptions plan_options(const PackRequest& rq) {
+PlanOptions plan_options(const PackRequest& rq, const Manifest::Policy& policy) {
   PlanOptions po;
   po.first_layer = rq.first_layer;
   po.last_layer = rq.last_layer;
   po.attn_format = rq.attn_format;
-  po.shared_format = rq.shared_format;
+  po.shared_format = policy.shared_format;
+  po.dense_format = policy.dense_format;
   po.max_memory = rq.max_memory ? rq.max_memory : default_max_memory();
   if (rq.shard_size == 0) invalid("--shard-size must be positive");
   po.shard_size = rq.shard_size;
@@ -321,6 +325,7 @@ void describe_source(const PackRequest& rq, const io::Checkpoint& ckpt, const mo
   m.source.num_experts = cfg.num_experts;
   m.source.hidden_size = cfg.hidden_size;
   m.source.moe_intermediate_size = cfg.moe_intermediate_size;
+  m.source.mtp_tensors_dropped = plan.mtp_tensors_dropped;
   m.first_layer = plan.layers.front().layer;
   m.last_layer = plan.layers.back().layer;
   m.has_globals = plan.has_globals;
@@ -413,7 +418,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   Manifest m;
   m.tool_version = EQ_VERSION;
   PolicyInputs policy = read_policy(rq, *ckpt, cfg, m.policy);
-  const PlanOptions po = plan_options(rq);
+  const PlanOptions po = plan_options(rq, m.policy);
   const PackPlan plan = make_plan(src, cfg, policy.alloc, po);
   describe_source(rq, *ckpt, cfg, plan, m);
   io::TensorHashes source_hashes = policy.source_hashes.empty() ? io::sample_tensor_hashes(*ckpt)

@@ -19,7 +19,10 @@ struct PackRequest {
   // Exactly one policy source.
   std::string uniform_format, allocation_path, profile_path;
   std::string attn_format;
-  std::string shared_format;  // shared experts' format; empty: copied as stored (never pruned either way)
+  // Empty: the profile policy's shared_expert_format / dense_mlp_format with
+  // --profile, else copied as stored.
+  std::string shared_format;  // shared experts' format (never pruned either way)
+  std::string dense_format;   // the dense MLPs' of the non-MoE layers
   int64_t first_layer = 0, last_layer = -1;  // inclusive; -1 = last
   uint64_t max_memory = 0;                   // bytes above the baseline RSS; 0 = default_max_memory()
   uint64_t shard_size = 4ULL << 30;

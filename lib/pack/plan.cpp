@@ -67,10 +67,9 @@ std::string_view tensor_kind_name(TensorKind k) {
   return "?";
 }
 
-bool is_attention_or_head(const std::string& name) {
+bool is_attention_or_head(const model::ModelConfig& c, const std::string& name) {
   if (name == "lm_head.weight") return true;
-  if (name.find(".self_attn.") == std::string::npos) return false;
-  return name.size() > 12 && name.compare(name.size() - 12, 12, "_proj.weight") == 0;
+  return model::tensor_part(c, name) == "attention" && model::expected_shape(c, name).has_value();
 }
 
 const MatrixLayout& matrix_layout(const quant::FormatTraits& f, int64_t rows, int64_t cols) {
@@ -122,11 +121,12 @@ class Planner {
       : src_(src), c_(c), a_(a), o_(o) {
     if (!o.attn_format.empty()) attn_ = &quant::format_by_name(o.attn_format);
     if (!o.shared_format.empty()) shared_ = &quant::format_by_name(o.shared_format);
+    if (!o.dense_format.empty()) dense_ = &quant::format_by_name(o.dense_format);
   }
 
   PackPlan run(int64_t first, int64_t last) {
     PackPlan plan;
-    std::map<int64_t, std::vector<std::string>> by_layer = non_expert_tensors_by_layer();
+    std::map<int64_t, std::vector<std::string>> by_layer = non_expert_tensors_by_layer(plan.mtp_tensors_dropped);
     // Tensors outside the layers travel with the part that holds layer 0.
     plan.has_globals = first == 0;
     if (plan.has_globals)
@@ -158,23 +158,28 @@ class Planner {
   // their biases are copied like any non-expert tensor. The others by layer
   // (-1: globals). A quantized source weight and its scales are one logical
   // entry, copied as stored or quantized from its exact dequantized values.
-  std::map<int64_t, std::vector<std::string>> non_expert_tensors_by_layer() const {
+  // Multi-token-prediction layers are dropped (no command runs them): counted
+  // in `mtp_dropped`, never copied or quantized.
+  std::map<int64_t, std::vector<std::string>> non_expert_tensors_by_layer(int64_t& mtp_dropped) const {
     std::set<std::string> expert_tensors;
     for (const auto& la : a_.layers)
       for (const model::ExpertTensor& t : model::routed_expert_tensors(c_, src_, la.layer))
         if (!t.bias) expert_tensors.insert(t.name);
     std::map<int64_t, std::vector<std::string>> by_layer;
     for (const auto& name : src_.names())
-      if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
+      if (model::is_mtp_tensor(c_, name)) ++mtp_dropped;
+      else if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
     return by_layer;
   }
 
   // The format a non-routed matrix is quantized to (null: copied as stored),
   // and the option that asked for it (named in errors).
   std::pair<const quant::FormatTraits*, std::string> format_for(const std::string& name) const {
-    if (attn_ && is_attention_or_head(name)) return {attn_, "--attn-format " + o_.attn_format};
+    if (attn_ && is_attention_or_head(c_, name)) return {attn_, "--attn-format " + o_.attn_format};
     if (shared_ && model::tensor_part(c_, name) == "shared_experts" && model::expected_shape(c_, name))
       return {shared_, "--shared-format " + o_.shared_format};
+    if (dense_ && model::tensor_part(c_, name) == "dense_mlp" && model::expected_shape(c_, name))
+      return {dense_, "--dense-format " + o_.dense_format};
     return {nullptr, ""};
   }
 
@@ -375,6 +380,7 @@ class Planner {
   const PlanOptions& o_;
   const quant::FormatTraits* attn_ = nullptr;
   const quant::FormatTraits* shared_ = nullptr;
+  const quant::FormatTraits* dense_ = nullptr;
   uint64_t unit_max_ = 0;  // largest single-thread unit outside the groups
   uint64_t src_elem_ = 2;  // widest source element read (bytes)
   uint64_t fixed_ = 0;     // bytes held whatever the thread count: overhead and manifest records

@@ -77,6 +77,7 @@ struct PlanOptions {
   int64_t first_layer = 0, last_layer = -1;  // inclusive; -1 = the model's last
   std::string attn_format;                   // empty: attention and head copied as stored
   std::string shared_format;                 // empty: shared experts copied as stored
+  std::string dense_format;                  // empty: dense MLPs (non-MoE layers) copied as stored
   uint64_t max_memory = 0;                   // bytes above the baseline RSS
   uint64_t shard_size = 4ULL << 30;
   int max_threads = 1;
@@ -86,6 +87,7 @@ struct PackPlan {
   std::vector<PlannedTensor> tensors;  // in write order
   std::vector<LayerPlan> layers;       // the packed layers, ascending
   bool has_globals = false;
+  int64_t mtp_tensors_dropped = 0;  // multi-token-prediction tensors of the source, never read
   int num_shards = 1;
   int threads = 1;
   uint64_t estimated_peak = 0;  // bytes above the baseline
@@ -101,7 +103,9 @@ PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, co
 // bytes (a larger tensor gets a shard of its own). Returns the shard of each.
 std::vector<int> assign_shards(const std::vector<uint64_t>& sizes, uint64_t shard_size, int* num_shards);
 
-// True for tensors that --attn-format quantizes: 2-D attention projections and lm_head.
-bool is_attention_or_head(const std::string& name);
+// True for tensors that --attn-format quantizes: lm_head and the attention
+// projections the executor runs as LinearOps (model::expected_shape; latent
+// attention's kv_b_proj, split per head, is not one of them).
+bool is_attention_or_head(const model::ModelConfig& c, const std::string& name);
 
 }  // namespace eq::pack

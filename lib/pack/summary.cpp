@@ -108,11 +108,13 @@ nlohmann::ordered_json summarize_packed(const std::string& path) {
                {"hidden_size", m.source.hidden_size},
                {"moe_intermediate_size", m.source.moe_intermediate_size}};
   j["source"] = m.source.path;
+  if (m.source.mtp_tensors_dropped > 0) j["mtp_tensors_dropped"] = m.source.mtp_tensors_dropped;
   ordered_json pol;
   pol["kind"] = m.policy.kind;
   if (!m.policy.uniform_format.empty()) pol["uniform_format"] = m.policy.uniform_format;
   pol["attn_format"] = m.policy.attn_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.attn_format);
   pol["shared_format"] = m.policy.shared_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.shared_format);
+  pol["dense_format"] = m.policy.dense_format.empty() ? ordered_json(nullptr) : ordered_json(m.policy.dense_format);
   j["policy"] = pol;
   j["layer_range"] = {{"first", m.first_layer}, {"last", m.last_layer}};
   j["complete"] = m.complete;

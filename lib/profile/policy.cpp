@@ -64,8 +64,8 @@ class Reader {
 
 Policy parse_policy(const json& j, const std::string& label) try {
   Reader r(label);
-  r.object(j, "", {"schema", "version", "name", "description", "formats", "candidates", "coverage", "sensitivity",
-                   "thresholds", "guard_rails", "default_target_bits"});
+  r.object(j, "", {"schema", "version", "name", "description", "formats", "shared_expert_format", "dense_mlp_format",
+                   "candidates", "coverage", "sensitivity", "thresholds", "guard_rails", "default_target_bits"});
   Policy p;
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kPolicyVersion)
     r.bad("version", "missing or unsupported (this reader understands version 1)");
@@ -88,6 +88,9 @@ Policy parse_policy(const json& j, const std::string& label) try {
     p.class_format[c] = r.format(f[kept[c]], std::string("formats.") + kept[c]);
   }
   if (f.contains("pruned") && !f["pruned"].is_null()) r.bad("formats.pruned", "must be null (pruned experts are removed)");
+  for (auto [key, dst] : {std::pair{"shared_expert_format", &p.shared_expert_format},
+                          std::pair{"dense_mlp_format", &p.dense_mlp_format}})
+    if (j.contains(key) && !j[key].is_null()) *dst = r.format(j[key], key);
 
   std::set<std::string> seen;
   for (const auto& name : p.class_format)
@@ -198,6 +201,8 @@ Policy default_policy() {
     "deprioritized": "trellis2",
     "pruned": null
   },
+  "shared_expert_format": null,
+  "dense_mlp_format": null,
   "candidates": ["int8_row", "fp4_g32", "trellis2", "nl4_g32", "int4_g64", "trellis3", "int3_g64", "int2_g64", "trellis4"],
   "coverage": {
     "min_tokens": 32,
@@ -248,6 +253,8 @@ ordered_json Policy::to_json() const {
   j["description"] = description;
   j["formats"] = {{"critical", class_format[0]}, {"standard", class_format[1]},
                   {"deprioritized", class_format[2]}, {"pruned", nullptr}};
+  j["shared_expert_format"] = shared_expert_format.empty() ? ordered_json(nullptr) : ordered_json(shared_expert_format);
+  j["dense_mlp_format"] = dense_mlp_format.empty() ? ordered_json(nullptr) : ordered_json(dense_mlp_format);
   j["candidates"] = candidates;
   j["coverage"] = {{"min_tokens", min_tokens}, {"under_covered_class", pack::class_name(under_covered_class)}};
   ordered_json prox = ordered_json::object();

@@ -26,6 +26,11 @@ struct Policy {
   // the bit-budget allocator chooses among these (and pruning). Those a
   // model's experts cannot take are skipped for it (profile/candidate_fit.h).
   std::vector<std::string> candidates;
+  // Formats of the matrices outside the routed allocation that pack quantizes
+  // (pack --profile; --shared-format / --dense-format override): the shared
+  // experts and the dense MLPs of the non-MoE layers. Empty (null in JSON):
+  // copied as stored.
+  std::string shared_expert_format, dense_mlp_format;
 
   // Coverage: experts routed fewer times are under-covered and get this class.
   int64_t min_tokens = 32;

@@ -65,5 +65,28 @@ TEST(Policy, DefaultTargetBitsIsNullOrABudget) {
   EXPECT_EQ(default_policy().default_target_bits, 4.5);
 }
 
+TEST(Policy, SharedExpertAndDenseMlpFormatsAreNullOrAFormat) {
+  const std::string base = R"("version": 1, "formats": {"critical": "int8_row", "standard": "fp4_g32", "deprioritized": "int2_g64"})";
+  // Absent or null: copied as stored (empty), written back as null.
+  for (const std::string& extra : {std::string(), std::string(R"(, "shared_expert_format": null, "dense_mlp_format": null)")}) {
+    const Policy p = parse_policy(nlohmann::json::parse("{" + base + extra + "}"), "p");
+    EXPECT_EQ(p.shared_expert_format, "");
+    EXPECT_EQ(p.dense_mlp_format, "");
+    EXPECT_TRUE(p.to_json().at("shared_expert_format").is_null());
+    EXPECT_TRUE(p.to_json().at("dense_mlp_format").is_null());
+  }
+  const Policy p = parse_policy(
+      nlohmann::json::parse("{" + base + R"(, "shared_expert_format": "int8_row", "dense_mlp_format": "fp4_g32"})"), "p");
+  EXPECT_EQ(p.shared_expert_format, "int8_row");
+  EXPECT_EQ(p.dense_mlp_format, "fp4_g32");
+  const Policy q = parse_policy(nlohmann::json::parse(p.to_json().dump()), "round trip");
+  EXPECT_EQ(q.shared_expert_format, "int8_row");
+  EXPECT_EQ(q.dense_mlp_format, "fp4_g32");
+  EXPECT_TRUE(default_policy().shared_expert_format.empty());
+  EXPECT_TRUE(default_policy().dense_mlp_format.empty());
+  expect_error_naming("{" + base + R"(, "dense_mlp_format": "int9"})", "dense_mlp_format");
+  expect_error_naming("{" + base + R"(, "shared_expert_format": 8})", "shared_expert_format");
+}
+
 }  // namespace
 }  // namespace eq::profile
