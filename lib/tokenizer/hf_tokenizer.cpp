@@ -111,6 +111,11 @@ void HfTokenizer::split_section(std::string_view section, bool at_text_start, co
 }
 
 void HfTokenizer::split_words(std::string_view text, const WordSink& sink) const {
+  std::string repaired;  // what is not UTF-8 is read as U+FFFD first
+  if (!is_valid_utf8(text)) {
+    repaired = valid_utf8(text);
+    text = repaired;
+  }
   std::vector<Segment> segments;
   if (added_.any(false)) added_.split(text, false, segments);
   else segments.push_back({0, text.size(), -1});
@@ -121,11 +126,6 @@ void HfTokenizer::split_words(std::string_view text, const WordSink& sink) const
 }
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special) const {
-  std::string repaired;
-  if (!is_valid_utf8(text)) {
-    repaired = valid_utf8(text);
-    text = repaired;
-  }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
   WordCache& cache = thread_cache();
@@ -141,11 +141,6 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special
 std::vector<int32_t> HfTokenizer::encode_parallel(std::string_view text, bool add_special, ThreadPool& pool) const {
   const size_t runs = static_cast<size_t>(pool.size());
   if (runs == 1 || text.size() < kParallelMinBytes) return encode(text, add_special);
-  std::string repaired;
-  if (!is_valid_utf8(text)) {
-    repaired = valid_utf8(text);
-    text = repaired;
-  }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
   // A word is arena[ends[i-1], ends[i]); an added token is stored as -(id + 1).

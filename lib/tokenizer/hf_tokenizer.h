@@ -52,7 +52,8 @@ class HfTokenizer : public Tokenizer {
     std::function<void(std::string_view)> word;  // a piece for the BPE model
     std::function<void(int32_t)> added;          // an added token's id
   };
-  // Added tokens, normalizer and pre-tokenizer over `text`: everything before the model.
+  // Added tokens, normalizer and pre-tokenizer over `text` (what is not UTF-8
+  // read as U+FFFD): everything before the model.
   void split_words(std::string_view text, const WordSink& sink) const;
   void split_section(std::string_view section, bool at_text_start, const WordSink& sink) const;
   void encode_word(std::string_view word, WordCache& cache, std::vector<int32_t>& ids) const;
