@@ -36,7 +36,10 @@ BpeModel::BpeModel(const JsonNode& model) {
 void BpeModel::load_vocab(const JsonNode& vocab) {
   vocab.require_object();
   vocab_.reserve(vocab.value().size());
-  for (const auto& [token, id] : vocab.value().items()) {
+  for (const auto& item : vocab.value().items()) {
+    // Named, not structured bindings: clang before 16 cannot capture those in the lambda below.
+    const std::string& token = item.key();
+    const nlohmann::json& id = item.value();
     const auto field = [&] { return vocab.path() + "[\"" + token + "\"]"; };
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
       eq::invalid(vocab.file() + ": " + field() + ": expected an id in [0, " + std::to_string(kMaxTokenId) +
