@@ -23,32 +23,15 @@ namespace {
 
 std::string deepseek_small() { return (test::shared_dir() / "models" / "deepseek_v3-small").string(); }
 
-// Expert e of MoE layer l: pruned when (e + l) % 16 == 15, else one of four
-// formats that fit the 16-wide expert matrices, by e % 4.
-nlohmann::json allocation(const model::ModelConfig& c) {
-  static const char* kFormats[4] = {"int8_row", "fp4_g16", "trellis2", "nvfp4"};
-  static const char* kClasses[4] = {"critical", "standard", "deprioritized", "standard"};
-  nlohmann::json layers = nlohmann::json::array();
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (!c.layer_is_moe[static_cast<size_t>(l)]) continue;
-    nlohmann::json experts = nlohmann::json::array();
-    for (int64_t e = 0; e < c.num_experts; ++e)
-      if ((e + l) % 16 == 15)
-        experts.push_back({{"class", "pruned"}});
-      else
-        experts.push_back({{"class", kClasses[e % 4]}, {"format", kFormats[e % 4]}});
-    layers.push_back({{"layer", l}, {"experts", experts}});
-  }
-  return {{"schema", "expertquant.allocation"}, {"version", 1}, {"layers", layers}};
-}
-
 std::unique_ptr<PackedModel> open_mixed_pack() {
   const auto dir = test::temp_dir("deepseek_dispatch");
   pack::PackRequest rq;
   rq.model_path = deepseek_small();
   rq.out_path = (dir / "packed").string();
   rq.allocation_path = (dir / "allocation.json").string();
-  io::write_file_atomic(rq.allocation_path, allocation(model::load_config(rq.model_path)).dump(1));
+  io::write_file_atomic(rq.allocation_path, test::mixed_allocation(model::load_config(rq.model_path), {"int8_row", "fp4_g16", "trellis2", "nvfp4"},
+                                                    {"critical", "standard", "deprioritized", "standard"})
+                                 .dump(1));
   set_num_threads(1);  // trellis quantization runs inside the packer's pool tasks (as in pack_once)
   pack::run_pack(rq);
   set_num_threads(0);

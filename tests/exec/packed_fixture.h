@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -27,19 +28,21 @@ namespace eq::test {
 
 inline std::string tinymoe_path() { return (data_dir() / "tinymoe").string(); }
 
-// Expert e of layer l: pruned when (e + l) % 16 == 15, else one of four
-// formats by e % 4 (a class to match).
-inline nlohmann::json mixed_allocation(const model::ModelConfig& c) {
-  static const char* kFormats[4] = {"int8_row", "fp4_g32", "trellis2", "int2_g32"};
-  static const char* kClasses[4] = {"critical", "standard", "deprioritized", "deprioritized"};
+// Expert e of MoE layer l: pruned when (e + l) % 16 == 15, else formats[e % 4]
+// (with classes[e % 4] to match); dense layers are not listed.
+using FormatCycle = std::array<const char*, 4>;
+inline nlohmann::json mixed_allocation(
+    const model::ModelConfig& c, const FormatCycle& formats = {"int8_row", "fp4_g32", "trellis2", "int2_g32"},
+    const FormatCycle& classes = {"critical", "standard", "deprioritized", "deprioritized"}) {
   nlohmann::json layers = nlohmann::json::array();
   for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (!c.layer_is_moe[static_cast<size_t>(l)]) continue;
     nlohmann::json experts = nlohmann::json::array();
     for (int64_t e = 0; e < c.num_experts; ++e) {
       if ((e + l) % 16 == 15)
         experts.push_back({{"class", "pruned"}});
       else
-        experts.push_back({{"class", kClasses[e % 4]}, {"format", kFormats[e % 4]}});
+        experts.push_back({{"class", classes[e % 4]}, {"format", formats[e % 4]}});
     }
     layers.push_back({{"layer", l}, {"experts", experts}});
   }
