@@ -79,10 +79,7 @@ void check_budget(double target) {
   }
 }
 
-// One test for the three budgets: each test is its own process, and the
-// profile they share takes a minute under the sanitizers.
-TEST(BitBudget, ThreeFourAndFiveBitsOnQwen3MoeSmall) {
-  EQ_REQUIRE_SHARED();
+void check_three_four_and_five_bits() {
   for (double target : {3.0, 4.0}) {
     SCOPED_TRACE(target);
     check_budget(target);
@@ -106,8 +103,7 @@ TEST(BitBudget, ThreeFourAndFiveBitsOnQwen3MoeSmall) {
 // The pruning rails never change a budget silently: when the same budget
 // without them prunes experts the rails keep, a note names the rail and the
 // two allocations' pruned counts; an allocation without rails has no note.
-TEST(BitBudget, BindingGuardRailsAreReportedWithTheirCost) {
-  EQ_REQUIRE_SHARED();
+void check_binding_rails_are_reported_with_their_cost() {
   const Profile& p = small_profile();
   const model::ModelConfig c = p.dims();
   Policy open = p.policy;
@@ -151,8 +147,20 @@ TEST(BitBudget, BindingGuardRailsAreReportedWithTheirCost) {
   EXPECT_GT(noted, 0) << "no budget on this profile was bound by a pruning rail";
 }
 
-TEST(BitBudget, UnreachableTargetIsAnError) {
+// One test, so one process: ctest runs every test in a process of its own,
+// and the profile the checks share takes a minute and a half (more under the
+// sanitizers).
+TEST(BitBudget, OnQwen3MoeSmall) {
   EQ_REQUIRE_SHARED();
+  {
+    SCOPED_TRACE("3, 4 and 5 bits");
+    check_three_four_and_five_bits();
+  }
+  {
+    SCOPED_TRACE("binding guard rails are reported with their cost");
+    check_binding_rails_are_reported_with_their_cost();
+  }
+  SCOPED_TRACE("an unreachable target is an error");
   const Profile& p = small_profile();
   EXPECT_THROW(allocate_bit_budget(p.stats, p.sensitivity, p.policy, p.dims(), BitBudget{0.5, 0}), Error);
 }
