@@ -9,13 +9,13 @@
 #include "core/thread_pool.h"
 #include "model/routing.h"
 #include "model/weights.h"
+#include "profile/expert_output.h"
 #include "profile/trace.h"
 
 namespace eq::profile {
 namespace {
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMap = Eigen::Map<const RowMatrix>;
+using ConstMap = Eigen::Map<const RowMatrix>;  // RowMatrix: profile/expert_output.h
 
 }  // namespace
 
@@ -109,14 +109,9 @@ void ProfileCollector::observe(int64_t layer, int64_t n, const float* x, const f
     const int64_t b = groups.offsets[e], m = groups.offsets[e + 1] - b;
     RowMatrix xin(m, H);
     for (int64_t r = 0; r < m; ++r) xin.row(r) = ConstMap(x + (groups.slots[b + r] / K) * H, 1, H);
-    const model::MlpWeights& w = experts[e];
-    RowMatrix g = xin * ConstMap(w.gate->data.data(), I, H).transpose();
-    const RowMatrix u = xin * ConstMap(w.up->data.data(), I, H).transpose();
-    for (int64_t i = 0; i < g.size(); ++i) {
-      const float a = g.data()[i];
-      g.data()[i] = a / (1.0f + std::exp(-a)) * u.data()[i];
-    }
-    const RowMatrix y = g * ConstMap(w.down->data.data(), H, I).transpose();
+    const ExpertOutput out = expert_output(experts[e], xin.data(), m, H);
+    const RowMatrix& g = out.mid;
+    const RowMatrix& y = out.y;
     ExpertStats& es = ls.experts[e];
     for (int64_t r = 0; r < m; ++r) {
       const int64_t slot = groups.slots[b + r];

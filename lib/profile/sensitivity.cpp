@@ -8,26 +8,11 @@
 
 #include "core/error.h"
 #include "model/weights.h"
+#include "profile/expert_output.h"
 #include "quant/format.h"
 
 namespace eq::profile {
 namespace {
-
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMap = Eigen::Map<const RowMatrix>;
-
-// y = down(silu(gate x) ⊙ up x) for x [rows, H].
-RowMatrix swiglu(const float* gate, const float* up, const float* down, const float* x, int64_t rows, int64_t H,
-                 int64_t I) {
-  const ConstMap xm(x, rows, H);
-  RowMatrix g = xm * ConstMap(gate, I, H).transpose();
-  const RowMatrix u = xm * ConstMap(up, I, H).transpose();
-  for (int64_t i = 0; i < g.size(); ++i) {
-    const float a = g.data()[i];
-    g.data()[i] = a / (1.0f + std::exp(-a)) * u.data()[i];
-  }
-  return g * ConstMap(down, H, I).transpose();
-}
 
 std::vector<float> round_trip(const std::string& format, const float* w, int64_t rows, int64_t cols,
                               const std::vector<float>& importance, const std::string& name) {
@@ -71,16 +56,16 @@ int SensitivityTable::index_of(const std::string& format) const {
   return -1;
 }
 
-double expert_rel_mse(const model::ModelConfig& c, const float* gate_w, const float* up_w,
-                      const float* down_w, const float* x, const float* gates, int64_t rows,
-                      const std::string& format, const std::vector<float>& importance_in,
+double expert_rel_mse(const model::ModelConfig& c, const model::MlpWeights& w, const float* x, const float* gates,
+                      int64_t rows, const std::string& format, const std::vector<float>& importance_in,
                       const std::vector<float>& importance_mid, const std::string& prefix) {
-  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
-  const RowMatrix y = swiglu(gate_w, up_w, down_w, x, rows, H, I);
-  const auto qg = round_trip(format, gate_w, I, H, importance_in, prefix + "gate_proj");
-  const auto qu = round_trip(format, up_w, I, H, importance_in, prefix + "up_proj");
-  const auto qd = round_trip(format, down_w, H, I, importance_mid, prefix + "down_proj");
-  const RowMatrix yq = swiglu(qg.data(), qu.data(), qd.data(), x, rows, H, I);
+  const int64_t H = c.hidden_size, I = w.intermediate;
+  const RowMatrix y = expert_output(w, x, rows, H).y;
+  const auto qg = round_trip(format, w.gate->data.data(), I, H, importance_in, prefix + "gate_proj");
+  const auto qu = round_trip(format, w.up->data.data(), I, H, importance_in, prefix + "up_proj");
+  const auto qd = round_trip(format, w.down->data.data(), H, I, importance_mid, prefix + "down_proj");
+  // Biases are stored unquantized: only the matrices change.
+  const RowMatrix yq = expert_output(w, qg.data(), qu.data(), qd.data(), x, rows, H).y;
   double num = 0, den = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const double g2 = double(gates[r]) * double(gates[r]);
@@ -176,8 +161,8 @@ SensitivityTable measure_sensitivity(const model::ModelConfig& c, const model::W
         for (size_t f = 0; f < formats.size(); ++f) {
           if (!table.proxy_of[f].empty() && !calibrate[li][e]) continue;
           const auto f0 = std::chrono::steady_clock::now();
-          s.rel_mse[f] = expert_rel_mse(c, w.gate->data.data(), w.up->data.data(), w.down->data.data(), sample->x.data(),
-                                        sample->gate.data(), sample->rows, formats[f], imp_in, imp_mid, prefix);
+          s.rel_mse[f] = expert_rel_mse(c, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f], imp_in,
+                                        imp_mid, prefix);
           table.format_seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
         }
         for (size_t f = 0; f < formats.size(); ++f)

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/weights.h"
 #include "profile/expert_sampler.h"
 #include "profile/proxy_fit.h"
 #include "profile/routing_stats.h"
@@ -66,10 +67,10 @@ SensitivityTable measure_sensitivity(const model::ModelConfig& config, const mod
                                      const RoutingStats& stats, const ExpertSampler& sampler,
                                      const std::vector<std::string>& formats, const SensitivityOptions& options);
 
-// Relative MSE of one expert quantized to `format` on inputs x [rows, H] with
-// gate weights; importance vectors may be empty (unweighted).
-double expert_rel_mse(const model::ModelConfig& config, const float* gate_w, const float* up_w,
-                      const float* down_w, const float* x,
+// Relative MSE of one expert (its matrices quantized to `format`, its biases
+// and activation as they are) on inputs x [rows, H] with gate weights;
+// importance vectors may be empty (unweighted).
+double expert_rel_mse(const model::ModelConfig& config, const model::MlpWeights& expert, const float* x,
                       const float* gates, int64_t rows, const std::string& format,
                       const std::vector<float>& importance_in, const std::vector<float>& importance_mid,
                       const std::string& tensor_prefix);
