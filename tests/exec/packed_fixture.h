@@ -1,5 +1,5 @@
 // Packed copies of the bundled model for executor and eval tests, made once
-// per test binary: a mixed pack (int8_row, fp4_g32, trellis2, int2_g32 and
+// per build: a mixed pack (int8_row, fp4_g32, trellis2, int2_g32 and
 // pruned experts, so every layer has several bit groups) and a uniform bf16
 // passthrough pack.
 #pragma once
@@ -11,6 +11,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -49,18 +50,30 @@ inline nlohmann::json mixed_allocation(
   return {{"schema", "expertquant.allocation"}, {"version", 1}, {"layers", layers}};
 }
 
-// Packs are cached beside the test binaries (ctest runs every test in its own
-// process) and rebuilt when the test binary changes (it links the library
-// statically, so any library change relinks it). A file lock serializes
-// processes that run in parallel.
+// Packs are cached beside the command-line binary and shared by every test
+// binary of the build (ctest runs every test in its own process, and several
+// binaries use the same packs). A pack is rebuilt when its stamp changes: the
+// binary's modification time (it links the library statically, so any library
+// change relinks it) and what the fixture asks for (`request`: the allocation
+// or format). A file lock serializes processes that run in parallel.
+inline std::filesystem::path fixture_dir(const std::string& tag) {
+  const std::filesystem::path dir = std::filesystem::path(binary()).parent_path() / "test-packs" / tag;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+inline std::string fixture_stamp(const std::string& request) {
+  return std::to_string(std::filesystem::last_write_time(binary()).time_since_epoch().count()) + "-" +
+         std::to_string(std::hash<std::string>{}(request));
+}
+
 inline std::string pack_once(const std::string& tag, const std::string& uniform) {
   namespace fs = std::filesystem;
-  const fs::path exe = fs::read_symlink("/proc/self/exe");
-  const fs::path dir = fs::path(binary()).parent_path() / "test-packs" / (exe.filename().string() + "-" + tag);
-  fs::create_directories(dir);
+  const fs::path dir = fixture_dir(tag);
   const int lock = ::open((dir / "lock").c_str(), O_CREAT | O_RDWR, 0644);
   if (lock >= 0) ::flock(lock, LOCK_EX);
-  const std::string stamp = std::to_string(fs::last_write_time(exe).time_since_epoch().count());
+  const std::string allocation =
+      uniform.empty() ? mixed_allocation(model::load_config(tinymoe_path())).dump(1) : std::string();
+  const std::string stamp = fixture_stamp(uniform + allocation);
   pack::PackRequest rq;
   rq.model_path = tinymoe_path();
   rq.out_path = (dir / "packed").string();
@@ -69,7 +82,7 @@ inline std::string pack_once(const std::string& tag, const std::string& uniform)
   if (have != stamp || !fs::exists(dir / "packed" / "manifest.json")) {
     if (uniform.empty()) {
       const std::string alloc = (dir / "allocation.json").string();
-      io::write_file_atomic(alloc, mixed_allocation(model::load_config(rq.model_path)).dump(1));
+      io::write_file_atomic(alloc, allocation);
       rq.allocation_path = alloc;
     } else {
       rq.uniform_format = uniform;
@@ -110,12 +123,11 @@ struct StandalonePacks {
 inline const StandalonePacks& standalone_packs() {
   static const StandalonePacks packs = [] {
     namespace fs = std::filesystem;
-    const fs::path exe = fs::read_symlink("/proc/self/exe");
-    const fs::path dir = fs::path(binary()).parent_path() / "test-packs" / (exe.filename().string() + "-standalone");
-    fs::create_directories(dir);
+    const fs::path dir = fixture_dir("standalone");
     const int lock = ::open((dir / "lock").c_str(), O_CREAT | O_RDWR, 0644);
     if (lock >= 0) ::flock(lock, LOCK_EX);
-    const std::string stamp = std::to_string(fs::last_write_time(exe).time_since_epoch().count());
+    const std::string allocation = mixed_allocation(model::load_config(tinymoe_path())).dump(1);
+    const std::string stamp = fixture_stamp("standalone: mixed, bf16, bf16 + int8_row attention\n" + allocation);
     StandalonePacks p;
     p.source_path_in_manifest = (dir / "src").string();
     p.source = (dir / "src-moved").string();
@@ -128,7 +140,7 @@ inline const StandalonePacks& standalone_packs() {
       for (const char* sub : {"src", "src-moved", "mixed", "bf16", "attn", "stamp"}) fs::remove_all(dir / sub);
       fs::copy(tinymoe_path(), dir / "src", fs::copy_options::recursive);
       const std::string alloc = (dir / "allocation.json").string();
-      io::write_file_atomic(alloc, mixed_allocation(model::load_config(tinymoe_path())).dump(1));
+      io::write_file_atomic(alloc, allocation);
       set_num_threads(1);  // as in pack_once
       auto pack = [&](const std::string& out, const std::string& uniform, const std::string& attn) {
         pack::PackRequest rq;
