@@ -76,6 +76,7 @@ std::span<const LayerShape> preset_layer_shapes() {
       {"e512", 512, 10, 2048, 512},
       {"deepseek-v3", 256, 8, 7168, 2048, 1},
       {"glm-4.5", 160, 8, 5120, 1536, 1},
+      {"gpt-oss-120b", 128, 4, 2880, 2880, 0, true},
   };
   return shapes;
 }
@@ -230,6 +231,24 @@ std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, co
         }
       }
     });
+  }
+  if (shape.biased_clamped) {
+    const int64_t rows[3] = {I, I, H};
+    for (int p = 0; p < 3; ++p) {
+      std::vector<float>& b = L.expert_bias[p];
+      b.resize(static_cast<size_t>(E * rows[p]));
+      uint64_t bias_state = seed ^ (0xb1a5ull << p);
+      for (float& v : b) v = static_cast<float>(static_cast<int64_t>(splitmix64(bias_state) % 2001) - 1000) * 1e-4f;
+    }
+    for (BitGroup& g : L.groups)
+      for (size_t slot = 0; slot < g.slots.size(); ++slot) {
+        const int64_t e = g.expert_ids[slot];
+        ExpertWeights& w = g.slots[slot];
+        w.gate_bias = L.expert_bias[0].data() + e * I;
+        w.up_bias = L.expert_bias[1].data() + e * I;
+        w.down_bias = L.expert_bias[2].data() + e * H;
+        w.act = {.kind = model::ActivationKind::kSwiGluClamped, .alpha = 1.702f, .limit = 7.0f};
+      }
   }
   out->fill_ = !source ? "random codes" : "quantized";
   if (!random_filled.empty()) {

@@ -28,11 +28,15 @@ struct LayerShape {
   // layer stores them as experts [experts, experts + shared_experts) and a
   // call routes every token to them besides its top_k (with_shared_experts).
   int64_t shared_experts = 0;
+  // gpt-oss experts: gate/up/down biases (small random values) and the
+  // clamped SwiGLU, as the packed model runs them.
+  bool biased_clamped = false;
 };
 
 // qwen3-30b-a3b (128, top-8, 2048, 768), mixtral-8x7b (8, top-2, 4096, 14336),
 // e512 (512, top-10, 2048, 512), deepseek-v3 (256, top-8, 7168, 2048, one
-// shared expert), glm-4.5 (160, top-8, 5120, 1536, one shared expert).
+// shared expert), glm-4.5 (160, top-8, 5120, 1536, one shared expert),
+// gpt-oss-120b (128, top-4, 2880, 2880, biased clamped experts).
 std::span<const LayerShape> preset_layer_shapes();
 const LayerShape* find_layer_shape(std::string_view name);
 
