@@ -94,6 +94,10 @@ void print_summary(const profile::Profile& p) {
               fit.policy.class_format[0].c_str(), fit.policy.class_format[1].c_str(),
               fit.policy.class_format[2].c_str(), p.seconds_pass, p.seconds_sensitivity);
   for (const std::string& line : profile::describe_fit(fit, s.layers.size())) std::printf("%s\n", line.c_str());
+  for (const std::string& f : p.lossless_formats)
+    std::printf("source: %s stores every routed expert's bits as the checkpoint does (lossless)%s\n", f.c_str(),
+                p.policy.lossless_source_formats ? ": candidate at error 0 and the standard class"
+                                                 : "; not adopted (policy lossless_source_formats: false)");
   for (const auto& f : p.sensitivity.proxy_fits) std::printf("%s\n", profile::describe_proxy_fit(f).c_str());
   for (const std::string& line : c.budget_notes) std::printf("%s\n", line.c_str());
 }
@@ -111,6 +115,7 @@ nlohmann::ordered_json summary_json(const profile::Profile& p, const std::string
       profile::fit_to_json(profile::fit_policy(p.policy, p.stats.hidden, p.stats.intermediate), layer_ids);
   j["guard_rails_bound"] = p.classification.budget_notes;
   j["sensitivity_proxy_fits"] = full["sensitivity_proxy_fits"];
+  j["lossless_source_formats"] = full["lossless_source_formats"];
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const auto& l : full["layers"])
     layers.push_back({{"layer", l["layer"]}, {"tokens", l["tokens"]}, {"class_counts", l["class_counts"]},

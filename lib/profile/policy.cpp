@@ -65,7 +65,8 @@ class Reader {
 Policy parse_policy(const json& j, const std::string& label) try {
   Reader r(label);
   r.object(j, "", {"schema", "version", "name", "description", "formats", "shared_expert_format", "dense_mlp_format",
-                   "candidates", "coverage", "sensitivity", "thresholds", "guard_rails", "default_target_bits"});
+                   "candidates", "lossless_source_formats", "coverage", "sensitivity", "thresholds", "guard_rails",
+                   "default_target_bits"});
   Policy p;
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kPolicyVersion)
     r.bad("version", "missing or unsupported (this reader understands version 1)");
@@ -101,6 +102,11 @@ Policy parse_policy(const json& j, const std::string& label) try {
       const std::string name = r.format(j["candidates"][i], "candidates[" + std::to_string(i) + "]");
       if (seen.insert(name).second) p.candidates.push_back(name);
     }
+  }
+
+  if (j.contains("lossless_source_formats")) {
+    if (!j["lossless_source_formats"].is_boolean()) r.bad("lossless_source_formats", "must be true or false");
+    p.lossless_source_formats = j["lossless_source_formats"];
   }
 
   if (j.contains("coverage")) {
@@ -204,6 +210,7 @@ Policy default_policy() {
   "shared_expert_format": null,
   "dense_mlp_format": null,
   "candidates": ["int8_row", "fp4_g32", "trellis2", "nl4_g32", "int4_g64", "trellis3", "int3_g64", "int2_g64", "trellis4"],
+  "lossless_source_formats": true,
   "coverage": {
     "min_tokens": 32,
     "under_covered_class": "standard"
@@ -256,6 +263,7 @@ ordered_json Policy::to_json() const {
   j["shared_expert_format"] = shared_expert_format.empty() ? ordered_json(nullptr) : ordered_json(shared_expert_format);
   j["dense_mlp_format"] = dense_mlp_format.empty() ? ordered_json(nullptr) : ordered_json(dense_mlp_format);
   j["candidates"] = candidates;
+  j["lossless_source_formats"] = lossless_source_formats;
   j["coverage"] = {{"min_tokens", min_tokens}, {"under_covered_class", pack::class_name(under_covered_class)}};
   ordered_json prox = ordered_json::object();
   for (const auto& [from, to] : proxies) prox[from] = to;

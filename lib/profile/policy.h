@@ -31,6 +31,10 @@ struct Policy {
   // experts and the dense MLPs of the non-MoE layers. Empty (null in JSON):
   // copied as stored.
   std::string shared_expert_format, dense_mlp_format;
+  // When every routed expert is stored in a form a format imports bit for bit
+  // (an MXFP4 checkpoint and mxfp4), that format becomes the standard class
+  // and a candidate, measured at zero error (profile/lossless_source.h).
+  bool lossless_source_formats = true;
 
   // Coverage: experts routed fewer times are under-covered and get this class.
   int64_t min_tokens = 32;

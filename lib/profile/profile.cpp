@@ -104,6 +104,7 @@ ordered_json profile_to_json(const Profile& p) {
     per_format[p.sensitivity.formats[f]] = p.sensitivity.seconds_per_format(f);
   j["timing"] = {{"pass_seconds", p.seconds_pass}, {"sensitivity_seconds", p.seconds_sensitivity},
                  {"sensitivity_seconds_per_format", per_format}};
+  j["lossless_source_formats"] = p.lossless_formats;
   j["policy"] = p.policy.to_json();
   j["sensitivity_formats"] = p.sensitivity.formats;
   ordered_json proxies = ordered_json::object();

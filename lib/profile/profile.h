@@ -60,6 +60,9 @@ struct Profile {
   double seconds_pass = 0, seconds_sensitivity = 0;
   std::string importance_file;  // file name beside profile.json ("" = none)
   std::string importance_xxh64;  // XXH64 (hex) of that file's bytes, checked when reading
+  // Formats that import every routed expert of the checkpoint bit for bit
+  // (profile/lossless_source.h); adopted by the policy when it allows.
+  std::vector<std::string> lossless_formats;
 
   // The dims summarize()/expert_bytes() need, rebuilt from the statistics.
   model::ModelConfig dims() const;

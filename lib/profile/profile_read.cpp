@@ -1,6 +1,7 @@
 // Reading profile.json (docs/profile.md) and its importance sidecar: the
 // header, the model fingerprint, then the statistics, sensitivity and
 // classification, each step checking what it reads and naming the field.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -233,6 +234,13 @@ Profile read_profile_text(std::string_view text, const std::string& path) try {
   p.model = parse_profile_model(j, label);
   p.calibration = read_calibration(j, label);
   p.policy = parse_policy(need(j, "policy", label, ""), label + " (policy)");
+  // Absent from profiles written before quantized sources had lossless formats.
+  if (j.contains("lossless_source_formats")) {
+    const json& l = j["lossless_source_formats"];
+    if (!l.is_array() || !std::all_of(l.begin(), l.end(), [](const json& x) { return x.is_string(); }))
+      invalid(label + ": field 'lossless_source_formats': not an array of format names");
+    p.lossless_formats = l.get<std::vector<std::string>>();
+  }
   const json& meas = need(j, "measured", label, "");
   const bool has_sens = meas.value("sensitivity", false);
   // Everything the statistics are sized from is checked first (dims, then one

@@ -15,6 +15,7 @@
 #include "model/routing.h"
 #include "profile/candidate_fit.h"
 #include "profile/collector.h"
+#include "profile/lossless_source.h"
 #include "profile/trace.h"
 #include "tokenizer/text_documents.h"
 
@@ -187,6 +188,8 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   p.model = fingerprint_model(r.model_path);
   const std::unique_ptr<model::Model> model = model::Model::open(r.model_path);
   const model::ModelConfig& c = model->config();
+  p.lossless_formats = lossless_source_formats(c, model->source());
+  if (p.policy.lossless_source_formats) adopt_lossless_formats(p.policy, p.lossless_formats);
   // Formats the experts cannot take are neither measured nor chosen (the
   // profile keeps the policy as given; classification fits it again).
   const Policy fitted = fit_policy(p.policy, c.hidden_size, c.moe_intermediate_size).policy;

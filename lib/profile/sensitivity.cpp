@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "model/weights.h"
 #include "profile/expert_output.h"
+#include "profile/lossless_source.h"
 #include "quant/format.h"
 
 namespace eq::profile {
@@ -160,6 +161,11 @@ SensitivityTable measure_sensitivity(const model::ModelConfig& c, const model::W
             "model.layers." + std::to_string(ls.layer) + ".mlp.experts." + std::to_string(e) + ".";
         for (size_t f = 0; f < formats.size(); ++f) {
           if (!table.proxy_of[f].empty() && !calibrate[li][e]) continue;
+          // Pack stores this expert's source bits unchanged: no error at all.
+          if (imports_expert_losslessly(quant::format_by_name(formats[f]), c, weights.source(), ls.layer, e)) {
+            s.rel_mse[f] = 0.0;
+            continue;
+          }
           const auto f0 = std::chrono::steady_clock::now();
           s.rel_mse[f] = expert_rel_mse(c, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f], imp_in,
                                         imp_mid, prefix);

@@ -30,6 +30,8 @@
 #include "model/routing.h"
 #include "model/weights.h"
 #include "pack/packer.h"
+#include "profile/lossless_source.h"
+#include "profile/policy.h"
 #include "quant/format.h"
 #include "support/source_twins.h"
 #include "test_support.h"
@@ -384,6 +386,41 @@ TEST(ExpertStorage, Mxfp4StackedSourceImportsBitForBit) {
 
 // (3) Packing the bf16 stacked twin gives the same expert bytes as packing the
 // per-expert original.
+// An MXFP4 source has a lossless format (mxfp4 imports its bits); a bf16
+// source has none. The default policy adopts it as the standard class and
+// first candidate; a policy that turns lossless_source_formats off keeps its
+// own, and adopting twice changes nothing.
+TEST(ExpertStorage, Mxfp4SourceHasALosslessFormatThePolicyAdopts) {
+  const fs::path dir = test::temp_dir("stacked_lossless");
+  for (Form form : {Form::kMxfp4, Form::kBf16}) {
+    const Twin t = write_twin(dir / (form == Form::kMxfp4 ? "mx" : "bf16"), form, /*biases=*/false);
+    const model::ModelConfig cfg = stacked_config(t.dir);
+    auto ckpt = io::Checkpoint::open(t.dir.string());
+    const io::SourceTensors src(*ckpt, cfg.source_quant);
+    const std::vector<std::string> lossless = profile::lossless_source_formats(cfg, src);
+    if (form == Form::kBf16) {
+      EXPECT_TRUE(lossless.empty()) << lossless.front();
+      continue;
+    }
+    ASSERT_EQ(lossless, std::vector<std::string>{"mxfp4"});
+    EXPECT_TRUE(profile::imports_expert_losslessly(quant::format_by_name("mxfp4"), cfg, src, 2, 5));
+    EXPECT_FALSE(profile::imports_expert_losslessly(quant::format_by_name("fp4_g32"), cfg, src, 2, 5));
+    profile::Policy p = profile::default_policy();
+    ASSERT_TRUE(p.lossless_source_formats);
+    ASSERT_TRUE(profile::adopt_lossless_formats(p, lossless));
+    EXPECT_EQ(p.class_format[static_cast<int>(pack::ExpertClass::kStandard)], "mxfp4");
+    EXPECT_EQ(p.class_format[static_cast<int>(pack::ExpertClass::kCritical)], "int8_row");
+    ASSERT_FALSE(p.candidates.empty());
+    EXPECT_EQ(p.candidates.front(), "mxfp4");
+    EXPECT_EQ(std::count(p.candidates.begin(), p.candidates.end(), "mxfp4"), 1);
+    EXPECT_FALSE(profile::adopt_lossless_formats(p, lossless));
+    // The switch survives the policy's JSON.
+    profile::Policy off = profile::default_policy();
+    off.lossless_source_formats = false;
+    EXPECT_FALSE(profile::parse_policy(nlohmann::json::parse(off.to_json().dump()), "test").lossless_source_formats);
+  }
+}
+
 TEST(ExpertStorage, PackOfStackedTwinMatchesPerExpertPack) {
   const fs::path dir = test::temp_dir("stacked_pack");
   const Twin t = write_twin(dir / "twin", Form::kBf16, /*biases=*/false);
