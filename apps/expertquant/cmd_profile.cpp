@@ -20,6 +20,7 @@
 #include "option_checks.h"
 #include "profile/candidate_fit.h"
 #include "profile/heatmap.h"
+#include "profile/lossless_source.h"
 #include "profile/run.h"
 #include "progress.h"
 #include "quant/format.h"
@@ -37,7 +38,7 @@ double widest_format_bits() {
 
 struct ProfileCliOptions {
   profile::ProfileRequest request;
-  std::string calib, hidden, router_logits, policy, out, heatmap, target_size, doc_separator;
+  std::string calib, hidden, router_logits, policy, out, heatmap, target_size, doc_separator, slice;
   std::vector<std::string> merge;
   double target_bits = 0;
   bool thresholds = false;
@@ -46,6 +47,19 @@ struct ProfileCliOptions {
   JsonOutput json;
   bool no_sensitivity = false, summary = false, verbose = false, force = false;
 };
+
+// "I/N" with 0 <= I < N.
+void parse_slice(const std::string& text, int64_t& index, int64_t& count) {
+  const size_t slash = text.find('/');
+  const auto number = [&](const std::string& part, int64_t& out) {
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    out = std::stoll(part);
+    return true;
+  };
+  if (slash == std::string::npos || !number(text.substr(0, slash), index) || !number(text.substr(slash + 1), count) ||
+      count < 1 || index >= count)
+    invalid("--slice: expected I/N with 0 <= I < N (e.g. 0/4), got '" + text + "'");
+}
 
 std::string bits_or_dash(double v) {
   char b[32];
@@ -170,6 +184,14 @@ Command add_profile(CLI::App& app) {
       ->check(integer_in(1, kMaxCtx));
   sub->add_option("--max-tokens", o->request.max_tokens, "Use at most this many calibration tokens")
       ->check(integer_in(0, kMaxTokensOption));
+  auto* slice = sub->add_option("--slice", o->slice,
+                                "I/N: profile only slice I (0-based) of N equal runs of --calib's windows; "
+                                "profiles of disjoint slices --merge into the whole");
+  auto* skip = sub->add_option("--skip-tokens", o->request.skip_tokens,
+                               "Skip this many calibration tokens first (whole windows; with --max-tokens: a slice)")
+                   ->check(integer_in(0, kMaxTokensOption));
+  slice->excludes(hidden, logits, merge);
+  skip->excludes(hidden, logits, merge);
   sub->add_option("--tokens-format", o->request.tokens_format,
                   "auto (token ids when --calib's name ends in .json/.npy/.u32/.i32/.bin, text otherwise), json, npy, "
                   "u32, i32");
@@ -213,7 +235,10 @@ Command add_profile(CLI::App& app) {
               std::vector<profile::Profile> parts;
               for (const auto& f : o->merge) parts.push_back(profile::read_profile(f));
               p = profile::merge_profiles(parts, o->merge);
-              if (!o->policy.empty()) p.policy = profile::load_policy(o->policy);
+              if (!o->policy.empty()) {
+                p.policy = profile::load_policy(o->policy);
+                if (p.policy.lossless_source_formats) profile::adopt_lossless_formats(p.policy, p.lossless_formats);
+              }
               if (o->min_tokens >= 0) p.policy.min_tokens = o->min_tokens;
               // Classified by the (possibly new) policy: its default budget or thresholds, unless a budget
               // option or --thresholds says otherwise.
@@ -226,6 +251,7 @@ Command add_profile(CLI::App& app) {
               if (!o->calib.empty()) r.source = profile::SourceKind::kCalib, r.input_path = o->calib;
               if (!o->hidden.empty()) r.source = profile::SourceKind::kHidden, r.input_path = o->hidden;
               if (!o->router_logits.empty()) r.source = profile::SourceKind::kRouterLogits, r.input_path = o->router_logits;
+              if (!o->slice.empty()) parse_slice(o->slice, r.slice_index, r.slice_count);
               r.policy = o->policy.empty() ? profile::default_policy() : profile::load_policy(o->policy);
               r.min_tokens = o->min_tokens;
               r.doc_separator = doc_separator(o->doc_separator);

@@ -92,7 +92,8 @@ ordered_json profile_to_json(const Profile& p) {
   ordered_json cal = ordered_json::array();
   int64_t total_tokens = 0;
   for (const auto& c : p.calibration) {
-    cal.push_back({{"kind", c.kind}, {"path", c.path}, {"xxh64", c.xxh64}, {"tokens", c.tokens},
+    cal.push_back({{"kind", c.kind}, {"path", c.path}, {"xxh64", c.xxh64}, {"file_xxh64", c.file_xxh64},
+                   {"doc_separator", c.doc_separator}, {"first_token", c.first_token}, {"tokens", c.tokens},
                    {"windows", c.windows}, {"ctx", c.ctx}, {"seconds", c.seconds}});
     total_tokens += c.tokens;
   }
@@ -249,13 +250,47 @@ std::string sidecar_path(const std::string& profile_path) {
   return (std::filesystem::path(profile_path).parent_path() / sidecar_name(profile_path)).string();
 }
 
+std::string overlapping_slices(const std::vector<CalibrationSlice>& slices, const std::vector<std::string>& labels) {
+  for (size_t i = 0; i < slices.size(); ++i)
+    for (size_t k = i + 1; k < slices.size(); ++k) {
+      const CalibrationSlice &a = slices[i], &b = slices[k];
+      // The same source: the whole file's hash when both have it; else (profiles
+      // written before slices, which always started at token 0) the same path
+      // or the same bytes read.
+      const bool same_file = !a.file_xxh64.empty() && !b.file_xxh64.empty()
+                                 ? a.file_xxh64 == b.file_xxh64
+                                 : a.path == b.path || (!a.xxh64.empty() && a.xxh64 == b.xxh64);
+      if (!same_file || a.kind != b.kind) continue;
+      const std::string what = labels[i] + " and " + labels[k];
+      // Other document boundaries give another token stream: no telling which tokens are shared.
+      if (a.doc_separator != b.doc_separator)
+        return what + " both read " + a.path + ", split into documents differently (--doc-separator)";
+      const int64_t lo = std::max(a.first_token, b.first_token);
+      const int64_t hi = std::min(a.first_token + a.tokens, b.first_token + b.tokens);
+      if (lo < hi)
+        return what + " both hold tokens [" + std::to_string(lo) + ", " + std::to_string(hi) + ") of " + a.path;
+    }
+  return "";
+}
+
 Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std::string>& labels) {
   if (parts.empty()) invalid("merge: no profiles given");
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (const std::string d = fingerprint_difference(parts[0].model, labels[0], parts[i].model, labels[i]); !d.empty())
+      invalid(labels[i] + ": field 'model': profiled a different checkpoint than " + labels[0] + ": " + d);
+  std::vector<CalibrationSlice> slices;
+  std::vector<std::string> slice_labels;
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (const CalibrationSlice& c : parts[i].calibration) {
+      slices.push_back(c);
+      slice_labels.push_back(labels[i]);
+    }
+  if (const std::string o = overlapping_slices(slices, slice_labels); !o.empty())
+    invalid("merge: " + o + ": a merge adds statistics, so the same tokens would count twice (cut disjoint "
+            "slices with profile --slice I/N or --skip-tokens)");
   Profile out = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) {
     const Profile& b = parts[i];
-    if (const std::string d = fingerprint_difference(out.model, labels[0], b.model, labels[i]); !d.empty())
-      invalid(labels[i] + ": field 'model': profiled a different checkpoint than " + labels[0] + ": " + d);
     out.stats.merge(b.stats, labels[i]);
     for (const auto& c : b.calibration) out.calibration.push_back(c);
     out.seconds_pass += b.seconds_pass;

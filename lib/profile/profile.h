@@ -31,10 +31,20 @@ inline constexpr std::string_view kProfileSchema = "expertquant.profile";
 struct CalibrationSlice {
   std::string kind;  // "text", "tokens", "hidden", "router_logits", "trace"
   std::string path;
-  std::string xxh64;  // of the file's bytes (decompressed)
+  std::string xxh64;       // of the bytes read (decompressed): the file's, or its first bytes under --max-tokens
+  std::string file_xxh64;  // of the whole file (decompressed); "" in profiles written before slices
+  std::string doc_separator;  // text read as documents split here ("" = one document)
+  // The slice's tokens are [first_token, first_token + tokens) of the file's
+  // window stream (its documents cut into windows of ctx tokens, in file order).
+  int64_t first_token = 0;
   int64_t tokens = 0, windows = 0, ctx = 0;
   double seconds = 0;
 };
+
+// The first pair of slices that read the same tokens of the same file (or the
+// same captures twice), as "<label a> and <label b> both hold tokens [x, y) of
+// <path>"; "" when they are disjoint. labels[i] names the profile of slices[i].
+std::string overlapping_slices(const std::vector<CalibrationSlice>& slices, const std::vector<std::string>& labels);
 
 struct ModelFingerprint {
   std::string path, model_type;

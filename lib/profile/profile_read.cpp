@@ -40,9 +40,23 @@ json parse_profile_json(std::string_view text, const std::string& label) {
 
 std::vector<CalibrationSlice> read_calibration(const json& j, const std::string& label) {
   std::vector<CalibrationSlice> slices;
-  for (const auto& c : need(need(j, "calibration", label, ""), "slices", label, "calibration."))
-    slices.push_back({c.value("kind", ""), c.value("path", ""), c.value("xxh64", ""), c.value("tokens", int64_t(0)),
-                      c.value("windows", int64_t(0)), c.value("ctx", int64_t(0)), c.value("seconds", 0.0)});
+  for (const auto& c : need(need(j, "calibration", label, ""), "slices", label, "calibration.")) {
+    CalibrationSlice s;
+    s.kind = c.value("kind", "");
+    s.path = c.value("path", "");
+    s.xxh64 = c.value("xxh64", "");
+    // Absent from profiles written before slices: the whole file unknown, token 0 first.
+    s.file_xxh64 = c.value("file_xxh64", "");
+    s.doc_separator = c.value("doc_separator", "");
+    s.first_token = c.value("first_token", int64_t(0));
+    s.tokens = c.value("tokens", int64_t(0));
+    s.windows = c.value("windows", int64_t(0));
+    s.ctx = c.value("ctx", int64_t(0));
+    s.seconds = c.value("seconds", 0.0);
+    if (s.first_token < 0 || s.tokens < 0 || s.tokens > std::numeric_limits<int64_t>::max() - s.first_token)
+      invalid(label + ": field 'calibration.slices': first_token and tokens must be non-negative, their sum an int64");
+    slices.push_back(std::move(s));
+  }
   return slices;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -37,9 +38,17 @@ std::vector<std::vector<int32_t>> read_calib_tokens(const ProfileRequest& r, con
   // Text unless the name or --tokens-format says token ids.
   if (*fmt == io::TokenFileFormat::kAuto && !io::names_token_file(path)) {
     const auto tok = tokenizer::load_tokenizer(model.checkpoint().folder(), c.vocab_size);
-    tokenizer::TextDocuments text =
-        tokenizer::read_text_documents(path, *tok, {r.doc_separator, r.max_tokens});
+    // A slice needs the whole window stream to know its windows; a skip only what it skips.
+    const bool sliced = r.slice_count > 1;
+    const int64_t cap =
+        sliced || r.max_tokens <= 0 || r.max_tokens > std::numeric_limits<int64_t>::max() - r.skip_tokens
+            ? 0
+            : r.skip_tokens + r.max_tokens;
+    tokenizer::TextDocuments text = tokenizer::read_text_documents(path, *tok, {r.doc_separator, cap});
     slice.xxh64 = hash_hex(text.xxh64);
+    // The whole file's hash names the source of the tokens (what --merge compares).
+    slice.file_xxh64 = cap == 0 ? slice.xxh64 : hash_hex(xxhash64(io::read_file_bytes(path)));
+    slice.doc_separator = r.doc_separator;
     slice.kind = "text";
     return std::move(text.documents);
   }
@@ -48,6 +57,7 @@ std::vector<std::vector<int32_t>> read_calib_tokens(const ProfileRequest& r, con
             "separator applies to text");
   const std::string bytes = io::read_file_bytes(path, io::kMaxTokenFileBytes);
   slice.xxh64 = hash_hex(xxhash64(bytes));
+  slice.file_xxh64 = slice.xxh64;
   slice.kind = "tokens";
   io::TokenSequences seqs = io::parse_token_buffer(bytes, *fmt, "--calib " + path);
   io::check_token_range(seqs, c.vocab_size, "--calib " + path);
@@ -62,18 +72,42 @@ void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& c
     const int32_t* tokens;
     int64_t length;
   };
+  // The file's window stream, then the slice's part of it.
+  std::vector<Window> stream;
+  for (const auto& s : seqs)
+    for (int64_t b = 0; b < int64_t(s.size()); b += r.ctx)
+      stream.push_back({s.data() + b, std::min<int64_t>(r.ctx, int64_t(s.size()) - b)});
+  const int64_t W = static_cast<int64_t>(stream.size());
+  int64_t first = r.slice_index * W / r.slice_count, last = (r.slice_index + 1) * W / r.slice_count;
+  int64_t first_token = 0;
+  for (int64_t w = 0; w < first; ++w) first_token += stream[w].length;
+  if (r.skip_tokens > 0) {
+    int64_t skipped = 0;
+    while (first < last && skipped < r.skip_tokens) skipped += stream[first++].length;
+    if (skipped != r.skip_tokens)
+      invalid("--skip-tokens " + std::to_string(r.skip_tokens) + ": " +
+              (skipped < r.skip_tokens ? "the calibration " + std::string(r.slice_count > 1 ? "slice" : "file") +
+                                             " " + r.input_path + " holds only " + std::to_string(skipped) + " tokens"
+                                       : "falls inside a window of " + std::to_string(r.ctx) +
+                                             " tokens (the windows around it start at token " +
+                                             std::to_string(skipped - stream[first - 1].length) + " and " +
+                                             std::to_string(skipped) + "); skip whole windows"));
+    first_token += skipped;
+  }
   std::map<int64_t, std::vector<Window>> by_length;
   int64_t total = 0;
-  for (const auto& s : seqs)
-    for (int64_t b = 0; b < int64_t(s.size()); b += r.ctx) {
-      int64_t len = std::min<int64_t>(r.ctx, int64_t(s.size()) - b);
-      if (r.max_tokens > 0) len = std::min(len, r.max_tokens - total);
-      if (len <= 0) break;
-      by_length[len].push_back({s.data() + b, len});
-      total += len;
-      ++slice.windows;
-    }
-  if (total == 0) invalid("--calib " + r.input_path + ": empty (no calibration tokens)");
+  for (int64_t w = first; w < last; ++w) {
+    int64_t len = stream[w].length;
+    if (r.max_tokens > 0) len = std::min(len, r.max_tokens - total);
+    if (len <= 0) break;
+    by_length[len].push_back({stream[w].tokens, len});
+    total += len;
+    ++slice.windows;
+  }
+  if (total == 0)
+    invalid("--calib " + r.input_path + ": empty (no calibration tokens" +
+            (r.slice_count > 1 || r.skip_tokens > 0 ? " in this slice)" : ")"));
+  slice.first_token = first_token;
   slice.tokens = total;
   slice.ctx = r.ctx;
   model.set_observer(&collector);
@@ -182,6 +216,12 @@ void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, con
 }  // namespace
 
 Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
+  if (r.slice_count < 1 || r.slice_index < 0 || r.slice_index >= r.slice_count)
+    invalid("--slice " + std::to_string(r.slice_index) + "/" + std::to_string(r.slice_count) +
+            ": must be I/N with 0 <= I < N");
+  if (r.skip_tokens < 0) invalid("--skip-tokens must not be negative, got " + std::to_string(r.skip_tokens));
+  if ((r.slice_count > 1 || r.skip_tokens > 0) && r.source != SourceKind::kCalib)
+    invalid("--slice and --skip-tokens cut --calib windows; this source is read whole");
   Profile p;
   p.policy = r.policy;
   if (r.min_tokens >= 0) p.policy.min_tokens = r.min_tokens;
@@ -214,6 +254,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
     case SourceKind::kHidden: run_hidden(r, c, model->weights(), collector, slice); break;
     case SourceKind::kRouterLogits: run_router_logits(r, c, model->weights(), collector, slice); break;
   }
+  if (slice.file_xxh64.empty()) slice.file_xxh64 = slice.xxh64;  // captures and logits are read whole
   slice.seconds = since(t0);
   p.seconds_pass = slice.seconds;
   p.calibration.push_back(slice);

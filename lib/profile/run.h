@@ -25,7 +25,15 @@ struct ProfileRequest {
   std::string tokens_format = "auto";
   std::string doc_separator;    // calib text: documents end here ("" = one document)
   int64_t ctx = 512;            // calib window length (tokens), like perplexity
-  int64_t max_tokens = 0;       // 0 = the whole file
+  int64_t max_tokens = 0;       // 0 = the whole file (after the slice and skip below)
+  // Calibration slices (calib only), in the file's window stream (its
+  // documents cut into windows of ctx tokens, in file order): slice I of N
+  // takes windows [⌊I·W/N⌋, ⌊(I+1)·W/N⌋) of the W windows; skip_tokens drops
+  // the first windows holding exactly that many tokens (it must end on a
+  // window boundary). Disjoint slices merge (profile --merge) into the
+  // statistics of the whole.
+  int64_t slice_index = 0, slice_count = 1;
+  int64_t skip_tokens = 0;
   int64_t batch_windows = 8;
   Policy policy;
   int64_t min_tokens = -1;      // overrides policy.min_tokens when >= 0

@@ -186,8 +186,12 @@ TEST(ProxyFit, RecordRoundTripsThroughProfileJsonAndMerges) {
   }
   EXPECT_EQ(describe_proxy_fit(b), describe_proxy_fit(a));
 
-  // --merge: the points of both parts, fitted again (here the same ratio).
-  const Profile merged = merge_profiles({back, back}, {"a.json", "b.json"});
+  // --merge: the points of both parts, fitted again (here the same ratio). The
+  // second part stands for the next slice of the calibration file (a merge
+  // refuses the same tokens twice).
+  Profile next = back;
+  for (CalibrationSlice& c : next.calibration) c.first_token += c.tokens;
+  const Profile merged = merge_profiles({back, next}, {"a.json", "b.json"});
   ASSERT_EQ(merged.sensitivity.proxy_fits.size(), 1u);
   EXPECT_EQ(merged.sensitivity.proxy_fits[0].points.size(), 4u);
   EXPECT_NEAR(merged.sensitivity.proxy_fits[0].ratio, a.ratio, 1e-12 * a.ratio);
