@@ -106,8 +106,9 @@ int main(int argc, char** argv) {
   bool json = false;
   app.add_option("--shapes", shapes_arg,
                  "Comma list: qwen3-30b-a3b, mixtral-8x7b, e512, deepseek-v3, glm-4.5, gpt-oss-120b, "
-                 "qwen3moe-small, or all (default leaves out mixtral-8x7b: 360 GFLOP per M=512 call, and the "
-                 "DeepSeek-V3, GLM-4.5 and gpt-oss-120b layers: 6, 2.5 and 1.8 GB in fp4)");
+                 "qwen3-next-80b, qwen3moe-small, or all (default: qwen3-30b-a3b, e512, qwen3moe-small; mixtral-8x7b costs 360 "
+                 "GFLOP per M=512 call, and the DeepSeek-V3, GLM-4.5, gpt-oss-120b and Qwen3-Next layers are "
+                 "6, 2.5, 1.8 and 1.8 GB in fp4)");
   app.add_option("--mixes", mixes_arg, "Comma list of format mixes (default all: bf16,int8_row,fp4_g32,trellis2,"
                                        "trellis3,trellis4,mix842,mix842t,trellis2_lut,trellis3_lut,"
                                        "trellis4_lut,mix842tl), "
@@ -135,7 +136,7 @@ int main(int argc, char** argv) {
   if (threads > 0) set_num_threads(threads);
 
   try {
-    if (shapes_arg == "all") shapes_arg = "qwen3-30b-a3b,mixtral-8x7b,e512,deepseek-v3,glm-4.5,gpt-oss-120b,qwen3moe-small";
+    if (shapes_arg == "all") shapes_arg = "qwen3-30b-a3b,mixtral-8x7b,e512,deepseek-v3,glm-4.5,gpt-oss-120b,qwen3-next-80b,qwen3moe-small";
     std::vector<const exec::FormatMix*> mixes;
     if (mixes_arg.empty())
       for (const exec::FormatMix& m : exec::preset_format_mixes()) mixes.push_back(&m);

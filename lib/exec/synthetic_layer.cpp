@@ -77,6 +77,7 @@ std::span<const LayerShape> preset_layer_shapes() {
       {"deepseek-v3", 256, 8, 7168, 2048, 1},
       {"glm-4.5", 160, 8, 5120, 1536, 1},
       {"gpt-oss-120b", 128, 4, 2880, 2880, 0, true},
+      {"qwen3-next-80b", 512, 10, 2048, 512, 1},
   };
   return shapes;
 }

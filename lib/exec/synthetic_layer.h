@@ -36,7 +36,9 @@ struct LayerShape {
 // qwen3-30b-a3b (128, top-8, 2048, 768), mixtral-8x7b (8, top-2, 4096, 14336),
 // e512 (512, top-10, 2048, 512), deepseek-v3 (256, top-8, 7168, 2048, one
 // shared expert), glm-4.5 (160, top-8, 5120, 1536, one shared expert),
-// gpt-oss-120b (128, top-4, 2880, 2880, biased clamped experts).
+// gpt-oss-120b (128, top-4, 2880, 2880, biased clamped experts),
+// qwen3-next-80b (512, top-10, 2048, 512, one shared expert: e512's routed
+// experts plus the shared one).
 std::span<const LayerShape> preset_layer_shapes();
 const LayerShape* find_layer_shape(std::string_view name);
 
