@@ -396,6 +396,18 @@ TEST(Config, GptOss) {
   EXPECT_NE(error_of(j).find("'layer_types' has 2 entries for 3 layers"), std::string::npos) << error_of(j);
   j["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
   EXPECT_NE(error_of(j).find("'layer_types' entry 1"), std::string::npos) << error_of(j);
+  // The layout of the released checkpoints' config: top-level rope_theta with
+  // a rope_scaling dict.
+  j = gpt_oss_json();
+  j["rope_scaling"] = j["rope_parameters"];
+  j["rope_scaling"].erase("rope_theta");
+  j.erase("rope_parameters");
+  j["rope_theta"] = 150000;
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_EQ(c.rope_theta, 150000.0);
+  EXPECT_EQ(c.rope_yarn.factor, 32.0);
+  EXPECT_FALSE(c.rope_yarn.truncate);
+  EXPECT_NEAR(c.rope_yarn.attention_factor, 1.3465735902799727, 1e-15);
   j = gpt_oss_json();
   j["attention_bias"] = false;
   c = model::parse_config(j, "cfg.json");
@@ -413,6 +425,8 @@ TEST(Config, GptOssSummaryMatchesReadme) {
     EXPECT_EQ(s["architecture"]["model_type"], "gpt_oss") << m;
     EXPECT_EQ(s["architecture"]["moe_layers"], 3) << m;
     EXPECT_EQ(s["architecture"]["experts"], 16) << m;
+    EXPECT_EQ(s["architecture"]["attention_sinks"], true) << m;
+    EXPECT_EQ(s["architecture"]["attention_window"], nlohmann::json::array({32, 0, 32})) << m;
     EXPECT_EQ(s["parameters"]["total"]["parameters"], 1098690u) << m;
     EXPECT_EQ(s["parameters"]["routed_experts"]["parameters"], 895488u) << m;
   }
