@@ -61,13 +61,14 @@ void grouped_attention(const ModelConfig& c, const AttentionWeights& w, const Ro
   // One task per (sequence, head): its query group's keys and values in the cache.
   FloatBuffer ctx(n * qd);
   const float scale = attention_scale(c);
-  const int64_t group = nh / nkv;
+  const int64_t group = nh / nkv, window = c.layer_attention_window(layer);
   default_pool().run(static_cast<size_t>(batch * nh), [&](size_t task) {
     const int64_t b = static_cast<int64_t>(task) / nh, h = static_cast<int64_t>(task) % nh, g = h / group;
     const QkPart qk{q.data() + b * seq_len * qd + h * hd, qd, cache.keys(layer, b, 0) + g * hd, kvd, hd};
     FloatBuffer scores;
     attend_causal(seq_len, start, &qk, 1, cache.values(layer, b, 0) + g * hd, kvd, hd, scale,
-                  ctx.data() + b * seq_len * qd + h * hd, qd, scores);
+                  ctx.data() + b * seq_len * qd + h * hd, qd, scores, window,
+                  w.sinks ? w.sinks->data.data() + h : nullptr);
   });
 
   project(ctx.data(), n, qd, w.o, w.o_op, H, w.o_bias, out);

@@ -1,8 +1,9 @@
 // Causal self-attention with RoPE, of either kind (ModelConfig::attention):
 // grouped-query attention with the per-architecture extras (q/k RMSNorm per
 // head or over the whole projection, q/k/v clamping, q/k/v (and o) biases
-// when the checkpoint has them, RoPE on part of each head), or multi-head
-// latent attention (latent_attention.h).
+// when the checkpoint has them, RoPE on part of each head, a learned sink
+// logit per head, a sliding window on some layers), or multi-head latent
+// attention (latent_attention.h).
 #pragma once
 
 #include <cstdint>

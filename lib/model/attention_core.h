@@ -31,7 +31,11 @@ struct QkPart {
 // values (position j at v + j * ldv, dv wide); row t's result goes to
 // out + t * ldo. Queries are taken in blocks, each needing keys up to its
 // last row only. `scores` is scratch. Single-threaded.
+// `window` > 0: a query at position p sees keys j > p - window only.
+// `sink` (may be null): one more logit, unscaled, in every row's softmax; it
+// takes its share of the probability and contributes no value.
 void attend_causal(int64_t rows, int64_t start, const QkPart* parts, int n_parts, const float* v, int64_t ldv,
-                   int64_t dv, float scale, float* out, int64_t ldo, FloatBuffer& scores);
+                   int64_t dv, float scale, float* out, int64_t ldo, FloatBuffer& scores, int64_t window = 0,
+                   const float* sink = nullptr);
 
 }  // namespace eq::model

@@ -73,12 +73,21 @@ void check_attention_fields(const ModelConfig& c, const std::string& path) {
   if (!(c.attention_scale_factor > 0) || !std::isfinite(c.attention_scale_factor))
     invalid(path + ": the softmax scale factor (from 'mscale_all_dim') must be a positive finite number");
   if (!(c.latent_norm_eps > 0)) invalid(path + ": the latent norm epsilon must be positive");
+  if (!c.attention_window.empty() && static_cast<int64_t>(c.attention_window.size()) != c.num_layers)
+    invalid(path + ": " + std::to_string(c.attention_window.size()) + " attention kinds (layer_types) for " +
+            std::to_string(c.num_layers) + " layers (num_hidden_layers)");
+  if (c.attention == AttentionKind::kLatent && (c.attention_sinks || !c.attention_window.empty()))
+    unsupported(path + ": attention sinks and sliding windows are implemented for grouped-query attention only");
 }
 
 }  // namespace
 
 int64_t ModelConfig::num_moe_layers() const {
   return std::count(layer_is_moe.begin(), layer_is_moe.end(), true);
+}
+
+int64_t ModelConfig::layer_attention_window(int64_t layer) const {
+  return layer >= 0 && static_cast<size_t>(layer) < attention_window.size() ? attention_window[layer] : 0;
 }
 
 std::vector<std::string> supported_model_types() {
@@ -127,6 +136,11 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
   add("rms_norm_eps", rms_norm_eps);
   add("tie_word_embeddings", tie_word_embeddings);
   add("attention_bias", attention_bias);
+  add("attention_out_bias", attention_out_bias);
+  add("attention_sinks", attention_sinks);
+  std::string windows;
+  for (size_t l = 0; l < attention_window.size(); ++l) windows += (l ? "," : "") + std::to_string(attention_window[l]);
+  add("attention_window", windows);
   add("qk_norm", int(qk_norm));
   add("clip_qkv", clip_qkv);
   add("attention", int(attention));
@@ -282,6 +296,8 @@ NamedShapes attention_tensors(const ModelConfig& c, int64_t l) {
     t.push_back({a + "k_proj.bias", {kv}});
     t.push_back({a + "v_proj.bias", {kv}});
   }
+  if (c.attention_out_bias) t.push_back({a + "o_proj.bias", {H}});
+  if (c.attention_sinks) t.push_back({a + "sinks", {c.num_heads}});
   if (c.qk_norm == QkNorm::kPerHead) {
     t.push_back({a + "q_norm.weight", {D}});
     t.push_back({a + "k_norm.weight", {D}});

@@ -73,6 +73,13 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   bool attention_bias = false;           // q/k/v biases required
+  bool attention_out_bias = false;       // o_proj bias required too
+  // One learned logit per query head ("self_attn.sinks" [num_heads]) joins
+  // the softmax of every query: it takes probability mass and adds no value.
+  bool attention_sinks = false;
+  // Per layer: how many positions a query sees, itself included (keys j with
+  // j > position - window); 0 = every past position.
+  std::vector<int64_t> attention_window;
   QkNorm qk_norm = QkNorm::kNone;
   AttentionKind attention = AttentionKind::kGrouped;
   int64_t v_head_dim = 0;                // value width of a head (head_dim unless kLatent)
@@ -96,6 +103,8 @@ struct ModelConfig {
   // True when token ids are bytes (vocab 256): plain text is accepted as input.
   bool byte_level() const { return vocab_size == 256; }
   int64_t num_moe_layers() const;
+  // attention_window of `layer` (0 when the config sets none).
+  int64_t layer_attention_window(int64_t layer) const;
   // Every parsed field as (name, value) in a fixed order: what must agree
   // between a packed folder's config and its source's.
   std::vector<std::pair<std::string, std::string>> fields() const;

@@ -55,6 +55,9 @@ nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_t
       a["latent_attention"] = {{"q_lora_rank", c.q_lora_rank},           {"kv_lora_rank", c.kv_lora_rank},
                                {"qk_nope_head_dim", c.qk_nope_head_dim}, {"qk_rope_head_dim", c.qk_rope_head_dim},
                                {"v_head_dim", c.v_head_dim}};
+    if (c.attention_sinks) a["attention_sinks"] = true;
+    // Per layer: positions a query sees (0 = all).
+    if (!c.attention_window.empty()) a["attention_window"] = c.attention_window;
     if (c.num_mtp_layers > 0) {
       // Multi-token-prediction layers: listed, never loaded.
       uint64_t tensors = 0;

@@ -121,6 +121,9 @@ AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int6
   if (c.attention_bias && (!a.q_bias || !a.k_bias || !a.v_bias))
     invalid("checkpoint " + w.checkpoint().path() + ": config has attention bias but " + p +
             "{q,k,v}_proj.bias is missing");
+  if (c.attention_out_bias && !a.o_bias)
+    invalid("checkpoint " + w.checkpoint().path() + ": config has attention bias but " + p + "o_proj.bias is missing");
+  if (c.attention_sinks) a.sinks = w.get(p + "sinks", {c.num_heads});
   if (c.qk_norm == QkNorm::kWhole) {
     a.q_norm = w.get(p + "q_norm.weight", {qd});
     a.k_norm = w.get(p + "k_norm.weight", {kvd});

@@ -81,6 +81,7 @@ struct AttentionWeights {
   Tensor32Ptr q, k, v, o;              // [nh*hd, H], [nkv*hd, H], [nkv*hd, H], [H, nh*hd]
   Tensor32Ptr q_bias, k_bias, v_bias, o_bias;  // optional (present in the checkpoint -> used)
   Tensor32Ptr q_norm, k_norm;          // [hd] per head, or [nh*hd]/[nkv*hd] whole (ModelConfig::qk_norm); else null
+  Tensor32Ptr sinks;                   // [nh] (ModelConfig::attention_sinks); else null
   // AttentionKind::kLatent (o and o_bias as above, o: [H, nh*v_head_dim]):
   // q is q_proj [nh*hd, H] without a query LoRA, else
   Tensor32Ptr q_a, q_a_norm, q_b;      // [q_lora, H], [q_lora], [nh*hd, q_lora]

@@ -334,6 +334,104 @@ TEST(Config, Glm4Moe) {
   EXPECT_NE(error_of(j).find("must be even"), std::string::npos) << error_of(j);
 }
 
+// gpt-oss as transformers saves it; without layer_types / rope_parameters the
+// reference configuration's defaults (even layers sliding; YaRN factor 32,
+// theta 150000, no truncation).
+json gpt_oss_json() {
+  return json::parse(R"({"model_type":"gpt_oss","vocab_size":256,"hidden_size":96,"num_hidden_layers":3,
+    "num_attention_heads":6,"num_key_value_heads":2,"head_dim":32,"num_local_experts":16,"num_experts_per_tok":4,
+    "intermediate_size":64,"attention_bias":true,"rms_norm_eps":1e-5,"sliding_window":32,"swiglu_limit":7.0,
+    "layer_types":["sliding_attention","full_attention","sliding_attention"],"max_position_embeddings":131072,
+    "rope_parameters":{"beta_fast":32.0,"beta_slow":1.0,"factor":32.0,"original_max_position_embeddings":4096,
+    "rope_theta":150000.0,"rope_type":"yarn","truncate":false}})");
+}
+
+TEST(Config, GptOss) {
+  auto c = model::parse_config(gpt_oss_json(), "cfg.json");
+  EXPECT_EQ(c.arch, model::find_architecture("gpt_oss"));
+  EXPECT_EQ(c.arch->expert_storage, model::ExpertStorage::kStackedFusedInterleaved);
+  EXPECT_EQ(c.attention, model::AttentionKind::kGrouped);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.rope_dim, 32);
+  EXPECT_EQ(c.moe_intermediate_size, 64);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.attention_out_bias);
+  EXPECT_TRUE(c.attention_sinks);
+  EXPECT_EQ(c.attention_window, (std::vector<int64_t>{32, 0, 32}));
+  EXPECT_EQ(c.router_scoring, model::RouterScoring::kTopKSoftmax);
+  EXPECT_TRUE(c.router_bias);
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 0);
+  EXPECT_EQ(c.expert_activation.kind, model::ActivationKind::kSwiGluClamped);
+  EXPECT_EQ(c.expert_activation.limit, 7.0f);
+  EXPECT_EQ(c.expert_activation.alpha, 1.702f);
+  EXPECT_TRUE(c.rope_yarn.active());
+  EXPECT_EQ(c.rope_yarn.factor, 32.0);
+  EXPECT_FALSE(c.rope_yarn.truncate);
+  EXPECT_EQ(c.rope_yarn.original_max_position_embeddings, 4096);
+  EXPECT_NEAR(c.rope_yarn.attention_factor, 1.3465735902799727, 1e-15);  // the README's recorded scaling
+  EXPECT_EQ(c.rope_theta, 150000.0);
+  EXPECT_EQ(model::router_name(c, 2), "model.layers.2.mlp.router.weight");
+  EXPECT_EQ(model::router_bias_name(c, 2), "model.layers.2.mlp.router.bias");
+  EXPECT_EQ(model::tensor_part(c, "model.layers.0.self_attn.sinks"), "attention");
+  EXPECT_EQ(model::tensor_part(c, "model.layers.0.mlp.router.bias"), "norms_router");
+  EXPECT_EQ(model::tensor_part(c, "model.layers.0.mlp.experts.gate_up_proj_bias"), "routed_experts");
+
+  // The reference configuration's defaults.
+  auto j = gpt_oss_json();
+  j.erase("layer_types");
+  j.erase("rope_parameters");
+  j.erase("sliding_window");
+  j["swiglu_limit"] = 5.0;
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_EQ(c.attention_window, (std::vector<int64_t>{128, 0, 128}));
+  EXPECT_EQ(c.rope_theta, 150000.0);
+  EXPECT_EQ(c.rope_yarn.factor, 32.0);
+  EXPECT_FALSE(c.rope_yarn.truncate);
+  EXPECT_EQ(c.expert_activation.limit, 5.0f);
+  j["sliding_window"] = nullptr;  // no window at all
+  EXPECT_EQ(model::parse_config(j, "cfg.json").attention_window, (std::vector<int64_t>{0, 0, 0}));
+  j = gpt_oss_json();
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  EXPECT_NE(error_of(j).find("'layer_types' has 2 entries for 3 layers"), std::string::npos) << error_of(j);
+  j["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
+  EXPECT_NE(error_of(j).find("'layer_types' entry 1"), std::string::npos) << error_of(j);
+  // The layout of the released checkpoints' config: top-level rope_theta with
+  // a rope_scaling dict.
+  j = gpt_oss_json();
+  j["rope_scaling"] = j["rope_parameters"];
+  j["rope_scaling"].erase("rope_theta");
+  j.erase("rope_parameters");
+  j["rope_theta"] = 150000;
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_EQ(c.rope_theta, 150000.0);
+  EXPECT_EQ(c.rope_yarn.factor, 32.0);
+  EXPECT_FALSE(c.rope_yarn.truncate);
+  EXPECT_NEAR(c.rope_yarn.attention_factor, 1.3465735902799727, 1e-15);
+  j = gpt_oss_json();
+  j["attention_bias"] = false;
+  c = model::parse_config(j, "cfg.json");
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.attention_out_bias);
+}
+
+// Figures from gpt_oss-small's README (1,098,690 parameters, 895,488 in routed
+// experts), in bf16 and as the MXFP4 release (whose expert blocks count as the
+// values they hold).
+TEST(Config, GptOssSummaryMatchesReadme) {
+  EQ_REQUIRE_SHARED();
+  for (const char* m : {"gpt_oss-small", "gpt_oss-small-mxfp4"}) {
+    auto s = model::summarize_checkpoint((test::shared_dir() / "models" / m).string(), false);
+    EXPECT_EQ(s["architecture"]["model_type"], "gpt_oss") << m;
+    EXPECT_EQ(s["architecture"]["moe_layers"], 3) << m;
+    EXPECT_EQ(s["architecture"]["experts"], 16) << m;
+    EXPECT_EQ(s["architecture"]["attention_sinks"], true) << m;
+    EXPECT_EQ(s["architecture"]["attention_window"], nlohmann::json::array({32, 0, 32})) << m;
+    EXPECT_EQ(s["parameters"]["total"]["parameters"], 1098690u) << m;
+    EXPECT_EQ(s["parameters"]["routed_experts"]["parameters"], 895488u) << m;
+  }
+}
+
 // The registry holds one row per file under lib/model/arch/, sorted, each
 // parsing a config of its own model_type.
 TEST(Config, RegistryListsEveryArchitectureFile) {

@@ -1,6 +1,7 @@
 // The float32 forward against the HF transformers float32 references shipped
 // with ../shared/models/{tinymoe,qwen3moe-small,deepseek_v3-small,
-// deepseek_v3-small-fp8,glm4_moe-small} (see each model's README): logits,
+// deepseek_v3-small-fp8,glm4_moe-small,gpt_oss-small,gpt_oss-small-mxfp4}
+// (see each model's README): logits,
 // router logits, top-k sets, MoE inputs and outputs, greedy generation, and
 // bits per byte on the corpus files.
 #include <gtest/gtest.h>
@@ -160,7 +161,7 @@ TEST_P(ReferenceTest, GreedyGeneration) {
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceTest,
                          ::testing::Values("tinymoe", "qwen3moe-small", "deepseek_v3-small", "deepseek_v3-small-fp8",
-                                           "glm4_moe-small"),
+                                           "glm4_moe-small", "gpt_oss-small", "gpt_oss-small-mxfp4"),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');
@@ -201,7 +202,11 @@ std::vector<BpbCase> bpb_cases() {
   v.push_back({"qwen3moe-small", "eval_python.txt"});
   // Multi-head latent attention and the grouped sigmoid router (the FP8 twin
   // read through its block scales), and partial RoPE with q/k norm and biases.
-  for (const char* m : {"deepseek_v3-small", "deepseek_v3-small-fp8", "glm4_moe-small"})
+  // Attention sinks, sliding-window layers and YaRN with biased top-k-softmax
+  // routing and clamped SwiGLU experts (the MXFP4 twin read through its blocks
+  // and scales).
+  for (const char* m : {"deepseek_v3-small", "deepseek_v3-small-fp8", "glm4_moe-small", "gpt_oss-small",
+                        "gpt_oss-small-mxfp4"})
     for (const char* f : {"eval_c.txt", "eval_prose.txt"}) v.push_back({m, f});
   return v;
 }

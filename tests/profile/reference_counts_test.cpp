@@ -8,12 +8,14 @@
 // adds 2). Measured on tinymoe: 0, 6, 10 and 8 slots in layers 0..3. Layer
 // totals must match exactly.
 //
-// tinymoe, deepseek_v3-small and glm4_moe-small run in the default suite;
+// tinymoe, deepseek_v3-small, glm4_moe-small and both gpt_oss-small forms
+// run in the default suite;
 // qwen3moe-small and the FP8 twin of deepseek_v3-small (whose dequantized
 // weights the model tests check through logits and bits per byte) are
 // labelled slow (disabled by default: run with --gtest_also_run_disabled_tests).
 // Measured: deepseek_v3-small 4 and 8 slots in layers 1, 2; glm4_moe-small 4,
-// 2 and 10 in layers 1..3; the FP8 twin 6 and 6.
+// 2 and 10 in layers 1..3; the FP8 twin 6 and 6; gpt_oss-small 4, 4, 0 and
+// its MXFP4 twin 4, 2, 6 in layers 0..2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +87,24 @@ TEST(ReferenceCounts, Glm4MoeSmallCalibMixed) {
   GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
 #endif
   check_counts("glm4_moe-small");
+}
+
+// The biased router with a softmax over the top-k logits, behind sink and
+// sliding-window attention (gpt-oss), in bf16 and as the MXFP4 release.
+TEST(ReferenceCounts, GptOssSmallCalibMixed) {
+  EQ_REQUIRE_SHARED();
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
+#endif
+  check_counts("gpt_oss-small");
+}
+
+TEST(ReferenceCounts, GptOssSmallMxfp4CalibMixed) {
+  EQ_REQUIRE_SHARED();
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
+#endif
+  check_counts("gpt_oss-small-mxfp4");
 }
 
 TEST(ReferenceCounts, DISABLED_DeepseekV3SmallFp8CalibMixedSlow) {

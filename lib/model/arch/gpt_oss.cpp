@@ -1,0 +1,97 @@
+// gpt-oss: grouped-query attention with q/k/v/o biases, one learned sink
+// logit per head, and per-layer sliding-window or full attention
+// (layer_types); YaRN RoPE over the whole head; a router linear with bias
+// whose top-k logits are softmaxed; experts stored stacked with gate and up
+// interleaved in one gate_up_proj (bf16 [E, H, 2I], or the MXFP4 release
+// layout), per-expert biases and the clamped SwiGLU; every layer MoE, no
+// shared expert.
+#include "model/arch/architecture.h"
+#include "model/arch/common.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace eq::model {
+namespace {
+
+// The YaRN settings the reference configuration uses when config.json
+// carries no RoPE dict.
+nlohmann::json default_rope(const nlohmann::json& j, const std::string& path) {
+  return {{"rope_type", "yarn"},
+          {"rope_theta", arch::get_double(j, "rope_theta", path, 150000.0)},
+          {"factor", 32.0},
+          {"beta_fast", 32.0},
+          {"beta_slow", 1.0},
+          {"truncate", false},
+          {"original_max_position_embeddings", 4096}};
+}
+
+// layer_types (default: even layers sliding, odd layers full) with
+// sliding_window; a null sliding_window leaves every layer full.
+void parse_attention_windows(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+  const auto sw = j.find("sliding_window");
+  const int64_t window = sw != j.end() && sw->is_null() ? 0 : arch::get_int(j, "sliding_window", path, 128);
+  c.attention_window.assign(static_cast<size_t>(c.num_layers), 0);
+  const auto types = j.find("layer_types");
+  const bool listed = types != j.end() && !types->is_null();
+  if (listed && !types->is_array()) invalid(path + ": field 'layer_types' must be a list of strings");
+  if (listed && static_cast<int64_t>(types->size()) != c.num_layers)
+    invalid(path + ": field 'layer_types' has " + std::to_string(types->size()) + " entries for " +
+            std::to_string(c.num_layers) + " layers (num_hidden_layers)");
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    bool sliding = l % 2 == 0;
+    if (listed) {
+      const auto& t = (*types)[static_cast<size_t>(l)];
+      if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+        invalid(path + ": field 'layer_types' entry " + std::to_string(l) +
+                " must be \"sliding_attention\" or \"full_attention\"");
+      sliding = t == "sliding_attention";
+    }
+    c.attention_window[static_cast<size_t>(l)] = sliding ? window : 0;
+  }
+}
+
+void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+  // Missing fields take the reference configuration's defaults.
+  c.moe_intermediate_size = arch::parse_expert_size(j, "intermediate_size", path);
+  c.router_scoring = RouterScoring::kTopKSoftmax;
+  c.router_bias = true;
+  c.norm_topk_prob = false;  // the softmax over the k logits already sums to 1
+  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-5);
+  c.attention_bias = c.attention_out_bias = arch::get_bool(j, "attention_bias", path, true);
+  c.attention_sinks = true;
+  parse_attention_windows(j, path, c);
+  const bool has_rope_dict = (j.contains("rope_parameters") && j["rope_parameters"].is_object()) ||
+                             (j.contains("rope_scaling") && j["rope_scaling"].is_object());
+  if (has_rope_dict) {
+    arch::parse_rope(j, path, 150000.0, 1.0, c);
+  } else {
+    nlohmann::json with_default = j;
+    with_default["rope_parameters"] = default_rope(j, path);
+    arch::parse_rope(with_default, path, 150000.0, 1.0, c);
+  }
+  c.expert_activation.kind = ActivationKind::kSwiGluClamped;
+  c.expert_activation.alpha = static_cast<float>(arch::get_double(j, "swiglu_alpha", path, 1.702));
+  c.expert_activation.limit = static_cast<float>(arch::get_double(j, "swiglu_limit", path, 7.0));
+  if (!(c.expert_activation.limit > 0) || !std::isfinite(c.expert_activation.limit) ||
+      !std::isfinite(c.expert_activation.alpha))
+    invalid(path + ": fields 'swiglu_limit' (positive) and 'swiglu_alpha' must be finite numbers");
+}
+
+}  // namespace
+
+const Architecture& architecture_gpt_oss() {
+  static const Architecture row{
+      .model_type = "gpt_oss",
+      .description = "gpt-oss: GQA with q/k/v/o bias, per-head attention sinks and sliding-window layers, YaRN "
+                     "RoPE, biased router with softmax over the top-k logits, stacked fused experts with biases "
+                     "and clamped SwiGLU",
+      .naming = {.router = "router"},
+      .expert_storage = ExpertStorage::kStackedFusedInterleaved,
+      .parse = parse,
+  };
+  return row;
+}
+
+}  // namespace eq::model

@@ -1,0 +1,318 @@
+// gpt_oss on a small random checkpoint written here in the stacked layout
+// (gate_up_proj [E, H, 2I] with gate/up interleaved, down_proj [E, I, H],
+// applied as x @ W, with their biases), against an independent float64
+// implementation of the transformers definitions (plain loops, full
+// recompute, no KV cache): q/k/v/o biases, YaRN without truncation, a learned
+// sink per head, sliding-window layers from layer_types (the sequence is
+// longer than the window and than a query block), the biased router with a
+// softmax over the top-k logits, and the clamped SwiGLU with a limit low
+// enough to clamp often. Also: prefill + chunk + decode equals one prefill,
+// and the thread count changes no bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <numbers>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "model/forward.h"
+#include "test_support.h"
+
+namespace eq::model {
+namespace {
+
+constexpr int64_t V = 97, H = 48, L = 3, NH = 4, NKV = 2, HD = 16, E = 8, K = 3, I = 16, kWindow = 7;
+constexpr double kTheta = 10000, kFactor = 4, kOriginal = 256, kEps = 1e-5, kLimit = 1.5, kAlpha = 1.702;
+const bool kSliding[L] = {true, false, true};
+
+using Weights = std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>;
+
+nlohmann::json config_json() {
+  return {{"model_type", "gpt_oss"},
+          {"vocab_size", V},
+          {"hidden_size", H},
+          {"num_hidden_layers", L},
+          {"num_attention_heads", NH},
+          {"num_key_value_heads", NKV},
+          {"head_dim", HD},
+          {"num_local_experts", E},
+          {"num_experts_per_tok", K},
+          {"intermediate_size", I},
+          {"attention_bias", true},
+          {"rms_norm_eps", kEps},
+          {"sliding_window", kWindow},
+          {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}},
+          {"swiglu_limit", kLimit},
+          {"max_position_embeddings", 1024},
+          {"rope_parameters",
+           {{"rope_type", "yarn"},
+            {"rope_theta", kTheta},
+            {"factor", kFactor},
+            {"original_max_position_embeddings", int64_t(kOriginal)},
+            {"beta_fast", 32.0},
+            {"beta_slow", 1.0},
+            {"truncate", false}}},
+          {"tie_word_embeddings", false},
+          {"dtype", "float32"}};
+}
+
+Weights random_weights(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Weights w;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale, float offset = 0) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::vector<float> v(n);
+    for (auto& x : v) x = offset + scale * nd(rng);
+    w[name] = {shape, v};
+  };
+  auto lin = [](int64_t in) { return 1.0f / std::sqrt(static_cast<float>(in)); };
+  add("model.embed_tokens.weight", {V, H}, 1.0f);
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".", a = p + "self_attn.", m = p + "mlp.";
+    add(p + "input_layernorm.weight", {H}, 0.1f, 1.0f);
+    add(p + "post_attention_layernorm.weight", {H}, 0.1f, 1.0f);
+    add(a + "q_proj.weight", {NH * HD, H}, lin(H));
+    add(a + "k_proj.weight", {NKV * HD, H}, lin(H));
+    add(a + "v_proj.weight", {NKV * HD, H}, lin(H));
+    add(a + "o_proj.weight", {H, NH * HD}, lin(NH * HD));
+    add(a + "q_proj.bias", {NH * HD}, 0.2f);
+    add(a + "k_proj.bias", {NKV * HD}, 0.2f);
+    add(a + "v_proj.bias", {NKV * HD}, 0.2f);
+    add(a + "o_proj.bias", {H}, 0.2f);
+    add(a + "sinks", {NH}, 1.0f);
+    add(m + "router.weight", {E, H}, 2.0f * lin(H));
+    add(m + "router.bias", {E}, 0.5f);
+    add(m + "experts.gate_up_proj", {E, H, 2 * I}, 1.5f * lin(H));
+    add(m + "experts.gate_up_proj_bias", {E, 2 * I}, 0.5f);
+    add(m + "experts.down_proj", {E, I, H}, lin(I));
+    add(m + "experts.down_proj_bias", {E, H}, 0.2f);
+  }
+  add("model.norm.weight", {H}, 0.1f, 1.0f);
+  add("lm_head.weight", {V, H}, lin(H));
+  return w;
+}
+
+std::string write_checkpoint(const Weights& w) {
+  const auto dir = test::temp_dir("arch-gpt_oss");
+  std::ofstream(dir / "config.json") << config_json().dump(2);
+  std::vector<io::TensorToWrite> t;
+  for (const auto& [name, sv] : w)
+    t.push_back({name, DType::kF32, sv.first,
+                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(sv.second.data()),
+                                          sv.second.size() * sizeof(float))});
+  io::write_safetensors((dir / "model.safetensors").string(), t);
+  return dir.string();
+}
+
+// ---------------------------------------------------------------------------
+// float64 reference: one sequence, full recompute.
+// ---------------------------------------------------------------------------
+using Vec = std::vector<double>;
+
+struct Ref64 {
+  std::map<std::string, Vec> w;
+  Vec inv_freq;
+  double cos_sin_factor = 0;
+
+  explicit Ref64(const Weights& ws) {
+    for (const auto& [n, sv] : ws) w[n] = Vec(sv.second.begin(), sv.second.end());
+    // YaRN, truncate false: the ramp's ends are the exact (fractional) dims.
+    const double d = HD;
+    auto dim_of = [&](double rot) { return d * std::log(kOriginal / (rot * 2 * std::numbers::pi)) / (2 * std::log(kTheta)); };
+    const double low = std::max(0.0, dim_of(32)), high = std::min(d - 1, dim_of(1));
+    for (int64_t i = 0; i < HD / 2; ++i) {
+      const double f = std::pow(kTheta, -2.0 * i / d);
+      const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+      inv_freq.push_back(f * (1 - ramp) + f / kFactor * ramp);
+    }
+    cos_sin_factor = 0.1 * std::log(kFactor) + 1.0;
+  }
+  const Vec& at(const std::string& n) const { return w.at(n); }
+
+  Vec matvec(const std::string& name, const Vec& x, int64_t out, const std::string& bias) const {
+    const Vec& W = at(name);
+    const int64_t in = static_cast<int64_t>(x.size());
+    Vec y(at(bias).begin(), at(bias).begin() + out);
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i) y[o] += W[o * in + i] * x[i];
+    return y;
+  }
+  Vec rms(const Vec& x, const std::string& g) const {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double inv = 1.0 / std::sqrt(ss / double(x.size()) + kEps);
+    Vec y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = at(g)[i] * x[i] * inv;
+    return y;
+  }
+  void rope(Vec& v, size_t off, int64_t pos) const {
+    const int64_t half = HD / 2;
+    const Vec x(v.begin() + off, v.begin() + off + HD);
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = pos * inv_freq[i], c = std::cos(a) * cos_sin_factor, s = std::sin(a) * cos_sin_factor;
+      v[off + i] = x[i] * c - x[i + half] * s;
+      v[off + i + half] = x[i + half] * c + x[i] * s;
+    }
+  }
+
+  Vec moe(const std::string& m, const Vec& x) const {
+    const Vec logit = matvec(m + "router.weight", x, E, m + "router.bias");
+    std::vector<int64_t> order(E);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logit[a] > logit[b]; });
+    double z = 0;
+    for (int64_t j = 0; j < K; ++j) z += std::exp(logit[order[j]] - logit[order[0]]);
+    const Vec &gu = at(m + "experts.gate_up_proj"), &gub = at(m + "experts.gate_up_proj_bias");
+    const Vec &dn = at(m + "experts.down_proj"), &dnb = at(m + "experts.down_proj_bias");
+    Vec out(H, 0.0);
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t e = order[j];
+      const double wj = std::exp(logit[e] - logit[order[0]]) / z;
+      Vec act(I);
+      for (int64_t i = 0; i < I; ++i) {
+        double g = gub[e * 2 * I + 2 * i], u = gub[e * 2 * I + 2 * i + 1];
+        for (int64_t h = 0; h < H; ++h) {
+          g += x[h] * gu[(e * H + h) * 2 * I + 2 * i];
+          u += x[h] * gu[(e * H + h) * 2 * I + 2 * i + 1];
+        }
+        g = std::min(g, kLimit);
+        u = std::clamp(u, -kLimit, kLimit);
+        act[i] = (u + 1) * g / (1 + std::exp(-kAlpha * g));
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        double y = dnb[e * H + h];
+        for (int64_t i = 0; i < I; ++i) y += act[i] * dn[(e * I + i) * H + h];
+        out[h] += wj * y;
+      }
+    }
+    return out;
+  }
+
+  // logits [T][V]
+  std::vector<Vec> run(const std::vector<int32_t>& tokens) const {
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    std::vector<Vec> h(T);
+    for (int64_t t = 0; t < T; ++t)
+      h[t] = Vec(at("model.embed_tokens.weight").begin() + tokens[t] * H,
+                 at("model.embed_tokens.weight").begin() + (tokens[t] + 1) * H);
+    const double scale = 1.0 / std::sqrt(double(HD));
+    for (int64_t l = 0; l < L; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".", a = p + "self_attn.";
+      std::vector<Vec> q(T), k(T), v(T);
+      for (int64_t t = 0; t < T; ++t) {
+        const Vec x = rms(h[t], p + "input_layernorm.weight");
+        q[t] = matvec(a + "q_proj.weight", x, NH * HD, a + "q_proj.bias");
+        k[t] = matvec(a + "k_proj.weight", x, NKV * HD, a + "k_proj.bias");
+        v[t] = matvec(a + "v_proj.weight", x, NKV * HD, a + "v_proj.bias");
+        for (int64_t hh = 0; hh < NH; ++hh) rope(q[t], hh * HD, t);
+        for (int64_t hh = 0; hh < NKV; ++hh) rope(k[t], hh * HD, t);
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        Vec ctx(NH * HD, 0.0);
+        const int64_t first = kSliding[l] ? std::max<int64_t>(0, t - kWindow + 1) : 0;
+        for (int64_t hh = 0; hh < NH; ++hh) {
+          const int64_t g = hh / (NH / NKV);
+          const double sink = at(a + "sinks")[hh];
+          Vec sc;
+          for (int64_t j = first; j <= t; ++j) {
+            double d = 0;
+            for (int64_t i = 0; i < HD; ++i) d += q[t][hh * HD + i] * k[j][g * HD + i];
+            sc.push_back(d * scale);
+          }
+          const double mx = std::max(sink, *std::max_element(sc.begin(), sc.end()));
+          double z = std::exp(sink - mx);
+          for (auto& s : sc) z += (s = std::exp(s - mx));
+          for (int64_t j = first; j <= t; ++j)
+            for (int64_t i = 0; i < HD; ++i) ctx[hh * HD + i] += sc[j - first] / z * v[j][g * HD + i];
+        }
+        const Vec o = matvec(a + "o_proj.weight", ctx, H, a + "o_proj.bias");
+        for (int64_t i = 0; i < H; ++i) h[t][i] += o[i];
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        const Vec out = moe(p + "mlp.", rms(h[t], p + "post_attention_layernorm.weight"));
+        for (int64_t i = 0; i < H; ++i) h[t][i] += out[i];
+      }
+    }
+    std::vector<Vec> logits(T);
+    const Vec& head = at("lm_head.weight");
+    for (int64_t t = 0; t < T; ++t) {
+      const Vec x = rms(h[t], "model.norm.weight");
+      logits[t].assign(V, 0.0);
+      for (int64_t o = 0; o < V; ++o)
+        for (int64_t i = 0; i < H; ++i) logits[t][o] += head[o * H + i] * x[i];
+    }
+    return logits;
+  }
+};
+
+std::vector<int32_t> random_tokens(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % V);
+  return t;
+}
+
+TEST(GptOssArch, MatchesFloat64Reference) {
+  const Weights w = random_weights(7);
+  auto model = Model::open(write_checkpoint(w));
+  ASSERT_EQ(model->config().attention_window, (std::vector<int64_t>{kWindow, 0, kWindow}));
+  const int64_t B = 2, T = 80;  // past the window and over two query blocks of 64
+  const std::vector<int32_t> tokens = random_tokens(B * T, 11);
+  KvCache cache = model->new_cache(B, T);
+  const auto logits = model->forward(tokens, B, T, cache);
+  const Ref64 ref(w);
+  double max_diff = 0, max_mag = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto want = ref.run(std::vector<int32_t>(tokens.begin() + b * T, tokens.begin() + (b + 1) * T));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t v = 0; v < V; ++v) {
+        max_diff = std::max(max_diff, std::abs(logits[(b * T + t) * V + v] - want[t][v]));
+        max_mag = std::max(max_mag, std::abs(want[t][v]));
+      }
+  }
+  std::printf("[gpt_oss] max |logit - float64| = %.3g (logits up to %.3g)\n", max_diff, max_mag);
+  EXPECT_LE(max_diff, 1e-4 * std::max(1.0, max_mag));
+}
+
+TEST(GptOssArch, DecodeMatchesPrefillAndThreadsAgree) {
+  auto model = Model::open(write_checkpoint(random_weights(3)));
+  const int64_t T = 30, P = 9, chunk = 12;
+  const std::vector<int32_t> tokens = random_tokens(T, 5);
+
+  KvCache full_cache = model->new_cache(1, T);
+  const auto full = model->forward(tokens, 1, T, full_cache);
+
+  KvCache cache = model->new_cache(1, T);
+  auto inc = model->forward(std::span(tokens).first(P), 1, P, cache);
+  const auto more = model->forward(std::span(tokens).subspan(P, chunk), 1, chunk, cache);
+  inc.insert(inc.end(), more.begin(), more.end());
+  for (int64_t t = P + chunk; t < T; ++t) {
+    const auto step = model->forward(std::span(tokens).subspan(t, 1), 1, 1, cache);
+    inc.insert(inc.end(), step.begin(), step.end());
+  }
+  double d = 0;
+  for (size_t i = 0; i < full.size(); ++i) d = std::max(d, static_cast<double>(std::abs(full[i] - inc[i])));
+  std::printf("[gpt_oss] prefill + chunk + decode vs one prefill: max %.3g\n", d);
+  EXPECT_LE(d, 1e-4);
+
+  set_num_threads(1);
+  KvCache c1 = model->new_cache(1, T);
+  const auto one = model->forward(tokens, 1, T, c1);
+  set_num_threads(2);
+  KvCache c2 = model->new_cache(1, T);
+  const auto two = model->forward(tokens, 1, T, c2);
+  set_num_threads(0);
+  EXPECT_EQ(one, two);
+}
+
+}  // namespace
+}  // namespace eq::model
