@@ -9,6 +9,7 @@
 #include "model/arch/common.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -43,10 +44,13 @@ void parse_attention_windows(const nlohmann::json& j, const std::string& path, M
     bool sliding = l % 2 == 0;
     if (listed) {
       const auto& t = (*types)[static_cast<size_t>(l)];
-      if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+      // Compared as std::string_view: comparing the json to a literal builds
+      // temporaries that gcc 12's -Warray-bounds misreads.
+      const std::string_view type = t.is_string() ? std::string_view(t.get_ref<const std::string&>()) : "";
+      if (type != "sliding_attention" && type != "full_attention")
         invalid(path + ": field 'layer_types' entry " + std::to_string(l) +
                 " must be \"sliding_attention\" or \"full_attention\"");
-      sliding = t == "sliding_attention";
+      sliding = type == "sliding_attention";
     }
     c.attention_window[static_cast<size_t>(l)] = sliding ? window : 0;
   }
