@@ -18,6 +18,7 @@
 #include "exec/expert_mlp.h"
 #include "exec/packed_model.h"
 #include "io/safetensors.h"
+#include "model/expert_reader.h"
 #include "model/mlp.h"
 #include "packed_fixture.h"
 
@@ -108,6 +109,48 @@ TEST(GptOssPack, PackedExpertsEqualTheReleaseExperts) {
     }
   }
   std::printf("  worst packed expert rel L2 %.3g\n", worst);
+}
+
+// The mxfp4 class holds the release's bytes: every 4-byte word of every
+// expert's E2M1 blocks and every E8M0 scale byte, in the format's column
+// order (docs/formats.md, mxfp4: release bytes 4q..4q+3 of block (n, g) are
+// qweight[4g + q, n]; scale (n, g) is scales[g, n]), compared as bytes with
+// the checkpoint's *_blocks / *_scales (gate and up de-interleaved).
+TEST(GptOssPack, Mxfp4ClassHoldsTheReleaseBytes) {
+  EQ_REQUIRE_SHARED();
+  auto pm = open_uniform_pack();
+  auto source = model::Model::open(gpt_oss_mxfp4());
+  const model::ModelConfig& c = source->config();
+  int64_t words = 0, scales = 0, differing = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const PackedLayer& layer = pm->layers().at(static_cast<size_t>(l));
+    for (int32_t e = 0; e < c.num_experts; ++e) {
+      const ExpertWeights& w = layer.expert(e);
+      const quant::PackedMatrix* mats[3] = {&w.gate, &w.up, &w.down};
+      for (model::Proj p : {model::Proj::kGate, model::Proj::kUp, model::Proj::kDown}) {
+        const quant::PackedMatrix& m = *mats[static_cast<int>(p)];
+        ASSERT_EQ(m.format->name, "mxfp4");
+        const model::ExpertMxfp4 want = model::read_expert_mxfp4(c, source->source(), l, e, p);
+        const int64_t N = want.rows, G = want.cols / 32;
+        ASSERT_EQ(m.rows, N);
+        ASSERT_EQ(m.parts.size(), 2u);
+        const auto* q = static_cast<const uint8_t*>(m.parts[0].data);
+        const auto* sc = static_cast<const uint8_t*>(m.parts[1].data);
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t g = 0; g < G; ++g) {
+            for (int64_t k = 0; k < 4; ++k, ++words)
+              differing += std::memcmp(want.blocks.data() + (n * G + g) * 16 + 4 * k, q + ((4 * g + k) * N + n) * 4, 4) != 0;
+            ++scales;
+            differing += want.scales[static_cast<size_t>(n * G + g)] != sc[g * N + n];
+          }
+      }
+    }
+  }
+  std::printf("  %lld code words and %lld scale bytes compared, %lld differ\n", (long long)words, (long long)scales,
+              (long long)differing);
+  EXPECT_EQ(differing, 0);
+  EXPECT_EQ(words, 4 * scales);
+  EXPECT_GT(scales, 0);
 }
 
 // The whole packed model on the four reference windows: near the reference
