@@ -1,6 +1,7 @@
 // expertquant inspect PATH: what a checkpoint (model/summary) or a packed
 // folder (pack/summary) holds.
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,23 @@ void print_table(const nlohmann::ordered_json& s, bool tensors) {
                   m["q_lora_rank"].get<long long>(), m["kv_lora_rank"].get<long long>(),
                   m["qk_nope_head_dim"].get<long long>(), m["qk_rope_head_dim"].get<long long>(),
                   m["v_head_dim"].get<long long>());
+    }
+    if (a.contains("attention_window") || a.contains("attention_sinks")) {
+      // Sliding-window layers grouped by window size ("32 on layers 0, 2"), then the sinks.
+      std::map<long long, std::string> layers_of;
+      if (a.contains("attention_window"))
+        for (size_t l = 0; l < a["attention_window"].size(); ++l) {
+          const long long w = a["attention_window"][l].get<long long>();
+          if (w <= 0) continue;
+          std::string& list = layers_of[w];
+          list += (list.empty() ? "" : ", ") + std::to_string(l);
+        }
+      std::string line;
+      for (const auto& [w, list] : layers_of)
+        line += (line.empty() ? "sliding window " : "; ") + std::to_string(w) + " on layers " + list;
+      if (line.empty()) line = "full attention on every layer";
+      if (a.value("attention_sinks", false)) line += "; a learned sink logit per head";
+      std::printf("attention   %s\n", line.c_str());
     }
     if (a.contains("mtp_layers")) {
       const auto& m = a["mtp_layers"];

@@ -177,3 +177,29 @@ TEST(InspectCli, DamagedManifestIsOneLine) {
 
 }  // namespace
 }  // namespace eq
+
+namespace eq {
+namespace {
+
+// gpt-oss's attention in the table: the sliding-window layers by window and
+// the sinks; a model without either has no such line.
+TEST(InspectCli, TableShowsSlidingWindowsAndSinks) {
+  EQ_REQUIRE_SHARED();
+  std::string out;
+  ASSERT_EQ(test::run_command(test::binary() + " inspect " +
+                                  (test::shared_dir() / "models" / "gpt_oss-small").string() + " 2>&1",
+                              &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("attention   sliding window 32 on layers 0, 2; a learned sink logit per head\n"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(test::run_command(test::binary() + " inspect " + (test::data_dir() / "tinymoe").string() + " 2>&1", &out),
+            0)
+      << out;
+  EXPECT_EQ(out.find("attention   sliding"), std::string::npos) << out;
+  EXPECT_EQ(out.find("attention   full"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace eq
