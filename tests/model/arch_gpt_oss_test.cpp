@@ -23,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
+#include "float64_model_check.h"
 #include "test_support.h"
 
 namespace eq::model {
@@ -254,64 +255,19 @@ struct Ref64 {
   }
 };
 
-std::vector<int32_t> random_tokens(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % V);
-  return t;
-}
-
 TEST(GptOssArch, MatchesFloat64Reference) {
   const Weights w = random_weights(7);
   auto model = Model::open(write_checkpoint(w));
-  ASSERT_EQ(model->config().attention_window, (std::vector<int64_t>{kWindow, 0, kWindow}));
-  const int64_t B = 2, T = 80;  // past the window and over two query blocks of 64
-  const std::vector<int32_t> tokens = random_tokens(B * T, 11);
-  KvCache cache = model->new_cache(B, T);
-  const auto logits = model->forward(tokens, B, T, cache);
   const Ref64 ref(w);
-  double max_diff = 0, max_mag = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto want = ref.run(std::vector<int32_t>(tokens.begin() + b * T, tokens.begin() + (b + 1) * T));
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t v = 0; v < V; ++v) {
-        max_diff = std::max(max_diff, std::abs(logits[(b * T + t) * V + v] - want[t][v]));
-        max_mag = std::max(max_mag, std::abs(want[t][v]));
-      }
-  }
-  std::printf("[gpt_oss] max |logit - float64| = %.3g (logits up to %.3g)\n", max_diff, max_mag);
-  EXPECT_LE(max_diff, 1e-4 * std::max(1.0, max_mag));
+  arch_check::expect_logits_match_float64(*model, V, [&](const std::vector<int32_t>& t) { return ref.run(t); },
+                                          "gpt_oss");
 }
 
+// 30 tokens through windows of kWindow (7): the chunk and the decode steps reach
+// past the window.
 TEST(GptOssArch, DecodeMatchesPrefillAndThreadsAgree) {
   auto model = Model::open(write_checkpoint(random_weights(3)));
-  const int64_t T = 30, P = 9, chunk = 12;
-  const std::vector<int32_t> tokens = random_tokens(T, 5);
-
-  KvCache full_cache = model->new_cache(1, T);
-  const auto full = model->forward(tokens, 1, T, full_cache);
-
-  KvCache cache = model->new_cache(1, T);
-  auto inc = model->forward(std::span(tokens).first(P), 1, P, cache);
-  const auto more = model->forward(std::span(tokens).subspan(P, chunk), 1, chunk, cache);
-  inc.insert(inc.end(), more.begin(), more.end());
-  for (int64_t t = P + chunk; t < T; ++t) {
-    const auto step = model->forward(std::span(tokens).subspan(t, 1), 1, 1, cache);
-    inc.insert(inc.end(), step.begin(), step.end());
-  }
-  double d = 0;
-  for (size_t i = 0; i < full.size(); ++i) d = std::max(d, static_cast<double>(std::abs(full[i] - inc[i])));
-  std::printf("[gpt_oss] prefill + chunk + decode vs one prefill: max %.3g\n", d);
-  EXPECT_LE(d, 1e-4);
-
-  set_num_threads(1);
-  KvCache c1 = model->new_cache(1, T);
-  const auto one = model->forward(tokens, 1, T, c1);
-  set_num_threads(2);
-  KvCache c2 = model->new_cache(1, T);
-  const auto two = model->forward(tokens, 1, T, c2);
-  set_num_threads(0);
-  EXPECT_EQ(one, two);
+  arch_check::expect_decode_matches_prefill_and_threads_agree(*model, V, 30, 9, 12, "gpt_oss");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "model/forward.h"
 #include "model/generate.h"
+#include "float64_model_check.h"
 #include "test_support.h"
 
 namespace eq::model {
@@ -325,67 +326,21 @@ struct Ref64 {
   }
 };
 
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
 class ArchTest : public ::testing::TestWithParam<Spec> {};
 
 TEST_P(ArchTest, MatchesFloat64Reference) {
   const Spec s = GetParam();
   const Weights w = random_weights(s, 7);
   auto model = Model::open(write_checkpoint(s, w));
-  const int64_t B = 2, T = 21;
-  const std::vector<int32_t> tokens = random_tokens(B * T, s.V, 11);
-  KvCache cache = model->new_cache(B, T);
-  const auto logits = model->forward(tokens, B, T, cache);
   const Ref64 ref(s, w);
-  double max_diff = 0, max_mag = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto want = ref.run(std::vector<int32_t>(tokens.begin() + b * T, tokens.begin() + (b + 1) * T));
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t v = 0; v < s.V; ++v) {
-        max_diff = std::max(max_diff, std::abs(logits[(b * T + t) * s.V + v] - want[t][v]));
-        max_mag = std::max(max_mag, std::abs(want[t][v]));
-      }
-  }
-  std::printf("[%s] max |logit - float64| = %.3g (logits up to %.3g)\n", s.type.c_str(), max_diff, max_mag);
-  EXPECT_LE(max_diff, 1e-4 * std::max(1.0, max_mag));
+  arch_check::expect_logits_match_float64(*model, s.V, [&](const std::vector<int32_t>& t) { return ref.run(t); },
+                                          s.type);
 }
 
 TEST_P(ArchTest, DecodeMatchesPrefillAndThreadsAgree) {
   const Spec s = GetParam();
-  const Weights w = random_weights(s, 3);
-  auto model = Model::open(write_checkpoint(s, w));
-  const int64_t T = 17, P = 9;
-  const std::vector<int32_t> tokens = random_tokens(T, s.V, 5);
-
-  KvCache full_cache = model->new_cache(1, T);
-  const auto full = model->forward(tokens, 1, T, full_cache);
-
-  // Prompt prefill, then one token at a time.
-  KvCache cache = model->new_cache(1, T);
-  auto inc = model->forward(std::span(tokens).first(P), 1, P, cache);
-  for (int64_t t = P; t < T; ++t) {
-    const auto step = model->forward(std::span(tokens).subspan(t, 1), 1, 1, cache);
-    inc.insert(inc.end(), step.begin(), step.end());
-  }
-  double d = 0;
-  for (size_t i = 0; i < full.size(); ++i) d = std::max(d, static_cast<double>(std::abs(full[i] - inc[i])));
-  EXPECT_LE(d, 1e-4) << "prefill+decode vs one prefill";
-
-  // Bit-identical for 1 and 2 threads.
-  set_num_threads(1);
-  KvCache c1 = model->new_cache(1, T);
-  const auto one = model->forward(tokens, 1, T, c1);
-  set_num_threads(2);
-  KvCache c2 = model->new_cache(1, T);
-  const auto two = model->forward(tokens, 1, T, c2);
-  set_num_threads(0);
-  EXPECT_EQ(one, two);
+  auto model = Model::open(write_checkpoint(s, random_weights(s, 3)));
+  arch_check::expect_decode_matches_prefill_and_threads_agree(*model, s.V, 17, 9, 0, s.type);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ArchTest, ::testing::Values(mixtral(), qwen2_moe(), olmoe(), qwen3_moe()),
@@ -428,7 +383,7 @@ TEST(MoeHooks, ObserverAndReplacement) {
   auto model = Model::open(write_checkpoint(s, random_weights(s, 1)));
   CountingObserver obs;
   model->set_observer(&obs);
-  const std::vector<int32_t> tokens = random_tokens(8, s.V, 2);
+  const std::vector<int32_t> tokens = arch_check::random_tokens(8, s.V, 2);
   KvCache c = model->new_cache(1, 8);
   const auto before = model->forward(tokens, 1, 8, c);
   EXPECT_EQ(obs.calls, s.L);
