@@ -93,6 +93,37 @@ TEST(Config, ArchitectureSpecificDefaults) {
   EXPECT_EQ(c.moe_intermediate_size, 40);
 }
 
+// Sliding windows outside gpt-oss, as the reference applies them: Mixtral's
+// sliding_window on every layer (null: none); Qwen2/Qwen3's only with
+// use_sliding_window, from max_window_layers on or as layer_types says.
+TEST(Config, SlidingWindowsOfMixtralAndQwen) {
+  auto j = qwen3_json();
+  j["model_type"] = "mixtral";
+  j["intermediate_size"] = 48;
+  j["sliding_window"] = nullptr;
+  EXPECT_TRUE(model::parse_config(j, "cfg.json").attention_window.empty());
+  j["sliding_window"] = 4096;
+  EXPECT_EQ(model::parse_config(j, "cfg.json").attention_window, (std::vector<int64_t>{4096, 4096, 4096}));
+
+  j = qwen3_json();
+  j["sliding_window"] = 4096;  // without use_sliding_window: not applied
+  j["max_window_layers"] = 1;
+  EXPECT_TRUE(model::parse_config(j, "cfg.json").attention_window.empty());
+  j["use_sliding_window"] = true;
+  EXPECT_EQ(model::parse_config(j, "cfg.json").attention_window, (std::vector<int64_t>{0, 4096, 4096}));
+  j["layer_types"] = {"sliding_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(model::parse_config(j, "cfg.json").attention_window, (std::vector<int64_t>{4096, 0, 0}));
+  j["layer_types"] = {"sliding_attention", "linear_attention", "full_attention"};
+  EXPECT_NE(error_of(j).find("cfg.json: field 'layer_types' entry 1 must be \"sliding_attention\" or "
+                             "\"full_attention\""),
+            std::string::npos)
+      << error_of(j);
+  j.erase("layer_types");
+  j["model_type"] = "qwen2_moe";
+  j["max_window_layers"] = 2;
+  EXPECT_EQ(model::parse_config(j, "cfg.json").attention_window, (std::vector<int64_t>{0, 0, 4096}));
+}
+
 TEST(Config, ErrorsNameTheField) {
   auto j = qwen3_json();
   j["model_type"] = "llama";
@@ -389,8 +420,8 @@ TEST(Config, GptOss) {
   EXPECT_EQ(c.rope_yarn.factor, 32.0);
   EXPECT_FALSE(c.rope_yarn.truncate);
   EXPECT_EQ(c.expert_activation.limit, 5.0f);
-  j["sliding_window"] = nullptr;  // no window at all
-  EXPECT_EQ(model::parse_config(j, "cfg.json").attention_window, (std::vector<int64_t>{0, 0, 0}));
+  j["sliding_window"] = nullptr;  // no window at all: every layer full
+  EXPECT_TRUE(model::parse_config(j, "cfg.json").attention_window.empty());
   j = gpt_oss_json();
   j["layer_types"] = {"sliding_attention", "full_attention"};
   EXPECT_NE(error_of(j).find("'layer_types' has 2 entries for 3 layers"), std::string::npos) << error_of(j);

@@ -1,5 +1,8 @@
 #include "model/arch/common.h"
 
+#include <functional>
+#include <string_view>
+
 #include <cmath>
 #include <set>
 
@@ -189,6 +192,40 @@ void parse_first_dense_layers(const json& j, const std::string& path, int64_t de
 void parse_mtp_layers(const json& j, const std::string& path, ModelConfig& c) {
   c.num_mtp_layers = get_int(j, "num_nextn_predict_layers", path, 0);
   check_max(c.num_layers + c.num_mtp_layers, kMaxConfigLayers, "num_hidden_layers + num_nextn_predict_layers", path);
+}
+
+void set_attention_windows(const json& j, const std::string& path, int64_t window,
+                           const std::function<bool(int64_t)>& sliding_by_default, ModelConfig& c) {
+  c.attention_window.assign(static_cast<size_t>(c.num_layers), 0);
+  const auto types = j.find("layer_types");
+  const bool listed = types != j.end() && !types->is_null();
+  if (listed && !types->is_array()) invalid(path + ": field 'layer_types' must be a list of strings");
+  if (listed && static_cast<int64_t>(types->size()) != c.num_layers)
+    invalid(path + ": field 'layer_types' has " + std::to_string(types->size()) + " entries for " +
+            std::to_string(c.num_layers) + " layers (num_hidden_layers)");
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    bool sliding = sliding_by_default(l);
+    if (listed) {
+      const auto& t = (*types)[static_cast<size_t>(l)];
+      // Compared as std::string_view: comparing the json to a literal builds
+      // temporaries that gcc 12's -Warray-bounds misreads.
+      const std::string_view type = t.is_string() ? std::string_view(t.get_ref<const std::string&>()) : "";
+      if (type != "sliding_attention" && type != "full_attention")
+        invalid(path + ": field 'layer_types' entry " + std::to_string(l) +
+                " must be \"sliding_attention\" or \"full_attention\"");
+      sliding = type == "sliding_attention";
+    }
+    c.attention_window[static_cast<size_t>(l)] = sliding ? window : 0;
+  }
+  if (window == 0) c.attention_window.clear();  // every layer full
+}
+
+void parse_qwen_sliding_window(const json& j, const std::string& path, ModelConfig& c) {
+  const bool use = get_bool(j, "use_sliding_window", path, false);
+  const auto sw = j.find("sliding_window");
+  const int64_t window = !use || sw == j.end() || sw->is_null() ? 0 : get_int(j, "sliding_window", path);
+  const int64_t first = get_int(j, "max_window_layers", path, 28);
+  set_attention_windows(j, path, window, [first](int64_t l) { return l >= first; }, c);
 }
 
 void parse_grouped_sigmoid_router(const json& j, const std::string& path, const SigmoidRouterDefaults& d,

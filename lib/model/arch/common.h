@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -51,6 +52,18 @@ void parse_first_dense_layers(const json& j, const std::string& path, int64_t de
                               ModelConfig& c);
 // "num_nextn_predict_layers": multi-token-prediction layers stored after the last.
 void parse_mtp_layers(const json& j, const std::string& path, ModelConfig& c);
+
+// Per-layer attention windows (ModelConfig::attention_window): a layer is
+// sliding when its "layer_types" entry says "sliding_attention" ("full_attention"
+// otherwise; any other entry is an error), or without "layer_types" when
+// `sliding_by_default(layer)`; a sliding layer sees the last `window` keys.
+// window 0 leaves every layer full.
+void set_attention_windows(const json& j, const std::string& path, int64_t window,
+                           const std::function<bool(int64_t)>& sliding_by_default, ModelConfig& c);
+// The Qwen2/Qwen3 rule: "sliding_window" applies only with "use_sliding_window"
+// (default false), to the layers from "max_window_layers" (default 28) on
+// unless "layer_types" lists them.
+void parse_qwen_sliding_window(const json& j, const std::string& path, ModelConfig& c);
 
 // The grouped sigmoid router with a selection-only correction bias and the
 // ungated shared experts of the DeepSeek-V3 family: norm_topk_prob, n_group,

@@ -9,7 +9,6 @@
 #include "model/arch/common.h"
 
 #include <cmath>
-#include <string_view>
 
 #include "core/error.h"
 
@@ -29,31 +28,11 @@ nlohmann::json default_rope(const nlohmann::json& j, const std::string& path) {
 }
 
 // layer_types (default: even layers sliding, odd layers full) with
-// sliding_window; a null sliding_window leaves every layer full.
+// sliding_window (default 128); a null sliding_window leaves every layer full.
 void parse_attention_windows(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
   const auto sw = j.find("sliding_window");
   const int64_t window = sw != j.end() && sw->is_null() ? 0 : arch::get_int(j, "sliding_window", path, 128);
-  c.attention_window.assign(static_cast<size_t>(c.num_layers), 0);
-  const auto types = j.find("layer_types");
-  const bool listed = types != j.end() && !types->is_null();
-  if (listed && !types->is_array()) invalid(path + ": field 'layer_types' must be a list of strings");
-  if (listed && static_cast<int64_t>(types->size()) != c.num_layers)
-    invalid(path + ": field 'layer_types' has " + std::to_string(types->size()) + " entries for " +
-            std::to_string(c.num_layers) + " layers (num_hidden_layers)");
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    bool sliding = l % 2 == 0;
-    if (listed) {
-      const auto& t = (*types)[static_cast<size_t>(l)];
-      // Compared as std::string_view: comparing the json to a literal builds
-      // temporaries that gcc 12's -Warray-bounds misreads.
-      const std::string_view type = t.is_string() ? std::string_view(t.get_ref<const std::string&>()) : "";
-      if (type != "sliding_attention" && type != "full_attention")
-        invalid(path + ": field 'layer_types' entry " + std::to_string(l) +
-                " must be \"sliding_attention\" or \"full_attention\"");
-      sliding = type == "sliding_attention";
-    }
-    c.attention_window[static_cast<size_t>(l)] = sliding ? window : 0;
-  }
+  arch::set_attention_windows(j, path, window, [](int64_t l) { return l % 2 == 0; }, c);
 }
 
 void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {

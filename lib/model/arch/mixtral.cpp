@@ -1,6 +1,6 @@
-// Mixtral: plain GQA, softmax router whose top-k weights are always
-// renormalized, experts named w1 (gate), w3 (up), w2 (down) under
-// block_sparse_moe; every layer MoE.
+// Mixtral: plain GQA (every layer sliding when sliding_window is set), softmax
+// router whose top-k weights are always renormalized, experts named w1
+// (gate), w3 (up), w2 (down) under block_sparse_moe; every layer MoE.
 #include "model/arch/architecture.h"
 #include "model/arch/common.h"
 
@@ -13,6 +13,10 @@ void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
   c.rope_theta = arch::parse_rope_theta(j, path, 1e6);
   c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-5);
   c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
+  // A sliding_window (null in the released configs) applies to every layer.
+  const auto sw = j.find("sliding_window");
+  const int64_t window = sw == j.end() || sw->is_null() ? 0 : arch::get_int(j, "sliding_window", path);
+  arch::set_attention_windows(j, path, window, [](int64_t) { return true; }, c);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
   c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
   c.attention_bias = true;  // always: the config field is not consulted by the reference
   arch::parse_sparse_step_layers(j, path, c);
+  arch::parse_qwen_sliding_window(j, path, c);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
   c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
   c.qk_norm = QkNorm::kPerHead;
   arch::parse_sparse_step_layers(j, path, c);
+  arch::parse_qwen_sliding_window(j, path, c);
 }
 
 }  // namespace
