@@ -36,8 +36,18 @@ void grouped_attention(const ModelConfig& c, const AttentionWeights& w, const Ro
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
   const int64_t qd = nh * hd, kvd = nkv * hd, n = batch * seq_len, start = cache.length();
 
-  FloatBuffer q(n * qd), k(n * kvd), v(n * kvd);
-  project(x, n, H, w.q, w.q_op, qd, w.q_bias, q.data());
+  FloatBuffer q(n * qd), k(n * kvd), v(n * kvd), gate;
+  if (c.attention_output_gate) {  // per head [query | gate]
+    FloatBuffer qg(n * 2 * qd);
+    project(x, n, H, w.q, w.q_op, 2 * qd, w.q_bias, qg.data());
+    gate = FloatBuffer(n * qd);
+    for (int64_t r = 0; r < n * nh; ++r) {
+      std::memcpy(q.data() + r * hd, qg.data() + r * 2 * hd, hd * sizeof(float));
+      std::memcpy(gate.data() + r * hd, qg.data() + r * 2 * hd + hd, hd * sizeof(float));
+    }
+  } else {
+    project(x, n, H, w.q, w.q_op, qd, w.q_bias, q.data());
+  }
   project(x, n, H, w.k, w.k_op, kvd, w.k_bias, k.data());
   project(x, n, H, w.v, w.v_op, kvd, w.v_bias, v.data());
   norm_qk(c, w, q.data(), k.data(), n);
@@ -71,6 +81,8 @@ void grouped_attention(const ModelConfig& c, const AttentionWeights& w, const Ro
                   w.sinks ? w.sinks->data.data() + h : nullptr);
   });
 
+  if (c.attention_output_gate)
+    for (int64_t i = 0; i < n * qd; ++i) ctx[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
   project(ctx.data(), n, qd, w.o, w.o_op, H, w.o_bias, out);
 }
 

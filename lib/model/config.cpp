@@ -159,6 +159,17 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
   for (bool m : layer_is_moe) moe += m ? '1' : '0';
   add("moe_layers", moe);
   add("num_mtp_layers", num_mtp_layers);
+  add("attention_output_gate", attention_output_gate);
+  add("norm_zero_centred", norm_zero_centred);
+  std::string linear_layers;
+  for (bool m : layer_is_linear) linear_layers += m ? '1' : '0';
+  add("linear_layers", linear_layers);
+  add("linear_num_key_heads", linear.num_key_heads);
+  add("linear_num_value_heads", linear.num_value_heads);
+  add("linear_key_head_dim", linear.key_head_dim);
+  add("linear_value_head_dim", linear.value_head_dim);
+  add("linear_conv_kernel_dim", linear.conv_kernel);
+  add("linear_fused_projections", linear.fused_projections);
   return f;
 }
 
@@ -209,6 +220,7 @@ ModelConfig load_config(const std::string& folder) {
 }
 
 std::string attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".self_attn."; }
+std::string linear_attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".linear_attn."; }
 
 namespace {
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
@@ -269,14 +281,40 @@ NamedShapes attention_matrices(const ModelConfig& c, int64_t l) {
     return t;
   }
   const int64_t kv = c.num_kv_heads * c.head_dim;
-  return {{a + "q_proj.weight", {q, H}},
+  if (c.layer_is_linear.size() > static_cast<size_t>(l) && c.layer_is_linear[static_cast<size_t>(l)]) return {};
+  return {{a + "q_proj.weight", {c.attention_output_gate ? 2 * q : q, H}},
           {a + "k_proj.weight", {kv, H}},
           {a + "v_proj.weight", {kv, H}},
           {a + "o_proj.weight", {H, q}}};
 }
 
+// The gated delta net of a linear-attention layer.
+NamedShapes linear_attention_tensors(const ModelConfig& c, int64_t l) {
+  const std::string a = linear_attn_prefix(l);
+  const LinearAttentionConfig& d = c.linear;
+  const int64_t H = c.hidden_size, nv = d.num_value_heads;
+  NamedShapes t;
+  if (d.fused_projections) {
+    t.push_back({a + "in_proj_qkvz.weight", {2 * d.key_dim() + 2 * d.value_dim(), H}});
+    t.push_back({a + "in_proj_ba.weight", {2 * nv, H}});
+  } else {
+    t.push_back({a + "in_proj_qkv.weight", {d.conv_dim(), H}});
+    t.push_back({a + "in_proj_z.weight", {d.value_dim(), H}});
+    t.push_back({a + "in_proj_b.weight", {nv, H}});
+    t.push_back({a + "in_proj_a.weight", {nv, H}});
+  }
+  t.push_back({a + "conv1d.weight", {d.conv_dim(), 1, d.conv_kernel}});
+  t.push_back({a + "dt_bias", {nv}});
+  t.push_back({a + "A_log", {nv}});
+  t.push_back({a + "norm.weight", {d.value_head_dim}});
+  t.push_back({a + "out_proj.weight", {H, d.value_dim()}});
+  return t;
+}
+
 // Every attention tensor of layer l: the matrices, kv_b_proj, norms, biases.
 NamedShapes attention_tensors(const ModelConfig& c, int64_t l) {
+  if (c.layer_is_linear.size() > static_cast<size_t>(l) && c.layer_is_linear[static_cast<size_t>(l)])
+    return linear_attention_tensors(c, l);
   const std::string a = attn_prefix(l);
   const int64_t H = c.hidden_size, D = c.head_dim, q = c.num_heads * D, kv = c.num_kv_heads * D;
   NamedShapes t = attention_matrices(c, l);
@@ -292,7 +330,7 @@ NamedShapes attention_tensors(const ModelConfig& c, int64_t l) {
     return t;
   }
   if (c.attention_bias) {
-    t.push_back({a + "q_proj.bias", {q}});
+    t.push_back({a + "q_proj.bias", {c.attention_output_gate ? 2 * q : q}});
     t.push_back({a + "k_proj.bias", {kv}});
     t.push_back({a + "v_proj.bias", {kv}});
   }
@@ -437,7 +475,9 @@ std::string_view tensor_part(const ModelConfig& c, const std::string& name) {
   const std::string router = moe + std::string(c.arch->naming.router) + ".";
   if (name.find(moe + "experts.") != std::string::npos) return "routed_experts";
   if (name.find(moe.substr(0, moe.size() - 1) + shared) != std::string::npos) return "shared_experts";
-  if (name.find(".self_attn.") != std::string::npos && name.find("norm.") == std::string::npos) return "attention";
+  if ((name.find(".self_attn.") != std::string::npos || name.find(".linear_attn.") != std::string::npos) &&
+      name.find("norm.") == std::string::npos)
+    return "attention";
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return "embeddings_head";
   if (name.find("norm") != std::string::npos || name.find(router) != std::string::npos ||
       name.find(shared_gate) != std::string::npos)

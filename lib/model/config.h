@@ -37,6 +37,22 @@ struct YarnScaling {
   bool active() const { return factor > 0; }
 };
 
+// The gated delta net of a linear-attention layer (layer_is_linear):
+// num_key_heads query/key heads of key_head_dim, num_value_heads value heads
+// of value_head_dim (each key head serves num_value_heads / num_key_heads
+// consecutive value heads), a causal depthwise conv1d of conv_kernel taps
+// over the q/k/v channels.
+struct LinearAttentionConfig {
+  int64_t num_key_heads = 0, num_value_heads = 0, key_head_dim = 0, value_head_dim = 0, conv_kernel = 0;
+  // true: in_proj_qkvz and in_proj_ba, rows grouped per key head
+  // ([q | k | v of its value heads | z of its value heads], [b | a]);
+  // false: in_proj_qkv (all q, all k, all v), in_proj_z, in_proj_b, in_proj_a.
+  bool fused_projections = false;
+  int64_t key_dim() const { return num_key_heads * key_head_dim; }
+  int64_t value_dim() const { return num_value_heads * value_head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // channels of the conv: q, k, v
+};
+
 // Which projection of an expert (SwiGLU: down(silu(gate(x)) * up(x))).
 enum class Proj { kGate = 0, kUp = 1, kDown = 2 };
 
@@ -93,6 +109,16 @@ struct ModelConfig {
   double clip_qkv = 0.0;                 // clamp q/k/v to ±clip_qkv after the norms when > 0
   int64_t max_position_embeddings = 0;
   std::vector<bool> layer_is_moe;        // from decoder_sparse_step / mlp_only_layers
+  // q_proj gives each head [query (head_dim) | gate (head_dim)]; the attention
+  // output is multiplied by sigmoid(gate) before o_proj.
+  bool attention_output_gate = false;
+  // RMSNorm weights are stored around 0 and applied as (1 + w): the layer
+  // norms, the final norm and the q/k norms (load_norm in weights.h).
+  bool norm_zero_centred = false;
+  // Layers whose token mixer is a gated delta net (linear_attention.h)
+  // instead of self-attention (layer_types); empty: none.
+  std::vector<bool> layer_is_linear;
+  LinearAttentionConfig linear;
   // Multi-token-prediction modules stored as model.layers.{num_layers ..
   // num_layers + num_mtp_layers - 1}: never read by any command.
   int64_t num_mtp_layers = 0;
@@ -144,6 +170,8 @@ std::string shared_expert_name(const ModelConfig& c, int64_t layer, Proj p);
 std::string shared_expert_gate_name(const ModelConfig& c, int64_t layer);
 // Prefix of layer L's attention tensors ("model.layers.L.self_attn.").
 std::string attn_prefix(int64_t layer);
+// Prefix of a linear-attention layer's tensors ("model.layers.L.linear_attn.").
+std::string linear_attn_prefix(int64_t layer);
 
 // Verifies every tensor the architecture needs exists with the right shape.
 // Throws eq::Error naming the first missing/mismatched tensor, and the checkpoint.

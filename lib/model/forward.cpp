@@ -7,6 +7,7 @@
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
 #include "model/attention.h"
+#include "model/linear_attention.h"
 #include "model/mlp.h"
 #include "model/ops.h"
 
@@ -100,7 +101,12 @@ FloatBuffer Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch
       std::memcpy(h.data() + r * H, embed->data.data() + static_cast<int64_t>(tokens[r]) * H, H * sizeof(float));
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    {
+    if (static_cast<size_t>(l) < c.layer_is_linear.size() && c.layer_is_linear[static_cast<size_t>(l)]) {
+      const LinearAttentionWeights lw = load_linear_attention(*weights_, c, l);
+      rms_norm_parallel(h.data(), n, H, lw.input_norm->data.data(), c.rms_norm_eps, xn.data());
+      linear_attention_forward(c, lw, l, xn.data(), batch, seq_len, cache, delta.data());
+      add_into(h.data(), delta.data(), n * H);
+    } else {
       const AttentionWeights aw = load_attention(*weights_, c, l, linear_ops_.empty() ? nullptr : &linear_ops_);
       rms_norm_parallel(h.data(), n, H, aw.input_norm->data.data(), c.rms_norm_eps, xn.data());
       attention_forward(c, aw, rope_, l, xn.data(), batch, seq_len, cache, delta.data());
@@ -117,7 +123,7 @@ FloatBuffer Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch
     add_into(h.data(), delta.data(), n * H);
   }
   cache.advance(seq_len);
-  Tensor32Ptr final_norm = weights_->get("model.norm.weight", {H});
+  Tensor32Ptr final_norm = load_norm(*weights_, c, "model.norm.weight", H);
   rms_norm_parallel(h.data(), n, H, final_norm->data.data(), c.rms_norm_eps, h.data());
   return h;
 }

@@ -16,8 +16,22 @@ KvCache::KvCache(const ModelConfig& c, int64_t batch, int64_t capacity)
     key_dim_ = value_dim_ = c.num_kv_heads * c.head_dim;
   }
   const size_t rows = static_cast<size_t>(batch) * static_cast<size_t>(capacity);
-  k_.assign(c.num_layers, FloatBuffer(rows * key_dim_));
-  v_.assign(c.num_layers, FloatBuffer(rows * value_dim_));
+  k_.assign(c.num_layers, FloatBuffer());
+  v_.assign(c.num_layers, FloatBuffer());
+  conv_.assign(c.num_layers, FloatBuffer());
+  recurrent_.assign(c.num_layers, FloatBuffer());
+  const LinearAttentionConfig& a = c.linear;
+  conv_dim_ = (a.conv_kernel - 1) * a.conv_dim();
+  recurrent_dim_ = a.num_value_heads * a.key_head_dim * a.value_head_dim;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (static_cast<size_t>(l) < c.layer_is_linear.size() && c.layer_is_linear[static_cast<size_t>(l)]) {
+      conv_[l].assign(static_cast<size_t>(batch * conv_dim_), 0.0f);
+      recurrent_[l].assign(static_cast<size_t>(batch * recurrent_dim_), 0.0f);
+    } else {
+      k_[l].assign(rows * key_dim_, 0.0f);
+      v_[l].assign(rows * value_dim_, 0.0f);
+    }
+  }
 }
 
 void KvCache::advance(int64_t n) {
@@ -29,6 +43,8 @@ uint64_t KvCache::bytes() const {
   uint64_t b = 0;
   for (const auto& l : k_) b += l.size() * sizeof(float);
   for (const auto& l : v_) b += l.size() * sizeof(float);
+  for (const auto& l : conv_) b += l.size() * sizeof(float);
+  for (const auto& l : recurrent_) b += l.size() * sizeof(float);
   return b;
 }
 

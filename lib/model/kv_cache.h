@@ -4,7 +4,10 @@
 // keys (after RoPE) and values, kv_heads * head_dim floats each. Latent
 // attention stores one key row only: the normed latent (kv_lora_rank) and the
 // shared RoPE key after RoPE (qk_rope_head_dim); heads' keys and values are
-// expanded from it when attended to.
+// expanded from it when attended to. A linear-attention layer (gated delta
+// net) stores no rows: per sequence its conv state (the last conv_kernel - 1
+// conv inputs, [conv_kernel - 1][conv_dim]) and its recurrent state
+// ([value heads][key_head_dim][value_head_dim]), both zero at position 0.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +39,12 @@ class KvCache {
   const float* values(int64_t layer, int64_t seq, int64_t pos) const { return at(v_, value_dim_, layer, seq, pos); }
   uint64_t bytes() const;
 
+  // Linear-attention layers only (ModelConfig::layer_is_linear).
+  int64_t conv_state_dim() const { return conv_dim_; }
+  int64_t recurrent_state_dim() const { return recurrent_dim_; }
+  float* conv_state(int64_t layer, int64_t seq) { return conv_[layer].data() + seq * conv_dim_; }
+  float* recurrent_state(int64_t layer, int64_t seq) { return recurrent_[layer].data() + seq * recurrent_dim_; }
+
  private:
   float* at(std::vector<FloatBuffer>& s, int64_t dim, int64_t layer, int64_t seq, int64_t pos) {
     return s[layer].data() + (seq * capacity_ + pos) * dim;
@@ -45,6 +54,8 @@ class KvCache {
   }
   int64_t batch_, capacity_, key_dim_, value_dim_, length_ = 0;
   std::vector<FloatBuffer> k_, v_;
+  int64_t conv_dim_ = 0, recurrent_dim_ = 0;
+  std::vector<FloatBuffer> conv_, recurrent_;
 };
 
 }  // namespace eq::model

@@ -70,11 +70,23 @@ uint64_t WeightStore::cached_bytes() const {
   return b;
 }
 
+Tensor32Ptr load_norm(const WeightStore& w, const ModelConfig& c, const std::string& name, int64_t dim) {
+  if (!c.norm_zero_centred) return w.get(name, {dim});
+  return w.get_or_make(name + " (1 + w)", /*expert=*/false, [&] {
+    const Tensor32Ptr stored = w.get(name, {dim});
+    Tensor32 t;
+    t.shape = stored->shape;
+    t.data.resize(stored->data.size());
+    for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = 1.0f + stored->data[i];
+    return t;
+  });
+}
+
 AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer, const LinearOps* ops) {
   const std::string p = attn_prefix(layer);
   const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   AttentionWeights a;
-  a.input_norm = w.get("model.layers." + std::to_string(layer) + ".input_layernorm.weight", {H});
+  a.input_norm = load_norm(w, c, "model.layers." + std::to_string(layer) + ".input_layernorm.weight", H);
   auto proj = [&](const std::string& name, int64_t rows, int64_t cols, Tensor32Ptr& t, const LinearOp*& op) {
     if (ops) {
       auto it = ops->find(name);
@@ -110,11 +122,11 @@ AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int6
               "{q_a_proj,kv_a_proj_with_mqa,o_proj}.bias is missing");
     return a;
   }
-  proj(p + "q_proj.weight", qd, H, a.q, a.q_op);
+  proj(p + "q_proj.weight", c.attention_output_gate ? 2 * qd : qd, H, a.q, a.q_op);
   proj(p + "k_proj.weight", kvd, H, a.k, a.k_op);
   proj(p + "v_proj.weight", kvd, H, a.v, a.v_op);
   proj(p + "o_proj.weight", H, qd, a.o, a.o_op);
-  a.q_bias = w.get_optional(p + "q_proj.bias", {qd});
+  a.q_bias = w.get_optional(p + "q_proj.bias", {c.attention_output_gate ? 2 * qd : qd});
   a.k_bias = w.get_optional(p + "k_proj.bias", {kvd});
   a.v_bias = w.get_optional(p + "v_proj.bias", {kvd});
   a.o_bias = w.get_optional(p + "o_proj.bias", {H});
@@ -125,17 +137,17 @@ AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int6
     invalid("checkpoint " + w.checkpoint().path() + ": config has attention bias but " + p + "o_proj.bias is missing");
   if (c.attention_sinks) a.sinks = w.get(p + "sinks", {c.num_heads});
   if (c.qk_norm == QkNorm::kWhole) {
-    a.q_norm = w.get(p + "q_norm.weight", {qd});
-    a.k_norm = w.get(p + "k_norm.weight", {kvd});
+    a.q_norm = load_norm(w, c, p + "q_norm.weight", qd);
+    a.k_norm = load_norm(w, c, p + "k_norm.weight", kvd);
   } else if (c.qk_norm == QkNorm::kPerHead) {
-    a.q_norm = w.get(p + "q_norm.weight", {c.head_dim});
-    a.k_norm = w.get(p + "k_norm.weight", {c.head_dim});
+    a.q_norm = load_norm(w, c, p + "q_norm.weight", c.head_dim);
+    a.k_norm = load_norm(w, c, p + "k_norm.weight", c.head_dim);
   }
   return a;
 }
 
 Tensor32Ptr load_post_attention_norm(const WeightStore& w, const ModelConfig& c, int64_t layer) {
-  return w.get("model.layers." + std::to_string(layer) + ".post_attention_layernorm.weight", {c.hidden_size});
+  return load_norm(w, c, "model.layers." + std::to_string(layer) + ".post_attention_layernorm.weight", c.hidden_size);
 }
 
 MlpWeights load_expert(const WeightStore& w, const ModelConfig& c, int64_t layer, int64_t e) {

@@ -106,7 +106,11 @@ struct MlpWeights {
   const LinearOp *gate_op = nullptr, *up_op = nullptr, *down_op = nullptr;
 };
 
+// An RMSNorm weight [dim] as applied: w, or 1 + w with ModelConfig::norm_zero_centred.
+Tensor32Ptr load_norm(const WeightStore& w, const ModelConfig& c, const std::string& name, int64_t dim);
+
 // Projections named in `ops` are taken from there (q/k/v/o stay null).
+// With attention_output_gate q is [2*nh*hd, H]: per head [query | gate].
 AttentionWeights load_attention(const WeightStore& w, const ModelConfig& c, int64_t layer,
                                 const LinearOps* ops = nullptr);
 Tensor32Ptr load_post_attention_norm(const WeightStore& w, const ModelConfig& c, int64_t layer);

@@ -269,4 +269,43 @@ void parse_sparse_step_layers(const json& j, const std::string& path, ModelConfi
     invalid(path + ": dense MLP layers need 'intermediate_size'");
 }
 
+void parse_gated_delta_layers(const json& j, const std::string& path, bool fused, ModelConfig& c) {
+  c.layer_is_linear.assign(static_cast<size_t>(c.num_layers), false);
+  const auto types = j.find("layer_types");
+  if (types != j.end() && !types->is_null()) {
+    if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers))
+      invalid(path + ": field 'layer_types' must list one type per layer (" + std::to_string(c.num_layers) + ")");
+    for (size_t l = 0; l < types->size(); ++l) {
+      const json& t = (*types)[l];
+      if (t == "linear_attention") c.layer_is_linear[l] = true;
+      else if (t != "full_attention")
+        invalid(path + ": field 'layer_types' entry " + std::to_string(l) +
+                " must be \"linear_attention\" or \"full_attention\"");
+    }
+  } else {
+    const int64_t interval = get_int(j, "full_attention_interval", path, 4);
+    if (interval == 0) invalid(path + ": field 'full_attention_interval' must be positive");
+    for (int64_t l = 0; l < c.num_layers; ++l) c.layer_is_linear[static_cast<size_t>(l)] = (l + 1) % interval != 0;
+  }
+  LinearAttentionConfig& a = c.linear;
+  a.num_key_heads = get_int(j, "linear_num_key_heads", path, 16);
+  a.num_value_heads = get_int(j, "linear_num_value_heads", path, 32);
+  a.key_head_dim = get_int(j, "linear_key_head_dim", path, 128);
+  a.value_head_dim = get_int(j, "linear_value_head_dim", path, 128);
+  a.conv_kernel = get_int(j, "linear_conv_kernel_dim", path, 4);
+  a.fused_projections = fused;
+  check_max(a.num_key_heads, kMaxConfigDim, "linear_num_key_heads", path);
+  check_max(a.num_value_heads, kMaxConfigDim, "linear_num_value_heads", path);
+  check_max(a.key_head_dim, kMaxConfigDim, "linear_key_head_dim", path);
+  check_max(a.value_head_dim, kMaxConfigDim, "linear_value_head_dim", path);
+  check_max(a.conv_kernel, 1024, "linear_conv_kernel_dim", path);
+  if (a.num_key_heads == 0 || a.num_value_heads % a.num_key_heads != 0 || a.num_value_heads == 0 ||
+      a.key_head_dim == 0 || a.value_head_dim == 0 || a.conv_kernel == 0)
+    invalid(path + ": the linear attention sizes must be positive and linear_num_value_heads a multiple of "
+                   "linear_num_key_heads");
+  c.attention_output_gate = true;
+  c.norm_zero_centred = true;
+  c.qk_norm = QkNorm::kPerHead;
+}
+
 }  // namespace eq::model::arch

@@ -86,4 +86,12 @@ int64_t parse_expert_size(const json& j, const char* key, const std::string& pat
 // "mlp_only_layers" (dense); dense layers need "intermediate_size".
 void parse_sparse_step_layers(const json& j, const std::string& path, ModelConfig& c);
 
+// The hybrid layers of the Qwen3-Next family: each layer's token mixer from
+// "layer_types" ("linear_attention" / "full_attention"), else every
+// "full_attention_interval"-th layer (default 4) full attention and the
+// others linear; the gated delta net's "linear_*" sizes (`fused`: the
+// projection layout, LinearAttentionConfig); full attention with an output
+// gate and zero-centred RMSNorms everywhere.
+void parse_gated_delta_layers(const json& j, const std::string& path, bool fused, ModelConfig& c);
+
 }  // namespace eq::model::arch

@@ -1,0 +1,37 @@
+// Qwen3.5-MoE text model: the Qwen3-Next layers with the gated delta net's
+// projections stored apart (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a);
+// every layer MoE; the router always renormalizes its top-k. Its
+// multimodal RoPE turns text-only positions (the same position on all three
+// axes) exactly as plain RoPE, so plain RoPE is what runs.
+#include "model/arch/architecture.h"
+#include "model/arch/common.h"
+
+namespace eq::model {
+namespace {
+
+void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+  c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size", path);
+  c.shared_expert_intermediate_size = arch::get_int(j, "shared_expert_intermediate_size", path, 0);
+  arch::check_max(c.shared_expert_intermediate_size, kMaxConfigDim, "shared_expert_intermediate_size", path);
+  c.shared_expert_gated = true;
+  c.norm_topk_prob = true;  // the config has no such field
+  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
+  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
+  arch::parse_rope(j, path, 10000.0, 0.25, c);
+  arch::parse_gated_delta_layers(j, path, /*fused=*/false, c);
+}
+
+}  // namespace
+
+const Architecture& architecture_qwen3_5_moe_text() {
+  static const Architecture row{
+      .model_type = "qwen3_5_moe_text",
+      .description = "Qwen3.5-MoE text: gated delta net layers (separate projections) with gated GQA layers, "
+                     "partial RoPE, zero-centred norms, softmax top-k router, sigmoid-gated shared expert",
+      .naming = {},
+      .parse = parse,
+  };
+  return row;
+}
+
+}  // namespace eq::model

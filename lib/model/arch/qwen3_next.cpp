@@ -1,0 +1,41 @@
+// Qwen3-Next: hybrid layers, most of them a gated delta net (linear
+// attention with a causal conv1d and a decaying recurrent state, fused
+// in_proj_qkvz / in_proj_ba grouped per key head), the others grouped-query
+// attention with an output gate, per-head zero-centred q/k RMSNorm and RoPE
+// on the first partial_rotary_factor of each head; zero-centred RMSNorms
+// (1 + w); softmax top-k router, a shared expert gated by
+// sigmoid(x · shared_expert_gate); dense layers by decoder_sparse_step /
+// mlp_only_layers.
+#include "model/arch/architecture.h"
+#include "model/arch/common.h"
+
+namespace eq::model {
+namespace {
+
+void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+  c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size", path);
+  c.shared_expert_intermediate_size = arch::get_int(j, "shared_expert_intermediate_size", path, 0);
+  arch::check_max(c.shared_expert_intermediate_size, kMaxConfigDim, "shared_expert_intermediate_size", path);
+  c.shared_expert_gated = true;
+  c.norm_topk_prob = arch::get_bool(j, "norm_topk_prob", path, true);
+  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
+  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
+  arch::parse_rope(j, path, 10000.0, 0.25, c);
+  arch::parse_sparse_step_layers(j, path, c);
+  arch::parse_gated_delta_layers(j, path, /*fused=*/true, c);
+}
+
+}  // namespace
+
+const Architecture& architecture_qwen3_next() {
+  static const Architecture row{
+      .model_type = "qwen3_next",
+      .description = "Qwen3-Next: gated delta net layers (fused projections) with gated GQA layers, partial RoPE, "
+                     "zero-centred norms, softmax top-k router, sigmoid-gated shared expert",
+      .naming = {},
+      .parse = parse,
+  };
+  return row;
+}
+
+}  // namespace eq::model
