@@ -1,6 +1,7 @@
 // The float32 forward against the HF transformers float32 references shipped
 // with ../shared/models/{tinymoe,qwen3moe-small,deepseek_v3-small,
-// deepseek_v3-small-fp8,glm4_moe-small,gpt_oss-small,gpt_oss-small-mxfp4}
+// deepseek_v3-small-fp8,glm4_moe-small,gpt_oss-small,gpt_oss-small-mxfp4,
+// qwen3_next-small,qwen3_5_moe-small}
 // (see each model's README): logits,
 // router logits, top-k sets, MoE inputs and outputs, greedy generation, and
 // bits per byte on the corpus files.
@@ -161,7 +162,8 @@ TEST_P(ReferenceTest, GreedyGeneration) {
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceTest,
                          ::testing::Values("tinymoe", "qwen3moe-small", "deepseek_v3-small", "deepseek_v3-small-fp8",
-                                           "glm4_moe-small", "gpt_oss-small", "gpt_oss-small-mxfp4"),
+                                           "glm4_moe-small", "gpt_oss-small", "gpt_oss-small-mxfp4",
+                                           "qwen3_next-small", "qwen3_5_moe-small"),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');
@@ -208,6 +210,9 @@ std::vector<BpbCase> bpb_cases() {
   for (const char* m : {"deepseek_v3-small", "deepseek_v3-small-fp8", "glm4_moe-small", "gpt_oss-small",
                         "gpt_oss-small-mxfp4"})
     for (const char* f : {"eval_c.txt", "eval_prose.txt"}) v.push_back({m, f});
+  // Gated delta net layers beside gated attention, zero-centred norms, a gated shared expert.
+  for (const char* m : {"qwen3_next-small", "qwen3_5_moe-small"})
+    for (const char* f : {"eval_python.txt", "eval_c.txt"}) v.push_back({m, f});
   return v;
 }
 

@@ -8,8 +8,8 @@
 // adds 2). Measured on tinymoe: 0, 6, 10 and 8 slots in layers 0..3. Layer
 // totals must match exactly.
 //
-// tinymoe, deepseek_v3-small, glm4_moe-small and both gpt_oss-small forms
-// run in the default suite;
+// tinymoe, deepseek_v3-small, glm4_moe-small, both gpt_oss-small forms,
+// qwen3_next-small and qwen3_5_moe-small run in the default suite;
 // qwen3moe-small and the FP8 twin of deepseek_v3-small (whose dequantized
 // weights the model tests check through logits and bits per byte) are
 // labelled slow (disabled by default: run with --gtest_also_run_disabled_tests).
@@ -105,6 +105,24 @@ TEST(ReferenceCounts, GptOssSmallMxfp4CalibMixed) {
   GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
 #endif
   check_counts("gpt_oss-small-mxfp4");
+}
+
+// The softmax router behind gated delta net layers (Qwen3-Next, fused
+// projections; Qwen3.5-MoE, separate projections).
+TEST(ReferenceCounts, Qwen3NextSmallCalibMixed) {
+  EQ_REQUIRE_SHARED();
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
+#endif
+  check_counts("qwen3_next-small");
+}
+
+TEST(ReferenceCounts, Qwen35MoeSmallCalibMixed) {
+  EQ_REQUIRE_SHARED();
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
+#endif
+  check_counts("qwen3_5_moe-small");
 }
 
 TEST(ReferenceCounts, DISABLED_DeepseekV3SmallFp8CalibMixedSlow) {
