@@ -15,7 +15,8 @@
 // labelled slow (disabled by default: run with --gtest_also_run_disabled_tests).
 // Measured: deepseek_v3-small 4 and 8 slots in layers 1, 2; glm4_moe-small 4,
 // 2 and 10 in layers 1..3; the FP8 twin 6 and 6; gpt_oss-small 4, 4, 0 and
-// its MXFP4 twin 4, 2, 6 in layers 0..2.
+// its MXFP4 twin 4, 2, 6 in layers 0..2; qwen3_next-small 4, 8, 4 and 12 in
+// layers 0..3; qwen3_5_moe-small 0 in every layer.
 #include <gtest/gtest.h>
 
 #include <cmath>
