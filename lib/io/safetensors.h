@@ -108,11 +108,20 @@ class Checkpoint {
   const SafetensorsFile& shard_of(std::string_view name) const;
   std::vector<float> load_f32(std::string_view name) const;
   uint64_t total_tensor_bytes() const;
+  // Tensors stored as "<stored>X" are named "<logical>X" from now on (the
+  // language model of a multimodal checkpoint read as a decoder); other
+  // names are unchanged; info() and shard_of() also take the stored name.
+  // Throws when a renamed tensor's name is taken.
+  void rename_prefix(std::string_view stored, std::string_view logical);
 
  private:
   std::string path_, folder_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, std::pair<size_t, const TensorInfo*>, std::less<>> where_;
+  // Renamed tensors under their stored names (TensorInfo::name), which
+  // info() and shard_of() still accept.
+  std::map<std::string, std::pair<size_t, const TensorInfo*>, std::less<>> renamed_;
+  const std::pair<size_t, const TensorInfo*>& find(std::string_view name) const;
 };
 
 // ---------------------------------------------------------------------------

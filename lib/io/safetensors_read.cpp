@@ -290,19 +290,33 @@ std::vector<std::string> Checkpoint::tensor_names() const {
   return names;
 }
 
+void Checkpoint::rename_prefix(std::string_view stored, std::string_view logical) {
+  std::vector<std::string> moved;
+  for (const auto& [n, _] : where_)
+    if (n.rfind(stored, 0) == 0) moved.push_back(n);
+  for (const std::string& n : moved) {
+    const auto w = where_.at(n);
+    where_.erase(n);
+    renamed_.emplace(n, w);
+    const std::string to = std::string(logical) + n.substr(stored.size());
+    if (!where_.emplace(to, w).second)
+      invalid(path_ + ": tensor '" + n + "' would be read as '" + to + "', which the checkpoint also holds");
+  }
+}
+
 bool Checkpoint::has(std::string_view name) const { return where_.find(name) != where_.end(); }
 
 const TensorInfo& Checkpoint::info(std::string_view name) const {
-  auto it = where_.find(name);
-  if (it == where_.end()) invalid(path_ + ": tensor '" + std::string(name) + "' not found in the checkpoint");
-  return *it->second.second;
+  return *find(name).second;
 }
 
-const SafetensorsFile& Checkpoint::shard_of(std::string_view name) const {
-  auto it = where_.find(name);
-  if (it == where_.end()) invalid(path_ + ": tensor '" + std::string(name) + "' not found in the checkpoint");
-  return *shards_[it->second.first];
+const std::pair<size_t, const TensorInfo*>& Checkpoint::find(std::string_view name) const {
+  if (auto it = where_.find(name); it != where_.end()) return it->second;
+  if (auto it = renamed_.find(name); it != renamed_.end()) return it->second;
+  invalid(path_ + ": tensor '" + std::string(name) + "' not found in the checkpoint");
 }
+
+const SafetensorsFile& Checkpoint::shard_of(std::string_view name) const { return *shards_[find(name).first]; }
 
 TensorView Checkpoint::view(std::string_view name) const { return shard_of(name).view(info(name)); }
 

@@ -186,8 +186,17 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   // Before anything else: a quantization we cannot read must stop the run
   // (exit 4) rather than let its codes be taken for weights.
   c.source_quant = io::parse_quantization_config(j, path);
-  arch::parse_decoder_fields(j, path, c);
-  c.arch->parse(j, path, c);
+  const json* text = &j;
+  if (!c.arch->text_config.empty()) {
+    const auto it = j.find(c.arch->text_config);
+    if (it == j.end() || !it->is_object())
+      invalid(path + ": field '" + std::string(c.arch->text_config) + "' (the text model's config) is missing");
+    text = &*it;
+  }
+  const std::string text_path =
+      text == &j ? path : path + " (" + std::string(c.arch->text_config) + ")";
+  arch::parse_decoder_fields(*text, text_path, c);
+  c.arch->parse(*text, text_path, c);
   // Checked here, for every architecture: a non-positive epsilon or theta
   // gives NaN logits that would otherwise surface as a printed "nan".
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
@@ -217,6 +226,10 @@ ModelConfig load_config(const std::string& folder) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(ErrorKind::kIo, path + ": cannot open (a checkpoint folder needs config.json)");
   return parse_config_text(io::read_file_bytes(path, kMaxConfigBytes), path);
+}
+
+void expose_language_model(const ModelConfig& c, io::Checkpoint& ckpt) {
+  if (!c.arch->language_model_prefix.empty()) ckpt.rename_prefix(c.arch->language_model_prefix, "model.");
 }
 
 std::string attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".self_attn."; }

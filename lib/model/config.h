@@ -148,6 +148,11 @@ inline constexpr uint64_t kMaxConfigBytes = 16ull << 20;
 // Reads <folder>/config.json.
 ModelConfig load_config(const std::string& folder);
 
+// Reads a multimodal wrapper's language model (Architecture::
+// language_model_prefix) under the "model." names every reader uses; a no-op
+// for other architectures and for tensors already named so (a packed folder).
+void expose_language_model(const ModelConfig& c, io::Checkpoint& ckpt);
+
 // Bounds on what a config may declare, checked before anything is sized from
 // it (per-layer tables, per-expert allocations). Generous: the largest MoE
 // models have ~100 layers, 512 experts per layer and 256k-token vocabularies.

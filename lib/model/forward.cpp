@@ -37,6 +37,7 @@ Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const Mod
       config_(std::move(config)),
       rope_(config_),
       linear_ops_(options.linear_ops) {
+  expose_language_model(config_, *ckpt_);
   std::vector<std::string> provided;
   for (const auto& [name, op] : linear_ops_) {
     const auto shape = expected_shape(config_, name);

@@ -17,6 +17,7 @@ nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_t
   ParamBreakdown b;
   if (has_config) {
     ModelConfig c = load_config(ckpt->folder());
+    expose_language_model(c, *ckpt);
     const io::SourceTensors source(*ckpt, c.source_quant);
     check_against_checkpoint(c, source);
     b = count_parameters(c, source);

@@ -412,6 +412,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
 
   auto ckpt = io::Checkpoint::open(rq.model_path);
   const model::ModelConfig cfg = config ? *config : model::load_config(ckpt->folder());
+  model::expose_language_model(cfg, *ckpt);
   const io::SourceTensors src(*ckpt, cfg.source_quant);
   model::check_against_checkpoint(cfg, src);
 

@@ -31,6 +31,7 @@ model::ModelConfig Profile::dims() const {
 
 ModelFingerprint fingerprint_model(const std::string& model_path) {
   const std::unique_ptr<io::Checkpoint> ckpt = io::Checkpoint::open(model_path);
+  model::expose_language_model(model::load_config(ckpt->folder()), *ckpt);  // the names pack sees
   ModelFingerprint f = fingerprint_metadata(*ckpt, model_path);
   io::add_full_hashes(*ckpt, f.tensors);
   return f;

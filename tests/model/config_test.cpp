@@ -129,7 +129,7 @@ TEST(Config, ErrorsNameTheField) {
   j["model_type"] = "llama";
   auto msg = error_of(j);
   EXPECT_NE(msg.find("'llama' is not supported"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("mixtral, olmoe, qwen2_moe, qwen3_5_moe_text, qwen3_moe, qwen3_next"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("mixtral, olmoe, qwen2_moe, qwen3_5_moe, qwen3_5_moe_text, qwen3_moe, qwen3_next"), std::string::npos) << msg;
   j = qwen3_json();
   j.erase("num_local_experts");
   EXPECT_NE(error_of(j).find("num_local_experts"), std::string::npos);
