@@ -80,10 +80,10 @@ struct Architecture {
   ExpertStorage expert_storage = ExpertStorage::kPerExpert;
   // A multimodal wrapper: the decoder's config fields are under this key of
   // config.json (its other towers are never read) ...
-  std::string_view text_config;
+  std::string_view text_config = {};
   // ... and its tensors under this prefix instead of "model." (read as
   // "model." names: expose_language_model in config.h).
-  std::string_view language_model_prefix;
+  std::string_view language_model_prefix = {};
   // Fills the architecture's fields of `c` from config.json (`j`); the fields
   // every decoder shares are parsed before (arch/common.h). Errors name `path`
   // and the field.
