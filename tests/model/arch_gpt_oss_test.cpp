@@ -33,7 +33,7 @@ constexpr int64_t V = 97, H = 48, L = 3, NH = 4, NKV = 2, HD = 16, E = 8, K = 3,
 constexpr double kTheta = 10000, kFactor = 4, kOriginal = 256, kEps = 1e-5, kLimit = 1.5, kAlpha = 1.702;
 const bool kSliding[L] = {true, false, true};
 
-using Weights = std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>;
+using arch_check::Weights;
 
 nlohmann::json config_json() {
   return {{"model_type", "gpt_oss"},
@@ -65,15 +65,9 @@ nlohmann::json config_json() {
 }
 
 Weights random_weights(uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  Weights w;
+  arch_check::RandomWeights r(seed);
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale, float offset = 0) {
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    std::vector<float> v(n);
-    for (auto& x : v) x = offset + scale * nd(rng);
-    w[name] = {shape, v};
+    r.add(name, std::move(shape), scale, offset);
   };
   auto lin = [](int64_t in) { return 1.0f / std::sqrt(static_cast<float>(in)); };
   add("model.embed_tokens.weight", {V, H}, 1.0f);
@@ -99,20 +93,10 @@ Weights random_weights(uint32_t seed) {
   }
   add("model.norm.weight", {H}, 0.1f, 1.0f);
   add("lm_head.weight", {V, H}, lin(H));
-  return w;
+  return r.weights;
 }
 
-std::string write_checkpoint(const Weights& w) {
-  const auto dir = test::temp_dir("arch-gpt_oss");
-  std::ofstream(dir / "config.json") << config_json().dump(2);
-  std::vector<io::TensorToWrite> t;
-  for (const auto& [name, sv] : w)
-    t.push_back({name, DType::kF32, sv.first,
-                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(sv.second.data()),
-                                          sv.second.size() * sizeof(float))});
-  io::write_safetensors((dir / "model.safetensors").string(), t);
-  return dir.string();
-}
+std::string write_checkpoint(const Weights& w) { return arch_check::write_float32_checkpoint(w, config_json(), "gpt_oss"); }
 
 // ---------------------------------------------------------------------------
 // float64 reference: one sequence, full recompute.

@@ -79,7 +79,7 @@ Spec qwen3_moe() {
   return s;
 }
 
-using Weights = std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>;
+using arch_check::Weights;
 
 nlohmann::json config_json(const Spec& s) {
   nlohmann::json j = {{"model_type", s.type},        {"vocab_size", s.V},          {"hidden_size", s.H},
@@ -108,15 +108,9 @@ nlohmann::json config_json(const Spec& s) {
 }
 
 Weights random_weights(const Spec& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  Weights w;
+  arch_check::RandomWeights r(seed);
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale, float offset = 0) {
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    std::vector<float> v(n);
-    for (auto& x : v) x = offset + scale * nd(rng);
-    w[name] = {shape, v};
+    r.add(name, std::move(shape), scale, offset);
   };
   const float lin = 1.0f / std::sqrt(static_cast<float>(s.H));
   add("model.embed_tokens.weight", {s.V, s.H}, 1.0f);
@@ -162,19 +156,11 @@ Weights random_weights(const Spec& s, uint32_t seed) {
   }
   add("model.norm.weight", {s.H}, 0.1f, 1.0f);
   if (!s.tie) add("lm_head.weight", {s.V, s.H}, lin);
-  return w;
+  return r.weights;
 }
 
 std::string write_checkpoint(const Spec& s, const Weights& w) {
-  const auto dir = test::temp_dir("arch-" + s.type);
-  std::ofstream(dir / "config.json") << config_json(s).dump(2);
-  std::vector<io::TensorToWrite> t;
-  for (const auto& [name, sv] : w)
-    t.push_back({name, DType::kF32, sv.first,
-                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(sv.second.data()),
-                                          sv.second.size() * sizeof(float))});
-  io::write_safetensors((dir / "model.safetensors").string(), t);
-  return dir.string();
+  return arch_check::write_float32_checkpoint(w, config_json(s), s.type);
 }
 
 // ---------------------------------------------------------------------------

@@ -10,16 +10,60 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "io/safetensors.h"
 #include "model/forward.h"
+#include "test_support.h"
 
 namespace eq::model::arch_check {
+
+// A random checkpoint's tensors: name -> (shape, float32 values).
+using Weights = std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>;
+
+// Fills Weights with offset + scale · N(0, 1) tensors from one seeded stream
+// (the order of add() calls fixes every value).
+class RandomWeights {
+ public:
+  explicit RandomWeights(uint32_t seed) : rng_(seed) {}
+  void add(const std::string& name, std::vector<int64_t> shape, float scale, float offset = 0) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = offset + scale * normal_(rng_);
+    weights[name] = {std::move(shape), std::move(v)};
+  }
+  Weights weights;
+
+ private:
+  std::mt19937 rng_;
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+};
+
+// config.json and model.safetensors (every tensor F32) in a fresh temporary
+// folder named after `tag`; returns the folder.
+inline std::string write_float32_checkpoint(const Weights& w, const nlohmann::json& config, const std::string& tag) {
+  const auto dir = eq::test::temp_dir("arch-" + tag);
+  std::ofstream(dir / "config.json") << config.dump(2);
+  std::vector<io::TensorToWrite> t;
+  for (const auto& [name, sv] : w)
+    t.push_back({name, DType::kF32, sv.first,
+                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(sv.second.data()),
+                                          sv.second.size() * sizeof(float))});
+  io::write_safetensors((dir / "model.safetensors").string(), t);
+  return dir.string();
+}
 
 inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
