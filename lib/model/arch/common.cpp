@@ -189,6 +189,12 @@ void parse_first_dense_layers(const json& j, const std::string& path, int64_t de
     invalid(path + ": dense MLP layers need 'intermediate_size'");
 }
 
+void parse_gated_shared_expert(const json& j, const std::string& path, ModelConfig& c) {
+  c.shared_expert_intermediate_size = get_int(j, "shared_expert_intermediate_size", path, 0);
+  check_max(c.shared_expert_intermediate_size, kMaxConfigDim, "shared_expert_intermediate_size", path);
+  c.shared_expert_gated = true;
+}
+
 void parse_mtp_layers(const json& j, const std::string& path, ModelConfig& c) {
   c.num_mtp_layers = get_int(j, "num_nextn_predict_layers", path, 0);
   check_max(c.num_layers + c.num_mtp_layers, kMaxConfigLayers, "num_hidden_layers + num_nextn_predict_layers", path);

@@ -50,6 +50,10 @@ double rope_mscale_all_dim(const json& j, const std::string& path);
 // also those whose index is not a multiple of "moe_layer_freq" (default 1).
 void parse_first_dense_layers(const json& j, const std::string& path, int64_t default_first, bool layer_freq,
                               ModelConfig& c);
+// The Qwen-family shared expert: "shared_expert_intermediate_size" (0 or
+// absent: none), gated by sigmoid(x · shared_expert_gate).
+void parse_gated_shared_expert(const json& j, const std::string& path, ModelConfig& c);
+
 // "num_nextn_predict_layers": multi-token-prediction layers stored after the last.
 void parse_mtp_layers(const json& j, const std::string& path, ModelConfig& c);
 

@@ -11,9 +11,7 @@ namespace {
 
 void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
   c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size", path);
-  c.shared_expert_intermediate_size = arch::get_int(j, "shared_expert_intermediate_size", path, 0);
-  arch::check_max(c.shared_expert_intermediate_size, kMaxConfigDim, "shared_expert_intermediate_size", path);
-  c.shared_expert_gated = true;
+  arch::parse_gated_shared_expert(j, path, c);
   c.norm_topk_prob = true;  // the config has no such field
   c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
   c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
