@@ -90,6 +90,10 @@ int64_t ModelConfig::layer_attention_window(int64_t layer) const {
   return layer >= 0 && static_cast<size_t>(layer) < attention_window.size() ? attention_window[layer] : 0;
 }
 
+bool ModelConfig::layer_linear(int64_t layer) const {
+  return layer >= 0 && static_cast<size_t>(layer) < layer_is_linear.size() && layer_is_linear[static_cast<size_t>(layer)];
+}
+
 std::vector<std::string> supported_model_types() {
   std::vector<std::string> v;
   for (const Architecture* a : all_architectures()) v.emplace_back(a->model_type);
@@ -97,6 +101,11 @@ std::vector<std::string> supported_model_types() {
 }
 
 std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
+  const auto bit_string = [](const std::vector<bool>& bits) {
+    std::string s;
+    for (bool b : bits) s += b ? '1' : '0';
+    return s;
+  };
   std::vector<std::pair<std::string, std::string>> f;
   auto add = [&](const char* name, auto v) {
     std::ostringstream os;
@@ -155,15 +164,11 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
   add("expert_activation", int(expert_activation.kind));
   add("expert_activation_alpha", expert_activation.alpha);
   add("expert_activation_limit", expert_activation.limit);
-  std::string moe;
-  for (bool m : layer_is_moe) moe += m ? '1' : '0';
-  add("moe_layers", moe);
+  add("moe_layers", bit_string(layer_is_moe));
   add("num_mtp_layers", num_mtp_layers);
   add("attention_output_gate", attention_output_gate);
   add("norm_zero_centred", norm_zero_centred);
-  std::string linear_layers;
-  for (bool m : layer_is_linear) linear_layers += m ? '1' : '0';
-  add("linear_layers", linear_layers);
+  add("linear_layers", bit_string(layer_is_linear));
   add("linear_num_key_heads", linear.num_key_heads);
   add("linear_num_value_heads", linear.num_value_heads);
   add("linear_key_head_dim", linear.key_head_dim);
@@ -294,7 +299,7 @@ NamedShapes attention_matrices(const ModelConfig& c, int64_t l) {
     return t;
   }
   const int64_t kv = c.num_kv_heads * c.head_dim;
-  if (c.layer_is_linear.size() > static_cast<size_t>(l) && c.layer_is_linear[static_cast<size_t>(l)]) return {};
+  if (c.layer_linear(l)) return {};
   return {{a + "q_proj.weight", {c.attention_output_gate ? 2 * q : q, H}},
           {a + "k_proj.weight", {kv, H}},
           {a + "v_proj.weight", {kv, H}},
@@ -326,8 +331,7 @@ NamedShapes linear_attention_tensors(const ModelConfig& c, int64_t l) {
 
 // Every attention tensor of layer l: the matrices, kv_b_proj, norms, biases.
 NamedShapes attention_tensors(const ModelConfig& c, int64_t l) {
-  if (c.layer_is_linear.size() > static_cast<size_t>(l) && c.layer_is_linear[static_cast<size_t>(l)])
-    return linear_attention_tensors(c, l);
+  if (c.layer_linear(l)) return linear_attention_tensors(c, l);
   const std::string a = attn_prefix(l);
   const int64_t H = c.hidden_size, D = c.head_dim, q = c.num_heads * D, kv = c.num_kv_heads * D;
   NamedShapes t = attention_matrices(c, l);

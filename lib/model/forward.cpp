@@ -102,7 +102,7 @@ FloatBuffer Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch
       std::memcpy(h.data() + r * H, embed->data.data() + static_cast<int64_t>(tokens[r]) * H, H * sizeof(float));
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (static_cast<size_t>(l) < c.layer_is_linear.size() && c.layer_is_linear[static_cast<size_t>(l)]) {
+    if (c.layer_linear(l)) {
       const LinearAttentionWeights lw = load_linear_attention(*weights_, c, l);
       rms_norm_parallel(h.data(), n, H, lw.input_norm->data.data(), c.rms_norm_eps, xn.data());
       linear_attention_forward(c, lw, l, xn.data(), batch, seq_len, cache, delta.data());

@@ -24,7 +24,7 @@ KvCache::KvCache(const ModelConfig& c, int64_t batch, int64_t capacity)
   conv_dim_ = (a.conv_kernel - 1) * a.conv_dim();
   recurrent_dim_ = a.num_value_heads * a.key_head_dim * a.value_head_dim;
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (static_cast<size_t>(l) < c.layer_is_linear.size() && c.layer_is_linear[static_cast<size_t>(l)]) {
+    if (c.layer_linear(l)) {
       conv_[l].assign(static_cast<size_t>(batch * conv_dim_), 0.0f);
       recurrent_[l].assign(static_cast<size_t>(batch * recurrent_dim_), 0.0f);
     } else {

@@ -1,9 +1,7 @@
 #include "model/arch/common.h"
 
-#include <functional>
-#include <string_view>
-
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "core/error.h"
@@ -200,27 +198,34 @@ void parse_mtp_layers(const json& j, const std::string& path, ModelConfig& c) {
   check_max(c.num_layers + c.num_mtp_layers, kMaxConfigLayers, "num_hidden_layers + num_nextn_predict_layers", path);
 }
 
+std::optional<std::vector<std::string>> read_layer_types(const json& j, const std::string& path, int64_t num_layers,
+                                                         const std::string& kind) {
+  const auto types = j.find("layer_types");
+  if (types == j.end() || types->is_null()) return std::nullopt;
+  if (!types->is_array()) invalid(path + ": field 'layer_types' must be a list of strings");
+  if (static_cast<int64_t>(types->size()) != num_layers)
+    invalid(path + ": field 'layer_types' has " + std::to_string(types->size()) + " entries for " +
+            std::to_string(num_layers) + " layers (num_hidden_layers)");
+  std::vector<std::string> out;
+  for (size_t l = 0; l < types->size(); ++l) {
+    const json& t = (*types)[l];
+    // Read as a string first: comparing the json to a literal builds
+    // temporaries that gcc 12's -Warray-bounds misreads.
+    std::string type = t.is_string() ? t.get<std::string>() : "";
+    if (type != kind && type != "full_attention")
+      invalid(path + ": field 'layer_types' entry " + std::to_string(l) + " must be \"" + kind +
+              "\" or \"full_attention\"");
+    out.push_back(std::move(type));
+  }
+  return out;
+}
+
 void set_attention_windows(const json& j, const std::string& path, int64_t window,
                            const std::function<bool(int64_t)>& sliding_by_default, ModelConfig& c) {
+  const auto types = read_layer_types(j, path, c.num_layers, "sliding_attention");
   c.attention_window.assign(static_cast<size_t>(c.num_layers), 0);
-  const auto types = j.find("layer_types");
-  const bool listed = types != j.end() && !types->is_null();
-  if (listed && !types->is_array()) invalid(path + ": field 'layer_types' must be a list of strings");
-  if (listed && static_cast<int64_t>(types->size()) != c.num_layers)
-    invalid(path + ": field 'layer_types' has " + std::to_string(types->size()) + " entries for " +
-            std::to_string(c.num_layers) + " layers (num_hidden_layers)");
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    bool sliding = sliding_by_default(l);
-    if (listed) {
-      const auto& t = (*types)[static_cast<size_t>(l)];
-      // Compared as std::string_view: comparing the json to a literal builds
-      // temporaries that gcc 12's -Warray-bounds misreads.
-      const std::string_view type = t.is_string() ? std::string_view(t.get_ref<const std::string&>()) : "";
-      if (type != "sliding_attention" && type != "full_attention")
-        invalid(path + ": field 'layer_types' entry " + std::to_string(l) +
-                " must be \"sliding_attention\" or \"full_attention\"");
-      sliding = type == "sliding_attention";
-    }
+    const bool sliding = types ? (*types)[static_cast<size_t>(l)] == "sliding_attention" : sliding_by_default(l);
     c.attention_window[static_cast<size_t>(l)] = sliding ? window : 0;
   }
   if (window == 0) c.attention_window.clear();  // every layer full
@@ -277,17 +282,8 @@ void parse_sparse_step_layers(const json& j, const std::string& path, ModelConfi
 
 void parse_gated_delta_layers(const json& j, const std::string& path, bool fused, ModelConfig& c) {
   c.layer_is_linear.assign(static_cast<size_t>(c.num_layers), false);
-  const auto types = j.find("layer_types");
-  if (types != j.end() && !types->is_null()) {
-    if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers))
-      invalid(path + ": field 'layer_types' must list one type per layer (" + std::to_string(c.num_layers) + ")");
-    for (size_t l = 0; l < types->size(); ++l) {
-      const json& t = (*types)[l];
-      if (t == "linear_attention") c.layer_is_linear[l] = true;
-      else if (t != "full_attention")
-        invalid(path + ": field 'layer_types' entry " + std::to_string(l) +
-                " must be \"linear_attention\" or \"full_attention\"");
-    }
+  if (const auto types = read_layer_types(j, path, c.num_layers, "linear_attention")) {
+    for (size_t l = 0; l < types->size(); ++l) c.layer_is_linear[l] = (*types)[l] == "linear_attention";
   } else {
     const int64_t interval = get_int(j, "full_attention_interval", path, 4);
     if (interval == 0) invalid(path + ": field 'full_attention_interval' must be positive");

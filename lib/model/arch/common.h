@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,12 @@ void parse_gated_shared_expert(const json& j, const std::string& path, ModelConf
 
 // "num_nextn_predict_layers": multi-token-prediction layers stored after the last.
 void parse_mtp_layers(const json& j, const std::string& path, ModelConfig& c);
+
+// "layer_types" when config.json has it: one entry per layer, each "full_attention"
+// or `kind` ("sliding_attention", "linear_attention"); errors name the field
+// and entry. nullopt when absent or null.
+std::optional<std::vector<std::string>> read_layer_types(const json& j, const std::string& path, int64_t num_layers,
+                                                         const std::string& kind);
 
 // Per-layer attention windows (ModelConfig::attention_window): a layer is
 // sliding when its "layer_types" entry says "sliding_attention" ("full_attention"
