@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -30,8 +31,11 @@ ProfileRequest request(int64_t ctx) {
   return r;
 }
 
-void expect_near_rel(double a, double b, const char* what, double tolerance) {
-  EXPECT_LE(std::abs(a - b), tolerance * std::max({1.0, std::abs(a), std::abs(b)})) << what << ": " << a << " vs " << b;
+// Returns the relative difference it checked.
+double expect_near_rel(double a, double b, const char* what, double tolerance) {
+  const double rel = std::abs(a - b) / std::max({1.0, std::abs(a), std::abs(b)});
+  EXPECT_LE(rel, tolerance) << what << ": " << a << " vs " << b;
+  return rel;
 }
 
 std::string merge_error(const std::vector<Profile>& parts, const std::vector<std::string>& labels) {
@@ -80,6 +84,7 @@ TEST(CalibrationSlices, ThreeSlicesMergeIntoTheWholeRun) {
   EXPECT_EQ(windows, w.windows);
   const Profile merged = merge_profiles(parts, labels);
   ASSERT_EQ(merged.stats.layers.size(), whole.stats.layers.size());
+  double worst = 0;
   for (size_t li = 0; li < whole.stats.layers.size(); ++li) {
     const LayerStats &m = merged.stats.layers[li], &x = whole.stats.layers[li];
     EXPECT_EQ(m.tokens, x.tokens);
@@ -87,12 +92,14 @@ TEST(CalibrationSlices, ThreeSlicesMergeIntoTheWholeRun) {
       EXPECT_EQ(m.experts[e].tokens, x.experts[e].tokens) << "layer " << li << " expert " << e;
       // The forward runs windows in batches of 8: other slices batch other
       // windows together, so the float32 products round differently and the
-      // sums differ in the last digits (measured: 2e-9 relative at most);
-      // the routing itself (the counts) is the same.
-      expect_near_rel(m.experts[e].gate_sum, x.experts[e].gate_sum, "gate_sum", 1e-7);
-      expect_near_rel(m.experts[e].saliency_sum, x.experts[e].saliency_sum, "saliency_sum", 1e-7);
+      // sums differ in the last digits (the printed maximum); the routing
+      // itself (the counts) is the same.
+      worst = std::max(worst, expect_near_rel(m.experts[e].gate_sum, x.experts[e].gate_sum, "gate_sum", 1e-7));
+      worst = std::max(worst,
+                       expect_near_rel(m.experts[e].saliency_sum, x.experts[e].saliency_sum, "saliency_sum", 1e-7));
     }
   }
+  std::printf("3 slices merged vs one run: counts equal, gate and saliency sums within %.2g relative\n", worst);
 }
 
 TEST(CalibrationSlices, MergeRefusesTheSameTokensTwice) {
