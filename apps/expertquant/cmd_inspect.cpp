@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "core/error.h"
@@ -41,6 +42,22 @@ void print_table(const nlohmann::ordered_json& s, bool tensors) {
                   m["q_lora_rank"].get<long long>(), m["kv_lora_rank"].get<long long>(),
                   m["qk_nope_head_dim"].get<long long>(), m["qk_rope_head_dim"].get<long long>(),
                   m["v_head_dim"].get<long long>());
+    }
+    if (a.contains("linear_attention")) {
+      const auto& m = a["linear_attention"];
+      std::string linear, full;
+      std::vector<bool> is_linear(a["layers"].get<size_t>(), false);
+      for (const auto& l : m["layers"]) is_linear.at(l.get<size_t>()) = true;
+      for (size_t l = 0; l < is_linear.size(); ++l) {
+        std::string& list = is_linear[l] ? linear : full;
+        list += (list.empty() ? "" : ", ") + std::to_string(l);
+      }
+      std::printf("attention   gated delta net on layers %s (%lld key heads x %lld, %lld value heads x %lld, conv %lld, "
+                  "%s projections); full attention on layers %s\n",
+                  linear.c_str(), m["key_heads"].get<long long>(), m["key_head_dim"].get<long long>(),
+                  m["value_heads"].get<long long>(), m["value_head_dim"].get<long long>(),
+                  m["conv_kernel"].get<long long>(), m["fused_projections"].get<bool>() ? "fused" : "separate",
+                  full.empty() ? "none" : full.c_str());
     }
     if (a.contains("attention_window") || a.contains("attention_sinks")) {
       // Sliding-window layers grouped by window size ("32 on layers 0, 2"), then the sinks.

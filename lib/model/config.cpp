@@ -282,8 +282,21 @@ namespace {
 using NamedShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 // The attention matrices of layer l that may run as a LinearOp: every
-// projection except kv_b_proj, which latent attention splits per head.
+// projection except kv_b_proj, which latent attention splits per head, and
+// in a linear-attention layer the q/k/v/z input and the output projections
+// (b, a and ba, 2 nv rows feeding exponentials, stay as stored).
 NamedShapes attention_matrices(const ModelConfig& c, int64_t l) {
+  if (c.layer_linear(l)) {
+    const std::string a = linear_attn_prefix(l);
+    const LinearAttentionConfig& d = c.linear;
+    const int64_t H = c.hidden_size;
+    if (d.fused_projections)
+      return {{a + "in_proj_qkvz.weight", {2 * d.key_dim() + 2 * d.value_dim(), H}},
+              {a + "out_proj.weight", {H, d.value_dim()}}};
+    return {{a + "in_proj_qkv.weight", {d.conv_dim(), H}},
+            {a + "in_proj_z.weight", {d.value_dim(), H}},
+            {a + "out_proj.weight", {H, d.value_dim()}}};
+  }
   const std::string a = attn_prefix(l);
   const int64_t H = c.hidden_size, nh = c.num_heads, q = nh * c.head_dim;
   if (c.attention == AttentionKind::kLatent) {
@@ -299,7 +312,6 @@ NamedShapes attention_matrices(const ModelConfig& c, int64_t l) {
     return t;
   }
   const int64_t kv = c.num_kv_heads * c.head_dim;
-  if (c.layer_linear(l)) return {};
   return {{a + "q_proj.weight", {c.attention_output_gate ? 2 * q : q, H}},
           {a + "k_proj.weight", {kv, H}},
           {a + "v_proj.weight", {kv, H}},
@@ -457,7 +469,9 @@ void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckp
 std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const std::string& name) {
   const int64_t H = c.hidden_size;
   if (name == "lm_head.weight" || name == "model.embed_tokens.weight") return std::vector<int64_t>{c.vocab_size, H};
-  if (const auto layer = layer_of(name); layer && *layer < c.num_layers && name.rfind(attn_prefix(*layer), 0) == 0)
+  if (const auto layer = layer_of(name);
+      layer && *layer < c.num_layers &&
+      name.rfind(c.layer_linear(*layer) ? linear_attn_prefix(*layer) : attn_prefix(*layer), 0) == 0)
     for (const auto& [n, shape] : attention_matrices(c, *layer))
       if (n == name) return shape;
   if (const auto layer = layer_of(name); layer && *layer < c.num_layers && c.intermediate_size > 0 &&

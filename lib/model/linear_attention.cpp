@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "core/thread_pool.h"
 #include "model/attention_core.h"
 #include "model/float_buffer.h"
@@ -33,8 +35,8 @@ Projected project_inputs(const ModelConfig& c, const LinearAttentionWeights& w, 
   p.b.resize(n * nv);
   p.a.resize(n * nv);
   if (!d.fused_projections) {
-    project(x, n, H, w.qkv, nullptr, cd, nullptr, p.qkv.data());
-    project(x, n, H, w.z, nullptr, vd, nullptr, p.z.data());
+    project(x, n, H, w.qkv, w.qkv_op, cd, nullptr, p.qkv.data());
+    project(x, n, H, w.z, w.z_op, vd, nullptr, p.z.data());
     project(x, n, H, w.b, nullptr, nv, nullptr, p.b.data());
     project(x, n, H, w.a, nullptr, nv, nullptr, p.a.data());
     return p;
@@ -43,7 +45,7 @@ Projected project_inputs(const ModelConfig& c, const LinearAttentionWeights& w, 
   // and [b (rep) | a (rep)]; value head h = g rep + i.
   const int64_t group = 2 * dk + 2 * rep * dv, qkvz_rows = nk * group;
   FloatBuffer qkvz(n * qkvz_rows), ba(n * 2 * nv);
-  project(x, n, H, w.qkvz, nullptr, qkvz_rows, nullptr, qkvz.data());
+  project(x, n, H, w.qkvz, w.qkvz_op, qkvz_rows, nullptr, qkvz.data());
   project(x, n, H, w.ba, nullptr, 2 * nv, nullptr, ba.data());
   for (int64_t r = 0; r < n; ++r)
     for (int64_t g = 0; g < nk; ++g) {
@@ -93,12 +95,17 @@ LinearAttentionWeights load_linear_attention(const WeightStore& w, const ModelCo
   const int64_t H = c.hidden_size, nv = d.num_value_heads;
   LinearAttentionWeights a;
   a.input_norm = load_norm(w, c, "model.layers." + std::to_string(layer) + ".input_layernorm.weight", H);
+  // A quantized projection runs through its LinearOp (pack --attn-format).
+  auto proj = [&](const std::string& name, int64_t rows, Tensor32Ptr& t, const LinearOp*& op) {
+    op = w.op(name);
+    if (!op) t = w.get(name, {rows, H});
+  };
   if (d.fused_projections) {
-    a.qkvz = w.get(p + "in_proj_qkvz.weight", {2 * d.key_dim() + 2 * d.value_dim(), H});
+    proj(p + "in_proj_qkvz.weight", 2 * d.key_dim() + 2 * d.value_dim(), a.qkvz, a.qkvz_op);
     a.ba = w.get(p + "in_proj_ba.weight", {2 * nv, H});
   } else {
-    a.qkv = w.get(p + "in_proj_qkv.weight", {d.conv_dim(), H});
-    a.z = w.get(p + "in_proj_z.weight", {d.value_dim(), H});
+    proj(p + "in_proj_qkv.weight", d.conv_dim(), a.qkv, a.qkv_op);
+    proj(p + "in_proj_z.weight", d.value_dim(), a.z, a.z_op);
     a.b = w.get(p + "in_proj_b.weight", {nv, H});
     a.a = w.get(p + "in_proj_a.weight", {nv, H});
   }
@@ -106,7 +113,8 @@ LinearAttentionWeights load_linear_attention(const WeightStore& w, const ModelCo
   a.dt_bias = w.get(p + "dt_bias", {nv});
   a.a_log = w.get(p + "A_log", {nv});
   a.norm = w.get(p + "norm.weight", {d.value_head_dim});
-  a.out = w.get(p + "out_proj.weight", {H, d.value_dim()});
+  a.out_op = w.op(p + "out_proj.weight");
+  if (!a.out_op) a.out = w.get(p + "out_proj.weight", {H, d.value_dim()});
   return a;
 }
 
@@ -132,6 +140,68 @@ void gated_delta_rule(const float* q, const float* k, int64_t ldqk, const float*
       for (int64_t j = 0; j < dv; ++j) ot[j] += state[i * dv + j] * qt[i];
   }
 }
+
+void gated_delta_rule_chunked(const float* q, const float* k, int64_t ldqk, const float* v, int64_t ldv,
+                              const float* g, const float* beta, int64_t ldgb, int64_t steps, int64_t dk, int64_t dv,
+                              float* state, float* out, int64_t ldo, int64_t chunk) {
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Rows = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+  using OutRows = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
+  Eigen::Map<Mat> S(state, dk, dv);
+  Eigen::VectorXf G(chunk);
+  Mat A, U, QS, KD;
+  for (int64_t c0 = 0; c0 < steps; c0 += chunk) {
+    const int64_t L = std::min(chunk, steps - c0);
+    const Rows Q(q + c0 * ldqk, L, dk, Eigen::OuterStride<>(ldqk));
+    const Rows K(k + c0 * ldqk, L, dk, Eigen::OuterStride<>(ldqk));
+    const Rows V(v + c0 * ldv, L, dv, Eigen::OuterStride<>(ldv));
+    for (int64_t i = 0; i < L; ++i) G[i] = (i ? G[i - 1] : 0.0f) + g[(c0 + i) * ldgb];
+    // Right-hand side [beta v | beta k exp(G)], solved in place by forward
+    // substitution of the unit lower-triangular system.
+    U.resize(L, dv + dk);
+    for (int64_t i = 0; i < L; ++i) {
+      const float b = beta[(c0 + i) * ldgb];
+      U.row(i).head(dv) = b * V.row(i);
+      U.row(i).tail(dk) = (b * std::exp(G[i])) * K.row(i);
+    }
+    A.noalias() = K * K.transpose();  // [L, L]: k_i · k_j
+    for (int64_t i = 0; i < L; ++i) {
+      const float b = beta[(c0 + i) * ldgb];
+      for (int64_t j = 0; j < i; ++j) A(i, j) *= b * std::exp(G[i] - G[j]);
+    }
+    A.triangularView<Eigen::StrictlyUpper>().setZero();
+    A.diagonal().setOnes();
+    A.triangularView<Eigen::UnitLower>().solveInPlace(U);
+    // v_new = U_v - U_k S, in the first dv columns of U.
+    U.leftCols(dv).noalias() -= U.rightCols(dk) * S;
+    const auto vnew = U.leftCols(dv);
+    // Intra-chunk scores, causal incl. the diagonal, decayed.
+    A.noalias() = Q * K.transpose();
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j <= i; ++j) A(i, j) *= std::exp(G[i] - G[j]);
+    A.triangularView<Eigen::StrictlyUpper>().setZero();
+    OutRows O(out + c0 * ldo, L, dv, Eigen::OuterStride<>(ldo));
+    QS.noalias() = Q * S;
+    for (int64_t i = 0; i < L; ++i) QS.row(i) *= std::exp(G[i]);
+    O.noalias() = QS;
+    O.noalias() += A * vnew;
+    // The state after the chunk.
+    const float last = G[L - 1];
+    KD = K;
+    for (int64_t i = 0; i < L; ++i) KD.row(i) *= std::exp(last - G[i]);
+    S *= std::exp(last);
+    S.noalias() += KD.transpose() * vnew;
+  }
+}
+
+namespace {
+// The chunked form at kDeltaChunk, with gated_delta_rule's signature.
+void gated_delta_rule_chunked_default(const float* q, const float* k, int64_t ldqk, const float* v, int64_t ldv,
+                                      const float* g, const float* beta, int64_t ldgb, int64_t steps, int64_t dk,
+                                      int64_t dv, float* state, float* out, int64_t ldo) {
+  gated_delta_rule_chunked(q, k, ldqk, v, ldv, g, beta, ldgb, steps, dk, dv, state, out, ldo);
+}
+}  // namespace
 
 void linear_attention_forward(const ModelConfig& c, const LinearAttentionWeights& w, int64_t layer, const float* x,
                               int64_t batch, int64_t seq_len, KvCache& cache, float* out) {
@@ -165,14 +235,16 @@ void linear_attention_forward(const ModelConfig& c, const LinearAttentionWeights
     }
   }
 
-  // One task per (sequence, value head).
+  // One task per (sequence, value head): the recurrence for one token, the
+  // chunked form for more.
   FloatBuffer o(n * vd);
   default_pool().run(static_cast<size_t>(batch * nv), [&](size_t task) {
     const int64_t b = static_cast<int64_t>(task) / nv, h = static_cast<int64_t>(task) % nv, kh = h / rep;
     const float* base = p.qkv.data() + b * seq_len * cd;
-    gated_delta_rule(base + kh * dk, base + kd + kh * dk, cd, base + 2 * kd + h * dv, cd, g.data() + b * seq_len * nv + h,
-                     beta.data() + b * seq_len * nv + h, nv, seq_len, dk, dv,
-                     cache.recurrent_state(layer, b) + h * dk * dv, o.data() + b * seq_len * vd + h * dv, vd);
+    const auto rule = seq_len == 1 ? gated_delta_rule : gated_delta_rule_chunked_default;
+    rule(base + kh * dk, base + kd + kh * dk, cd, base + 2 * kd + h * dv, cd, g.data() + b * seq_len * nv + h,
+         beta.data() + b * seq_len * nv + h, nv, seq_len, dk, dv, cache.recurrent_state(layer, b) + h * dk * dv,
+         o.data() + b * seq_len * vd + h * dv, vd);
   });
 
   // Gated RMSNorm per value head: RMSNorm(o) w SiLU(z).
@@ -185,7 +257,7 @@ void linear_attention_forward(const ModelConfig& c, const LinearAttentionWeights
     const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dv) + c.rms_norm_eps));
     for (int64_t i = 0; i < dv; ++i) oh[i] = nw[i] * (oh[i] * inv) * silu(zh[i]);
   }
-  project(o.data(), n, vd, w.out, nullptr, H, nullptr, out);
+  project(o.data(), n, vd, w.out, w.out_op, H, nullptr, out);
 }
 
 }  // namespace eq::model

@@ -5,14 +5,17 @@
 //   scaled by key_head_dim^-0.5, a state S [dk, dv]:
 //     S = exp(g) S;  S += k ⊗ beta (v - Sᵀk);  o = Sᵀq
 //   out = out_proj(RMSNorm(o) w_norm SiLU(z))  (per value head; plain weight)
-// The recurrence runs token by token for prefill and decode alike, so a
-// prefill equals the same tokens decoded one at a time.
+// Decode (one token) runs the recurrence; a prefill runs the chunked form,
+// which computes the same outputs and state as matrix products over chunks
+// of kDeltaChunk positions, so a prefill equals the same tokens decoded one
+// at a time to rounding.
 #pragma once
 
 #include <cstdint>
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/linear_op.h"
 #include "model/weights.h"
 
 namespace eq::model {
@@ -25,7 +28,13 @@ struct LinearAttentionWeights {
   Tensor32Ptr dt_bias, a_log;   // [nv]
   Tensor32Ptr norm;             // [dv]
   Tensor32Ptr out;              // [H, dv nv]
+  // Set instead of the tensor when the projection is quantized (pack
+  // --attn-format); b, a and ba (2 nv rows feeding exponentials) never are.
+  const LinearOp *qkvz_op = nullptr, *qkv_op = nullptr, *z_op = nullptr, *out_op = nullptr;
 };
+
+// Positions per chunk of the chunked form.
+inline constexpr int64_t kDeltaChunk = 64;
 
 LinearAttentionWeights load_linear_attention(const WeightStore& w, const ModelConfig& c, int64_t layer);
 
@@ -39,9 +48,18 @@ void linear_attention_forward(const ModelConfig& c, const LinearAttentionWeights
 // The gated delta rule of one head over `steps` tokens: q, k [steps, dk]
 // (already normalized and scaled), v [steps, dv], g and beta [steps];
 // `state` [dk, dv] is read and left at the last step; out [steps, dv].
-// Rows of q/k/v/out are ld* floats apart.
+// Rows of q/k/v/out are ld* floats apart. Token by token (the recurrence).
 void gated_delta_rule(const float* q, const float* k, int64_t ldqk, const float* v, int64_t ldv, const float* g,
                       const float* beta, int64_t ldgb, int64_t steps, int64_t dk, int64_t dv, float* state, float* out,
                       int64_t ldo);
+
+// The same rule in chunks of `chunk` positions: with G the cumulative decay
+// inside a chunk and D[i][j] = exp(G_i - G_j) (j <= i), solve
+//   (I + strictly-lower(diag(beta) K Kᵀ ∘ D)) [U_v | U_k] = [beta v | beta k exp(G)]
+// then v_new = U_v - U_k S, out = (q exp(G)) S + lower(Q Kᵀ ∘ D) v_new,
+// S = exp(G_last) S + (K exp(G_last - G))ᵀ v_new.
+void gated_delta_rule_chunked(const float* q, const float* k, int64_t ldqk, const float* v, int64_t ldv,
+                              const float* g, const float* beta, int64_t ldgb, int64_t steps, int64_t dk, int64_t dv,
+                              float* state, float* out, int64_t ldo, int64_t chunk = kDeltaChunk);
 
 }  // namespace eq::model

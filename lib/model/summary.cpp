@@ -57,6 +57,18 @@ nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_t
                                {"qk_nope_head_dim", c.qk_nope_head_dim}, {"qk_rope_head_dim", c.qk_rope_head_dim},
                                {"v_head_dim", c.v_head_dim}};
     if (c.attention_sinks) a["attention_sinks"] = true;
+    // Hybrid models: which layers run the gated delta net, and its shape.
+    std::vector<int64_t> linear_layers;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (c.layer_linear(l)) linear_layers.push_back(l);
+    if (!linear_layers.empty())
+      a["linear_attention"] = {{"layers", linear_layers},
+                               {"key_heads", c.linear.num_key_heads},
+                               {"value_heads", c.linear.num_value_heads},
+                               {"key_head_dim", c.linear.key_head_dim},
+                               {"value_head_dim", c.linear.value_head_dim},
+                               {"conv_kernel", c.linear.conv_kernel},
+                               {"fused_projections", c.linear.fused_projections}};
     // Per layer: positions a query sees (0 = all).
     if (!c.attention_window.empty()) a["attention_window"] = c.attention_window;
     if (c.num_mtp_layers > 0) {

@@ -201,5 +201,25 @@ TEST(InspectCli, TableShowsSlidingWindowsAndSinks) {
   EXPECT_EQ(out.find("attention   full"), std::string::npos) << out;
 }
 
+// A hybrid model's table names its gated-delta-net layers and their shape,
+// and the JSON lists the layers.
+TEST(InspectCli, TableShowsLinearAttentionLayers) {
+  EQ_REQUIRE_SHARED();
+  std::string out;
+  const std::string model = (test::shared_dir() / "models" / "qwen3_5_moe-small").string();
+  ASSERT_EQ(test::run_command(test::binary() + " inspect " + model + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("attention   gated delta net on layers 0, 1, 2 (2 key heads x 32, 4 value heads x 32, conv 4, "
+                     "separate projections); full attention on layers 3\n"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(test::run_command(test::binary() + " inspect --json " + model + " 2>/dev/null", &out), 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j.at("architecture").at("linear_attention").at("layers"), nlohmann::json::array({0, 1, 2}));
+  ASSERT_EQ(test::run_command(test::binary() + " inspect " + (test::data_dir() / "tinymoe").string() + " 2>&1", &out),
+            0)
+      << out;
+  EXPECT_EQ(out.find("gated delta net"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace eq

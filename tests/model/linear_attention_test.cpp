@@ -1,6 +1,7 @@
 // The gated delta net (linear_attention.h): its token-by-token recurrence
-// against a float64 evaluation of the chunked (UT-transform) form of the same
-// rule, the state carried across calls, the config of the hybrid layers, and
+// and its chunked form against a float64 evaluation of the chunked
+// (UT-transform) form of the same rule, the two forms against each other
+// (outputs and state), the state carried across calls, the config of the hybrid layers, and
 // on ../shared/models/qwen3_next-small and qwen3_5_moe-small a prefill
 // against the same tokens decoded one at a time.
 #include <gtest/gtest.h>
@@ -126,6 +127,58 @@ TEST(GatedDeltaRule, RecurrenceEqualsChunkedFormInFloat64) {
   }
 }
 
+// The chunked form (float32) against the float64 chunked evaluation and the
+// recurrence: outputs and the final state, over several chunks and a partial
+// last one, for chunk lengths that divide T and that do not.
+TEST(GatedDeltaRule, ChunkedFormEqualsRecurrenceAndFloat64) {
+  const DeltaInputs in = random_inputs(/*T=*/150, /*dk=*/32, /*dv=*/16, 13);
+  std::vector<float> s_rec(in.dk * in.dv, 0.0f), out_rec(in.T * in.dv);
+  gated_delta_rule(in.q.data(), in.k.data(), in.dk, in.v.data(), in.dv, in.g.data(), in.beta.data(), 1, in.T, in.dk,
+                   in.dv, s_rec.data(), out_rec.data(), in.dv);
+  const std::vector<double> want = chunked_reference(in, 64);
+  for (int64_t C : {1, 7, 64, 256}) {
+    std::vector<float> s(in.dk * in.dv, 0.0f), out(in.T * in.dv);
+    gated_delta_rule_chunked(in.q.data(), in.k.data(), in.dk, in.v.data(), in.dv, in.g.data(), in.beta.data(), 1,
+                             in.T, in.dk, in.dv, s.data(), out.data(), in.dv, C);
+    double d64 = 0, drec = 0, dstate = 0, ref = 0, sref = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      d64 = std::max(d64, std::abs(out[i] - want[i]));
+      drec = std::max(drec, double(std::abs(out[i] - out_rec[i])));
+      ref = std::max(ref, std::abs(want[i]));
+    }
+    for (size_t i = 0; i < s.size(); ++i) {
+      dstate = std::max(dstate, double(std::abs(s[i] - s_rec[i])));
+      sref = std::max(sref, double(std::abs(s_rec[i])));
+    }
+    std::printf("chunk %lld: max |chunked - float64| %.3g, |chunked - recurrence| %.3g (outputs up to %.3g), "
+                "state %.3g (up to %.3g)\n",
+                static_cast<long long>(C), d64, drec, ref, dstate, sref);
+    EXPECT_LE(d64, 1e-5 * std::max(1.0, ref)) << "chunk " << C;
+    EXPECT_LE(drec, 1e-5 * std::max(1.0, ref)) << "chunk " << C;
+    EXPECT_LE(dstate, 1e-5 * std::max(1.0, sref)) << "chunk " << C;
+  }
+}
+
+// Decays so strong that exp of the cumulative gate underflows inside a chunk:
+// the chunked form stays finite and equal to the recurrence.
+TEST(GatedDeltaRule, ChunkedFormUnderStrongDecay) {
+  DeltaInputs in = random_inputs(/*T=*/96, /*dk=*/16, /*dv=*/16, 17);
+  for (size_t t = 0; t < in.g.size(); ++t) in.g[t] = t % 5 == 0 ? -40.0f : -0.01f;
+  std::vector<float> s_rec(in.dk * in.dv, 0.0f), out_rec(in.T * in.dv), s(in.dk * in.dv, 0.0f), out(in.T * in.dv);
+  gated_delta_rule(in.q.data(), in.k.data(), in.dk, in.v.data(), in.dv, in.g.data(), in.beta.data(), 1, in.T, in.dk,
+                   in.dv, s_rec.data(), out_rec.data(), in.dv);
+  gated_delta_rule_chunked(in.q.data(), in.k.data(), in.dk, in.v.data(), in.dv, in.g.data(), in.beta.data(), 1, in.T,
+                           in.dk, in.dv, s.data(), out.data(), in.dv);
+  double d = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(out[i])) << i;
+    d = std::max(d, double(std::abs(out[i] - out_rec[i])));
+  }
+  for (size_t i = 0; i < s.size(); ++i) d = std::max(d, double(std::abs(s[i] - s_rec[i])));
+  std::printf("strong decay: max |chunked - recurrence| %.3g\n", d);
+  EXPECT_LE(d, 1e-5);
+}
+
 TEST(GatedDeltaRule, StateCarriesAcrossCalls) {
   const DeltaInputs in = random_inputs(/*T=*/20, /*dk=*/8, /*dv=*/12, 11);
   std::vector<float> s_all(in.dk * in.dv, 0.0f), out_all(in.T * in.dv);
@@ -215,7 +268,7 @@ TEST_P(PrefillDecodeTest, LinearAttentionLayerPrefillEqualsDecode) {
   const int64_t layer = std::find(c.layer_is_linear.begin(), c.layer_is_linear.end(), true) - c.layer_is_linear.begin();
   ASSERT_LT(layer, c.num_layers);
   const LinearAttentionWeights w = load_linear_attention(model->weights(), c, layer);
-  const int64_t B = 2, T = 33, H = c.hidden_size;
+  const int64_t B = 2, T = 100, H = c.hidden_size;  // two chunks of the prefill
   std::mt19937 rng(5);
   std::normal_distribution<float> n01(0.0f, 1.0f);
   std::vector<float> x(B * T * H), all(B * T * H), step(B * H);
