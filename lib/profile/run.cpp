@@ -12,6 +12,7 @@
 #include "io/text_file.h"
 #include "io/tokens.h"
 #include "model/forward.h"
+#include "model/layer_pass.h"
 #include "model/ops.h"
 #include "model/routing.h"
 #include "profile/candidate_fit.h"
@@ -64,7 +65,8 @@ std::vector<std::vector<int32_t>> read_calib_tokens(const ProfileRequest& r, con
   return std::move(seqs.sequences);
 }
 
-void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& collector, CalibrationSlice& slice) {
+void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& collector, CalibrationSlice& slice,
+               const std::function<void(int64_t)>& after_layer) {
   if (r.ctx < 1) invalid("--ctx must be at least 1, got " + std::to_string(r.ctx));
   auto seqs = read_calib_tokens(r, model, slice);
   // Windows of ctx tokens (the last of a sequence shorter), capped at max_tokens.
@@ -110,24 +112,31 @@ void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& c
   slice.first_token = first_token;
   slice.tokens = total;
   slice.ctx = r.ctx;
-  model.set_observer(&collector);
-  int64_t done = 0;
-  std::vector<int32_t> batch;
   // Longest windows first, file order within a length: a fixed order for any thread count.
+  std::vector<model::WindowBatch> batches;
   for (auto it = by_length.rbegin(); it != by_length.rend(); ++it) {
     const int64_t len = it->first;
     const auto& windows = it->second;
     for (size_t w0 = 0; w0 < windows.size(); w0 += size_t(r.batch_windows)) {
-      const int64_t nb = std::min<int64_t>(r.batch_windows, int64_t(windows.size() - w0));
-      batch.resize(nb * len);
-      for (int64_t b = 0; b < nb; ++b)
-        std::copy(windows[w0 + b].tokens, windows[w0 + b].tokens + len, batch.begin() + b * len);
-      model::KvCache cache = model.new_cache(nb, len);
-      model.forward_hidden(batch, nb, len, cache);
-      done += nb * len;
-      if (r.progress) r.progress("pass", done, total);
+      model::WindowBatch& b = batches.emplace_back();
+      b.batch = std::min<int64_t>(r.batch_windows, int64_t(windows.size() - w0));
+      b.seq_len = len;
+      b.tokens.resize(b.batch * len);
+      for (int64_t w = 0; w < b.batch; ++w)
+        std::copy(windows[w0 + w].tokens, windows[w0 + w].tokens + len, b.tokens.begin() + w * len);
     }
   }
+  model.set_observer(&collector);
+  model::PassOptions po;
+  po.order = r.pass_order;
+  po.hidden_memory = r.hidden_memory;
+  po.spill_dir = r.spill_dir;
+  po.progress = [&](const model::PassProgress& p) {
+    if (r.pass_progress) r.pass_progress(p);
+    if (r.progress && p.order == model::PassOrder::kWindow) r.progress("pass", p.tokens_done, p.tokens);
+  };
+  po.after_layer = after_layer;
+  model::run_pass(model, batches, po, [](size_t, model::FloatBuffer&) {});
   model.set_observer(nullptr);
 }
 
@@ -250,7 +259,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   slice.path = r.input_path;
   const auto t0 = Clock::now();
   switch (r.source) {
-    case SourceKind::kCalib: run_calib(r, *model, collector, slice); break;
+    case SourceKind::kCalib: run_calib(r, *model, collector, slice, {}); break;
     case SourceKind::kHidden: run_hidden(r, c, model->weights(), collector, slice); break;
     case SourceKind::kRouterLogits: run_router_logits(r, c, model->weights(), collector, slice); break;
   }
