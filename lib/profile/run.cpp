@@ -18,6 +18,7 @@
 #include "profile/candidate_fit.h"
 #include "profile/collector.h"
 #include "profile/lossless_source.h"
+#include "profile/sensitivity.h"
 #include "profile/trace.h"
 #include "tokenizer/text_documents.h"
 
@@ -255,11 +256,26 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   ProfileCollector collector(c, with_inputs ? &model->weights() : nullptr, has_probs, capacity, p.policy.seed,
                              trace.get());
 
+  SensitivityOptions so;
+  so.min_samples = p.policy.min_samples;
+  so.proxies = fitted.proxies;
+  so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
+  // The layer-major calib pass measures each MoE layer as soon as its
+  // samples are complete, while its weights are held (one read of the layer).
+  std::unique_ptr<SensitivityMeter> meter;
+  std::function<void(int64_t)> after_layer;
+  if (with_inputs && r.sensitivity && r.source == SourceKind::kCalib && r.pass_order == model::PassOrder::kLayer) {
+    meter = std::make_unique<SensitivityMeter>(c, model->weights(), collector.stats(), collector.sampler(),
+                                               fitted.candidates, so);
+    after_layer = [&](int64_t layer) {
+      if (c.layer_is_moe.empty() || c.layer_is_moe[layer]) meter->measure_layer(collector.layer_index(layer));
+    };
+  }
   CalibrationSlice slice;
   slice.path = r.input_path;
   const auto t0 = Clock::now();
   switch (r.source) {
-    case SourceKind::kCalib: run_calib(r, *model, collector, slice, {}); break;
+    case SourceKind::kCalib: run_calib(r, *model, collector, slice, after_layer); break;
     case SourceKind::kHidden: run_hidden(r, c, model->weights(), collector, slice); break;
     case SourceKind::kRouterLogits: run_router_logits(r, c, model->weights(), collector, slice); break;
   }
@@ -274,13 +290,16 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
       info->trace_compressed_bytes = trace->compressed_bytes();
     }
   }
+  if (meter) {
+    p.sensitivity = meter->finish();
+    p.seconds_sensitivity = p.sensitivity.seconds;
+    // Measured inside the pass: the pass's own time excludes it.
+    p.seconds_pass = slice.seconds = std::max(0.0, slice.seconds - p.seconds_sensitivity);
+    p.calibration.back().seconds = slice.seconds;
+  }
   p.stats = std::move(collector.stats());
 
-  if (with_inputs && r.sensitivity) {
-    SensitivityOptions so;
-    so.min_samples = p.policy.min_samples;
-    so.proxies = fitted.proxies;
-    so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
+  if (with_inputs && r.sensitivity && !meter) {
     if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
     p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), fitted.candidates, so);
     p.seconds_sensitivity = p.sensitivity.seconds;
