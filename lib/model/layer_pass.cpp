@@ -137,6 +137,8 @@ void run_pass(Model& model, const std::vector<WindowBatch>& batches, const PassO
     weights.release_layer(l);
     held.layer = -1;
     p.layers_done = l + 1;
+    p.tokens_done = 0;
+    if (o.progress) o.progress(p);
   }
   for (size_t i = 0; i < batches.size(); ++i) {
     h.resize(batches[i].rows() * H);

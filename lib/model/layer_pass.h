@@ -72,7 +72,7 @@ struct PassOptions {
   PassOrder order = PassOrder::kLayer;
   uint64_t hidden_memory = 0;  // 0 = default_hidden_memory()
   std::string spill_dir;
-  // After each batch.
+  // After each batch, and in the layer order after each layer.
   std::function<void(const PassProgress&)> progress;
   // Layer order only: after every batch went through `layer`, before its
   // weights are released (work on the layer's weights that needs all its

@@ -133,8 +133,10 @@ void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& c
   po.hidden_memory = r.hidden_memory;
   po.spill_dir = r.spill_dir;
   po.progress = [&](const model::PassProgress& p) {
-    if (r.pass_progress) r.pass_progress(p);
-    if (r.progress && p.order == model::PassOrder::kWindow) r.progress("pass", p.tokens_done, p.tokens);
+    if (r.pass_progress)
+      r.pass_progress(p);
+    else if (r.progress && p.order == model::PassOrder::kWindow)
+      r.progress("pass", p.tokens_done, p.tokens);
   };
   po.after_layer = after_layer;
   model::run_pass(model, batches, po, [](size_t, model::FloatBuffer&) {});

@@ -53,7 +53,7 @@ struct ProfileRequest {
   // (phase, done, total): phase "pass" counts tokens (the window order and
   // the captured sources), "sensitivity" experts.
   std::function<void(const std::string&, int64_t, int64_t)> progress;
-  // The calib pass, after each batch (either order).
+  // The calib pass (either order), in place of progress("pass", ...).
   std::function<void(const model::PassProgress&)> pass_progress;
 };
 
