@@ -63,7 +63,7 @@ void WeightStore::release_layer(int64_t layer) const {
     it = cached_.erase(it);
 }
 
-void WeightStore::set_read_hook(std::function<void(const std::string&)> hook) {
+void WeightStore::set_read_hook(std::function<void(const std::string&)> hook) const {
   std::lock_guard<std::mutex> lock(mu_);
   read_hook_ = std::move(hook);
 }

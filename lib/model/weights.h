@@ -72,7 +72,7 @@ class WeightStore {
   void release_layer(int64_t layer) const;
   // Called with the name (or get_or_make key) of each tensor converted, as it
   // is converted (tests count checkpoint reads); null for none.
-  void set_read_hook(std::function<void(const std::string&)> hook);
+  void set_read_hook(std::function<void(const std::string&)> hook) const;
 
  private:
   const io::SourceTensors& src_;
@@ -81,7 +81,7 @@ class WeightStore {
   mutable std::mutex mu_;
   mutable std::map<std::string, Tensor32Ptr> cached_;
   mutable std::string held_prefix_;  // "model.layers.<l>." of the held layer; "" = none
-  std::function<void(const std::string&)> read_hook_;
+  mutable std::function<void(const std::string&)> read_hook_;
   bool keep(const std::string& name, bool expert) const;  // with mu_ held
 };
 
