@@ -59,6 +59,7 @@ void WeightStore::release_layer(int64_t layer) const {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string prefix = "model.layers." + std::to_string(layer) + ".";
   if (held_prefix_ == prefix) held_prefix_.clear();
+  if (cache_experts_) return;  // asked to keep every tensor
   for (auto it = cached_.lower_bound(prefix); it != cached_.end() && it->first.starts_with(prefix);)
     it = cached_.erase(it);
 }

@@ -67,7 +67,8 @@ class WeightStore {
   // A pass that runs every window through one layer before the next
   // (model/layer_pass.h) holds that layer: its routed experts are cached too,
   // so the layer is read from the checkpoint once, and release_layer drops
-  // every tensor of the layer (cached_bytes falls back to the rest).
+  // every tensor of the layer (cached_bytes falls back to the rest), unless
+  // the store keeps everything (cache_experts).
   void hold_layer(int64_t layer) const;
   void release_layer(int64_t layer) const;
   // Called with the name (or get_or_make key) of each tensor converted, as it
