@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "commands.h"
 #include "core/cpu_features.h"
@@ -20,6 +21,7 @@
 #include "io/atomic_file.h"
 #include "json_output.h"
 #include "option_checks.h"
+#include "pass_options.h"
 #include "progress.h"
 
 namespace eq::app {
@@ -31,6 +33,7 @@ struct EvalCliOptions {
   ExecFlags exec;
   JsonOutput json;
   int64_t ctx = 512, batch_windows = 4;
+  PassCliOptions pass;
   int reps = 5, warmup = 1, threads = 0;
   int64_t prompts_per_domain = 3, new_tokens = 96, prompt_tokens = 64;
   int64_t decode_tokens = 32, prefill_tokens = 256;
@@ -123,12 +126,20 @@ int run_eval(EvalCliOptions& o) {
     // The total is the library's: the tokens it scores (every window's first
     // token predicts nothing), not every token of the texts.
     Progress bar("quality", o.verbose);
-    bar.phase("", ProgressUnit::kTokens);
     eval::QualityOptions qo;
     qo.ctx = o.ctx;
     qo.batch_windows = o.batch_windows;
-    qo.progress = [&](int64_t done, int64_t total) {
-      bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total), "scored");
+    qo.pass_order = o.pass.parsed_order();
+    qo.hidden_memory = o.pass.parsed_hidden_memory();
+    // Two passes: the reference model's, then the packed model's.
+    int passes = 0;
+    double last = -1;
+    qo.pass_progress = [&, view = std::optional<PassProgressView>()](const model::PassProgress& p) mutable {
+      // Work done grows within a pass; it falls back when the next pass starts.
+      const double now = double(p.layers_done) * double(p.tokens) + double(p.tokens_done);
+      if (!view || now < last) view.emplace(bar, ++passes == 1 && pm->has_reference() ? "reference" : "packed");
+      last = now;
+      (*view)(p);
     };
     r.quality = eval::compare_quality(*pm, texts, qo);
     bar.finish();
@@ -192,6 +203,7 @@ Command add_eval(CLI::App& app) {
       ->check(integer_in(2, kMaxCtx));
   sub->add_option("--batch-windows", o->batch_windows, "Windows scored together (default 4)")
       ->check(integer_in(1, kMaxBatchWindows));
+  add_pass_options(sub, o->pass);
   sub->add_option("--dispatch", o->dispatch, "Strategies to time, comma-separated (default mask-combine,sorted,auto)");
   add_exec_options(sub, o->exec);
   sub->add_option("--baseline", o->baseline, "A uniform pack of the same model, timed side by side");

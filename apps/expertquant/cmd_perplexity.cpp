@@ -22,6 +22,7 @@
 #include "json_output.h"
 #include "model/forward.h"
 #include "option_checks.h"
+#include "pass_options.h"
 #include "progress.h"
 #include "tokenizer/text_documents.h"
 
@@ -31,6 +32,7 @@ namespace {
 struct PerplexityCliOptions {
   std::string model, text, tokens, tokens_format = "auto", doc_separator;
   int64_t ctx = 512, batch = 4, max_tokens = 0;
+  PassCliOptions pass;
   int threads = 0;
   JsonOutput json;
   bool verbose = false;
@@ -71,11 +73,10 @@ int run_perplexity(const PerplexityCliOptions& o) {
   eval::PerplexityOptions po;
   po.ctx = o.ctx;
   po.batch_windows = o.batch;
+  po.pass_order = o.pass.parsed_order();
+  po.hidden_memory = o.pass.parsed_hidden_memory();
   Progress bar("perplexity", o.verbose);
-  bar.phase("", ProgressUnit::kTokens);
-  po.progress = [&](int64_t done, int64_t total) {
-    bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total), "scored");
-  };
+  po.pass_progress = PassProgressView(bar, "");
   const eval::PerplexityResult r = eval::perplexity(*model, input.sequences, po);
   bar.finish();
 
@@ -131,6 +132,7 @@ Command add_perplexity(CLI::App& app) {
   sub->add_option("--batch", o->batch, "Windows run together per forward call (default 4)")
       ->check(integer_in(1, kMaxBatchWindows));
   add_doc_separator_option(sub, o->doc_separator);
+  add_pass_options(sub, o->pass);
   sub->add_option("--max-tokens", o->max_tokens, "Use only the first N tokens of the text (of each sequence of a token file; 0 = all)")
       ->check(integer_in(0, kMaxTokensOption));
   add_threads_option(sub, o->threads);

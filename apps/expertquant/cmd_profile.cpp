@@ -2,6 +2,7 @@
 // --merge of profiles of disjoint calibration slices.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <memory>
 
@@ -22,6 +23,7 @@
 #include "profile/heatmap.h"
 #include "profile/lossless_source.h"
 #include "profile/run.h"
+#include "pass_options.h"
 #include "progress.h"
 #include "quant/format.h"
 
@@ -45,6 +47,7 @@ struct ProfileCliOptions {
   int64_t min_tokens = -1;
   int threads = 0;
   JsonOutput json;
+  PassCliOptions pass;
   bool no_sensitivity = false, summary = false, verbose = false, force = false;
 };
 
@@ -209,6 +212,7 @@ Command add_profile(CLI::App& app) {
   sub->add_flag("--no-sensitivity", o->no_sensitivity, "Skip the sensitivity measurement (usage statistics only)");
   sub->add_option("--save-trace", o->request.save_trace, "Write the per-token routing, zstd-compressed");
   sub->add_option("--heatmap", o->heatmap, "Write an SVG heatmap of layers x experts");
+  add_pass_options(sub, o->pass);
   sub->add_flag("--summary", o->summary, "Print the per-layer table");
   add_json_options(sub, o->json, "a summary");
   add_threads_option(sub, o->threads);
@@ -265,6 +269,12 @@ Command add_profile(CLI::App& app) {
                 if (name != phase) bar.phase(phase = name, name == "pass" ? ProgressUnit::kTokens : ProgressUnit::kExperts);
                 bar.update(uint64_t(d), uint64_t(t));
               };
+              r.pass_order = o->pass.parsed_order();
+              r.hidden_memory = o->pass.parsed_hidden_memory();
+              // Spilled hidden states go beside the output.
+              r.spill_dir = std::filesystem::path(o->out).parent_path().string();
+              if (r.spill_dir.empty()) r.spill_dir = ".";
+              r.pass_progress = PassProgressView(bar, "pass");
               p = profile::run_profile(r, &info);
               bar.finish();
             }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "eval/finite.h"
 #include "model/forward.h"
+#include "model/layer_pass.h"
 
 namespace eq::eval {
 namespace {
@@ -59,37 +60,46 @@ PerplexityResult perplexity(model::Model& model, const std::vector<std::vector<i
 
   // Per-window sums, added in a fixed order (longest windows first, file order
   // within a length), so a run is reproducible for any thread count.
-  std::vector<int32_t> batch_tokens;
-  model::FloatBuffer logits;
+  std::vector<model::WindowBatch> batches;
   for (auto it = by_length.rbegin(); it != by_length.rend(); ++it) {
     const int64_t len = it->first;
     const auto& windows = it->second;
     for (size_t w0 = 0; w0 < windows.size(); w0 += batch_windows) {
-      const int64_t nb = std::min<int64_t>(batch_windows, static_cast<int64_t>(windows.size() - w0));
-      batch_tokens.resize(nb * len);
-      for (int64_t b = 0; b < nb; ++b)
-        std::copy(windows[w0 + b].tokens, windows[w0 + b].tokens + len, batch_tokens.begin() + b * len);
-      model::KvCache cache = model.new_cache(nb, len);
-      const model::FloatBuffer hidden = model.forward_hidden(batch_tokens, nb, len, cache);
-      const int64_t H = model.config().hidden_size;
-      const int64_t rows_per_call = std::max<int64_t>(1, kLogitRowBudget / vocab);
-      for (int64_t b = 0; b < nb; ++b) {
-        double window_nats = 0;
-        // Rows 0..len-2 predict tokens 1..len-1.
-        for (int64_t r0 = 0; r0 < len - 1; r0 += rows_per_call) {
-          const int64_t rows = std::min(rows_per_call, len - 1 - r0);
-          logits.resize(rows * vocab);
-          model.logits(hidden.data() + (b * len + r0) * H, rows, logits.data());
-          for (int64_t r = 0; r < rows; ++r)
-            window_nats += neg_log_prob(logits.data() + r * vocab, vocab, batch_tokens[b * len + r0 + r + 1]);
-        }
-        res.total_nats += window_nats;
-        res.scored_tokens += len - 1;
-        ++res.windows;
-      }
-      if (options.progress) options.progress(res.scored_tokens, to_score);
+      model::WindowBatch& b = batches.emplace_back();
+      b.batch = std::min<int64_t>(batch_windows, static_cast<int64_t>(windows.size() - w0));
+      b.seq_len = len;
+      b.tokens.resize(b.batch * len);
+      for (int64_t w = 0; w < b.batch; ++w)
+        std::copy(windows[w0 + w].tokens, windows[w0 + w].tokens + len, b.tokens.begin() + w * len);
     }
   }
+  model::FloatBuffer logits;
+  const int64_t H = model.config().hidden_size;
+  const int64_t rows_per_call = std::max<int64_t>(1, kLogitRowBudget / vocab);
+  model::PassOptions po;
+  po.order = options.pass_order;
+  po.hidden_memory = options.hidden_memory;
+  po.spill_dir = options.spill_dir;
+  po.progress = options.pass_progress;
+  model::run_pass(model, batches, po, [&](size_t i, model::FloatBuffer& hidden) {
+    const model::WindowBatch& b = batches[i];
+    const int64_t len = b.seq_len;
+    for (int64_t s = 0; s < b.batch; ++s) {
+      double window_nats = 0;
+      // Rows 0..len-2 predict tokens 1..len-1.
+      for (int64_t r0 = 0; r0 < len - 1; r0 += rows_per_call) {
+        const int64_t rows = std::min(rows_per_call, len - 1 - r0);
+        logits.resize(rows * vocab);
+        model.logits(hidden.data() + (s * len + r0) * H, rows, logits.data());
+        for (int64_t r = 0; r < rows; ++r)
+          window_nats += neg_log_prob(logits.data() + r * vocab, vocab, b.tokens[s * len + r0 + r + 1]);
+      }
+      res.total_nats += window_nats;
+      res.scored_tokens += len - 1;
+      ++res.windows;
+    }
+    if (options.progress) options.progress(res.scored_tokens, to_score);
+  });
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (res.windows == 0) invalid("perplexity: no window of at least 2 tokens to score");
   require_finite(res.total_nats, "perplexity: the summed log-loss", kModelLogitsCause);

@@ -8,7 +8,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
+
+#include "model/layer_pass.h"
 
 namespace eq::model {
 class Model;
@@ -20,8 +23,15 @@ struct PerplexityOptions {
   int64_t ctx = 512;
   // Windows of equal length run together as one batch (bigger expert matmuls).
   int64_t batch_windows = 4;
-  // Called after each batch with (tokens scored so far, total to score).
+  // Called after each batch is scored with (tokens scored so far, total to
+  // score): as the pass goes in the window order, all at the end in the layer order.
   std::function<void(int64_t, int64_t)> progress;
+  // The forward pass's order and hidden-state bound (model/layer_pass.h);
+  // both orders give the same figures.
+  model::PassOrder pass_order = model::PassOrder::kLayer;
+  uint64_t hidden_memory = 0;
+  std::string spill_dir;
+  std::function<void(const model::PassProgress&)> pass_progress;
 };
 
 struct PerplexityResult {

@@ -10,6 +10,8 @@
 #include "exec/packed_model.h"
 #include "exec/packed_moe_block.h"
 #include "exec/timing.h"
+#include "model/forward.h"
+#include "model/layer_pass.h"
 #include "model/moe_observer.h"
 
 namespace eq::eval {
@@ -150,13 +152,12 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
     for (const auto& [start, len] : text_windows(t, options.ctx)) total += std::max<int64_t>(0, len - 1);
   }
   LayerErrorObserver layer_obs(pm);
-  TextAcc all;
-  QualityResult r;
-  int64_t done = 0;
-  std::vector<double> lr, lp;
-  for (const LabeledTokens& text : texts) {
-    TextAcc acc;
-    // Windows of equal length run together (all full windows, then the tail).
+  // Windows of equal length run together (all full windows, then the tail),
+  // batches of a text in order, texts in order.
+  std::vector<model::WindowBatch> batches;
+  std::vector<size_t> text_of;
+  for (size_t ti = 0; ti < texts.size(); ++ti) {
+    const LabeledTokens& text = texts[ti];
     const std::vector<std::pair<int64_t, int64_t>> windows = text_windows(text, options.ctx);
     for (size_t w0 = 0; w0 < windows.size();) {
       size_t w1 = w0;
@@ -170,45 +171,80 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
                     text.tokens.begin() + windows[w].first + len);
       w0 = w1;
       if (len < 2) continue;
-      model::FloatBuffer logits_r;
-      if (compare) {
-        pm.use_reference(true);
-        model::Model& ref = pm.model();
-        ref.set_observer(&layer_obs);
-        model::KvCache cache_r = ref.new_cache(batch, len);
-        logits_r = ref.forward(toks, batch, len, cache_r);
-        ref.set_observer(nullptr);
-        pm.use_reference(false);
-      }
-      model::KvCache cache_p = m.new_cache(batch, len);
-      const auto logits_p = m.forward(toks, batch, len, cache_p);
-      for (int64_t s = 0; s < batch; ++s)
-        for (int64_t i = 0; i + 1 < len; ++i) {
-          const int64_t row = s * len + i;
-          const int32_t next = toks[static_cast<size_t>(row + 1)];
-          const float* b = logits_p.data() + row * V;
-          log_softmax(b, V, lp);
-          acc.nats_packed -= lp[static_cast<size_t>(next)];
-          if (!compare) {
-            acc.kl.push_back(0.0);  // counts the scored position
-            continue;
-          }
-          const float* a = logits_r.data() + row * V;
-          log_softmax(a, V, lr);
-          acc.nats_ref -= lr[static_cast<size_t>(next)];
-          double kl = 0;
-          for (int64_t v = 0; v < V; ++v) kl += std::exp(lr[static_cast<size_t>(v)]) * (lr[static_cast<size_t>(v)] - lp[static_cast<size_t>(v)]);
-          acc.kl.push_back(kl < 0 ? 0.0 : kl);  // rounding below 0 clamped; a NaN kept (and refused in finish)
-          acc.agree += argmax(a, V) == argmax(b, V);
-        }
-      done += batch * (len - 1);
-      if (options.progress) options.progress(done, total);
+      batches.push_back({std::move(toks), batch, len});
+      text_of.push_back(ti);
     }
+  }
+  model::PassOptions po;
+  po.order = options.pass_order;
+  po.hidden_memory = options.hidden_memory;
+  po.spill_dir = options.spill_dir;
+  po.progress = options.pass_progress;
+  // The reference model's pass first (its observer runs the packed blocks on
+  // the reference inputs), its final hidden states kept for the scoring.
+  std::vector<int64_t> rows;
+  for (const model::WindowBatch& b : batches) rows.push_back(compare ? b.rows() : 0);
+  model::HiddenStates reference_hidden(rows, m.config().hidden_size,
+                                       po.hidden_memory ? po.hidden_memory : model::default_hidden_memory(),
+                                       po.spill_dir);
+  model::Model* ref = nullptr;
+  if (compare) {
+    pm.use_reference(true);
+    ref = &pm.model();
+    ref->set_observer(&layer_obs);
+    model::run_pass(*ref, batches, po,
+                    [&](size_t i, model::FloatBuffer& hidden) { reference_hidden.write(i, hidden.data()); });
+    ref->set_observer(nullptr);
+    pm.use_reference(false);
+  }
+  std::vector<TextAcc> accs(texts.size());
+  int64_t done = 0;
+  std::vector<double> lr, lp;
+  model::FloatBuffer hidden_r, logits_r, logits_p;
+  model::run_pass(m, batches, po, [&](size_t bi, model::FloatBuffer& hidden_p) {
+    const model::WindowBatch& bt = batches[bi];
+    const int64_t batch = bt.batch, len = bt.seq_len, n = bt.rows();
+    const std::vector<int32_t>& toks = bt.tokens;
+    TextAcc& acc = accs[text_of[bi]];
+    if (compare) {
+      hidden_r.resize(n * m.config().hidden_size);
+      reference_hidden.read(bi, hidden_r.data());
+      logits_r.resize(n * V);
+      ref->logits(hidden_r.data(), n, logits_r.data());
+    }
+    logits_p.resize(n * V);
+    m.logits(hidden_p.data(), n, logits_p.data());
+    for (int64_t s = 0; s < batch; ++s)
+      for (int64_t i = 0; i + 1 < len; ++i) {
+        const int64_t row = s * len + i;
+        const int32_t next = toks[static_cast<size_t>(row + 1)];
+        const float* b = logits_p.data() + row * V;
+        log_softmax(b, V, lp);
+        acc.nats_packed -= lp[static_cast<size_t>(next)];
+        if (!compare) {
+          acc.kl.push_back(0.0);  // counts the scored position
+          continue;
+        }
+        const float* a = logits_r.data() + row * V;
+        log_softmax(a, V, lr);
+        acc.nats_ref -= lr[static_cast<size_t>(next)];
+        double kl = 0;
+        for (int64_t v = 0; v < V; ++v) kl += std::exp(lr[static_cast<size_t>(v)]) * (lr[static_cast<size_t>(v)] - lp[static_cast<size_t>(v)]);
+        acc.kl.push_back(kl < 0 ? 0.0 : kl);  // rounding below 0 clamped; a NaN kept (and refused in finish)
+        acc.agree += argmax(a, V) == argmax(b, V);
+      }
+    done += batch * (len - 1);
+    if (options.progress) options.progress(done, total);
+  });
+  TextAcc all;
+  QualityResult r;
+  for (size_t ti = 0; ti < texts.size(); ++ti) {
+    TextAcc& acc = accs[ti];
     all.nats_ref += acc.nats_ref;
     all.nats_packed += acc.nats_packed;
     all.agree += acc.agree;
     all.kl.insert(all.kl.end(), acc.kl.begin(), acc.kl.end());
-    r.texts.push_back(finish(text.label, acc));
+    r.texts.push_back(finish(texts[ti].label, acc));
   }
   pm.use_reference(false);
   r.compared = compare;

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/layer_pass.h"
+
 namespace eq::exec {
 class PackedModel;
 }
@@ -36,8 +38,15 @@ struct LabeledTokens {
 struct QualityOptions {
   int64_t ctx = 512;
   int64_t batch_windows = 4;
-  // Called with (tokens scored so far, total to score).
+  // Called with (tokens scored so far, total to score) as the packed pass
+  // scores each batch (at its end in the layer order).
   std::function<void(int64_t, int64_t)> progress;
+  // The order of the two forward passes (reference, then packed) and their
+  // hidden-state bound (model/layer_pass.h); both orders give the same figures.
+  model::PassOrder pass_order = model::PassOrder::kLayer;
+  uint64_t hidden_memory = 0;
+  std::string spill_dir;
+  std::function<void(const model::PassProgress&)> pass_progress;
 };
 
 struct LayerError {

@@ -84,49 +84,64 @@ void Model::check_tokens(std::span<const int32_t> tokens, int64_t seq_len, const
 
 FloatBuffer Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
                                          KvCache& cache) {
-  const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, n = batch * seq_len, start = cache.length();
+  const int64_t n = batch * seq_len;
   if (batch != cache.batch() || static_cast<int64_t>(tokens.size()) != n || seq_len <= 0)
     invalid("forward: got " + std::to_string(tokens.size()) + " tokens for batch " + std::to_string(batch) +
             " x seq_len " + std::to_string(seq_len) + " (cache batch " + std::to_string(cache.batch()) + ")");
+  FloatBuffer h = embed(tokens, seq_len);
+  for (int64_t l = 0; l < config_.num_layers; ++l) forward_layer(l, h.data(), batch, seq_len, cache);
+  cache.advance(seq_len);
+  final_norm(h.data(), n);
+  return h;
+}
+
+FloatBuffer Model::embed(std::span<const int32_t> tokens, int64_t seq_len) const {
+  const int64_t H = config_.hidden_size, n = static_cast<int64_t>(tokens.size());
+  check_tokens(tokens, seq_len, "forward");
+  FloatBuffer h(n * H);
+  Tensor32Ptr embed = weights_->get("model.embed_tokens.weight", {config_.vocab_size, H});
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(h.data() + r * H, embed->data.data() + static_cast<int64_t>(tokens[r]) * H, H * sizeof(float));
+  return h;
+}
+
+void Model::forward_layer(int64_t l, float* h, int64_t batch, int64_t seq_len, KvCache& cache) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, n = batch * seq_len, start = cache.length();
+  if (batch != cache.batch() || seq_len <= 0 || l < 0 || l >= c.num_layers)
+    invalid("forward: layer " + std::to_string(l) + " of " + std::to_string(c.num_layers) + ", batch " +
+            std::to_string(batch) + " x seq_len " + std::to_string(seq_len) + " (cache batch " +
+            std::to_string(cache.batch()) + ")");
   if (start + seq_len > cache.capacity())
     invalid("forward: positions up to " + std::to_string(start + seq_len) + " exceed the KV cache capacity " +
             std::to_string(cache.capacity()));
-  check_tokens(tokens, seq_len, "forward");
   rope_.reserve(start + seq_len);
+  FloatBuffer xn(n * H), delta(n * H);
+  if (c.layer_linear(l)) {
+    const LinearAttentionWeights lw = load_linear_attention(*weights_, c, l);
+    rms_norm_parallel(h, n, H, lw.input_norm->data.data(), c.rms_norm_eps, xn.data());
+    linear_attention_forward(c, lw, l, xn.data(), batch, seq_len, cache, delta.data());
+    add_into(h, delta.data(), n * H);
+  } else {
+    const AttentionWeights aw = load_attention(*weights_, c, l, linear_ops_.empty() ? nullptr : &linear_ops_);
+    rms_norm_parallel(h, n, H, aw.input_norm->data.data(), c.rms_norm_eps, xn.data());
+    attention_forward(c, aw, rope_, l, xn.data(), batch, seq_len, cache, delta.data());
+    add_into(h, delta.data(), n * H);
+  }
+  Tensor32Ptr post_norm = load_post_attention_norm(*weights_, c, l);
+  rms_norm_parallel(h, n, H, post_norm->data.data(), c.rms_norm_eps, xn.data());
+  if (moe_blocks_[l]) {
+    MoeCall call{l, batch, seq_len, start, observer_};
+    moe_blocks_[l]->forward(call, xn.data(), delta.data());
+  } else {
+    mlp_forward(load_dense_mlp(*weights_, c, l), xn.data(), n, H, delta.data());
+  }
+  add_into(h, delta.data(), n * H);
+}
 
-  FloatBuffer h(n * H), xn(n * H), delta(n * H);
-  {
-    Tensor32Ptr embed = weights_->get("model.embed_tokens.weight", {c.vocab_size, H});
-    for (int64_t r = 0; r < n; ++r)
-      std::memcpy(h.data() + r * H, embed->data.data() + static_cast<int64_t>(tokens[r]) * H, H * sizeof(float));
-  }
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (c.layer_linear(l)) {
-      const LinearAttentionWeights lw = load_linear_attention(*weights_, c, l);
-      rms_norm_parallel(h.data(), n, H, lw.input_norm->data.data(), c.rms_norm_eps, xn.data());
-      linear_attention_forward(c, lw, l, xn.data(), batch, seq_len, cache, delta.data());
-      add_into(h.data(), delta.data(), n * H);
-    } else {
-      const AttentionWeights aw = load_attention(*weights_, c, l, linear_ops_.empty() ? nullptr : &linear_ops_);
-      rms_norm_parallel(h.data(), n, H, aw.input_norm->data.data(), c.rms_norm_eps, xn.data());
-      attention_forward(c, aw, rope_, l, xn.data(), batch, seq_len, cache, delta.data());
-      add_into(h.data(), delta.data(), n * H);
-    }
-    Tensor32Ptr post_norm = load_post_attention_norm(*weights_, c, l);
-    rms_norm_parallel(h.data(), n, H, post_norm->data.data(), c.rms_norm_eps, xn.data());
-    if (moe_blocks_[l]) {
-      MoeCall call{l, batch, seq_len, start, observer_};
-      moe_blocks_[l]->forward(call, xn.data(), delta.data());
-    } else {
-      mlp_forward(load_dense_mlp(*weights_, c, l), xn.data(), n, H, delta.data());
-    }
-    add_into(h.data(), delta.data(), n * H);
-  }
-  cache.advance(seq_len);
-  Tensor32Ptr final_norm = load_norm(*weights_, c, "model.norm.weight", H);
-  rms_norm_parallel(h.data(), n, H, final_norm->data.data(), c.rms_norm_eps, h.data());
-  return h;
+void Model::final_norm(float* h, int64_t rows) const {
+  Tensor32Ptr norm = load_norm(*weights_, config_, "model.norm.weight", config_.hidden_size);
+  rms_norm_parallel(h, rows, config_.hidden_size, norm->data.data(), config_.rms_norm_eps, h);
 }
 
 void Model::logits(const float* hidden, int64_t rows, float* out) const {

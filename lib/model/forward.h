@@ -74,6 +74,17 @@ class Model {
   // Returns the final-normalized hidden states [batch*seq_len, H].
   FloatBuffer forward_hidden(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len,
                                     KvCache& cache);
+  // The steps of forward_hidden, for a pass that runs every window through a
+  // layer before the next (model/layer_pass.h); the same operations in the
+  // same order, so either order gives the same bits.
+  // The embedding rows of `tokens` [n, H] (ids checked; seq_len names the
+  // sequence and position of a bad id).
+  FloatBuffer embed(std::span<const int32_t> tokens, int64_t seq_len) const;
+  // Decoder layer `layer` on h [batch*seq_len, H] in place; positions
+  // cache.length() .. +seq_len-1 (the cache does not advance).
+  void forward_layer(int64_t layer, float* h, int64_t batch, int64_t seq_len, KvCache& cache);
+  // The final norm, in place on h [rows, H].
+  void final_norm(float* h, int64_t rows) const;
   // logits [rows, vocab] = hidden [rows, H] · lm_headᵀ.
   void logits(const float* hidden, int64_t rows, float* out) const;
   // forward_hidden + logits of every position: [batch*seq_len, vocab].

@@ -39,10 +39,34 @@ Tensor32Ptr WeightStore::get(const std::string& name, const std::vector<int64_t>
   // Dequantized exactly when stored quantized; the mapped pages are dropped
   // after conversion, so the float32 copy replaces them.
   src_.to_f32(name, t->data.data());
-  if (expert && !cache_experts_) return t;
   std::lock_guard<std::mutex> lock(mu_);
+  if (read_hook_) read_hook_(name);
+  if (!keep(name, expert)) return t;
   auto [it, inserted] = cached_.emplace(name, std::move(t));
   return it->second;
+}
+
+bool WeightStore::keep(const std::string& name, bool expert) const {
+  return !expert || cache_experts_ || (!held_prefix_.empty() && name.starts_with(held_prefix_));
+}
+
+void WeightStore::hold_layer(int64_t layer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_prefix_ = "model.layers." + std::to_string(layer) + ".";
+}
+
+void WeightStore::release_layer(int64_t layer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+  if (held_prefix_ == prefix) held_prefix_.clear();
+  if (cache_experts_) return;  // asked to keep every tensor
+  for (auto it = cached_.lower_bound(prefix); it != cached_.end() && it->first.starts_with(prefix);)
+    it = cached_.erase(it);
+}
+
+void WeightStore::set_read_hook(std::function<void(const std::string&)> hook) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  read_hook_ = std::move(hook);
 }
 
 Tensor32Ptr WeightStore::get_or_make(const std::string& key, bool expert, const std::function<Tensor32()>& make) const {
@@ -52,8 +76,9 @@ Tensor32Ptr WeightStore::get_or_make(const std::string& key, bool expert, const 
     if (it != cached_.end()) return it->second;
   }
   auto t = std::make_shared<Tensor32>(make());
-  if (expert && !cache_experts_) return t;
   std::lock_guard<std::mutex> lock(mu_);
+  if (read_hook_) read_hook_(key);
+  if (!keep(key, expert)) return t;
   auto [it, inserted] = cached_.emplace(key, std::move(t));
   return it->second;
 }

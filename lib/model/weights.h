@@ -64,12 +64,26 @@ class WeightStore {
   // Bytes of float32 data currently cached.
   uint64_t cached_bytes() const;
 
+  // A pass that runs every window through one layer before the next
+  // (model/layer_pass.h) holds that layer: its routed experts are cached too,
+  // so the layer is read from the checkpoint once, and release_layer drops
+  // every tensor of the layer (cached_bytes falls back to the rest), unless
+  // the store keeps everything (cache_experts).
+  void hold_layer(int64_t layer) const;
+  void release_layer(int64_t layer) const;
+  // Called with the name (or get_or_make key) of each tensor converted, as it
+  // is converted (tests count checkpoint reads); null for none.
+  void set_read_hook(std::function<void(const std::string&)> hook) const;
+
  private:
   const io::SourceTensors& src_;
   bool cache_experts_;
   const LinearOps* ops_ = nullptr;
   mutable std::mutex mu_;
   mutable std::map<std::string, Tensor32Ptr> cached_;
+  mutable std::string held_prefix_;  // "model.layers.<l>." of the held layer; "" = none
+  mutable std::function<void(const std::string&)> read_hook_;
+  bool keep(const std::string& name, bool expert) const;  // with mu_ held
 };
 
 

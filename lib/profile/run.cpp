@@ -12,11 +12,13 @@
 #include "io/text_file.h"
 #include "io/tokens.h"
 #include "model/forward.h"
+#include "model/layer_pass.h"
 #include "model/ops.h"
 #include "model/routing.h"
 #include "profile/candidate_fit.h"
 #include "profile/collector.h"
 #include "profile/lossless_source.h"
+#include "profile/sensitivity.h"
 #include "profile/trace.h"
 #include "tokenizer/text_documents.h"
 
@@ -64,7 +66,8 @@ std::vector<std::vector<int32_t>> read_calib_tokens(const ProfileRequest& r, con
   return std::move(seqs.sequences);
 }
 
-void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& collector, CalibrationSlice& slice) {
+void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& collector, CalibrationSlice& slice,
+               const std::function<void(int64_t)>& after_layer) {
   if (r.ctx < 1) invalid("--ctx must be at least 1, got " + std::to_string(r.ctx));
   auto seqs = read_calib_tokens(r, model, slice);
   // Windows of ctx tokens (the last of a sequence shorter), capped at max_tokens.
@@ -110,24 +113,33 @@ void run_calib(const ProfileRequest& r, model::Model& model, ProfileCollector& c
   slice.first_token = first_token;
   slice.tokens = total;
   slice.ctx = r.ctx;
-  model.set_observer(&collector);
-  int64_t done = 0;
-  std::vector<int32_t> batch;
   // Longest windows first, file order within a length: a fixed order for any thread count.
+  std::vector<model::WindowBatch> batches;
   for (auto it = by_length.rbegin(); it != by_length.rend(); ++it) {
     const int64_t len = it->first;
     const auto& windows = it->second;
     for (size_t w0 = 0; w0 < windows.size(); w0 += size_t(r.batch_windows)) {
-      const int64_t nb = std::min<int64_t>(r.batch_windows, int64_t(windows.size() - w0));
-      batch.resize(nb * len);
-      for (int64_t b = 0; b < nb; ++b)
-        std::copy(windows[w0 + b].tokens, windows[w0 + b].tokens + len, batch.begin() + b * len);
-      model::KvCache cache = model.new_cache(nb, len);
-      model.forward_hidden(batch, nb, len, cache);
-      done += nb * len;
-      if (r.progress) r.progress("pass", done, total);
+      model::WindowBatch& b = batches.emplace_back();
+      b.batch = std::min<int64_t>(r.batch_windows, int64_t(windows.size() - w0));
+      b.seq_len = len;
+      b.tokens.resize(b.batch * len);
+      for (int64_t w = 0; w < b.batch; ++w)
+        std::copy(windows[w0 + w].tokens, windows[w0 + w].tokens + len, b.tokens.begin() + w * len);
     }
   }
+  model.set_observer(&collector);
+  model::PassOptions po;
+  po.order = r.pass_order;
+  po.hidden_memory = r.hidden_memory;
+  po.spill_dir = r.spill_dir;
+  po.progress = [&](const model::PassProgress& p) {
+    if (r.pass_progress)
+      r.pass_progress(p);
+    else if (r.progress && p.order == model::PassOrder::kWindow)
+      r.progress("pass", p.tokens_done, p.tokens);
+  };
+  po.after_layer = after_layer;
+  model::run_pass(model, batches, po, [](size_t, model::FloatBuffer&) {});
   model.set_observer(nullptr);
 }
 
@@ -246,11 +258,26 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   ProfileCollector collector(c, with_inputs ? &model->weights() : nullptr, has_probs, capacity, p.policy.seed,
                              trace.get());
 
+  SensitivityOptions so;
+  so.min_samples = p.policy.min_samples;
+  so.proxies = fitted.proxies;
+  so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
+  // The layer-major calib pass measures each MoE layer as soon as its
+  // samples are complete, while its weights are held (one read of the layer).
+  std::unique_ptr<SensitivityMeter> meter;
+  std::function<void(int64_t)> after_layer;
+  if (with_inputs && r.sensitivity && r.source == SourceKind::kCalib && r.pass_order == model::PassOrder::kLayer) {
+    meter = std::make_unique<SensitivityMeter>(c, model->weights(), collector.stats(), collector.sampler(),
+                                               fitted.candidates, so);
+    after_layer = [&](int64_t layer) {
+      if (c.layer_is_moe.empty() || c.layer_is_moe[layer]) meter->measure_layer(collector.layer_index(layer));
+    };
+  }
   CalibrationSlice slice;
   slice.path = r.input_path;
   const auto t0 = Clock::now();
   switch (r.source) {
-    case SourceKind::kCalib: run_calib(r, *model, collector, slice); break;
+    case SourceKind::kCalib: run_calib(r, *model, collector, slice, after_layer); break;
     case SourceKind::kHidden: run_hidden(r, c, model->weights(), collector, slice); break;
     case SourceKind::kRouterLogits: run_router_logits(r, c, model->weights(), collector, slice); break;
   }
@@ -265,13 +292,16 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
       info->trace_compressed_bytes = trace->compressed_bytes();
     }
   }
+  if (meter) {
+    p.sensitivity = meter->finish();
+    p.seconds_sensitivity = p.sensitivity.seconds;
+    // Measured inside the pass: the pass's own time excludes it.
+    p.seconds_pass = slice.seconds = std::max(0.0, slice.seconds - p.seconds_sensitivity);
+    p.calibration.back().seconds = slice.seconds;
+  }
   p.stats = std::move(collector.stats());
 
-  if (with_inputs && r.sensitivity) {
-    SensitivityOptions so;
-    so.min_samples = p.policy.min_samples;
-    so.proxies = fitted.proxies;
-    so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
+  if (with_inputs && r.sensitivity && !meter) {
     if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
     p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), fitted.candidates, so);
     p.seconds_sensitivity = p.sensitivity.seconds;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "model/layer_pass.h"
 #include "profile/bit_budget.h"
 #include "profile/profile.h"
 
@@ -41,8 +42,19 @@ struct ProfileRequest {
   BitBudget budget;             // none: the policy's default budget, or thresholds
   bool thresholds = false;      // classify by thresholds even when the policy has a default budget
   std::string save_trace;       // write the routing trace here (.zst)
-  // (phase, done, total): phase "pass" counts tokens, "sensitivity" experts.
+  // calib: the order of the forward pass (model/layer_pass.h): layer by
+  // layer reads each layer from the checkpoint once; both orders give the
+  // same profile. The layer order keeps every token's hidden state, in
+  // memory up to hidden_memory bytes (0: model::default_hidden_memory()),
+  // beyond it in a temporary file in spill_dir ("" = $TMPDIR).
+  model::PassOrder pass_order = model::PassOrder::kLayer;
+  uint64_t hidden_memory = 0;
+  std::string spill_dir;
+  // (phase, done, total): phase "pass" counts tokens (the window order and
+  // the captured sources), "sensitivity" experts.
   std::function<void(const std::string&, int64_t, int64_t)> progress;
+  // The calib pass (either order), in place of progress("pass", ...).
+  std::function<void(const model::PassProgress&)> pass_progress;
 };
 
 struct ProfileRunInfo {

@@ -103,96 +103,117 @@ const InputSample* expert_sample(const ExpertSampler& sampler, int64_t li, int64
 
 }  // namespace
 
+SensitivityMeter::SensitivityMeter(const model::ModelConfig& c, const model::WeightStore& weights,
+                                   const RoutingStats& stats, const ExpertSampler& sampler,
+                                   const std::vector<std::string>& formats, const SensitivityOptions& options)
+    : c_(c), weights_(weights), stats_(stats), sampler_(sampler), options_(options) {
+  table_.formats = formats;
+  table_.format_seconds.assign(formats.size(), 0.0);
+  table_.proxy_of.assign(formats.size(), "");
+  source_index_.resize(formats.size());
+  for (size_t f = 0; f < formats.size(); ++f) {
+    source_index_[f] = int(f);
+    for (const auto& [from, to] : options.proxies)
+      if (from == formats[f]) {
+        table_.proxy_of[f] = to;
+        source_index_[f] = table_.index_of(to);
+        if (source_index_[f] < 0) invalid("sensitivity: proxy " + to + " of " + from + " is not measured");
+        any_proxy_ = true;
+      }
+  }
+  points_.resize(formats.size());
+  calibrate_.resize(stats.layers.size());
+}
+
+void SensitivityMeter::measure_layer(int64_t li) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::string>& formats = table_.formats;
+  const int64_t E = c_.num_experts;
+  const int64_t L = int64_t(stats_.layers.size());
+  if (li != int64_t(table_.layers.size()))
+    invalid("sensitivity: layer index " + std::to_string(li) + " measured out of order");
+  // The experts on which proxied formats are measured too (their ratio's fit).
+  std::vector<bool>& calibrate = calibrate_[li];
+  calibrate.assign(size_t(E), false);
+  if (any_proxy_ && options_.proxy_calibration_experts > 0) {
+    std::vector<int64_t> tokens(static_cast<size_t>(E));
+    std::vector<bool> has_sample(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) {
+      SampleSource source;
+      tokens[e] = stats_.layers[li].experts[e].tokens;
+      has_sample[e] = expert_sample(sampler_, li, e, options_.min_samples, source) != nullptr;
+    }
+    // The model's count spread over its layers: layer li takes
+    // ⌊(li+1)·K/L⌋ − ⌊li·K/L⌋, so the cost stays K experts however deep the model.
+    const int64_t K = options_.proxy_calibration_experts;
+    const int64_t count = (li + 1) * K / L - li * K / L;
+    for (int64_t e : calibration_experts(tokens, has_sample, count)) calibrate[e] = true;
+  }
+  const int64_t total = L * E;
+  const LayerStats& ls = stats_.layers[li];
+  std::vector<ExpertSensitivity> row(E);
+  for (int64_t e = 0; e < E; ++e) {
+    ExpertSensitivity& s = row[e];
+    s.rel_mse.assign(formats.size(), std::numeric_limits<double>::quiet_NaN());
+    const InputSample* sample = expert_sample(sampler_, li, e, options_.min_samples, s.source);
+    if (sample) {
+      s.samples = sample->rows;
+      const model::MlpWeights w = model::load_expert(weights_, c_, ls.layer, e);
+      const ExpertStats& es = ls.experts[e];
+      const auto imp_in = to_float(es.energy_in), imp_mid = to_float(es.energy_mid);
+      const std::string prefix =
+          "model.layers." + std::to_string(ls.layer) + ".mlp.experts." + std::to_string(e) + ".";
+      for (size_t f = 0; f < formats.size(); ++f) {
+        if (!table_.proxy_of[f].empty() && !calibrate[e]) continue;
+        // Pack stores this expert's source bits unchanged: no error at all.
+        if (imports_expert_losslessly(quant::format_by_name(formats[f]), c_, weights_.source(), ls.layer, e)) {
+          s.rel_mse[f] = 0.0;
+          continue;
+        }
+        const auto f0 = std::chrono::steady_clock::now();
+        s.rel_mse[f] = expert_rel_mse(c_, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f], imp_in,
+                                      imp_mid, prefix);
+        table_.format_seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+      }
+      for (size_t f = 0; f < formats.size(); ++f)
+        if (!table_.proxy_of[f].empty() && calibrate[e])
+          points_[f].push_back({ls.layer, e, s.rel_mse[f], s.rel_mse[source_index_[f]], 0.0});
+    }
+    ++done_;
+    if (options_.progress) options_.progress(done_, total);
+  }
+  table_.layers.push_back(std::move(row));
+  table_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+SensitivityTable SensitivityMeter::finish() {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (table_.layers.size() != stats_.layers.size())
+    invalid("sensitivity: " + std::to_string(table_.layers.size()) + " of " + std::to_string(stats_.layers.size()) +
+            " layers measured");
+  const int64_t E = c_.num_experts, L = int64_t(stats_.layers.size());
+  // The other experts of a proxied format: the fitted ratio × their proxy's rel_mse.
+  for (size_t f = 0; f < table_.formats.size(); ++f) {
+    if (table_.proxy_of[f].empty()) continue;
+    table_.proxy_fits.push_back(fit_proxy(table_.formats[f], table_.proxy_of[f], std::move(points_[f])));
+    const double ratio = table_.proxy_fits.back().ratio;
+    for (int64_t li = 0; li < L; ++li)
+      for (int64_t e = 0; e < E; ++e) {
+        ExpertSensitivity& s = table_.layers[li][e];
+        if (s.source != SampleSource::kNone && !calibrate_[li][e])
+          s.rel_mse[f] = ratio * s.rel_mse[source_index_[f]];
+      }
+  }
+  table_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::move(table_);
+}
+
 SensitivityTable measure_sensitivity(const model::ModelConfig& c, const model::WeightStore& weights,
                                      const RoutingStats& stats, const ExpertSampler& sampler,
                                      const std::vector<std::string>& formats, const SensitivityOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  SensitivityTable table;
-  table.formats = formats;
-  table.format_seconds.assign(formats.size(), 0.0);
-  table.proxy_of.assign(formats.size(), "");
-  std::vector<int> source_index(formats.size());
-  bool any_proxy = false;
-  for (size_t f = 0; f < formats.size(); ++f) {
-    source_index[f] = int(f);
-    for (const auto& [from, to] : options.proxies)
-      if (from == formats[f]) {
-        table.proxy_of[f] = to;
-        source_index[f] = table.index_of(to);
-        if (source_index[f] < 0) invalid("sensitivity: proxy " + to + " of " + from + " is not measured");
-        any_proxy = true;
-      }
-  }
-  const int64_t E = c.num_experts;
-  const int64_t L = int64_t(stats.layers.size());
-  // The experts on which proxied formats are measured too (their ratio's fit).
-  std::vector<std::vector<bool>> calibrate(size_t(L), std::vector<bool>(size_t(E), false));
-  if (any_proxy && options.proxy_calibration_experts > 0)
-    for (int64_t li = 0; li < L; ++li) {
-      std::vector<int64_t> tokens(static_cast<size_t>(E));
-      std::vector<bool> has_sample(static_cast<size_t>(E));
-      for (int64_t e = 0; e < E; ++e) {
-        SampleSource source;
-        tokens[e] = stats.layers[li].experts[e].tokens;
-        has_sample[e] = expert_sample(sampler, li, e, options.min_samples, source) != nullptr;
-      }
-      // The model's count spread over its layers: layer li takes
-      // ⌊(li+1)·K/L⌋ − ⌊li·K/L⌋, so the cost stays K experts however deep the model.
-      const int64_t K = options.proxy_calibration_experts;
-      const int64_t count = (li + 1) * K / L - li * K / L;
-      for (int64_t e : calibration_experts(tokens, has_sample, count)) calibrate[li][e] = true;
-    }
-  std::vector<std::vector<ProxyPoint>> points(formats.size());
-  const int64_t total = L * E;
-  int64_t done = 0;
-  for (int64_t li = 0; li < L; ++li) {
-    const LayerStats& ls = stats.layers[li];
-    std::vector<ExpertSensitivity> row(E);
-    for (int64_t e = 0; e < E; ++e) {
-      ExpertSensitivity& s = row[e];
-      s.rel_mse.assign(formats.size(), std::numeric_limits<double>::quiet_NaN());
-      const InputSample* sample = expert_sample(sampler, li, e, options.min_samples, s.source);
-      if (sample) {
-        s.samples = sample->rows;
-        const model::MlpWeights w = model::load_expert(weights, c, ls.layer, e);
-        const ExpertStats& es = ls.experts[e];
-        const auto imp_in = to_float(es.energy_in), imp_mid = to_float(es.energy_mid);
-        const std::string prefix =
-            "model.layers." + std::to_string(ls.layer) + ".mlp.experts." + std::to_string(e) + ".";
-        for (size_t f = 0; f < formats.size(); ++f) {
-          if (!table.proxy_of[f].empty() && !calibrate[li][e]) continue;
-          // Pack stores this expert's source bits unchanged: no error at all.
-          if (imports_expert_losslessly(quant::format_by_name(formats[f]), c, weights.source(), ls.layer, e)) {
-            s.rel_mse[f] = 0.0;
-            continue;
-          }
-          const auto f0 = std::chrono::steady_clock::now();
-          s.rel_mse[f] = expert_rel_mse(c, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f], imp_in,
-                                        imp_mid, prefix);
-          table.format_seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
-        }
-        for (size_t f = 0; f < formats.size(); ++f)
-          if (!table.proxy_of[f].empty() && calibrate[li][e])
-            points[f].push_back({ls.layer, e, s.rel_mse[f], s.rel_mse[source_index[f]], 0.0});
-      }
-      ++done;
-      if (options.progress) options.progress(done, total);
-    }
-    table.layers.push_back(std::move(row));
-  }
-  // The other experts of a proxied format: the fitted ratio × their proxy's rel_mse.
-  for (size_t f = 0; f < formats.size(); ++f) {
-    if (table.proxy_of[f].empty()) continue;
-    table.proxy_fits.push_back(fit_proxy(formats[f], table.proxy_of[f], std::move(points[f])));
-    const double ratio = table.proxy_fits.back().ratio;
-    for (int64_t li = 0; li < L; ++li)
-      for (int64_t e = 0; e < E; ++e) {
-        ExpertSensitivity& s = table.layers[li][e];
-        if (s.source != SampleSource::kNone && !calibrate[li][e]) s.rel_mse[f] = ratio * s.rel_mse[source_index[f]];
-      }
-  }
-  table.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return table;
+  SensitivityMeter meter(c, weights, stats, sampler, formats, options);
+  for (int64_t li = 0; li < int64_t(stats.layers.size()); ++li) meter.measure_layer(li);
+  return meter.finish();
 }
 
 }  // namespace eq::profile

@@ -63,6 +63,33 @@ struct SensitivityOptions {
   std::function<void(int64_t, int64_t)> progress;
 };
 
+// The same measurement one layer at a time, so that a layer-major pass
+// measures each layer while its weights are held (model/layer_pass.h):
+// measure_layer(li) once per layer index in ascending order, each after the
+// layer's statistics and samples are complete, then finish() (the proxy
+// fits, over all layers). `stats` and `sampler` must outlive the meter.
+class SensitivityMeter {
+ public:
+  SensitivityMeter(const model::ModelConfig& config, const model::WeightStore& weights, const RoutingStats& stats,
+                   const ExpertSampler& sampler, const std::vector<std::string>& formats,
+                   const SensitivityOptions& options);
+  void measure_layer(int64_t layer_index);
+  SensitivityTable finish();
+
+ private:
+  const model::ModelConfig& c_;
+  const model::WeightStore& weights_;
+  const RoutingStats& stats_;
+  const ExpertSampler& sampler_;
+  SensitivityOptions options_;
+  SensitivityTable table_;
+  std::vector<int> source_index_;
+  bool any_proxy_ = false;
+  std::vector<std::vector<bool>> calibrate_;
+  std::vector<std::vector<ProxyPoint>> points_;
+  int64_t done_ = 0;
+};
+
 SensitivityTable measure_sensitivity(const model::ModelConfig& config, const model::WeightStore& weights,
                                      const RoutingStats& stats, const ExpertSampler& sampler,
                                      const std::vector<std::string>& formats, const SensitivityOptions& options);

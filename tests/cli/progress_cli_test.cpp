@@ -1,6 +1,7 @@
 // Progress of the commands that show it: each phase ends at 100% of the
-// total the work itself counts, in the unit of that work; a terminal gets
-// the bar and its final line, a pipe nothing unless -v.
+// total the work itself counts, in the unit of that work (layers for a
+// layer-major pass, tokens for a window-major one); a terminal gets the bar
+// and its final line, a pipe nothing unless -v.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -24,10 +25,22 @@ std::string eval_command(const std::string& extra) {
          " --max-tokens 256 --ctx 128 --no-latency --no-collapse --threads 1 " + extra;
 }
 
-TEST(ProgressCli, EvalQualityEndsAt100PercentOfTheScoredTokens) {
+// The reference model's pass, then the packed model's, each over tinymoe's 4 layers.
+TEST(ProgressCli, EvalQualityEndsAt100PercentOfEachPass) {
   std::string out;
   ASSERT_EQ(test::run_command(eval_command("-v"), &out), 0) << out;
-  EXPECT_NE(out.find("quality 100%  508 tokens in "), std::string::npos) << out;
+  EXPECT_NE(out.find("quality reference 100%  4 layers in "), std::string::npos) << out;
+  EXPECT_NE(out.find("quality packed 100%  4 layers in "), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+  EXPECT_EQ(out.find("KiB/s"), std::string::npos) << out;
+}
+
+TEST(ProgressCli, EvalQualityWindowOrderEndsAt100PercentOfTheTokens) {
+  std::string out;
+  ASSERT_EQ(test::run_command(eval_command("-v --pass-order window"), &out), 0) << out;
+  // Both passes read the 4 windows of 128 tokens.
+  EXPECT_NE(out.find("quality reference 100%  512 tokens in "), std::string::npos) << out;
+  EXPECT_NE(out.find("quality packed 100%  512 tokens in "), std::string::npos) << out;
   EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
   EXPECT_EQ(out.find("KiB/s"), std::string::npos) << out;
 }
@@ -36,8 +49,8 @@ TEST(ProgressCli, TerminalGetsTheBarAndItsFinal100PercentLine) {
   if (!std::filesystem::exists("/usr/bin/script")) GTEST_SKIP() << "/usr/bin/script (a pseudo-terminal) not installed";
   std::string out;
   ASSERT_EQ(test::run_command("/usr/bin/script -qec '" + eval_command("") + "' /dev/null", &out), 0) << out;
-  EXPECT_NE(out.find("\r\033[Kquality ["), std::string::npos) << out;
-  EXPECT_NE(out.find("\r\033[Kquality 100%  508 tokens in "), std::string::npos) << out;
+  EXPECT_NE(out.find("\r\033[Kquality reference ["), std::string::npos) << out;
+  EXPECT_NE(out.find("\r\033[Kquality packed 100%  4 layers in "), std::string::npos) << out;
   EXPECT_NE(out.find(" tokens/s"), std::string::npos) << out;
   EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
 }
@@ -53,7 +66,10 @@ TEST(ProgressCli, PerplexityEndsAt100Percent) {
   const std::string cmd = test::binary() + " perplexity --model " + test::tinymoe_path() + " --text " +
                           corpus("eval_prose.txt.zst") + " --max-tokens 300 --ctx 128 --threads 1 -v";
   ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
-  EXPECT_NE(out.find("perplexity 100%  297 tokens in "), std::string::npos) << out;  // 127 + 127 + 43
+  EXPECT_NE(out.find("perplexity 100%  4 layers in "), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+  ASSERT_EQ(test::run_command(cmd + " --pass-order window", &out), 0) << out;
+  EXPECT_NE(out.find("perplexity 100%  300 tokens in "), std::string::npos) << out;  // 128 + 128 + 44
   EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
 }
 
@@ -78,7 +94,11 @@ TEST(ProgressCli, ProfileEndsEachPhaseAt100PercentInItsUnit) {
   const std::string cmd = test::binary() + " profile --model " + test::tinymoe_path() + " --calib " +
                           corpus("calib_small.txt.zst") + " --max-tokens 128 --ctx 64 --threads 1 -v --policy " +
                           policy.string() + " -o " + (dir / "profile.json").string();
+  // Layer order: sensitivity inside the pass, which counts layers.
   ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
+  EXPECT_NE(out.find("profile pass 100%  4 layers in "), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at"), std::string::npos) << out;
+  ASSERT_EQ(test::run_command(cmd + " --pass-order window --force", &out), 0) << out;
   EXPECT_NE(out.find("profile pass 100%  128 tokens in "), std::string::npos) << out;
   EXPECT_NE(out.find("profile sensitivity 100%  "), std::string::npos) << out;
   EXPECT_NE(out.find(" experts/s\n"), std::string::npos) << out;

@@ -1,0 +1,48 @@
+#include "pass_options.h"
+
+#include "core/memory.h"
+#include "format_util.h"
+
+namespace eq::app {
+
+model::PassOrder PassCliOptions::parsed_order() const { return model::parse_pass_order(order); }
+
+uint64_t PassCliOptions::parsed_hidden_memory() const {
+  if (hidden_memory.empty()) return 0;
+  const uint64_t b = parse_byte_size(hidden_memory, "--hidden-memory");
+  return b == 0 ? 1 : b;  // 0 bytes: every state in the file
+}
+
+void add_pass_options(CLI::App* sub, PassCliOptions& o) {
+  sub->add_option("--pass-order", o.order,
+                  "layer (default): every window through a layer before the next, each layer read from the "
+                  "checkpoint once; window: each batch of windows through the whole model. Same results")
+      ->check(CLI::IsMember({"layer", "window"}));
+  sub->add_option("--hidden-memory", o.hidden_memory,
+                  "Hidden states of the layer order kept in memory up to this size (512M, 4G; default a quarter "
+                  "of physical memory), beyond it in a temporary file");
+}
+
+void PassProgressView::operator()(const model::PassProgress& p) {
+  const bool by_layer = p.order == model::PassOrder::kLayer;
+  if (!started_) {
+    bar_.phase(name_, by_layer ? ProgressUnit::kLayers : ProgressUnit::kTokens);
+    start_ = std::chrono::steady_clock::now();
+    started_ = true;
+  }
+  if (!by_layer) {
+    bar_.update(uint64_t(p.tokens_done), uint64_t(p.tokens));
+    return;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  // Tokens through the whole model per second: layer-tokens done / layers.
+  const double through =
+      p.layers > 0 ? (double(p.layers_done) * double(p.tokens) + double(p.tokens_done)) / double(p.layers) : 0.0;
+  const int64_t current = std::min(p.layers_done + 1, p.layers);
+  std::string step = "layer " + std::to_string(current) + ": " + with_commas(uint64_t(p.tokens_done)) + "/" +
+                     with_commas(uint64_t(p.tokens)) + " tokens";
+  if (seconds > 0) step += ", " + progress_rate(ProgressUnit::kTokens, through / seconds);
+  bar_.update(uint64_t(p.layers_done), uint64_t(p.layers), step);
+}
+
+}  // namespace eq::app

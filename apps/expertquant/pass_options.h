@@ -1,0 +1,41 @@
+// --pass-order and --hidden-memory of the commands that run calibration or
+// evaluation windows through the reference forward (profile, perplexity,
+// eval), and the progress of that pass (model/layer_pass.h).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "model/layer_pass.h"
+#include "progress.h"
+
+namespace eq::app {
+
+struct PassCliOptions {
+  std::string order = "layer";
+  std::string hidden_memory;  // "" = model::default_hidden_memory()
+  model::PassOrder parsed_order() const;
+  uint64_t parsed_hidden_memory() const;  // 0 = the default
+};
+
+void add_pass_options(CLI::App* sub, PassCliOptions& o);
+
+// Draws a pass on `bar` as phase `name`: the layer order counts layers (the
+// step names the layer's tokens and the tokens per second through the whole
+// model), the window order tokens.
+class PassProgressView {
+ public:
+  PassProgressView(Progress& bar, std::string name) : bar_(bar), name_(std::move(name)) {}
+  void operator()(const model::PassProgress& p);
+
+ private:
+  Progress& bar_;
+  std::string name_;
+  bool started_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace eq::app
