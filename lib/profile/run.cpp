@@ -216,6 +216,7 @@ void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, con
 }  // namespace
 
 Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
+  quant::require_device(r.device);  // before any work
   if (r.slice_count < 1 || r.slice_index < 0 || r.slice_index >= r.slice_count)
     invalid("--slice " + std::to_string(r.slice_index) + "/" + std::to_string(r.slice_count) +
             ": must be I/N with 0 <= I < N");
@@ -272,6 +273,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
     so.min_samples = p.policy.min_samples;
     so.proxies = fitted.proxies;
     so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
+    so.device = r.device;
     if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
     p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), fitted.candidates, so);
     p.seconds_sensitivity = p.sensitivity.seconds;
