@@ -1,5 +1,5 @@
 // expertquant pack --device cuda (ctest label `cuda`): without a GPU (or in a
-// build without CUDA) one line and exit 4 before any output; with one, the
+// build without CUDA) one line and exit 4 before any output (profile too); with one, the
 // output folder equals a CPU pack's byte for byte, except the manifest's
 // run figures (packing: seconds, threads, memory) and the checksum over them.
 #include <gtest/gtest.h>
@@ -34,6 +34,21 @@ TEST(DevicePack, RefusedWithoutGpu) {
   const fs::path out = test::temp_dir("device_pack_refused") / "packed";
   std::string output;
   EXPECT_EQ(test::run_command(pack_command("fp4_g32", out, "cuda"), &output), 4) << output;
+  EXPECT_EQ(output, "expertquant: error: --device cuda: " + why + "\n");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(DeviceProfile, RefusedWithoutGpu) {
+  const std::string why = quant::cuda::unavailable_reason();
+  if (why.empty()) GTEST_SKIP() << "a GPU is present: the refusal is not reachable";
+  const fs::path out = test::temp_dir("device_profile_refused") / "profile.json";
+  std::string output;
+  EXPECT_EQ(test::run_command(test::binary() + " profile --model " + (test::data_dir() / "tinymoe").string() +
+                                  " --calib " + (test::data_dir() / "corpus" / "calib_small.txt.zst").string() +
+                                  " --max-tokens 64 -o " + out.string() + " --device cuda",
+                              &output),
+            4)
+      << output;
   EXPECT_EQ(output, "expertquant: error: --device cuda: " + why + "\n");
   EXPECT_FALSE(fs::exists(out));
 }
