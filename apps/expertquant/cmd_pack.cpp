@@ -14,6 +14,7 @@
 #include "option_checks.h"
 #include "pack/packer.h"
 #include "profile/profile.h"
+#include "quant/device.h"
 #include "progress.h"
 
 namespace eq::app {
@@ -22,7 +23,7 @@ namespace {
 
 struct PackCliOptions {
   pack::PackRequest request;
-  std::string layers, max_memory, shard_size = "4G";
+  std::string layers, max_memory, shard_size = "4G", device = "cpu";
   int threads = 0;
   JsonOutput json;
   bool verbose = false;
@@ -137,6 +138,7 @@ Command add_pack(CLI::App& app) {
   sub->add_option("--max-memory", o->max_memory,
                   "Bound on memory above the process baseline (bytes, or 512M, 4G; default half the RAM)");
   sub->add_option("--shard-size", o->shard_size, "Maximum bytes per output shard (default 4G)");
+  sub->add_option("--device", o->device, "Where to quantize: cpu (default) or cuda (same output; exit 4 without a GPU)");
   add_threads_option(sub, o->threads);
   sub->add_flag("--force", o->request.force, "Replace an existing output folder");
   add_json_options(sub, o->json, "the totals, per-layer totals and packing figures");
@@ -150,6 +152,7 @@ Command add_pack(CLI::App& app) {
             if (!o->layers.empty()) parse_layers(o->layers, o->request);
             if (!o->max_memory.empty()) o->request.max_memory = parse_byte_size(o->max_memory, "--max-memory");
             o->request.shard_size = parse_byte_size(o->shard_size, "--shard-size");
+            o->request.device = quant::parse_device(o->device);
             apply_threads_option(o->threads);
             BarObserver observer(o->verbose);
             pack::Manifest m = pack::run_pack(o->request, &observer);

@@ -19,6 +19,7 @@
 #include "json_output.h"
 #include "model/config.h"
 #include "option_checks.h"
+#include "quant/device.h"
 #include "profile/candidate_fit.h"
 #include "profile/heatmap.h"
 #include "profile/lossless_source.h"
@@ -49,6 +50,7 @@ struct ProfileCliOptions {
   JsonOutput json;
   PassCliOptions pass;
   bool no_sensitivity = false, summary = false, verbose = false, force = false;
+  std::string device = "cpu";
 };
 
 // "I/N" with 0 <= I < N.
@@ -210,6 +212,8 @@ Command add_profile(CLI::App& app) {
                            "Classify by the policy's thresholds instead of its default bit budget");
   th->excludes(tb, ts);
   sub->add_flag("--no-sensitivity", o->no_sensitivity, "Skip the sensitivity measurement (usage statistics only)");
+  sub->add_option("--device", o->device,
+                  "Where the sensitivity measurement quantizes: cpu (default) or cuda (same figures; exit 4 without a GPU)");
   sub->add_option("--save-trace", o->request.save_trace, "Write the per-token routing, zstd-compressed");
   sub->add_option("--heatmap", o->heatmap, "Write an SVG heatmap of layers x experts");
   add_pass_options(sub, o->pass);
@@ -260,6 +264,7 @@ Command add_profile(CLI::App& app) {
               r.min_tokens = o->min_tokens;
               r.doc_separator = doc_separator(o->doc_separator);
               r.sensitivity = !o->no_sensitivity;
+              r.device = quant::parse_device(o->device);
               r.budget = {o->target_bits, target_bytes};
               r.thresholds = o->thresholds;
               // Phases: "pass" counts tokens, "sensitivity" experts.

@@ -59,6 +59,7 @@ struct PackState {
   ShardedOutput& out;
   Manifest& manifest;
   PackObserver* observer;
+  quant::Device device = quant::Device::kCpu;
   uint64_t done = 0;
   // Full XXH64 of each source tensor read, taken from the bytes being packed
   // (copies: the output's hash of the same bytes). Filled by workers.
@@ -125,6 +126,7 @@ struct PackState {
     quant::QuantizeOptions qo;
     qo.seed = xxhash64(t0.source);
     qo.tensor_name = t0.source;
+    qo.device = device;
     quant::QuantizedMatrix q = t0.format->quantize(w.data(), info.shape[0], info.shape[1], qo);
     w = {};
     size_t j = i;
@@ -182,6 +184,7 @@ struct PackState {
             qo.importance = imp.empty() ? nullptr : imp.data();
             qo.seed = xxhash64(name);
             qo.tensor_name = name;
+            qo.device = device;
             q = g.format->quantize(buf.data(), l.rows, l.cols, qo);
           }
           EQ_CHECK(q.parts.size() == l.parts.size(), "format " + std::string(g.format->name) + " part count changed");
@@ -409,6 +412,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   const auto t0 = std::chrono::steady_clock::now();
   const int policies = !rq.uniform_format.empty() + !rq.allocation_path.empty() + !rq.profile_path.empty();
   if (policies != 1) invalid("pack: give exactly one of --uniform, --allocation, --profile");
+  quant::require_device(rq.device);
 
   auto ckpt = io::Checkpoint::open(rq.model_path);
   const model::ModelConfig cfg = config ? *config : model::load_config(ckpt->folder());
@@ -439,7 +443,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   std::vector<OutputTensor> decls;
   for (const auto& t : plan.tensors) decls.push_back({t.name, t.dtype, t.shape, t.nbytes, t.shard});
   ShardedOutput out(partial, std::move(decls), plan.num_shards);
-  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer};
+  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer, rq.device};
   for (const auto& lp : plan.layers) m.layers.push_back(layer_record(lp, cfg, src));
   write_tensors(st, plan, m);
   release_all(*ckpt);

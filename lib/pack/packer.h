@@ -7,6 +7,7 @@
 
 #include "pack/manifest.h"
 #include "pack/plan.h"
+#include "quant/device.h"
 
 namespace eq::io {
 class Checkpoint;
@@ -27,6 +28,8 @@ struct PackRequest {
   uint64_t max_memory = 0;                   // bytes above the baseline RSS; 0 = default_max_memory()
   uint64_t shard_size = 4ULL << 30;
   bool force = false;
+  // Where the quantizers run (--device): the output is the same either way.
+  quant::Device device = quant::Device::kCpu;
 };
 
 // Receives progress; called on the packing thread only.

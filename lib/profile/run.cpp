@@ -228,6 +228,7 @@ void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, con
 }  // namespace
 
 Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
+  quant::require_device(r.device);  // before any work
   if (r.slice_count < 1 || r.slice_index < 0 || r.slice_index >= r.slice_count)
     invalid("--slice " + std::to_string(r.slice_index) + "/" + std::to_string(r.slice_count) +
             ": must be I/N with 0 <= I < N");
@@ -262,6 +263,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   so.min_samples = p.policy.min_samples;
   so.proxies = fitted.proxies;
   so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
+  so.device = r.device;
   // The layer-major calib pass measures each MoE layer as soon as its
   // samples are complete, while its weights are held (one read of the layer).
   std::unique_ptr<SensitivityMeter> meter;

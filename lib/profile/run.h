@@ -12,6 +12,7 @@
 #include <string>
 
 #include "model/layer_pass.h"
+#include "quant/device.h"
 #include "profile/bit_budget.h"
 #include "profile/profile.h"
 
@@ -39,6 +40,7 @@ struct ProfileRequest {
   Policy policy;
   int64_t min_tokens = -1;      // overrides policy.min_tokens when >= 0
   bool sensitivity = true;
+  quant::Device device = quant::Device::kCpu;  // where the sensitivity measurement quantizes (--device)
   BitBudget budget;             // none: the policy's default budget, or thresholds
   bool thresholds = false;      // classify by thresholds even when the policy has a default budget
   std::string save_trace;       // write the routing trace here (.zst)

@@ -16,11 +16,12 @@ namespace eq::profile {
 namespace {
 
 std::vector<float> round_trip(const std::string& format, const float* w, int64_t rows, int64_t cols,
-                              const std::vector<float>& importance, const std::string& name) {
+                              const std::vector<float>& importance, const std::string& name, quant::Device device) {
   const quant::FormatTraits& f = quant::format_by_name(format);
   quant::QuantizeOptions o;
   o.importance = importance.empty() ? nullptr : importance.data();
   o.tensor_name = name;
+  o.device = device;
   const quant::QuantizedMatrix q = f.quantize(w, rows, cols, o);
   std::vector<float> out(rows * cols);
   f.dequantize(q.view(), out.data());
@@ -59,12 +60,12 @@ int SensitivityTable::index_of(const std::string& format) const {
 
 double expert_rel_mse(const model::ModelConfig& c, const model::MlpWeights& w, const float* x, const float* gates,
                       int64_t rows, const std::string& format, const std::vector<float>& importance_in,
-                      const std::vector<float>& importance_mid, const std::string& prefix) {
+                      const std::vector<float>& importance_mid, const std::string& prefix, quant::Device device) {
   const int64_t H = c.hidden_size, I = w.intermediate;
   const RowMatrix y = expert_output(w, x, rows, H).y;
-  const auto qg = round_trip(format, w.gate->data.data(), I, H, importance_in, prefix + "gate_proj");
-  const auto qu = round_trip(format, w.up->data.data(), I, H, importance_in, prefix + "up_proj");
-  const auto qd = round_trip(format, w.down->data.data(), H, I, importance_mid, prefix + "down_proj");
+  const auto qg = round_trip(format, w.gate->data.data(), I, H, importance_in, prefix + "gate_proj", device);
+  const auto qu = round_trip(format, w.up->data.data(), I, H, importance_in, prefix + "up_proj", device);
+  const auto qd = round_trip(format, w.down->data.data(), H, I, importance_mid, prefix + "down_proj", device);
   // Biases are stored unquantized: only the matrices change.
   const RowMatrix yq = expert_output(w, qg.data(), qu.data(), qd.data(), x, rows, H).y;
   double num = 0, den = 0;
@@ -172,7 +173,7 @@ void SensitivityMeter::measure_layer(int64_t li) {
         }
         const auto f0 = std::chrono::steady_clock::now();
         s.rel_mse[f] = expert_rel_mse(c_, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f], imp_in,
-                                      imp_mid, prefix);
+                                      imp_mid, prefix, options_.device);
         table_.format_seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
       }
       for (size_t f = 0; f < formats.size(); ++f)

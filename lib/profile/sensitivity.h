@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/device.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "profile/expert_sampler.h"
@@ -61,6 +62,8 @@ struct SensitivityOptions {
   int64_t proxy_calibration_experts = 12;
   // (experts done, total experts)
   std::function<void(int64_t, int64_t)> progress;
+  // Where the quantizers run (profile --device; quant/device.h).
+  quant::Device device = quant::Device::kCpu;
 };
 
 // The same measurement one layer at a time, so that a layer-major pass
@@ -100,6 +103,6 @@ SensitivityTable measure_sensitivity(const model::ModelConfig& config, const mod
 double expert_rel_mse(const model::ModelConfig& config, const model::MlpWeights& expert, const float* x,
                       const float* gates, int64_t rows, const std::string& format,
                       const std::vector<float>& importance_in, const std::vector<float>& importance_mid,
-                      const std::string& tensor_prefix);
+                      const std::string& tensor_prefix, quant::Device device = quant::Device::kCpu);
 
 }  // namespace eq::profile

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/numeric.h"
+#include "quant/cuda/cuda_quantize.h"
 #include "quant/gemv.h"
 #include "quant/int8_panels.h"
 #include "quant/packed_stream.h"
@@ -47,7 +48,8 @@ FormatTraits affine_row(int B, int G, std::string_view name, std::string_view de
                          : B == 2    ? &kAffine2Int8Panels
                          : B == 4    ? &kAffine4Int8Panels
                          : B == 8    ? &kAffine8Int8Panels
-                                     : nullptr};
+                                     : nullptr,
+          .device_quantizer = cuda::quantize_affine};
 }
 
 namespace {

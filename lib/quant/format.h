@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "quant/device.h"
 
 namespace eq::quant {
 
@@ -81,6 +82,10 @@ struct QuantizeOptions {
   uint64_t seed = 0x5eed;
   // Name used in error messages ("model.layers.3.mlp.experts.7.up_proj.weight").
   std::string tensor_name;
+  // Where to quantize (quant/device.h): kCuda runs the row's device_quantizer,
+  // whose output equals the CPU quantizer's; rows without one quantize on the
+  // CPU either way.
+  Device device = Device::kCpu;
 };
 
 struct FormatTraits {
@@ -155,8 +160,15 @@ struct FormatTraits {
   // scale byte 0xFF (NaN, which the format never stores).
   QuantizedMatrix (*import_mxfp4)(const uint8_t* blocks, const uint8_t* scales, int64_t rows, int64_t cols,
                                   std::string_view tensor_name) = nullptr;
+  // Optional: the same quantizer on a CUDA GPU (lib/quant/cuda/), as the
+  // per-ISA kernels are the same kernel on another CPU: bit-identical output.
+  // Chosen by QuantizeOptions::device; null: the CPU quantizer serves both.
+  QuantizedMatrix (*device_quantizer)(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
+                                      const QuantizeOptions& options) = nullptr;
 
   QuantizedMatrix quantize(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) const {
+    if (options.device == Device::kCuda && device_quantizer != nullptr)
+      return device_quantizer(*this, w, rows, cols, options);
     return quantizer(*this, w, rows, cols, options);
   }
   std::vector<PartSpec> part_specs(int64_t rows, int64_t cols) const { return part_specs_of(*this, rows, cols); }

@@ -39,13 +39,16 @@ constexpr int kIntervalOptima = 4;
 // interval's minimizer in O(n log n), i.e. the best real scale exactly.
 // Returns up to `keep` interval minimizers, best first.
 std::vector<float> e2m1_interval_optima(const float* w, const float* h, int n, int keep) {
-  struct Event { float s; int i; };
+  struct Event { float s; int i; int order; };
   std::vector<Event> ev;
   ev.reserve(static_cast<size_t>(7 * n));
   for (int i = 0; i < n; ++i)
     if (w[i] != 0.0f && h[i] > 0.0f)
-      for (float e : kE2M1Edges) ev.push_back({std::fabs(w[i]) / e, i});
-  std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.s > b.s; });
+      for (float e : kE2M1Edges) ev.push_back({std::fabs(w[i]) / e, i, static_cast<int>(ev.size())});
+  // A total order (ties in s, common among bf16 weights, by position): the
+  // sums below then never depend on the sort algorithm, so the GPU's
+  // quantizer (lib/quant/cuda/fp4.cu) reproduces them bit for bit.
+  std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.s > b.s || (a.s == b.s && a.order < b.order); });
   std::vector<int> level(static_cast<size_t>(n), 0);
   double num = 0.0, den = 0.0;
   std::vector<std::pair<double, float>> found;  // (error minus the constant sum h w^2, s)

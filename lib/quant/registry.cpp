@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "quant/affine.h"
+#include "quant/cuda/cuda_quantize.h"
 #include "quant/format.h"
 #include "quant/fp4.h"
 #include "quant/fp4_common.h"
@@ -37,14 +38,15 @@ std::vector<FormatTraits> registry_rows() { return {
      .parts = {"qweight", "scales"},
      .quantizer = quantize_mxfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
      .part_specs_of = mxfp4_part_specs, .gemv = &kStreamGemvInt8, .stream = &kMxfp4Stream,
-     .dequantize_block = stream_dequantize_block, .int8_panels = &kFp4Int8Panels, .import_mxfp4 = import_mxfp4},
+     .dequantize_block = stream_dequantize_block, .int8_panels = &kFp4Int8Panels, .import_mxfp4 = import_mxfp4,
+     .device_quantizer = cuda::quantize_mxfp4},
     {.name = "nvfp4", .family = "nvfp4",
      .description = "NVFP4: E2M1, E4M3 scale per 16 weights times an fp32 tensor scale (4.5 bits)",
      .weight_bits = 4, .bits_per_weight = 4.5, .group_size = 16, .row_multiple = 1, .col_multiple = 16,
      .parts = {"qweight", "scales", "tensor_scale"},
      .quantizer = quantize_nvfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
      .part_specs_of = nvfp4_part_specs, .gemv = &kStreamGemvInt8, .stream = &kNvfp4Stream,
-     .dequantize_block = stream_dequantize_block},
+     .dequantize_block = stream_dequantize_block, .device_quantizer = cuda::quantize_nvfp4},
     // ---- a fixed non-uniform 16-level grid with an fp16 scale per group of G along K: lib/quant/nl4.cpp
     nl4_row(32, "nl4_g32", "4-bit non-uniform grid (16 levels), fp16 scale per 32 weights along K (4.5 bits)"),
     // ---- affine integers q * scale + bias, fp16 scale and bias per group: lib/quant/affine.cpp

@@ -30,9 +30,19 @@ inline constexpr uint64_t kSvStream = 0x7376;
 // the rotated basis (tuned per K on N(0,1) data; docs/formats.md).
 double initial_scale_ratio(int bits);
 
+// Searches `count` tiles at once: targets and weights [count][256] in tile
+// sequence order, the chosen states [count][256] out, exactly as
+// Viterbi::run_tail_biting with L = 16 and K = bits over `codes` (the GPU's
+// cuda::search_tiles).
+using TileBatchSearch = void (*)(int bits, const float* codes, int64_t count, const float* target,
+                                 const float* weight, uint16_t* states);
+
 // The steps behind the registry rows (bits = K), exposed for tests and benches.
+// With `batch`, the tile searches go to it in batches (the GPU); everything
+// else, and so the result, is the same.
 QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
-                                int bits, double scale_ratio, Code code = Code::k1mad);
+                                int bits, double scale_ratio, Code code = Code::k1mad,
+                                TileBatchSearch batch = nullptr);
 // The code of a packed trellis matrix (from its format's name; 1MAD without one).
 // The code of a trellis row, and of the matrix's row (1MAD without one).
 Code code_of(const FormatTraits& f);

@@ -1,6 +1,8 @@
 // Trellis quantization: incoherence processing, per-tile Viterbi search (with
 // importance feedback), per-row least-squares scale refit, bit packing.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -49,21 +51,56 @@ TileSearch& tile_search() {
   return search;
 }
 
-// Runs the Viterbi search of tile (kt, nt) against `target` (rotated basis,
-// [rows, cols]) and stores the chosen states.
-void search_tile(int bits, const float* code_values, int64_t cols, int64_t kt, int64_t nt, const float* target, const float* factor,
-                 const ImportanceFeedback& fb, uint16_t* states_out) {
-  TileSearch& ts = tile_search();
+// The search problem of tile (kt, nt) against `target` (rotated basis,
+// [rows, cols]): targets and weights in tile sequence order.
+void tile_problem(int64_t cols, int64_t kt, int64_t nt, const float* target, const float* factor,
+                  const ImportanceFeedback& fb, float* tile_target, float* tile_weight) {
   for (int r = 0; r < kTileDim; ++r) {
     const int64_t n = nt * kTileDim + r;
     const float f = factor[n];
     for (int c = 0; c < kTileDim; ++c) {
       const int64_t k = kt * kTileDim + c;
       // Error in code units: (y - w/f)^2 * f^2, weighted by the column's importance.
-      ts.target[r * kTileDim + c] = f > 0 ? target[n * cols + k] / f : 0.0f;
-      ts.weight[r * kTileDim + c] = f > 0 ? f * f * fb.column_weight(k) : 0.0f;
+      tile_target[r * kTileDim + c] = f > 0 ? target[n * cols + k] / f : 0.0f;
+      tile_weight[r * kTileDim + c] = f > 0 ? f * f * fb.column_weight(k) : 0.0f;
     }
   }
+}
+
+// Tiles handed to a TileBatchSearch per call: bounds the host buffers (2 KB a
+// tile) while keeping a GPU busy.
+constexpr int64_t kBatchTiles = 8192;
+
+// Searches tiles [0, count) of a list through `batch`: tile(i) gives (kt, nt).
+template <typename TileOf, typename StatesOf>
+void search_batched(TileBatchSearch batch, int bits, const float* code_values, int64_t cols, int64_t count,
+                    const TileOf& tile, const StatesOf& states_of, const float* target, const float* factor,
+                    const ImportanceFeedback& fb) {
+  std::vector<float> tt, tw;
+  std::vector<uint16_t> st;
+  for (int64_t i0 = 0; i0 < count; i0 += kBatchTiles) {
+    const int64_t m = std::min(kBatchTiles, count - i0);
+    tt.resize(static_cast<size_t>(m * kTileSize));
+    tw.resize(tt.size());
+    st.resize(tt.size());
+    default_pool().run(static_cast<size_t>(m), [&](size_t j) {
+      const auto [kt, nt] = tile(i0 + static_cast<int64_t>(j));
+      tile_problem(cols, kt, nt, target, factor, fb, tt.data() + j * kTileSize, tw.data() + j * kTileSize);
+    });
+    batch(bits, code_values, m, tt.data(), tw.data(), st.data());
+    for (int64_t j = 0; j < m; ++j) {
+      const auto [kt, nt] = tile(i0 + j);
+      std::memcpy(states_of(kt, nt), st.data() + j * kTileSize, kTileSize * sizeof(uint16_t));
+    }
+  }
+}
+
+// Runs the Viterbi search of tile (kt, nt) against `target` (rotated basis,
+// [rows, cols]) and stores the chosen states.
+void search_tile(int bits, const float* code_values, int64_t cols, int64_t kt, int64_t nt, const float* target, const float* factor,
+                 const ImportanceFeedback& fb, uint16_t* states_out) {
+  TileSearch& ts = tile_search();
+  tile_problem(cols, kt, nt, target, factor, fb, ts.target, ts.weight);
   TrellisProblem p{kStateBits, bits, code_values, kTileSize, ts.target, ts.weight};
   ts.viterbi.run_tail_biting(p, ts.states);
   for (int i = 0; i < kTileSize; ++i) states_out[i] = static_cast<uint16_t>(ts.states[i]);
@@ -92,7 +129,7 @@ double initial_scale_ratio(int bits) {
 }
 
 QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options,
-                                int bits, double scale_ratio, Code code) {
+                                int bits, double scale_ratio, Code code, TileBatchSearch batch) {
   check_input(w, rows, cols, options, bits);
   const float* codes = code_table(code);
   const int64_t tiles_n = rows / kTileDim, tiles_k = cols / kTileDim;
@@ -118,7 +155,12 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
   std::vector<uint16_t> states(static_cast<size_t>(rows * cols));  // per tile, 256 each, tile (kt, nt) order
   auto tile_states = [&](int64_t kt, int64_t nt) { return states.data() + (kt * tiles_n + nt) * kTileSize; };
   ThreadPool& pool = default_pool();
-  if (!fb.active()) {
+  if (!fb.active() && batch != nullptr) {
+    search_batched(
+        batch, bits, codes, cols, tiles_k * tiles_n,
+        [&](int64_t i) { return std::pair<int64_t, int64_t>{i / tiles_n, i % tiles_n}; }, tile_states,
+        rotated.data(), factor.data(), fb);
+  } else if (!fb.active()) {
     pool.run(static_cast<size_t>(tiles_k * tiles_n), [&](size_t i) {
       const int64_t kt = static_cast<int64_t>(i) / tiles_n, nt = static_cast<int64_t>(i) % tiles_n;
       search_tile(bits, codes, cols, kt, nt, rotated.data(), factor.data(), fb, tile_states(kt, nt));
@@ -132,21 +174,37 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
     for (int64_t kt = 0; kt < tiles_k; ++kt) {
       const int64_t c0 = kt * kTileDim, hb = c0 / block, b0 = hb * block;
       const float* m = fb.feedback_block(hb);
-      pool.run(static_cast<size_t>(tiles_n), [&](size_t nt_index) {
-        const int64_t nt = static_cast<int64_t>(nt_index);
+      // This column of tiles' targets: the rotated weights plus the feedback
+      // of the errors already made to their left in the Hadamard block.
+      auto feedback_targets = [&](int64_t nt) {
         for (int64_t n = nt * kTileDim; n < (nt + 1) * kTileDim; ++n)
           for (int64_t c = c0; c < c0 + kTileDim; ++c) {
             double acc = rotated[n * cols + c];
             for (int64_t a = b0; a < c0; ++a) acc += static_cast<double>(error[n * cols + a]) * m[(a - b0) * block + (c - b0)];
             target[n * cols + c] = static_cast<float>(acc);
           }
-        search_tile(bits, codes, cols, kt, nt, target.data(), factor.data(), fb, tile_states(kt, nt));
+      };
+      auto record_errors = [&](int64_t nt) {
         const uint16_t* st = tile_states(kt, nt);
         for (int r = 0; r < kTileDim; ++r)
           for (int c = 0; c < kTileDim; ++c) {
             const int64_t n = nt * kTileDim + r, k = c0 + c;
             error[n * cols + k] = rotated[n * cols + k] - codes[st[r * kTileDim + c]] * factor[n];
           }
+      };
+      if (batch != nullptr) {
+        pool.run(static_cast<size_t>(tiles_n), [&](size_t nt) { feedback_targets(static_cast<int64_t>(nt)); });
+        search_batched(
+            batch, bits, codes, cols, tiles_n, [&](int64_t i) { return std::pair<int64_t, int64_t>{kt, i}; },
+            tile_states, target.data(), factor.data(), fb);
+        pool.run(static_cast<size_t>(tiles_n), [&](size_t nt) { record_errors(static_cast<int64_t>(nt)); });
+        continue;
+      }
+      pool.run(static_cast<size_t>(tiles_n), [&](size_t nt_index) {
+        const int64_t nt = static_cast<int64_t>(nt_index);
+        feedback_targets(nt);
+        search_tile(bits, codes, cols, kt, nt, target.data(), factor.data(), fb, tile_states(kt, nt));
+        record_errors(nt);
       });
     }
   }

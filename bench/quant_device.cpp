@@ -1,0 +1,131 @@
+// Quantizer throughput on the GPU against the CPU (docs/benchmarks.md): for
+// every row with a device quantizer, weights/s of the CPU quantizer (all
+// cores: one matrix per thread, as pack's workers run it; the trellis rows
+// spread one matrix over the pool themselves) and of the GPU quantizer
+// (--gpu-threads pool workers, each on its own stream), and whether the
+// GPU's parts equal the CPU's byte for byte.
+//
+//   bench/quant_device [--rows 768] [--cols 2048] [--formats a,b] [--gpu-matrices 8]
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "quant/device.h"
+#include "quant/format.h"
+
+using namespace eq::quant;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Quantizes `count` matrices on `threads` workers of the pool, as pack's
+// workers do (a pool run inside them runs inline); threads = 0: one matrix
+// at a time from this thread, each spreading over the pool itself (the CPU
+// trellis quantizer). Returns seconds.
+double run(const FormatTraits& f, const std::vector<std::vector<float>>& ws, int64_t rows, int64_t cols, int count,
+           int threads, Device device, std::vector<QuantizedMatrix>* first) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<QuantizedMatrix> out(static_cast<size_t>(count));
+  auto one = [&](int i) {
+    QuantizeOptions o;
+    o.seed = 99 + static_cast<uint64_t>(i);
+    o.device = device;
+    out[static_cast<size_t>(i)] = f.quantize(ws[static_cast<size_t>(i) % ws.size()].data(), rows, cols, o);
+  };
+  if (threads == 0) {
+    for (int i = 0; i < count; ++i) one(i);
+  } else {
+    eq::default_pool().run(static_cast<size_t>(threads), [&](size_t t) {
+      for (int i = static_cast<int>(t); i < count; i += threads) one(i);
+    });
+  }
+  const double s = seconds_since(t0);
+  if (first) *first = std::move(out);
+  return s;
+}
+
+bool same(const QuantizedMatrix& a, const QuantizedMatrix& b) {
+  if (a.parts.size() != b.parts.size()) return false;
+  for (size_t p = 0; p < a.parts.size(); ++p)
+    if (a.parts[p].bytes != b.parts[p].bytes) return false;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("GPU vs CPU quantizer throughput");
+  int64_t rows = 768, cols = 2048;
+  int gpu_matrices = 8, gpu_threads = 4;
+  std::string formats, sweep;
+  app.add_option("--rows", rows);
+  app.add_option("--cols", cols);
+  app.add_option("--formats", formats, "comma-separated (default: every row with a device quantizer)");
+  app.add_option("--gpu-matrices", gpu_matrices);
+  app.add_option("--gpu-threads", gpu_threads);
+  app.add_option("--trellis-blocks", sweep,
+                 "comma-separated resident block counts to time trellis2 with (EQ_CUDA_TRELLIS_BLOCKS)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    require_device(Device::kCuda);
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::vector<float>> ws(4, std::vector<float>(static_cast<size_t>(rows * cols)));
+    std::mt19937_64 rng(1);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    for (auto& w : ws)
+      for (float& x : w) x = normal(rng);
+    std::vector<const FormatTraits*> list;
+    if (formats.empty()) {
+      for (const FormatTraits& f : all_formats())
+        if (f.device_quantizer) list.push_back(&f);
+    } else {
+      std::stringstream ss(formats);
+      for (std::string name; std::getline(ss, name, ',');) list.push_back(&format_by_name(name));
+    }
+    std::printf("matrix [%lld, %lld] float32, CPU: %d threads, GPU: %d matrices on %d host threads\n\n",
+                static_cast<long long>(rows), static_cast<long long>(cols), cores, gpu_matrices, gpu_threads);
+    std::printf("| format | CPU weights/s | GPU weights/s | GPU / CPU | GPU parts equal CPU |\n| --- | ---: | ---: | ---: | --- |\n");
+    const double per = static_cast<double>(rows * cols);
+    for (const FormatTraits* f : list) {
+      // Trellis: one matrix at a time over the pool (its own threads); the rest: one matrix per core.
+      const int cpu_count = f->slow_quantizer ? 1 : cores;
+      const int cpu_threads = f->slow_quantizer ? 0 : cores;
+      std::vector<QuantizedMatrix> cpu_out, gpu_out;
+      const double cpu_s = run(*f, ws, rows, cols, cpu_count, cpu_threads, Device::kCpu, &cpu_out);
+      run(*f, ws, rows, cols, 1, 0, Device::kCuda, nullptr);  // warm-up: context, code tables, pools
+      const double gpu_s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &gpu_out);
+      const double cpu_wps = per * cpu_count / cpu_s, gpu_wps = per * gpu_matrices / gpu_s;
+      std::printf("| %s | %.3g | %.3g | %.1fx | %s |\n", std::string(f->name).c_str(), cpu_wps, gpu_wps,
+                  gpu_wps / cpu_wps, same(cpu_out[0], gpu_out[0]) ? "yes" : "NO");
+      std::fflush(stdout);
+    }
+    if (!sweep.empty()) {
+      const FormatTraits& t2 = format_by_name("trellis2");
+      std::printf("\ntrellis2 on the GPU by resident blocks (EQ_CUDA_TRELLIS_BLOCKS):\n");
+      std::stringstream ss(sweep);
+      for (std::string b; std::getline(ss, b, ',');) {
+        setenv("EQ_CUDA_TRELLIS_BLOCKS", b.c_str(), 1);
+        const double s = run(t2, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, nullptr);
+        std::printf("  %s blocks: %.3g weights/s\n", b.c_str(), per * gpu_matrices / s);
+        std::fflush(stdout);
+      }
+      unsetenv("EQ_CUDA_TRELLIS_BLOCKS");
+    }
+  } catch (const eq::Error& e) {
+    std::fprintf(stderr, "quant_device: %s\n", e.what());
+    return e.exit_code();
+  }
+  return 0;
+}

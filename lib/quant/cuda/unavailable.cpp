@@ -1,0 +1,37 @@
+// The GPU quantizers in a build without CUDA (EQ_CUDA off; CMake leaves
+// this file out otherwise): they say so.
+#include "core/error.h"
+#include "quant/cuda/cuda_quantize.h"
+
+namespace eq::quant::cuda {
+
+namespace {
+constexpr const char* kWhy = "this build has no CUDA support (configure with -DEQ_CUDA=ON)";
+[[noreturn]] QuantizedMatrix refuse(const FormatTraits&, const float*, int64_t, int64_t, const QuantizeOptions&) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
+}  // namespace
+
+std::string unavailable_reason() { return kWhy; }
+
+QuantizedMatrix quantize_fp4(const FormatTraits& f, const float* w, int64_t r, int64_t c, const QuantizeOptions& o) {
+  refuse(f, w, r, c, o);
+}
+QuantizedMatrix quantize_mxfp4(const FormatTraits& f, const float* w, int64_t r, int64_t c, const QuantizeOptions& o) {
+  refuse(f, w, r, c, o);
+}
+QuantizedMatrix quantize_nvfp4(const FormatTraits& f, const float* w, int64_t r, int64_t c, const QuantizeOptions& o) {
+  refuse(f, w, r, c, o);
+}
+QuantizedMatrix quantize_affine(const FormatTraits& f, const float* w, int64_t r, int64_t c, const QuantizeOptions& o) {
+  refuse(f, w, r, c, o);
+}
+QuantizedMatrix quantize_trellis(const FormatTraits& f, const float* w, int64_t r, int64_t c,
+                                 const QuantizeOptions& o) {
+  refuse(f, w, r, c, o);
+}
+void search_tiles(int, const float*, int64_t, const float*, const float*, uint16_t*) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
+
+}  // namespace eq::quant::cuda
