@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   CLI::App app{"bench/gated_delta_layer: one linear-attention layer's prefill and decode cost"};
   int64_t hidden = 2048, key_heads = 16, value_heads = 32, head_dim = 128, conv = 4, prefill = 1024, decode = 64;
   int runs = 5, threads = 0;
-  bool json_out = false;
+  bool json_out = false, skip_stepwise = false;
   app.add_option("--hidden", hidden, "Hidden size (default 2048)");
   app.add_option("--key-heads", key_heads, "Key heads (default 16)");
   app.add_option("--value-heads", value_heads, "Value heads (default 32)");
@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "Timed runs (median reported; default 5)");
   app.add_option("--threads", threads, "Worker threads (default: all cores)");
   app.add_flag("--json", json_out, "Print the figures as JSON");
+  app.add_flag("--skip-stepwise", skip_stepwise, "Leave out the one-token-at-a-time prefill (for profiling the rest)");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) eq::set_num_threads(threads);
 
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
       // The same prefill one token at a time (the recurrence, as decode runs it).
       KvCache b(c, 1, prefill + decode);
       t = Clock::now();
-      for (int64_t i = 0; i < prefill; ++i) {
+      for (int64_t i = 0; i < (skip_stepwise ? 0 : prefill); ++i) {
         linear_attention_forward(c, w, layer, x.data() + i * hidden, 1, 1, b, out.data());
         b.advance(1);
       }

@@ -8,8 +8,9 @@
 
 namespace eq::model {
 namespace {
-// Rows per task for batched inputs, columns per task for a few rows (decode).
-constexpr int64_t kRowChunk = 32;
+// Tiles per task for batched inputs; columns per task for a few rows (decode).
+constexpr int64_t kRowBlock = 256;
+constexpr int64_t kColBlock = 1024;
 constexpr int64_t kColChunk = 256;
 constexpr int64_t kFewRows = 8;
 }  // namespace
@@ -29,10 +30,16 @@ void linear(const float* x, int64_t n, int64_t in, const float* w, int64_t out, 
     });
     return;
   }
-  default_pool().parallel_for(static_cast<size_t>(n), kRowChunk, [&](size_t r0, size_t r1) {
-    const int64_t b = static_cast<int64_t>(r0), e = static_cast<int64_t>(r1);
-    kernels::gemm_nt(e - b, out, in, x + b * in, in, w, in, y + b * out, out);
-    add_bias(b, e, 0, out);
+  // Tiles of up to kRowBlock rows x kColBlock outputs: each task packs its
+  // slice of W once for all its rows (row strips of the whole W repacked
+  // every weight once per strip). The tiling depends only on the shape.
+  const int64_t row_blocks = (n + kRowBlock - 1) / kRowBlock, col_blocks = (out + kColBlock - 1) / kColBlock;
+  default_pool().run(static_cast<size_t>(row_blocks * col_blocks), [&](size_t task) {
+    const int64_t r0 = static_cast<int64_t>(task) / col_blocks * kRowBlock,
+                  c0 = static_cast<int64_t>(task) % col_blocks * kColBlock;
+    const int64_t r1 = std::min(n, r0 + kRowBlock), c1 = std::min(out, c0 + kColBlock);
+    kernels::gemm_nt(r1 - r0, c1 - c0, in, x + r0 * in, in, w + c0 * in, in, y + r0 * out + c0, out);
+    add_bias(r0, r1, c0, c1);
   });
 }
 
