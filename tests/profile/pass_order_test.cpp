@@ -79,6 +79,9 @@ TEST(PassOrder, TinyMoeProfileIdentical) {
 
 TEST(PassOrder, Qwen3MoeSmallProfileIdentical) {
   EQ_REQUIRE_SHARED();
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "two minutes under ASan; tinymoe and qwen3_next-small cover the pass code there, the plain build runs it";
+#endif
   check_orders("qwen3moe-small");
 }
 
@@ -91,6 +94,9 @@ TEST(PassOrder, Qwen3NextSmallProfileIdentical) {
 // Multi-head latent attention behind the grouped sigmoid router.
 TEST(PassOrder, DeepseekV3SmallProfileIdentical) {
   EQ_REQUIRE_SHARED();
+#ifdef EQ_SANITIZE
+  GTEST_SKIP() << "two minutes under ASan; tinymoe and qwen3_next-small cover the pass code there, the plain build runs it";
+#endif
   check_orders("deepseek_v3-small");
 }
 
