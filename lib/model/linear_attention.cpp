@@ -169,8 +169,7 @@ void gated_delta_rule_chunked(const float* q, const float* k, int64_t ldqk, cons
       const float b = beta[(c0 + i) * ldgb];
       for (int64_t j = 0; j < i; ++j) A(i, j) *= b * std::exp(G[i] - G[j]);
     }
-    A.triangularView<Eigen::StrictlyUpper>().setZero();
-    A.diagonal().setOnes();
+    // UnitLower reads only the strictly lower part: the diagonal is 1.
     A.triangularView<Eigen::UnitLower>().solveInPlace(U);
     // v_new = U_v - U_k S, in the first dv columns of U.
     U.leftCols(dv).noalias() -= U.rightCols(dk) * S;
