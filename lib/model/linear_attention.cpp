@@ -149,7 +149,7 @@ void gated_delta_rule_chunked(const float* q, const float* k, int64_t ldqk, cons
   using OutRows = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
   Eigen::Map<Mat> S(state, dk, dv);
   Eigen::VectorXf G(chunk);
-  Mat A, U, QS, KD;
+  Mat A, D, U, QS, KD;
   for (int64_t c0 = 0; c0 < steps; c0 += chunk) {
     const int64_t L = std::min(chunk, steps - c0);
     const Rows Q(q + c0 * ldqk, L, dk, Eigen::OuterStride<>(ldqk));
@@ -164,10 +164,15 @@ void gated_delta_rule_chunked(const float* q, const float* k, int64_t ldqk, cons
       U.row(i).head(dv) = b * V.row(i);
       U.row(i).tail(dk) = (b * std::exp(G[i])) * K.row(i);
     }
+    // The decays between positions, D(i, j) = exp(G_i - G_j) for j <= i,
+    // used by the solve and by the scores.
+    D.resize(L, L);
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j <= i; ++j) D(i, j) = std::exp(G[i] - G[j]);
     A.noalias() = K * K.transpose();  // [L, L]: k_i · k_j
     for (int64_t i = 0; i < L; ++i) {
       const float b = beta[(c0 + i) * ldgb];
-      for (int64_t j = 0; j < i; ++j) A(i, j) *= b * std::exp(G[i] - G[j]);
+      for (int64_t j = 0; j < i; ++j) A(i, j) *= b * D(i, j);
     }
     // UnitLower reads only the strictly lower part: the diagonal is 1.
     A.triangularView<Eigen::UnitLower>().solveInPlace(U);
@@ -177,7 +182,7 @@ void gated_delta_rule_chunked(const float* q, const float* k, int64_t ldqk, cons
     // Intra-chunk scores, causal incl. the diagonal, decayed.
     A.noalias() = Q * K.transpose();
     for (int64_t i = 0; i < L; ++i)
-      for (int64_t j = 0; j <= i; ++j) A(i, j) *= std::exp(G[i] - G[j]);
+      for (int64_t j = 0; j <= i; ++j) A(i, j) *= D(i, j);
     A.triangularView<Eigen::StrictlyUpper>().setZero();
     OutRows O(out + c0 * ldo, L, dv, Eigen::OuterStride<>(ldo));
     QS.noalias() = Q * S;
