@@ -184,9 +184,7 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
   // the reference inputs), its final hidden states kept for the scoring.
   std::vector<int64_t> rows;
   for (const model::WindowBatch& b : batches) rows.push_back(compare ? b.rows() : 0);
-  model::HiddenStates reference_hidden(rows, m.config().hidden_size,
-                                       po.hidden_memory ? po.hidden_memory : model::default_hidden_memory(),
-                                       po.spill_dir);
+  model::HiddenStates reference_hidden(rows, m.config().hidden_size, po.hidden_memory, po.spill_dir);
   model::Model* ref = nullptr;
   if (compare) {
     pm.use_reference(true);

@@ -26,7 +26,7 @@ HiddenStates::HiddenStates(const std::vector<int64_t>& rows, int64_t width, uint
     : width_(width) {
   offsets_.push_back(0);
   for (int64_t r : rows) offsets_.push_back(offsets_.back() + uint64_t(r) * uint64_t(width));
-  if (bytes() <= memory_bound) {
+  if (bytes() <= (memory_bound ? memory_bound : default_hidden_memory())) {
     for (int64_t r : rows) memory_.emplace_back(r * width);
     return;
   }
@@ -105,7 +105,7 @@ void run_pass(Model& model, const std::vector<WindowBatch>& batches, const PassO
               " x seq_len " + std::to_string(b.seq_len));
     rows.push_back(b.rows());
   }
-  HiddenStates states(rows, H, o.hidden_memory ? o.hidden_memory : default_hidden_memory(), o.spill_dir);
+  HiddenStates states(rows, H, o.hidden_memory, o.spill_dir);
   for (size_t i = 0; i < batches.size(); ++i) {
     FloatBuffer h = model.embed(batches[i].tokens, batches[i].seq_len);
     states.write(i, h.data());

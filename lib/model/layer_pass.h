@@ -39,9 +39,9 @@ struct WindowBatch {
 uint64_t default_hidden_memory();
 
 // Float rows of each batch, kept between layers: in memory when they fit in
-// `memory_bound` bytes, else in a file created privately (mode 0600) in
-// `spill_dir` ("" = $TMPDIR, else /tmp) and unlinked at once, so it is gone
-// when the process ends however it ends.
+// `memory_bound` bytes (0: default_hidden_memory()), else in a file created
+// privately (mode 0600) in `spill_dir` ("" = $TMPDIR, else /tmp) and unlinked
+// at once, so it is gone when the process ends however it ends.
 class HiddenStates {
  public:
   HiddenStates(const std::vector<int64_t>& rows, int64_t width, uint64_t memory_bound, const std::string& spill_dir);
