@@ -23,6 +23,26 @@ void add_pass_options(CLI::App* sub, PassCliOptions& o) {
                   "of physical memory), beyond it in a temporary file");
 }
 
+std::string pass_progress_step(const model::PassProgress& p, double seconds) {
+  const bool by_layer = p.order == model::PassOrder::kLayer;
+  std::string step;
+  if (by_layer) {
+    const int64_t current = std::min(p.layers_done + 1, p.layers);
+    step = "layer " + std::to_string(current) + ": " + with_commas(uint64_t(p.tokens_done)) + "/" +
+           with_commas(uint64_t(p.tokens)) + " tokens";
+  }
+  if (seconds <= 0) return step;
+  // Tokens through the whole model: in the layer order, layer-tokens done / layers.
+  const double through =
+      !by_layer ? double(p.tokens_done)
+      : p.layers > 0 ? (double(p.layers_done) * double(p.tokens) + double(p.tokens_done)) / double(p.layers)
+                     : 0.0;
+  if (!step.empty()) step += ", ";
+  step += progress_rate(ProgressUnit::kTokens, through / seconds) + ", " +
+          progress_rate(ProgressUnit::kBytes, double(p.checkpoint_bytes) / seconds) + " read";
+  return step;
+}
+
 void PassProgressView::operator()(const model::PassProgress& p) {
   const bool by_layer = p.order == model::PassOrder::kLayer;
   if (!started_) {
@@ -30,19 +50,12 @@ void PassProgressView::operator()(const model::PassProgress& p) {
     start_ = std::chrono::steady_clock::now();
     started_ = true;
   }
-  if (!by_layer) {
-    bar_.update(uint64_t(p.tokens_done), uint64_t(p.tokens));
-    return;
-  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  // Tokens through the whole model per second: layer-tokens done / layers.
-  const double through =
-      p.layers > 0 ? (double(p.layers_done) * double(p.tokens) + double(p.tokens_done)) / double(p.layers) : 0.0;
-  const int64_t current = std::min(p.layers_done + 1, p.layers);
-  std::string step = "layer " + std::to_string(current) + ": " + with_commas(uint64_t(p.tokens_done)) + "/" +
-                     with_commas(uint64_t(p.tokens)) + " tokens";
-  if (seconds > 0) step += ", " + progress_rate(ProgressUnit::kTokens, through / seconds);
-  bar_.update(uint64_t(p.layers_done), uint64_t(p.layers), step);
+  const std::string step = pass_progress_step(p, seconds);
+  if (by_layer)
+    bar_.update(uint64_t(p.layers_done), uint64_t(p.layers), step);
+  else
+    bar_.update(uint64_t(p.tokens_done), uint64_t(p.tokens), step);
 }
 
 }  // namespace eq::app

@@ -23,9 +23,13 @@ struct PassCliOptions {
 
 void add_pass_options(CLI::App* sub, PassCliOptions& o);
 
-// Draws a pass on `bar` as phase `name`: the layer order counts layers (the
-// step names the layer's tokens and the tokens per second through the whole
-// model), the window order tokens.
+// The step text of a pass `seconds` after it started: in the layer order
+// "layer 3: 1,024/16,384 tokens, 312.4 tokens/s, 210.0 MiB/s read" (tokens
+// per second through the whole model), in the window order the rates alone.
+std::string pass_progress_step(const model::PassProgress& p, double seconds);
+
+// Draws a pass on `bar` as phase `name`: the layer order counts layers, the
+// window order tokens; the step is pass_progress_step.
 class PassProgressView {
  public:
   PassProgressView(Progress& bar, std::string name) : bar_(bar), name_(std::move(name)) {}

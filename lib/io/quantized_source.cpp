@@ -320,6 +320,7 @@ void SourceTensors::to_f32(std::string_view name, float* dst) const {
   }
   release(*e.data, 0, e.data->nbytes());
   if (e.scale) release(*e.scale, 0, e.scale->nbytes());
+  bytes_converted_.fetch_add(e.info.stored_bytes, std::memory_order_relaxed);
 }
 
 std::vector<float> SourceTensors::load_f32(std::string_view name) const {
@@ -338,6 +339,7 @@ void SourceTensors::slice_to_f32(std::string_view name, int64_t index, float* ds
     invalid(ckpt_.path() + ": slice " + std::to_string(index) + " of tensor '" + e.info.name + "' is out of range " +
             shape_str(shape));
   const uint64_t slice_numel = product(shape, 1);
+  bytes_converted_.fetch_add(e.info.stored_bytes / static_cast<uint64_t>(shape[0]), std::memory_order_relaxed);
   switch (e.info.encoding) {
     case Encoding::kPlain: {
       require_float(e);

@@ -17,6 +17,7 @@
 // stored tensor whose decoding we cannot be sure of (see SourceTensors).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -98,6 +99,9 @@ class SourceTensors {
   // checkpoint never holds much more than one tensor.
   void to_f32(std::string_view name, float* dst) const;
   std::vector<float> load_f32(std::string_view name) const;
+  // Stored bytes converted so far by to_f32 and slice_to_f32 (a tensor read
+  // twice counts twice): the checkpoint read rate that passes report.
+  uint64_t bytes_converted() const { return bytes_converted_.load(std::memory_order_relaxed); }
   // Slice `index` along dim 0 of a logical tensor of rank >= 3 (a stacked
   // [E, R, C] expert tensor) as float32 [R*C]; releases that slice's pages.
   void slice_to_f32(std::string_view name, int64_t index, float* dst) const;
@@ -127,6 +131,7 @@ class SourceTensors {
   const Checkpoint& ckpt_;
   SourceQuantization quant_;
   std::map<std::string, Entry, std::less<>> entries_;
+  mutable std::atomic<uint64_t> bytes_converted_{0};
 };
 
 }  // namespace eq::io

@@ -85,6 +85,13 @@ void run_pass(Model& model, const std::vector<WindowBatch>& batches, const PassO
   const int64_t H = model.config().hidden_size, L = model.config().num_layers;
   PassProgress p;
   p.order = o.order;
+  const io::SourceTensors& source = model.weights().source();
+  const uint64_t bytes_at_start = source.bytes_converted();
+  const auto report = [&] {
+    if (!o.progress) return;
+    p.checkpoint_bytes = source.bytes_converted() - bytes_at_start;
+    o.progress(p);
+  };
   p.layers = L;
   for (const WindowBatch& b : batches) p.tokens += b.rows();
   if (o.order == PassOrder::kWindow) {
@@ -94,7 +101,7 @@ void run_pass(Model& model, const std::vector<WindowBatch>& batches, const PassO
       FloatBuffer h = model.forward_hidden(b.tokens, b.batch, b.seq_len, cache);
       on_hidden(i, h);
       p.tokens_done += b.rows();
-      if (o.progress) o.progress(p);
+      report();
     }
     return;
   }
@@ -131,14 +138,14 @@ void run_pass(Model& model, const std::vector<WindowBatch>& batches, const PassO
       model.forward_layer(l, h.data(), b.batch, b.seq_len, cache);
       states.write(i, h.data());
       p.tokens_done += b.rows();
-      if (o.progress) o.progress(p);
+      report();
     }
     if (o.after_layer) o.after_layer(l);
     weights.release_layer(l);
     held.layer = -1;
     p.layers_done = l + 1;
     p.tokens_done = 0;
-    if (o.progress) o.progress(p);
+    report();
   }
   for (size_t i = 0; i < batches.size(); ++i) {
     h.resize(batches[i].rows() * H);
@@ -146,6 +153,7 @@ void run_pass(Model& model, const std::vector<WindowBatch>& batches, const PassO
     model.final_norm(h.data(), batches[i].rows());
     on_hidden(i, h);
   }
+  report();  // the final norm's bytes
 }
 
 }  // namespace eq::model

@@ -66,6 +66,7 @@ struct PassProgress {
   PassOrder order = PassOrder::kLayer;
   int64_t layers_done = 0, layers = 0;  // layer order: layers every batch went through
   int64_t tokens_done = 0, tokens = 0;  // window order: through the model; layer order: through the current layer
+  uint64_t checkpoint_bytes = 0;        // stored checkpoint bytes converted since the pass started
 };
 
 struct PassOptions {

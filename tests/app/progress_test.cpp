@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "pass_options.h"
 #include "progress.h"
 
 namespace eq::app {
@@ -23,6 +24,31 @@ TEST(ProgressLine, TokensShowTokensPerSecondNotBytes) {
   EXPECT_EQ(line.find("iB"), std::string::npos) << line;
   EXPECT_NE(line.find(" 49.8%"), std::string::npos) << line;
   EXPECT_NE(line.find("ETA 2s"), std::string::npos) << line;  // 1,028 left at 510/s
+}
+
+TEST(PassProgressStep, LayerOrderCountsTokensThroughTheWholeModelAndBytesRead) {
+  model::PassProgress p;
+  p.order = model::PassOrder::kLayer;
+  p.layers_done = 2;
+  p.layers = 4;
+  p.tokens_done = 1024;
+  p.tokens = 4096;
+  p.checkpoint_bytes = 6u << 20;
+  // (2 x 4,096 + 1,024) layer-tokens / 4 layers in 2 s; 6 MiB in 2 s.
+  EXPECT_EQ(pass_progress_step(p, 2.0), "layer 3: 1,024/4,096 tokens, 1152.0 tokens/s, 3.00 MiB/s read");
+  EXPECT_EQ(pass_progress_step(p, 0.0), "layer 3: 1,024/4,096 tokens");
+  p.layers_done = 4;
+  p.tokens_done = 0;
+  EXPECT_EQ(pass_progress_step(p, 4.0), "layer 4: 0/4,096 tokens, 1024.0 tokens/s, 1.50 MiB/s read");
+}
+
+TEST(PassProgressStep, WindowOrderShowsTheRatesAlone) {
+  model::PassProgress p;
+  p.order = model::PassOrder::kWindow;
+  p.tokens_done = 300;
+  p.tokens = 900;
+  p.checkpoint_bytes = 1u << 30;
+  EXPECT_EQ(pass_progress_step(p, 3.0), "100.0 tokens/s, 341.33 MiB/s read");
 }
 
 TEST(ProgressLine, EachUnitNamesItsRate) {

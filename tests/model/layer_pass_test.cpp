@@ -39,6 +39,8 @@ int64_t layer_of(const std::string& name) {
 struct PassRun {
   std::vector<FloatBuffer> hidden;
   std::vector<std::string> reads;
+  uint64_t checkpoint_bytes = 0;  // the pass's last progress report
+  uint64_t read_bytes = 0;        // stored bytes of the distinct tensors it read
 };
 
 PassRun run(const std::string& path, PassOrder order, uint64_t hidden_memory) {
@@ -50,6 +52,10 @@ PassRun run(const std::string& path, PassOrder order, uint64_t hidden_memory) {
   o.order = order;
   o.hidden_memory = hidden_memory;
   o.spill_dir = test::temp_dir("layer_pass_spill").string();
+  o.progress = [&](const PassProgress& p) {
+    EXPECT_GE(p.checkpoint_bytes, r.checkpoint_bytes) << "the bytes read only grow";
+    r.checkpoint_bytes = p.checkpoint_bytes;
+  };
   run_pass(*m, batches, o, [&](size_t i, FloatBuffer& h) {
     EXPECT_EQ(i, r.hidden.size());
     r.hidden.push_back(h);
@@ -59,6 +65,10 @@ PassRun run(const std::string& path, PassOrder order, uint64_t hidden_memory) {
     m->weights().set_read_hook(nullptr);
     for (int64_t l = 0; l < m->config().num_layers; ++l) m->weights().release_layer(l);
   }
+  std::map<std::string, int> distinct;
+  for (const std::string& name : r.reads)
+    if (name.find(" (") == std::string::npos && distinct[name]++ == 0)
+      r.read_bytes += m->weights().source().info(name).stored_bytes;
   return r;
 }
 
@@ -94,6 +104,10 @@ void check_model(const std::string& path) {
   int most = 0;
   for (const std::string& name : window.reads) most = std::max(most, ++window_count[name]);
   EXPECT_EQ(most, 3);
+  // The progress's read counter: each tensor's stored bytes once in the layer
+  // order, the routed experts again for each batch in the window order.
+  EXPECT_EQ(layer.checkpoint_bytes, layer.read_bytes);
+  EXPECT_GT(window.checkpoint_bytes, layer.checkpoint_bytes);
   std::printf("%s: layer order %zu tensor reads (each once), window order %zu\n", path.c_str(), layer.reads.size(),
               window.reads.size());
 }
