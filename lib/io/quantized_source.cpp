@@ -321,6 +321,7 @@ void SourceTensors::to_f32(std::string_view name, float* dst) const {
   release(*e.data, 0, e.data->nbytes());
   if (e.scale) release(*e.scale, 0, e.scale->nbytes());
   bytes_converted_.fetch_add(e.info.stored_bytes, std::memory_order_relaxed);
+  if (observer_) observer_(name);
 }
 
 std::vector<float> SourceTensors::load_f32(std::string_view name) const {
@@ -347,6 +348,7 @@ void SourceTensors::slice_to_f32(std::string_view name, int64_t index, float* ds
       const uint64_t bytes = slice_numel * dtype_size(e.data->dtype);
       convert_to_f32(e.data->dtype, v.data + static_cast<uint64_t>(index) * bytes, dst, slice_numel);
       release(*e.data, static_cast<uint64_t>(index) * bytes, bytes);
+      if (observer_) observer_(name);
       return;
     }
     case Encoding::kFp8Block: {
@@ -364,6 +366,7 @@ void SourceTensors::slice_to_f32(std::string_view name, int64_t index, float* ds
   const uint64_t scale_bytes = e.scale->nbytes() / static_cast<uint64_t>(shape[0]);
   release(*e.data, static_cast<uint64_t>(index) * data_bytes, data_bytes);
   release(*e.scale, static_cast<uint64_t>(index) * scale_bytes, scale_bytes);
+  if (observer_) observer_(name);
 }
 
 SourceTensors::Mxfp4Slice SourceTensors::mxfp4_slice(std::string_view name, int64_t index) const {

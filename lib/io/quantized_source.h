@@ -102,6 +102,12 @@ class SourceTensors {
   // Stored bytes converted so far by to_f32 and slice_to_f32 (a tensor read
   // twice counts twice): the checkpoint read rate that passes report.
   uint64_t bytes_converted() const { return bytes_converted_.load(std::memory_order_relaxed); }
+  // Called with the logical name after each to_f32 and slice_to_f32, from
+  // the converting thread (io/hashes_as_read.h); null for none. Set it while
+  // no conversion runs.
+  void set_conversion_observer(std::function<void(std::string_view)> observer) const {
+    observer_ = std::move(observer);
+  }
   // Slice `index` along dim 0 of a logical tensor of rank >= 3 (a stacked
   // [E, R, C] expert tensor) as float32 [R*C]; releases that slice's pages.
   void slice_to_f32(std::string_view name, int64_t index, float* dst) const;
@@ -132,6 +138,7 @@ class SourceTensors {
   SourceQuantization quant_;
   std::map<std::string, Entry, std::less<>> entries_;
   mutable std::atomic<uint64_t> bytes_converted_{0};
+  mutable std::function<void(std::string_view)> observer_;
 };
 
 }  // namespace eq::io

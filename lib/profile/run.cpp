@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "io/hashes_as_read.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "io/tokens.h"
@@ -238,8 +239,11 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   Profile p;
   p.policy = r.policy;
   if (r.min_tokens >= 0) p.policy.min_tokens = r.min_tokens;
-  p.model = fingerprint_model(r.model_path);
   const std::unique_ptr<model::Model> model = model::Model::open(r.model_path);
+  // The full hashes are taken as the pass reads each tensor (one read of
+  // the checkpoint); those it never reads are hashed after it.
+  p.model = fingerprint_metadata(model->weights().checkpoint(), r.model_path);
+  io::HashesAsRead hashes(model->weights().source());
   const model::ModelConfig& c = model->config();
   p.lossless_formats = lossless_source_formats(c, model->source());
   if (p.policy.lossless_source_formats) adopt_lossless_formats(p.policy, p.lossless_formats);
@@ -307,6 +311,11 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
     if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
     p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), fitted.candidates, so);
     p.seconds_sensitivity = p.sensitivity.seconds;
+  }
+  hashes.finish(p.model.tensors);
+  if (info) {
+    info->bytes_hashed_as_read = hashes.bytes_hashed_as_read();
+    info->bytes_hashed_after = hashes.bytes_hashed_after();
   }
   reclassify(p, r.budget.target_bits, r.budget.target_bytes, r.thresholds);
   return p;

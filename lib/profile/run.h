@@ -61,6 +61,9 @@ struct ProfileRequest {
 
 struct ProfileRunInfo {
   uint64_t trace_raw_bytes = 0, trace_compressed_bytes = 0;
+  // Stored bytes fully hashed for the fingerprint as the pass converted them,
+  // and after it (tensors the pass never read: a second read of those only).
+  uint64_t bytes_hashed_as_read = 0, bytes_hashed_after = 0;
 };
 
 Profile run_profile(const ProfileRequest& request, ProfileRunInfo* info = nullptr);

@@ -16,6 +16,7 @@
 #include "pack/importance.h"
 #include "core/thread_pool.h"
 #include "profile/heatmap.h"
+#include "profile/profile.h"
 #include "profile/run.h"
 #include "profile/trace.h"
 #include "test_support.h"
@@ -94,6 +95,36 @@ TEST(Profile, MergeOfHalvesEqualsWhole) {
   for (size_t li = 0; li < pw.classification.layers.size(); ++li)
     for (size_t e = 0; e < pw.classification.layers[li].size(); ++e)
       EXPECT_EQ(merged.classification.layers[li][e].cls, pw.classification.layers[li][e].cls);
+}
+
+// The fingerprint's full hashes are taken as the pass converts each tensor:
+// the same hashes as a separate read of the whole checkpoint, with only the
+// tensors the pass never converts (lm_head; the sensitivity measurement
+// converts every expert, routed or not) read again.
+TEST(Profile, FullHashesTakenAsThePassReadsEqualASeparateRead) {
+  ProfileRequest r = calib_request((test::data_dir() / "corpus/calib_small.txt.zst").string());
+  r.max_tokens = 2 * 512;
+  r.sensitivity = true;
+  r.policy.candidates = {"int8_row", "fp4_g32", "int4_g64"};
+  r.policy.class_format[2] = "int4_g64";
+  r.policy.proxies.clear();
+  ProfileRunInfo info;
+  const Profile p = run_profile(r, &info);
+  const ModelFingerprint separate = fingerprint_model(tiny());
+  ASSERT_EQ(p.model.tensors.size(), separate.tensors.size());
+  uint64_t total = 0;
+  const auto ckpt = io::Checkpoint::open(tiny());
+  for (size_t i = 0; i < separate.tensors.size(); ++i) {
+    EXPECT_EQ(p.model.tensors[i].name, separate.tensors[i].name);
+    ASSERT_TRUE(p.model.tensors[i].full.has_value()) << p.model.tensors[i].name;
+    EXPECT_EQ(*p.model.tensors[i].full, *separate.tensors[i].full) << p.model.tensors[i].name;
+    total += ckpt->info(separate.tensors[i].name).nbytes();
+  }
+  EXPECT_EQ(info.bytes_hashed_as_read + info.bytes_hashed_after, total);
+  const auto cfg = model::load_config(tiny());
+  const uint64_t lm_head = uint64_t(cfg.vocab_size) * uint64_t(cfg.hidden_size) * 2;  // bf16
+  EXPECT_LE(info.bytes_hashed_after, lm_head) << "only what the pass never converts is read again";
+  EXPECT_GT(info.bytes_hashed_as_read, total / 2);
 }
 
 TEST(Profile, TraceRoundTripGivesTheSameUsage) {
