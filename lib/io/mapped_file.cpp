@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -44,6 +45,14 @@ void MappedFile::release(uint64_t offset, uint64_t length) const {
   uint64_t begin = (offset + page - 1) / page * page;  // only whole pages inside the range
   uint64_t end = (offset + length) / page * page;
   if (end > begin) madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+}
+
+void MappedFile::set_random_access(uint64_t offset, uint64_t length, bool random) const {
+  if (!data_ || length == 0 || offset >= size_) return;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page;  // every page the range touches
+  const uint64_t end = std::min(size_, offset + length);
+  madvise(const_cast<uint8_t*>(data_) + begin, end - begin, random ? MADV_RANDOM : MADV_NORMAL);
 }
 
 }  // namespace eq::io

@@ -23,6 +23,10 @@ class MappedFile {
   uint64_t size() const { return size_; }
   // madvise(DONTNEED) on a byte range: lets the OS drop pages we streamed through.
   void release(uint64_t offset, uint64_t length) const;
+  // Read-ahead for faults in a byte range: off (random: a fault reads its
+  // page alone) or the kernel's default (normal). A few pages read from a
+  // tensor otherwise bring in the default read-around of megabytes.
+  void set_random_access(uint64_t offset, uint64_t length, bool random) const;
 
  private:
   const uint8_t* data_ = nullptr;

@@ -65,6 +65,9 @@ class SafetensorsFile {
   // The same for bytes [offset, offset + length) of a tensor (one expert of a
   // stacked tensor); clamped to the tensor.
   void release(const TensorInfo& t, uint64_t offset, uint64_t length) const;
+  // Read-ahead off (random) or back to the default for a tensor's pages
+  // (io/mapped_file.h): sample hashes read three pages of every tensor.
+  void set_random_access(const TensorInfo& t, bool random) const;
 
  private:
   std::string path_;

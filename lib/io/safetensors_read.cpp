@@ -182,6 +182,10 @@ void SafetensorsFile::release(const TensorInfo& t) const {
   map_.release(8 + header_bytes_ + t.begin, t.nbytes());
 }
 
+void SafetensorsFile::set_random_access(const TensorInfo& t, bool random) const {
+  map_.set_random_access(8 + header_bytes_ + t.begin, t.nbytes(), random);
+}
+
 void SafetensorsFile::release(const TensorInfo& t, uint64_t offset, uint64_t length) const {
   if (offset >= t.nbytes()) return;
   map_.release(8 + header_bytes_ + t.begin + offset, std::min(length, t.nbytes() - offset));

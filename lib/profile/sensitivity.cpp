@@ -3,10 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include <Eigen/Core>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "model/weights.h"
 #include "profile/expert_output.h"
 #include "profile/lossless_source.h"
@@ -153,36 +155,66 @@ void SensitivityMeter::measure_layer(int64_t li) {
   const int64_t total = L * E;
   const LayerStats& ls = stats_.layers[li];
   std::vector<ExpertSensitivity> row(E);
+  std::vector<const InputSample*> samples(size_t(E), nullptr);
   for (int64_t e = 0; e < E; ++e) {
+    row[e].rel_mse.assign(formats.size(), std::numeric_limits<double>::quiet_NaN());
+    samples[e] = expert_sample(sampler_, li, e, options_.min_samples, row[e].source);
+    if (samples[e]) row[e].samples = samples[e]->rows;
+  }
+  // Measures expert e in the formats `pick` selects, adding each format's time to `seconds`.
+  const auto measure = [&](int64_t e, const auto& pick, std::vector<double>& seconds) {
+    const InputSample* sample = samples[e];
     ExpertSensitivity& s = row[e];
-    s.rel_mse.assign(formats.size(), std::numeric_limits<double>::quiet_NaN());
-    const InputSample* sample = expert_sample(sampler_, li, e, options_.min_samples, s.source);
-    if (sample) {
-      s.samples = sample->rows;
-      const model::MlpWeights w = model::load_expert(weights_, c_, ls.layer, e);
-      const ExpertStats& es = ls.experts[e];
-      const auto imp_in = to_float(es.energy_in), imp_mid = to_float(es.energy_mid);
-      const std::string prefix =
-          "model.layers." + std::to_string(ls.layer) + ".mlp.experts." + std::to_string(e) + ".";
-      for (size_t f = 0; f < formats.size(); ++f) {
-        if (!table_.proxy_of[f].empty() && !calibrate[e]) continue;
-        // Pack stores this expert's source bits unchanged: no error at all.
-        if (imports_expert_losslessly(quant::format_by_name(formats[f]), c_, weights_.source(), ls.layer, e)) {
-          s.rel_mse[f] = 0.0;
-          continue;
-        }
-        const auto f0 = std::chrono::steady_clock::now();
-        s.rel_mse[f] = expert_rel_mse(c_, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f], imp_in,
-                                      imp_mid, prefix, options_.device);
-        table_.format_seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+    const model::MlpWeights w = model::load_expert(weights_, c_, ls.layer, e);
+    const ExpertStats& es = ls.experts[e];
+    const auto imp_in = to_float(es.energy_in), imp_mid = to_float(es.energy_mid);
+    const std::string prefix = "model.layers." + std::to_string(ls.layer) + ".mlp.experts." + std::to_string(e) + ".";
+    for (size_t f = 0; f < formats.size(); ++f) {
+      if (!pick(f)) continue;
+      // Pack stores this expert's source bits unchanged: no error at all.
+      if (imports_expert_losslessly(quant::format_by_name(formats[f]), c_, weights_.source(), ls.layer, e)) {
+        s.rel_mse[f] = 0.0;
+        continue;
       }
+      const auto f0 = std::chrono::steady_clock::now();
+      s.rel_mse[f] = expert_rel_mse(c_, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f], imp_in,
+                                    imp_mid, prefix, options_.device);
+      seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
+    }
+  };
+  const auto direct = [&](size_t f) { return table_.proxy_of[f].empty(); };
+  const auto proxied = [&](size_t f) { return !table_.proxy_of[f].empty(); };
+  // The formats measured directly: one expert per task (each value is
+  // computed from its expert alone, so the table is the same for any thread
+  // count). The GPU quantizers take one expert at a time.
+  std::vector<std::vector<double>> seconds(size_t(E), std::vector<double>(formats.size(), 0.0));
+  std::mutex progress_mu;
+  const auto one_expert = [&](size_t e) {
+    if (samples[e]) measure(int64_t(e), direct, seconds[e]);
+    if (calibrate[e]) return;  // counted once its proxied formats are measured below
+    std::lock_guard<std::mutex> lock(progress_mu);
+    ++done_;
+    if (options_.progress) options_.progress(done_, total);
+  };
+  if (options_.device == quant::Device::kCpu) {
+    default_pool().run(size_t(E), one_expert);
+  } else {
+    for (int64_t e = 0; e < E; ++e) one_expert(size_t(e));
+  }
+  // The proxied (trellis) formats on the calibration experts, one expert at
+  // a time: their quantizer spreads one matrix over the pool itself.
+  for (int64_t e = 0; e < E; ++e) {
+    if (!calibrate[e]) continue;
+    if (samples[e]) {
+      measure(e, proxied, seconds[e]);
       for (size_t f = 0; f < formats.size(); ++f)
-        if (!table_.proxy_of[f].empty() && calibrate[e])
-          points_[f].push_back({ls.layer, e, s.rel_mse[f], s.rel_mse[source_index_[f]], 0.0});
+        if (proxied(f)) points_[f].push_back({ls.layer, e, row[e].rel_mse[f], row[e].rel_mse[source_index_[f]], 0.0});
     }
     ++done_;
     if (options_.progress) options_.progress(done_, total);
   }
+  for (int64_t e = 0; e < E; ++e)
+    for (size_t f = 0; f < formats.size(); ++f) table_.format_seconds[f] += seconds[e][f];
   table_.layers.push_back(std::move(row));
   table_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
