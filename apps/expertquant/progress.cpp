@@ -62,6 +62,13 @@ std::string progress_amount(ProgressUnit unit, uint64_t n) {
 std::string progress_rate(ProgressUnit unit, double per_second) {
   if (unit == ProgressUnit::kBytes) return human_bytes(per_second) + "/s";
   char b[48];
+  if (per_second > 0 && per_second < 0.1) {
+    // A full-size layer takes minutes: "38.2 s/layer", not "0.0 layers/s".
+    std::string one = unit_name(unit);
+    if (one.ends_with('s')) one.pop_back();
+    std::snprintf(b, sizeof b, "%.1f s/%s", 1.0 / per_second, one.c_str());
+    return b;
+  }
   std::snprintf(b, sizeof b, "%.1f %s/s", per_second, unit_name(unit));
   return b;
 }

@@ -1,5 +1,6 @@
 #include "core/memory.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -12,6 +13,12 @@
 #include "core/error.h"
 
 namespace eq {
+
+void return_free_memory_to_os() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
 
 namespace {
 

@@ -8,6 +8,13 @@
 
 namespace eq {
 
+// Returns the free memory of the heap arenas to the OS (glibc malloc_trim).
+// Freed blocks of a few MB (a layer's expert matrices) stay in arenas that
+// fragment and never shrink by themselves: a layer-major pass calls this as
+// it releases each layer, or its RSS grows by most of a layer's float32
+// weights every few layers (docs/design.md, "Layer-major passes").
+void return_free_memory_to_os();
+
 // Peak resident set size (VmHWM) in bytes; 0 when unavailable.
 uint64_t peak_rss_bytes();
 // Current resident set size (VmRSS) in bytes; 0 when unavailable.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/shape.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
@@ -56,12 +57,17 @@ void WeightStore::hold_layer(int64_t layer) const {
 }
 
 void WeightStore::release_layer(int64_t layer) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
-  if (held_prefix_ == prefix) held_prefix_.clear();
-  if (cache_experts_) return;  // asked to keep every tensor
-  for (auto it = cached_.lower_bound(prefix); it != cached_.end() && it->first.starts_with(prefix);)
-    it = cached_.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    if (held_prefix_ == prefix) held_prefix_.clear();
+    if (cache_experts_) return;  // asked to keep every tensor
+    for (auto it = cached_.lower_bound(prefix); it != cached_.end() && it->first.starts_with(prefix);)
+      it = cached_.erase(it);
+  }
+  // The layer's float32 weights were freed into the heap's arenas: hand them
+  // back, or the next layers' allocations fragment them and the RSS grows.
+  return_free_memory_to_os();
 }
 
 void WeightStore::set_read_hook(std::function<void(const std::string&)> hook) const {

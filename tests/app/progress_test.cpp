@@ -54,6 +54,8 @@ TEST(PassProgressStep, WindowOrderShowsTheRatesAlone) {
 TEST(ProgressLine, EachUnitNamesItsRate) {
   EXPECT_EQ(progress_rate(ProgressUnit::kTokens, 12.25), "12.2 tokens/s");
   EXPECT_EQ(progress_rate(ProgressUnit::kLayers, 0.5), "0.5 layers/s");
+  EXPECT_EQ(progress_rate(ProgressUnit::kLayers, 0.025), "40.0 s/layer");
+  EXPECT_EQ(progress_rate(ProgressUnit::kTokens, 0.05), "20.0 s/token");
   EXPECT_EQ(progress_rate(ProgressUnit::kExperts, 3), "3.0 experts/s");
   EXPECT_EQ(progress_rate(ProgressUnit::kBytes, 3.0 * 1024 * 1024), "3.00 MiB/s");
   EXPECT_EQ(progress_amount(ProgressUnit::kExperts, 1234), "1,234 experts");
