@@ -100,6 +100,7 @@ int run_eval(EvalCliOptions& o) {
   exec::PackedModelOptions po;
   po.model_path = o.model;
   po.verify = !o.no_verify;
+  po.verify_source_as_read = true;  // the quality pass and collapse checks read the source anyway
   auto pm = exec::PackedModel::open(o.packed, po);
   const model::ModelConfig& c = pm->config();
   pm->set_dispatch(exec::make_dispatch(exec::DispatchKind::kAuto, rt.sort_cutoff));
@@ -150,9 +151,17 @@ int run_eval(EvalCliOptions& o) {
     co.new_tokens = o.new_tokens;
     co.prompt_tokens = o.prompt_tokens;
     r.collapse_thresholds = co.thresholds;
-    if (o.verbose) std::fprintf(stderr, "eval: collapse checks\n");
+    Progress bar("collapse", o.verbose);
+    bar.phase("", ProgressUnit::kTokens);
+    co.progress = [&](int64_t done, int64_t total) { bar.update(uint64_t(done), uint64_t(total), "reference and packed greedy continuations"); };
     r.collapse = eval::run_collapse_checks(*pm, eval::domain_prompts(texts, co, c.byte_level()), co);
+    bar.finish();
   }
+  // Before anything is written: the figures above are only valid for the
+  // checkpoint the folder was packed from.
+  if (const uint64_t hashed = pm->finish_source_verification(); hashed > 0 && o.verbose)
+    std::fprintf(stderr, "eval: --model %s matches the packed folder's source (%s hashed as read)\n", o.model.c_str(),
+                 format_bytes(hashed).c_str());
   if (!o.no_latency) {
     eval::LatencyOptions lo;
     if (!sweep.empty()) lo.sweep = sweep;

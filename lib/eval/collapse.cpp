@@ -105,15 +105,20 @@ std::vector<CollapseCheck> run_collapse_checks(exec::PackedModel& pm, const std:
   model::GenerateOptions g;
   g.max_new_tokens = options.new_tokens;
   std::vector<CollapseCheck> out;
+  const int64_t total = 2 * int64_t(prompts.size()) * options.new_tokens;
+  int64_t done = 0;
+  const auto on_token = [&](int32_t) {
+    if (options.progress) options.progress(++done, total);
+  };
   for (const CollapsePrompt& p : prompts) {
     CollapseCheck c;
     c.domain = p.domain;
     c.offset = p.offset;
     c.prompt = p.tokens;
     pm.use_reference(true);
-    c.reference = model::generate(pm.model(), p.tokens, g).tokens;
+    c.reference = model::generate(pm.model(), p.tokens, g, on_token).tokens;
     pm.use_reference(false);
-    c.packed = model::generate(m, p.tokens, g).tokens;
+    c.packed = model::generate(m, p.tokens, g, on_token).tokens;
     c.loop_reference = repeated_ngram_coverage(c.reference, n);
     c.loop_packed = repeated_ngram_coverage(c.packed, n);
     c.drift_jsd = class_divergence(c.packed, c.reference, byte_level, m.config().vocab_size);

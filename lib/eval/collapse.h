@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct CollapseOptions {
   int64_t prompt_tokens = 64;
   int64_t new_tokens = 96;
   CollapseThresholds thresholds;
+  // (tokens generated, tokens to generate): each prompt's reference and
+  // packed continuations (a reference decode step converts every routed
+  // expert it uses, which at full size takes seconds); null for none.
+  std::function<void(int64_t, int64_t)> progress;
 };
 
 struct CollapsePrompt {

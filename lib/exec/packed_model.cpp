@@ -31,6 +31,7 @@ uint64_t check_tensors(const pack::Manifest& m, const io::Checkpoint& packed, co
     const io::TensorInfo& info = packed.info(t.name);
     if (!verify) continue;
     const uint64_t h = xxhash64(packed.view(t.name).bytes());
+    packed.shard_of(t.name).release(info);  // hashed once: its pages need not stay resident
     hashed += info.nbytes();
     if (h != t.xxh64)
       invalid(where + ": checksum " + hash_hex(h) + " differs from manifest.json " + hash_hex(t.xxh64) +
@@ -43,13 +44,16 @@ uint64_t check_tensors(const pack::Manifest& m, const io::Checkpoint& packed, co
 // every tensor's sample hash, and with `verify` the full hash of every tensor
 // the manifest records one for (a streaming read: the reference forward reads
 // the same bytes). Returns the bytes hashed.
+[[noreturn]] void refuse_source(const pack::Manifest& m, const std::string& model_path, const std::string& folder,
+                                const std::string& tensor, const std::string& here, const std::string& there) {
+  invalid(model_path + ": tensor '" + tensor + "' has " + here + ", " + folder + "/manifest.json records " + there +
+          " for the checkpoint it was packed from (" + m.source.path + "): --model must be that checkpoint");
+}
+
 uint64_t check_source_data(const pack::Manifest& m, const io::Checkpoint& source, const std::string& model_path,
                            const std::string& folder, bool verify) {
-  const std::string record = folder + "/manifest.json";
   auto refuse = [&](const std::string& tensor, const std::string& here, const std::string& there) {
-    invalid(model_path + ": tensor '" + tensor + "' has " + here + ", " + record + " records " + there +
-            " for the checkpoint it was packed from (" + m.source.path +
-            "): --model must be that checkpoint");
+    refuse_source(m, model_path, folder, tensor, here, there);
   };
   if (const auto d = io::first_difference(m.source.tensors, io::sample_tensor_hashes(source)))
     refuse(d->tensor, d->b, d->a);
@@ -259,6 +263,7 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<PackedModel> pm(new PackedModel());
   pm->folder_ = folder;
+  pm->model_path_ = options.model_path;
   pm->manifest_ = pack::load_manifest(folder);
   const pack::Manifest& m = pm->manifest_;
   if (!m.complete || !m.has_globals)
@@ -283,9 +288,12 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
               hash_hex(m.source.fingerprint) + ", " + m.source.path + ")");
   }
   pm->stats_.verified_bytes = check_tensors(m, *packed, folder, options.verify);
-  if (source)
+  if (source) {
+    const bool as_read = options.verify && options.verify_source_as_read;
     pm->stats_.verified_bytes +=
-        check_source_data(m, source->checkpoint(), options.model_path, folder, options.verify);
+        check_source_data(m, source->checkpoint(), options.model_path, folder, options.verify && !as_read);
+    if (as_read) pm->source_hashes_ = std::make_unique<io::HashesAsRead>(source->weights().source());
+  }
   model::ModelOptions mo = options.model_options;
   mo.routed_experts = false;
   // Group parts and quantized matrices are read by their format only (an
@@ -322,6 +330,24 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
   }
   pm->stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return pm;
+}
+
+uint64_t PackedModel::finish_source_verification() {
+  if (!source_hashes_) return 0;
+  io::TensorHashes got;
+  for (const io::TensorHash& t : manifest_.source.tensors)
+    if (t.full) got.push_back({t.name, t.sample, std::nullopt});
+  source_hashes_->finish(got);
+  const uint64_t hashed = source_hashes_->bytes_hashed_as_read() + source_hashes_->bytes_hashed_after();
+  source_hashes_.reset();
+  size_t i = 0;
+  for (const io::TensorHash& t : manifest_.source.tensors) {
+    if (!t.full) continue;
+    const uint64_t h = *got[i++].full;
+    if (h != *t.full)
+      refuse_source(manifest_, model_path_, folder_, t.name, "xxh64 " + hash_hex(h), "xxh64 " + hash_hex(*t.full));
+  }
+  return hashed;
 }
 
 PackedMoeBlock& PackedModel::block(int64_t layer) {

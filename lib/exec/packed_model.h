@@ -20,6 +20,7 @@
 
 #include "exec/bit_group.h"
 #include "exec/dispatch.h"
+#include "io/hashes_as_read.h"
 #include "model/forward.h"
 #include "pack/manifest.h"
 
@@ -34,6 +35,11 @@ struct PackedModelOptions {
   // Check every tensor of the folder (and the source's copies) against the
   // manifest checksums. Off: only sizes, shapes and the fingerprint.
   bool verify = true;
+  // With `verify` and a source: take the source's full hashes as its tensors
+  // are converted (the reference passes read them anyway) instead of reading
+  // the whole checkpoint at open; finish_source_verification() checks them.
+  // The sample hashes are still checked at open.
+  bool verify_source_as_read = false;
   model::ModelOptions model_options;
 };
 
@@ -80,15 +86,21 @@ class PackedModel {
   // and reference MoE blocks): the baseline eval compares against. Throws
   // eq::Error when no source was given.
   void use_reference(bool on);
+  // With verify_source_as_read: hashes the source tensors not converted so
+  // far and checks every recorded full hash; throws eq::Error naming the
+  // first tensor that differs. Returns the bytes hashed (0 without it).
+  uint64_t finish_source_verification();
 
  private:
   PackedModel() = default;
   static std::unique_ptr<PackedModel> open_with(const std::string& folder, const model::ModelConfig* config,
                                                 const PackedModelOptions& options);
-  std::string folder_;
+  std::string folder_, model_path_;
   pack::Manifest manifest_;
   std::unique_ptr<model::Model> model_;            // over the folder's own tensors
   std::unique_ptr<model::Model> reference_model_;  // the source checkpoint, or null
+  // Declared after reference_model_: destroyed first, while the source it observes exists.
+  std::unique_ptr<io::HashesAsRead> source_hashes_;
   std::vector<PackedLayer> layers_;
   std::vector<PackedMoeBlock*> blocks_;  // by model layer; owned by model_
   std::shared_ptr<const Dispatch> dispatch_;

@@ -37,6 +37,8 @@ class PackedMoeBlock : public model::MoeBlock {
   const PackedLayer& layer() const { return layer_; }
 
  private:
+  // Calls of up to this many tokens keep their buffers for the next call.
+  static constexpr int64_t kKeptBufferTokens = 64;
   const model::ModelConfig& c_;
   const model::WeightStore& w_;
   const PackedLayer& layer_;

@@ -189,12 +189,16 @@ TEST(Integrity, HandEditedManifestIsRefused) {
 
 // Finding: identity covered metadata only. A model with one changed byte
 // (outside the sample windows: only the full hash sees it) is refused by eval.
+// The full hashes are taken as the reference passes read the tensors: the
+// refusal comes after them, and no report is written.
 TEST(Integrity, EvalRefusesAModelWithOtherWeights) {
   const fs::path other = model_with_changed_byte("integrity_other_model", kExpert, kOutsideSample);
   const std::string corpus = (data_dir() / "corpus" / "eval_prose.txt.zst").string();
-  auto [rc, text] =
-      run(binary() + " eval --packed " + q(packed()) + " --model " + q(other) + " --text " + q(corpus) + " --max-tokens 64");
+  const fs::path report = temp_dir("integrity_eval_report") / "report.json";
+  auto [rc, text] = run(binary() + " eval --packed " + q(packed()) + " --model " + q(other) + " --text " + q(corpus) +
+                        " --max-tokens 64 --json-out " + q(report));
   EXPECT_EQ(rc, 2) << text;
+  EXPECT_FALSE(fs::exists(report));
   EXPECT_NE(text.find(other.string() + ": tensor '" + kExpert + "'"), std::string::npos) << text;
   EXPECT_NE(text.find(packed().string() + "/manifest.json records"), std::string::npos) << text;
 }

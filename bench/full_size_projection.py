@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Projects profile and pack times of full-size checkpoints from the per-layer
+figures of the full-size run (docs/benchmarks.md, "Full-size runs").
+
+Each phase's time is max(CPU seconds / cores, bytes read / read bandwidth):
+the pack run showed the two overlapping (its wall time within a few percent
+of that bound). CPU seconds are scaled from the measured Qwen3-30B-A3B-shaped
+layer: the calibration pass by the parameters a token goes through in a layer
+(attention + routed and shared experts), the sensitivity measurement and
+pack by the expert weights, at the measured CPU seconds per weight of each
+format in the default mix.
+
+usage: bench/full_size_projection.py [--json]   (the measured inputs are the
+constants below, each with the command that gave it)
+"""
+import json
+import sys
+
+# ---- measured on the development machine (docs/benchmarks.md, "Full-size runs") ----
+MEASURED = {
+    # bench/full_size_run.sh (profile phase, --no-sensitivity): CPU seconds of the
+    # 24-layer calibration pass of 16,384 tokens.
+    "pass_cpu_s_per_layer": None,
+    # profile of bench/synth_checkpoint --layers 1 --experts 16 with the default
+    # policy: CPU seconds per expert of the six formats measured directly.
+    "sensitivity_cpu_s_per_expert": None,
+    # the same run: CPU seconds per weight of one trellis format on a calibration expert.
+    "trellis_cpu_s_per_weight": None,
+    # pack --uniform FORMAT of the 16-expert layer: CPU seconds per expert weight.
+    "pack_cpu_s_per_weight": {"fp4_g32": None, "int8_row": None, "trellis2": None},
+    # the default policy's classes on the 24-layer run (thresholds: profile --no-sensitivity).
+    "default_mix": {"fp4_g32": 2350, "trellis2": 400, "int8_row": 288, "pruned": 34},
+    "read_mb_per_s": None,  # dd, median of three shards, page cache dropped
+    "cores": 2,
+}
+
+
+def qwen3_attention(h, heads, kv_heads, head_dim):
+    return 2 * h * heads * head_dim + 2 * h * kv_heads * head_dim
+
+
+MODELS = [
+    # name, MoE layers, experts, hidden, expert inter, routed top-k, shared experts,
+    # attention params per layer, checkpoint bytes per weight (source dtype), total GB of the checkpoint
+    dict(name="Qwen3-30B-A3B", layers=48, experts=128, hidden=2048, inter=768, top_k=8, shared=0,
+         attention=qwen3_attention(2048, 32, 4, 128), checkpoint_gb=61),
+    dict(name="Qwen3-235B-A22B", layers=94, experts=128, hidden=4096, inter=1536, top_k=8, shared=0,
+         attention=qwen3_attention(4096, 64, 4, 128), checkpoint_gb=470),
+    # MLA: q_a, q_b, kv_a, kv_b, o; FP8 source (one byte a weight).
+    dict(name="DeepSeek-V3-671B", layers=58, experts=256, hidden=7168, inter=2048, top_k=8, shared=1,
+         attention=7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168,
+         checkpoint_gb=690),
+    # 3 of 4 layers gated delta nets (in_proj_qkvz, in_proj_ba, out_proj), 1 of 4 gated attention.
+    dict(name="Qwen3.5-397B-A17B", layers=60, experts=512, hidden=4096, inter=1024, top_k=10, shared=1,
+         attention=(3 * (4096 * 20480 + 4096 * 128 + 8192 * 4096) + (4096 * 16384 + 2 * 4096 * 512 + 8192 * 4096)) // 4,
+         checkpoint_gb=800),
+]
+REF = MODELS[0]
+
+
+def per_layer_active(m):
+    return m["attention"] + (m["top_k"] + m["shared"]) * 3 * m["hidden"] * m["inter"]
+
+
+def project(m, cores, measured):
+    expert_weights = 3 * m["hidden"] * m["inter"]
+    ref_expert_weights = 3 * REF["hidden"] * REF["inter"]
+    layer_weights = m["experts"] * expert_weights
+    pass_cpu = measured["pass_cpu_s_per_layer"] * per_layer_active(m) / per_layer_active(REF) * m["layers"]
+    sens_cpu = (measured["sensitivity_cpu_s_per_expert"] * expert_weights / ref_expert_weights
+                * m["experts"] * m["layers"]
+                + 12 * 3 * expert_weights * measured["trellis_cpu_s_per_weight"])
+    mix = measured["default_mix"]
+    total = sum(mix.values())
+    pack_cpu_per_weight = sum(measured["pack_cpu_s_per_weight"][f] * n / total for f, n in mix.items() if f != "pruned")
+    pack_cpu = pack_cpu_per_weight * layer_weights * m["layers"]
+    io = m["checkpoint_gb"] * 1e3 / measured["read_mb_per_s"]
+    hours = lambda cpu: max(cpu / cores, io) / 3600
+    return {
+        "model": m["name"],
+        "cores": cores,
+        "expert_weights_G": round(layer_weights * m["layers"] / 1e9),
+        "read_h": round(io / 3600, 2),
+        "profile_pass_h": round(hours(pass_cpu), 2),
+        "profile_sensitivity_h": round(sens_cpu / cores / 3600, 2),
+        "pack_default_h": round(hours(pack_cpu), 2),
+    }
+
+
+def main():
+    rows = [project(m, c, MEASURED) for c in (MEASURED["cores"], 64) for m in MODELS]
+    if "--json" in sys.argv:
+        print(json.dumps(rows, indent=1))
+        return
+    print("| model | cores | expert weights | read once | profile pass | profile sensitivity | pack (default mix) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model']} | {r['cores']} | {r['expert_weights_G']} G | {r['read_h']} h | {r['profile_pass_h']} h "
+              f"| {r['profile_sensitivity_h']} h | {r['pack_default_h']} h |")
+
+
+if __name__ == "__main__":
+    main()
