@@ -1,38 +1,57 @@
 #!/usr/bin/env python3
-"""Projects profile and pack times of full-size checkpoints from the per-layer
-figures of the full-size run (docs/benchmarks.md, "Full-size runs").
+"""Projects profile and pack times of full-size checkpoints from the
+per-layer figures of a full-size run (docs/benchmarks.md, "Full-size runs").
 
-Each phase's time is max(CPU seconds / cores, bytes read / read bandwidth):
-the pack run showed the two overlapping (its wall time within a few percent
-of that bound). CPU seconds are scaled from the measured Qwen3-30B-A3B-shaped
-layer: the calibration pass by the parameters a token goes through in a layer
-(attention + routed and shared experts), the sensitivity measurement and
-pack by the expert weights, at the measured CPU seconds per weight of each
-format in the default mix.
+usage: bench/full_size_projection.py WORKDIR [--json]
+WORKDIR is bench/full_size_run.sh's, after its profile, bandwidth and rates
+phases: phases.txt (time -v per phase), bandwidth_mbs.txt, profile.json (the
+default policy's classes) and rates/sensitivity.json.
 
-usage: bench/full_size_projection.py [--json]   (the measured inputs are the
-constants below, each with the command that gave it)
+Each phase takes max(CPU seconds / cores, bytes read / read bandwidth): the
+full-size pack ran within a few percent of that bound. CPU seconds are scaled
+from the measured Qwen3-30B-A3B-shaped layer: the calibration pass by the
+parameters a token goes through in a layer (attention plus routed and shared
+experts); the sensitivity measurement and pack by expert weights, at the
+measured CPU seconds per weight of each format of the default mix.
 """
+import collections
 import json
+import os
 import sys
 
-# ---- measured on the development machine (docs/benchmarks.md, "Full-size runs") ----
-MEASURED = {
-    # bench/full_size_run.sh (profile phase, --no-sensitivity): CPU seconds of the
-    # 24-layer calibration pass of 16,384 tokens.
-    "pass_cpu_s_per_layer": None,
-    # profile of bench/synth_checkpoint --layers 1 --experts 16 with the default
-    # policy: CPU seconds per expert of the six formats measured directly.
-    "sensitivity_cpu_s_per_expert": None,
-    # the same run: CPU seconds per weight of one trellis format on a calibration expert.
-    "trellis_cpu_s_per_weight": None,
-    # pack --uniform FORMAT of the 16-expert layer: CPU seconds per expert weight.
-    "pack_cpu_s_per_weight": {"fp4_g32": None, "int8_row": None, "trellis2": None},
-    # the default policy's classes on the 24-layer run (thresholds: profile --no-sensitivity).
-    "default_mix": {"fp4_g32": 2350, "trellis2": 400, "int8_row": 288, "pruned": 34},
-    "read_mb_per_s": None,  # dd, median of three shards, page cache dropped
-    "cores": 2,
-}
+REF_EXPERT_WEIGHTS = 3 * 2048 * 768  # bench/synth_checkpoint's default shapes
+
+
+def load_measured(w):
+    phases = {}
+    with open(os.path.join(w, "phases.txt")) as f:
+        for line in f:
+            name, wall, cpu, hwm, read = line.split()
+            phases[name] = dict(wall=float(wall), cpu=float(cpu), hwm_kib=int(hwm), read=int(read))
+    with open(os.path.join(w, "bandwidth_mbs.txt")) as f:
+        read_mb_per_s = float(f.read())
+    profile = json.load(open(os.path.join(w, "profile.json")))
+    layers = len(profile["allocation"]["layers"])
+    mix = collections.Counter(e.get("format", "pruned") for l in profile["allocation"]["layers"] for e in l["experts"])
+    sens = json.load(open(os.path.join(w, "rates", "sensitivity.json")))
+    per_format = sens["timing"]["sensitivity_seconds_per_format"]
+    proxied = set(sens["policy"]["sensitivity"]["proxies"].keys())
+    experts, calibration_experts = 16, 2
+    direct = sum(v for k, v in per_format.items() if k not in proxied)
+    trellis = sum(v for k, v in per_format.items() if k in proxied) / len(proxied)
+    pack = {}
+    for f, n in (("fp4_g32", 16), ("int8_row", 16), ("trellis2", 2)):
+        pack[f] = phases["rates-pack-" + f]["cpu"] / (n * REF_EXPERT_WEIGHTS)
+    return {
+        # A format's seconds are summed over the tasks that ran it (CPU seconds);
+        # the trellis formats ran one matrix over the pool (wall seconds x 2 cores).
+        "pass_cpu_s_per_layer": phases["profile"]["cpu"] / layers,
+        "sensitivity_cpu_s_per_expert": direct / experts,
+        "trellis_cpu_s_per_weight": trellis * 2 / (calibration_experts * REF_EXPERT_WEIGHTS),
+        "pack_cpu_s_per_weight": pack,
+        "default_mix": dict(mix),
+        "read_mb_per_s": read_mb_per_s,
+    }
 
 
 def qwen3_attention(h, heads, kv_heads, head_dim):
@@ -88,10 +107,15 @@ def project(m, cores, measured):
 
 
 def main():
-    rows = [project(m, c, MEASURED) for c in (MEASURED["cores"], 64) for m in MODELS]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1:
+        sys.exit("usage: bench/full_size_projection.py WORKDIR [--json]")
+    measured = load_measured(args[0])
+    rows = [project(m, c, measured) for c in (2, 64) for m in MODELS]
     if "--json" in sys.argv:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"measured": measured, "projections": rows}, indent=1))
         return
+    print("measured: " + json.dumps(measured))
     print("| model | cores | expert weights | read once | profile pass | profile sensitivity | pack (default mix) |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:

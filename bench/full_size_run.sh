@@ -12,7 +12,11 @@
 #   EQ          the binary [build/expertquant]
 #   SYNTH       the checkpoint writer [build/bench/synth_checkpoint]
 #   LAYERS      synth_checkpoint --layers [auto]; an existing WORKDIR/model is kept
-#   PHASES      which phases, in order [bandwidth profile pack eval]
+#   PHASES      which phases, in order [bandwidth profile pack eval rates]; rates
+#               measures the per-expert CPU costs bench/full_size_projection.py
+#               scales: the default policy's sensitivity on a 16-expert layer
+#               (2 trellis calibration experts), pack --uniform fp4_g32 and
+#               int8_row of it, and trellis2 of a 2-expert layer (same shapes)
 #   CALIB       calibration text [../shared/corpus/calib_mixed.txt]
 #   EVAL_TEXT   evaluation text [../shared/corpus/eval_python.txt]
 #   PROFILE_ARGS  [--max-tokens 16384]
@@ -24,7 +28,7 @@ W=${1:?usage: bench/full_size_run.sh WORKDIR}
 EQ=${EQ:-build/expertquant}
 SYNTH=${SYNTH:-build/bench/synth_checkpoint}
 LAYERS=${LAYERS:-auto}
-PHASES=${PHASES:-bandwidth profile pack eval}
+PHASES=${PHASES:-bandwidth profile pack eval rates}
 CALIB=${CALIB:-../shared/corpus/calib_mixed.txt}
 EVAL_TEXT=${EVAL_TEXT:-../shared/corpus/eval_python.txt}
 PROFILE_ARGS=${PROFILE_ARGS:---max-tokens 16384}
@@ -74,6 +78,20 @@ for phase in $PHASES; do
           run_phase pack "$EQ" pack --model "$W/model" -o "$W/pack" $PACK_ARGS ;;
     eval) run_phase eval "$EQ" eval --packed "$W/pack" --model "$W/model" --text "$EVAL_TEXT" \
                     --json-out "$W/eval.json" $EVAL_ARGS ;;
+    rates) R=$W/rates
+           mkdir -p "$R"
+           [ -f "$R/l1e16/config.json" ] || "$SYNTH" "$R/l1e16" --layers 1 --experts 16
+           [ -f "$R/l1e2/config.json" ] || "$SYNTH" "$R/l1e2" --layers 1 --experts 2 --top-k 2
+           sed 's/"proxy_calibration_experts": 12/"proxy_calibration_experts": 2/' configs/default.json > "$R/policy-cal2.json"
+           grep -q '"proxy_calibration_experts": 2' "$R/policy-cal2.json" || { echo "full_size_run: policy edit failed" >&2; exit 2; }
+           run_phase rates-sensitivity "$EQ" profile --model "$R/l1e16" --calib "$CALIB" --max-tokens 16384 \
+                     --policy "$R/policy-cal2.json" -o "$R/sensitivity.json" --force
+           for f in fp4_g32 int8_row; do
+             rm -rf "$R/pack-$f"
+             run_phase "rates-pack-$f" "$EQ" pack --model "$R/l1e16" --uniform $f -o "$R/pack-$f"
+           done
+           rm -rf "$R/pack-trellis2"
+           run_phase rates-pack-trellis2 "$EQ" pack --model "$R/l1e2" --uniform trellis2 -o "$R/pack-trellis2" ;;
     *) echo "full_size_run: unknown phase $phase" >&2; exit 2 ;;
   esac
 done
@@ -82,6 +100,12 @@ echo "checkpoint: $W/model, $(awk -v b="$ckpt_bytes" 'BEGIN { printf "%.2f GB", 
 [ -f "$W/bandwidth_mbs.txt" ] && echo "sequential read (dd, median of 3 shards): $(cat "$W/bandwidth_mbs.txt") MB/s"
 echo "| phase | wall s | CPU s | CPU / wall | peak RSS GiB | read GB | read / checkpoint |"
 echo "|---|---|---|---|---|---|---|"
-[ -f "$W/phases.txt" ] && awk -v ck="$ckpt_bytes" '{
+[ -f "$W/phases.txt" ] && awk -v ck="$ckpt_bytes" '$1 !~ /^rates/ {
   printf "| %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.3f |\n", $1, $2, $3, $3 / $2, $4 / 1048576, $5 / 1e9, $5 / ck
 }' "$W/phases.txt"
+if grep -q "^rates" "$W/phases.txt" 2>/dev/null; then
+  echo
+  echo "| rates run | wall s | CPU s | peak RSS GiB |"
+  echo "|---|---|---|---|"
+  awk '$1 ~ /^rates/ { printf "| %s | %.1f | %.1f | %.2f |\n", $1, $2, $3, $4 / 1048576 }' "$W/phases.txt"
+fi

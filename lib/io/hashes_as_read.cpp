@@ -1,5 +1,7 @@
 #include "io/hashes_as_read.h"
 
+#include <utility>
+
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
 
@@ -15,7 +17,39 @@ HashesAsRead::~HashesAsRead() {
 
 uint64_t HashesAsRead::hash(const std::string& stored) { return full_tensor_hash(src_.checkpoint(), stored); }
 
+namespace {
+// "model.layers.N." of a per-layer tensor name; "" for the others.
+std::string layer_prefix(std::string_view name) {
+  constexpr std::string_view kLayers = "model.layers.";
+  if (!name.starts_with(kLayers)) return {};
+  const size_t dot = name.find('.', kLayers.size());
+  return dot == std::string_view::npos ? std::string() : std::string(name.substr(0, dot + 1));
+}
+}  // namespace
+
+void HashesAsRead::hash_rest_of(const std::string& prefix) {
+  for (const std::string& stored : src_.checkpoint().tensor_names()) {
+    if (!stored.starts_with(prefix)) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_.insert(stored).second) continue;
+    }
+    const uint64_t h = hash(stored);
+    std::lock_guard<std::mutex> lock(mu_);
+    full_[stored] = h;
+    bytes_as_read_ += src_.checkpoint().info(stored).nbytes();
+  }
+}
+
 void HashesAsRead::converted(std::string_view logical_name) {
+  if (std::string layer = layer_prefix(logical_name); !layer.empty()) {
+    std::string previous;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (layer != current_layer_) previous = std::exchange(current_layer_, layer);
+    }
+    if (!previous.empty()) hash_rest_of(previous);
+  }
   for (const std::string& stored : src_.stored_names(logical_name)) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -2,8 +2,11 @@
 // tensor is hashed once, right after its first conversion, from the pages
 // that conversion just brought into the page cache: a pass that reads every
 // tensor (profile's layer order) fingerprints the checkpoint without reading
-// it a second time from storage. finish() hashes the tensors the pass never
-// converted (lm_head in a profile), reading only those.
+// it a second time from storage. When the conversions move on to a new
+// layer ("model.layers.N."), the tensors of the previous one that were never
+// converted (experts no token was routed to) are hashed at once, while the
+// read-ahead around their neighbours may still hold their pages; finish()
+// hashes what is left (lm_head in a profile), reading only those.
 #pragma once
 
 #include <cstdint>
@@ -37,12 +40,15 @@ class HashesAsRead {
  private:
   void converted(std::string_view logical_name);
   uint64_t hash(const std::string& stored);
+  // Hashes the stored tensors under `prefix` not started yet.
+  void hash_rest_of(const std::string& prefix);
 
   const SourceTensors& src_;
   std::mutex mu_;
   std::set<std::string> started_;
   std::map<std::string, uint64_t> full_;
   uint64_t bytes_as_read_ = 0, bytes_after_ = 0;
+  std::string current_layer_;  // prefix of the layer conversions are in; "" before any
   bool observing_ = true;
 };
 
