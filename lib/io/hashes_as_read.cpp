@@ -28,6 +28,10 @@ std::string layer_prefix(std::string_view name) {
 }  // namespace
 
 void HashesAsRead::hash_rest_of(const std::string& prefix) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!layers_done_.insert(prefix).second) return;  // a window-order pass comes back to each layer
+  }
   for (const std::string& stored : src_.checkpoint().tensor_names()) {
     if (!stored.starts_with(prefix)) continue;
     {

@@ -45,7 +45,7 @@ class HashesAsRead {
 
   const SourceTensors& src_;
   std::mutex mu_;
-  std::set<std::string> started_;
+  std::set<std::string> started_, layers_done_;
   std::map<std::string, uint64_t> full_;
   uint64_t bytes_as_read_ = 0, bytes_after_ = 0;
   std::string current_layer_;  // prefix of the layer conversions are in; "" before any
