@@ -27,21 +27,24 @@ std::string layer_prefix(std::string_view name) {
 }
 }  // namespace
 
+void HashesAsRead::hash_once(const std::string& stored) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_.insert(stored).second) return;  // another conversion hashes it
+  }
+  const uint64_t h = hash(stored);
+  std::lock_guard<std::mutex> lock(mu_);
+  full_[stored] = h;
+  bytes_as_read_ += src_.checkpoint().info(stored).nbytes();
+}
+
 void HashesAsRead::hash_rest_of(const std::string& prefix) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!layers_done_.insert(prefix).second) return;  // a window-order pass comes back to each layer
   }
   for (const std::string& stored : src_.checkpoint().tensor_names()) {
-    if (!stored.starts_with(prefix)) continue;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!started_.insert(stored).second) continue;
-    }
-    const uint64_t h = hash(stored);
-    std::lock_guard<std::mutex> lock(mu_);
-    full_[stored] = h;
-    bytes_as_read_ += src_.checkpoint().info(stored).nbytes();
+    if (stored.starts_with(prefix)) hash_once(stored);
   }
 }
 
@@ -54,16 +57,7 @@ void HashesAsRead::converted(std::string_view logical_name) {
     }
     if (!previous.empty()) hash_rest_of(previous);
   }
-  for (const std::string& stored : src_.stored_names(logical_name)) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!started_.insert(stored).second) continue;  // another conversion hashes it
-    }
-    const uint64_t h = hash(stored);
-    std::lock_guard<std::mutex> lock(mu_);
-    full_[stored] = h;
-    bytes_as_read_ += src_.checkpoint().info(stored).nbytes();
-  }
+  for (const std::string& stored : src_.stored_names(logical_name)) hash_once(stored);
 }
 
 void HashesAsRead::finish(TensorHashes& hashes) {

@@ -40,6 +40,8 @@ class HashesAsRead {
  private:
   void converted(std::string_view logical_name);
   uint64_t hash(const std::string& stored);
+  // Hashes `stored` unless a conversion already started it (counted as read).
+  void hash_once(const std::string& stored);
   // Hashes the stored tensors under `prefix` not started yet.
   void hash_rest_of(const std::string& prefix);
 
