@@ -42,6 +42,9 @@ def load_measured(w):
     pack = {}
     for f, n in (("fp4_g32", 16), ("int8_row", 16), ("trellis2", 2)):
         pack[f] = phases["rates-pack-" + f]["cpu"] / (n * REF_EXPERT_WEIGHTS)
+    for f in ("trellis3", "trellis4"):
+        pack[f] = pack["trellis2"] * per_format[f] / per_format["trellis2"]
+    budget_mix = collections.Counter(e.get("format", "pruned") for l in sens["allocation"]["layers"] for e in l["experts"])
     return {
         # A format's seconds are summed over the tasks that ran it (CPU seconds);
         # the trellis formats ran one matrix over the pool (wall seconds x 2 cores).
@@ -49,7 +52,8 @@ def load_measured(w):
         "sensitivity_cpu_s_per_expert": direct / experts,
         "trellis_cpu_s_per_weight": trellis * 2 / (calibration_experts * REF_EXPERT_WEIGHTS),
         "pack_cpu_s_per_weight": pack,
-        "default_mix": dict(mix),
+        "threshold_mix": dict(mix),
+        "budget_mix": dict(budget_mix),
         "read_mb_per_s": read_mb_per_s,
     }
 
@@ -89,10 +93,11 @@ def project(m, cores, measured):
     sens_cpu = (measured["sensitivity_cpu_s_per_expert"] * expert_weights / ref_expert_weights
                 * m["experts"] * m["layers"]
                 + 12 * 3 * expert_weights * measured["trellis_cpu_s_per_weight"])
-    mix = measured["default_mix"]
-    total = sum(mix.values())
-    pack_cpu_per_weight = sum(measured["pack_cpu_s_per_weight"][f] * n / total for f, n in mix.items() if f != "pruned")
-    pack_cpu = pack_cpu_per_weight * layer_weights * m["layers"]
+    def pack_cpu(mix):
+        total = sum(mix.values())
+        per_weight = sum(measured["pack_cpu_s_per_weight"][f] * n / total for f, n in mix.items() if f != "pruned")
+        return per_weight * layer_weights * m["layers"]
+
     io = m["checkpoint_gb"] * 1e3 / measured["read_mb_per_s"]
     hours = lambda cpu: max(cpu / cores, io) / 3600
     return {
@@ -102,7 +107,8 @@ def project(m, cores, measured):
         "read_h": round(io / 3600, 2),
         "profile_pass_h": round(hours(pass_cpu), 2),
         "profile_sensitivity_h": round(sens_cpu / cores / 3600, 2),
-        "pack_default_h": round(hours(pack_cpu), 2),
+        "pack_thresholds_h": round(hours(pack_cpu(measured["threshold_mix"])), 2),
+        "pack_budget_h": round(hours(pack_cpu(measured["budget_mix"])), 2),
     }
 
 
@@ -116,11 +122,12 @@ def main():
         print(json.dumps({"measured": measured, "projections": rows}, indent=1))
         return
     print("measured: " + json.dumps(measured))
-    print("| model | cores | expert weights | read once | profile pass | profile sensitivity | pack (default mix) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | cores | expert weights | read once | profile pass | profile sensitivity "
+          "| pack, threshold classes | pack, budget allocation |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['cores']} | {r['expert_weights_G']} G | {r['read_h']} h | {r['profile_pass_h']} h "
-              f"| {r['profile_sensitivity_h']} h | {r['pack_default_h']} h |")
+              f"| {r['profile_sensitivity_h']} h | {r['pack_thresholds_h']} h | {r['pack_budget_h']} h |")
 
 
 if __name__ == "__main__":
