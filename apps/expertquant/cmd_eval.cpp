@@ -10,6 +10,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/process_usage.h"
 #include "core/thread_pool.h"
 #include "eval/collapse.h"
 #include "eval/latency.h"
@@ -97,6 +98,9 @@ int run_eval(EvalCliOptions& o) {
   // Checked before the models load: a bad list fails in a second, not after the quality pass.
   const std::vector<int64_t> sweep = o.sweep.empty() ? std::vector<int64_t>{} : parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
   const exec::RuntimeConfig rt = resolve_runtime(o.exec);
+  PhaseMeter meter;
+  std::vector<PhaseUsage> phases;
+  meter.start("load");
   exec::PackedModelOptions po;
   po.model_path = o.model;
   po.verify = !o.no_verify;
@@ -110,6 +114,7 @@ int run_eval(EvalCliOptions& o) {
                  pm->load_stats().seconds, format_bytes(pm->load_stats().verified_bytes).c_str(),
                  static_cast<long long>(rt.sort_cutoff), rt.source.c_str());
   const std::vector<eval::LabeledTokens> texts = read_inputs(o.inputs, o.packed, c.vocab_size);
+  phases.push_back(meter.stop());
 
   eval::EvalReport r;
   r.tool_version = EQ_VERSION;
@@ -132,6 +137,12 @@ int run_eval(EvalCliOptions& o) {
     qo.batch_windows = o.batch_windows;
     qo.pass_order = o.pass.parsed_order();
     qo.hidden_memory = o.pass.parsed_hidden_memory();
+    bool measuring = false;
+    qo.pass_start = [&](const std::string& pass) {
+      if (measuring) phases.push_back(meter.stop());
+      meter.start("quality " + pass);
+      measuring = true;
+    };
     // Two passes: the reference model's, then the packed model's.
     int passes = 0;
     double last = -1;
@@ -144,8 +155,10 @@ int run_eval(EvalCliOptions& o) {
     };
     r.quality = eval::compare_quality(*pm, texts, qo);
     bar.finish();
+    if (measuring) phases.push_back(meter.stop());
   }
   if (!o.no_collapse && pm->has_reference()) {
+    meter.start("collapse");
     eval::CollapseOptions co;
     co.prompts_per_domain = o.prompts_per_domain;
     co.new_tokens = o.new_tokens;
@@ -156,13 +169,22 @@ int run_eval(EvalCliOptions& o) {
     co.progress = [&](int64_t done, int64_t total) { bar.update(uint64_t(done), uint64_t(total), "reference and packed greedy continuations"); };
     r.collapse = eval::run_collapse_checks(*pm, eval::domain_prompts(texts, co, c.byte_level()), co);
     bar.finish();
+    phases.push_back(meter.stop());
   }
   // Before anything is written: the figures above are only valid for the
   // checkpoint the folder was packed from.
-  if (const uint64_t hashed = pm->finish_source_verification(); hashed > 0 && o.verbose)
-    std::fprintf(stderr, "eval: --model %s matches the packed folder's source (%s hashed as read)\n", o.model.c_str(),
-                 format_bytes(hashed).c_str());
+  if (pm->has_reference()) {
+    meter.start("source check");
+    if (const uint64_t hashed = pm->finish_source_verification(); hashed > 0 && o.verbose)
+      std::fprintf(stderr, "eval: --model %s matches the packed folder's source (%s hashed as read)\n",
+                   o.model.c_str(), format_bytes(hashed).c_str());
+    // The latency sweep runs the packed model alone: the source's converted
+    // tensors and mapped pages would only add to its resident set.
+    pm->drop_reference();
+    phases.push_back(meter.stop());
+  }
   if (!o.no_latency) {
+    meter.start("latency");
     eval::LatencyOptions lo;
     if (!sweep.empty()) lo.sweep = sweep;
     lo.reps = o.reps;
@@ -182,8 +204,10 @@ int run_eval(EvalCliOptions& o) {
       r.baseline = eval::summarize_pack(base->manifest(), o.baseline);
       r.baseline_latency = run_latency(*base, texts, dispatches, lo, "baseline", o.verbose);
     }
+    phases.push_back(meter.stop());
   }
-  r.machine.peak_rss_bytes = peak_rss_bytes();
+  r.phases = std::move(phases);
+  r.machine.peak_rss_bytes = meter.peak_rss_bytes();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (!o.json.print) print_report(r, rt, o.summary);

@@ -187,6 +187,7 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
   model::HiddenStates reference_hidden(rows, m.config().hidden_size, po.hidden_memory, po.spill_dir);
   model::Model* ref = nullptr;
   if (compare) {
+    if (options.pass_start) options.pass_start("reference");
     pm.use_reference(true);
     ref = &pm.model();
     ref->set_observer(&layer_obs);
@@ -199,6 +200,7 @@ QualityResult compare_quality(exec::PackedModel& pm, const std::vector<LabeledTo
   int64_t done = 0;
   std::vector<double> lr, lp;
   model::FloatBuffer hidden_r, logits_r, logits_p;
+  if (options.pass_start) options.pass_start("packed");
   model::run_pass(m, batches, po, [&](size_t bi, model::FloatBuffer& hidden_p) {
     const model::WindowBatch& bt = batches[bi];
     const int64_t batch = bt.batch, len = bt.seq_len, n = bt.rows();

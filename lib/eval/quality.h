@@ -47,6 +47,9 @@ struct QualityOptions {
   uint64_t hidden_memory = 0;
   std::string spill_dir;
   std::function<void(const model::PassProgress&)> pass_progress;
+  // Called as each forward pass begins: "reference" (with --model), then
+  // "packed" (a caller measures them apart).
+  std::function<void(const std::string&)> pass_start;
 };
 
 struct LayerError {

@@ -170,6 +170,17 @@ nlohmann::ordered_json report_to_json(const EvalReport& r) {
                   {"isa", r.machine.isa},
                   {"threads", r.machine.threads},
                   {"peak_rss_bytes", r.machine.peak_rss_bytes}};
+  ojson phases = ojson::array();
+  for (const PhaseUsage& p : r.phases)
+    phases.push_back({{"name", p.name},
+                      {"seconds", p.seconds},
+                      {"cpu_seconds", p.cpu_seconds},
+                      {"read_bytes", p.read_bytes},
+                      {"peak_rss_bytes", p.peak_rss_bytes},
+                      {"peak_is_phase_own", p.peak_is_phase_own},
+                      {"rss_anon_bytes", p.rss_anon_bytes},
+                      {"rss_file_bytes", p.rss_file_bytes}});
+  j["phases"] = phases;
   j["model"] = r.model_path.empty() ? ojson(nullptr) : ojson(r.model_path);
   if (r.comparison_skipped.empty())
     j["comparison"] = {{"status", "done"}, {"reference", r.model_path}};

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/process_usage.h"
 #include "eval/collapse.h"
 #include "eval/latency.h"
 #include "eval/quality.h"
@@ -58,6 +59,9 @@ struct EvalReport {
   CollapseThresholds collapse_thresholds;
   bool byte_level = true;
   std::optional<LatencyResult> latency, baseline_latency;
+  // Wall and CPU seconds, bytes read and memory of each phase (load, quality,
+  // collapse, source check, latency), in the order they ran.
+  std::vector<PhaseUsage> phases;
   double seconds = 0;
 };
 

@@ -1,4 +1,5 @@
 // The terminal rendering of an EvalReport (fixed-width tables).
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 
@@ -131,6 +132,17 @@ std::string report_table(const EvalReport& r) {
       }
       out += "\n";
     }
+  }
+  if (!r.phases.empty()) {
+    add(out, "\n%-18s %9s %9s %10s %10s %10s %10s\n", "phase", "wall s", "CPU s", "read MiB", "peak MiB",
+        "anon MiB", "file MiB");
+    const double mib = 1024.0 * 1024.0;
+    for (const PhaseUsage& p : r.phases)
+      add(out, "%-18s %9.1f %9.1f %10.0f %9.0f%s %10.0f %10.0f\n", p.name.c_str(), p.seconds, p.cpu_seconds,
+          double(p.read_bytes) / mib, double(p.peak_rss_bytes) / mib, p.peak_is_phase_own ? " " : "*",
+          double(p.rss_anon_bytes) / mib, double(p.rss_file_bytes) / mib);
+    if (std::any_of(r.phases.begin(), r.phases.end(), [](const PhaseUsage& p) { return !p.peak_is_phase_own; }))
+      out += "* peak since the process started (the kernel did not allow resetting the mark)\n";
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/hash.h"
 #include "exec/packed_linear.h"
 #include "exec/packed_moe_block.h"
@@ -348,6 +349,13 @@ uint64_t PackedModel::finish_source_verification() {
       refuse_source(manifest_, model_path_, folder_, t.name, "xxh64 " + hash_hex(h), "xxh64 " + hash_hex(*t.full));
   }
   return hashed;
+}
+
+void PackedModel::drop_reference() {
+  reference_ = false;
+  source_hashes_.reset();  // observes the source: goes first
+  reference_model_.reset();
+  return_free_memory_to_os();
 }
 
 PackedMoeBlock& PackedModel::block(int64_t layer) {

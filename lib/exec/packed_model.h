@@ -90,6 +90,10 @@ class PackedModel {
   // far and checks every recorded full hash; throws eq::Error naming the
   // first tensor that differs. Returns the bytes hashed (0 without it).
   uint64_t finish_source_verification();
+  // Unloads the source model (its converted tensors, its mapped checkpoint)
+  // once the comparisons are done; has_reference() is false after it. Call
+  // finish_source_verification() first: the unchecked hashes are dropped too.
+  void drop_reference();
 
  private:
   PackedModel() = default;

@@ -161,6 +161,36 @@ TEST(EvalCli, WritesJsonWithEveryStrategy) {
   EXPECT_NE(ss.str().find("collapse "), std::string::npos);
 }
 
+// Every phase of the run is measured apart, in the order it ran (the
+// reference pass reads the source, the latency sweep only the pack).
+TEST(EvalCli, ReportsEachPhasesTimeReadsAndMemory) {
+  std::ifstream f(cli_report_dir() / "report.json");
+  ASSERT_TRUE(f.good());
+  const nlohmann::json j = nlohmann::json::parse(f);
+  const std::vector<std::string> want = {"load", "quality reference", "quality packed", "collapse", "source check",
+                                         "latency"};
+  ASSERT_EQ(j["phases"].size(), want.size());
+  double seconds = 0;
+  uint64_t peak = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& p = j["phases"][i];
+    EXPECT_EQ(p["name"], want[i]);
+    EXPECT_GE(p["seconds"].get<double>(), 0.0);
+    EXPECT_GE(p["cpu_seconds"].get<double>(), 0.0);
+    EXPECT_TRUE(p["read_bytes"].is_number_unsigned());
+    EXPECT_GT(p["peak_rss_bytes"].get<uint64_t>(), 0u);
+    EXPECT_GE(p["peak_rss_bytes"].get<uint64_t>(), p["rss_anon_bytes"].get<uint64_t>());
+    seconds += p["seconds"].get<double>();
+    peak = std::max(peak, p["peak_rss_bytes"].get<uint64_t>());
+  }
+  EXPECT_LE(seconds, j["seconds"].get<double>());
+  EXPECT_GE(j["machine"]["peak_rss_bytes"].get<uint64_t>(), peak);
+  std::ifstream so(cli_report_dir() / "stdout.txt");
+  std::stringstream ss;
+  ss << so.rdbuf();
+  EXPECT_NE(ss.str().find("quality reference"), std::string::npos);
+}
+
 // `eval --packed OUT` without --model on a pack whose source folder no longer
 // exists: the packed model's own bits per byte, latency, comparisons skipped.
 TEST(EvalCli, PackedAloneReportsItsOwnBitsAndSkipsTheComparison) {

@@ -1,0 +1,74 @@
+#include "core/process_usage.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "core/memory.h"
+
+namespace eq {
+namespace {
+
+// "key: N" (or "key:   N kB" with `kib`) lines of a /proc file; 0 when absent.
+uint64_t proc_field(const char* path, const char* key, bool kib) {
+  std::ifstream in(path);
+  std::string line;
+  const size_t n = std::strlen(key);
+  while (std::getline(in, line)) {
+    if (line.compare(0, n, key) != 0 || line.size() <= n || line[n] != ':') continue;
+    unsigned long long v = 0;
+    if (std::sscanf(line.c_str() + n + 1, "%llu", &v) != 1) return 0;
+    return kib ? v * 1024ULL : v;
+  }
+  return 0;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+ProcessUsage process_usage() {
+  ProcessUsage u;
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) == 0)
+    u.cpu_seconds = double(ru.ru_utime.tv_sec) + double(ru.ru_stime.tv_sec) +
+                    1e-6 * (double(ru.ru_utime.tv_usec) + double(ru.ru_stime.tv_usec));
+  u.read_bytes = proc_field("/proc/self/io", "read_bytes", false);
+  u.peak_rss_bytes = proc_field("/proc/self/status", "VmHWM", true);
+  u.rss_anon_bytes = proc_field("/proc/self/status", "RssAnon", true);
+  u.rss_file_bytes = proc_field("/proc/self/status", "RssFile", true);
+  return u;
+}
+
+void PhaseMeter::start(std::string name) {
+  peak_ = std::max(peak_, process_usage().peak_rss_bytes);
+  name_ = std::move(name);
+  reset_ = reset_peak_rss();
+  t0_ = now_seconds();
+  u0_ = process_usage();
+}
+
+PhaseUsage PhaseMeter::stop() {
+  const ProcessUsage u = process_usage();
+  PhaseUsage p;
+  p.name = name_;
+  p.seconds = now_seconds() - t0_;
+  p.cpu_seconds = u.cpu_seconds - u0_.cpu_seconds;
+  p.read_bytes = u.read_bytes >= u0_.read_bytes ? u.read_bytes - u0_.read_bytes : 0;
+  p.peak_rss_bytes = u.peak_rss_bytes;
+  p.peak_is_phase_own = reset_;
+  p.rss_anon_bytes = u.rss_anon_bytes;
+  p.rss_file_bytes = u.rss_file_bytes;
+  peak_ = std::max(peak_, u.peak_rss_bytes);
+  return p;
+}
+
+uint64_t PhaseMeter::peak_rss_bytes() const { return std::max(peak_, process_usage().peak_rss_bytes); }
+
+}  // namespace eq
