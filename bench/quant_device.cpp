@@ -6,6 +6,7 @@
 // GPU's parts equal the CPU's byte for byte.
 //
 //   bench/quant_device [--rows 768] [--cols 2048] [--formats a,b] [--gpu-matrices 8]
+//                      [--trellis-kernels cluster,global]
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
   CLI::App app("GPU vs CPU quantizer throughput");
   int64_t rows = 768, cols = 2048;
   int gpu_matrices = 8, gpu_threads = 4;
-  std::string formats, sweep;
+  std::string formats, sweep, kernels;
   app.add_option("--rows", rows);
   app.add_option("--cols", cols);
   app.add_option("--formats", formats, "comma-separated (default: every row with a device quantizer)");
@@ -77,6 +78,9 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-threads", gpu_threads);
   app.add_option("--trellis-blocks", sweep,
                  "comma-separated resident block counts to time trellis2 with (EQ_CUDA_TRELLIS_BLOCKS)");
+  app.add_option("--trellis-kernels", kernels,
+                 "comma-separated trellis search kernels (EQ_CUDA_TRELLIS_KERNEL: cluster, global) to time every "
+                 "trellis row of the list with, in the same run");
   CLI11_PARSE(app, argc, argv);
   try {
     require_device(Device::kCuda);
@@ -110,6 +114,26 @@ int main(int argc, char** argv) {
       std::printf("| %s | %.3g | %.3g | %.1fx | %s |\n", std::string(f->name).c_str(), cpu_wps, gpu_wps,
                   gpu_wps / cpu_wps, same(cpu_out[0], gpu_out[0]) ? "yes" : "NO");
       std::fflush(stdout);
+    }
+    if (!kernels.empty()) {
+      std::printf("\nthe trellis rows by search kernel (EQ_CUDA_TRELLIS_KERNEL):\n\n");
+      std::printf("| format | kernel | GPU weights/s | GPU parts equal CPU |\n| --- | --- | ---: | --- |\n");
+      for (const FormatTraits* f : list) {
+        if (!f->slow_quantizer) continue;
+        std::vector<QuantizedMatrix> cpu_out;
+        run(*f, ws, rows, cols, 1, 0, Device::kCpu, &cpu_out);
+        std::stringstream ss(kernels);
+        for (std::string k; std::getline(ss, k, ',');) {
+          setenv("EQ_CUDA_TRELLIS_KERNEL", k.c_str(), 1);
+          std::vector<QuantizedMatrix> gpu_out;
+          run(*f, ws, rows, cols, 1, 0, Device::kCuda, nullptr);  // warm-up
+          const double s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &gpu_out);
+          std::printf("| %s | %s | %.3g | %s |\n", std::string(f->name).c_str(), k.c_str(), per * gpu_matrices / s,
+                      same(cpu_out[0], gpu_out[0]) ? "yes" : "NO");
+          std::fflush(stdout);
+        }
+        unsetenv("EQ_CUDA_TRELLIS_KERNEL");
+      }
     }
     if (!sweep.empty()) {
       const FormatTraits& t2 = format_by_name("trellis2");

@@ -1,13 +1,34 @@
 // The trellis tile search on the GPU: Viterbi::run_tail_biting (L = 16,
-// K = 2, 3, 4) for many 16x16 tiles at once, one thread block per tile at a
-// time (a persistent grid). The step is viterbi_step_generic's: the same
-// strict-less argmin over predecessors (lowest j on ties), the same
-// fmaf(code, fmaf(code, weight, linear), best), the lowest admissible final
-// state on ties; so the states equal the CPU's bit for bit. The rest of the
-// trellis quantizer (rotations, row scales, importance feedback, refit,
-// packing) is quantize_matrix's own, fed by this search.
+// K = 2, 3, 4) for many 16x16 tiles at once (a persistent grid). The step is
+// viterbi_step_generic's: the same strict-less argmin over predecessors
+// (lowest j on ties), the same fmaf(code, fmaf(code, weight, linear), best),
+// the lowest admissible final state on ties; so the states equal the CPU's
+// bit for bit. The rest of the trellis quantizer (rotations, row scales,
+// importance feedback, refit, packing) is quantize_matrix's own, fed by this
+// search.
+//
+// Two kernels. The cluster kernel (the default) keeps a tile's 2^16 state
+// costs on chip: a cluster of two thread blocks holds 128 KB each in shared
+// memory, reached across the pair through distributed shared memory, and each
+// step updates them in place (below). It computes the code values from the
+// state instead of reading the 256 KB table. The global-memory kernel keeps
+// the costs (two 256 KB buffers per block) in device memory and reads the
+// table; it serves any code table and is the baseline of bench/quant_device
+// (EQ_CUDA_TRELLIS_KERNEL=global).
+//
+// In place: the predecessors of states (r << K) | b, b < 2^K, are the states
+// (j << (L - K)) | r, j < 2^K: a butterfly of 2^K inputs and 2^K outputs. At
+// step t the cost of state s is kept at address rotr16(s, t·K mod 16); then
+// output b of a butterfly lands at the address input j = b was read from, so
+// every butterfly writes only what it read, and after the 256 steps of a tile
+// (256·K ≡ 0 mod 16) address and state agree again.
+#include <cooperative_groups.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "quant/cuda/cuda_common.cuh"
@@ -152,6 +173,225 @@ __global__ void __launch_bounds__(kThreads) search_tiles_kernel(const float* cod
   }
 }
 
+// ---- the cluster kernel ----
+
+namespace cg = cooperative_groups;
+
+constexpr int kCluster = 2;                       // thread blocks sharing a tile's costs
+constexpr int kBlockStates = kStates / kCluster;  // costs per block (128 KB)
+constexpr int kClusterThreads = 512;
+
+__device__ inline uint32_t rotr16(uint32_t x, int r) { return ((x >> r) | (x << ((16 - r) & 15))) & 0xffffu; }
+__device__ inline uint32_t rotl16(uint32_t x, int r) { return ((x << r) | (x >> ((16 - r) & 15))) & 0xffffu; }
+
+// The address bits of a butterfly at step t (R = t·K mod 16): its K input
+// bits j occupy positions [b, b + K) mod 16, b = (16 - K - R) mod 16; the
+// other 16 - K (free) positions, in increasing order, take the bits of a
+// butterfly index x. The highest free position then holds x's top bit, the
+// block that owns the butterfly: at a step where address bit 15 is free, all
+// of a butterfly's inputs live in its own block.
+template <int K>
+struct StepLayout {
+  int R, b;
+  __device__ explicit StepLayout(int t) : R((t * K) & 15), b((32 - K - ((t * K) & 15)) & 15) {}
+  __device__ bool wraps() const { return b + K > 16; }
+  // Address bit 15 is one of the input bits: inputs are spread over both blocks.
+  __device__ bool crosses() const { return b + K == 16 || wraps(); }
+  __device__ uint32_t deposit(uint32_t x) const {
+    if (wraps()) return x << (b + K - 16);
+    return (x & ((1u << b) - 1u)) | ((x >> b) << (b + K));
+  }
+  __device__ uint32_t extract(uint32_t a) const {
+    if (wraps()) return a >> (b + K - 16);
+    return (a & ((1u << b) - 1u)) | ((a >> (b + K)) << b);
+  }
+};
+
+template <trellis::Code CODE>
+__device__ inline float code_value(uint32_t s, const int8_t* lut_a, const int8_t* lut_b) {
+  if constexpr (CODE == trellis::Code::k1mad) {
+    const uint32_t x = s * trellis::k1madMul + trellis::k1madAdd;
+    const uint32_t pairs = (x & 0x00FF00FFu) + ((x >> 8) & 0x00FF00FFu);
+    return static_cast<float>(static_cast<int>((pairs & 0xFFFFu) + (pairs >> 16)) - 510);
+  } else {
+    const uint32_t a = (s ^ (s >> 10)) & 63u;
+    const uint32_t bb = (static_cast<uint8_t>(lut_a[a]) ^ (s >> 6)) & 63u;
+    return static_cast<float>(lut_a[a] + lut_b[bb]);
+  }
+}
+
+// The LUT code's two tables, passed by value (128 bytes of kernel parameters).
+struct LutTables {
+  int8_t a[trellis::kLutEntries], b[trellis::kLutEntries];
+};
+
+struct ClusterShared {
+  float tt[kT], tw[kT], rt[kT], rw[kT];
+  uint32_t st[kT];
+  float red_cost[kClusterThreads];
+  uint32_t red_idx[kClusterThreads];
+  float best_cost;
+  uint32_t best_idx;
+  int8_t lut_a[trellis::kLutEntries], lut_b[trellis::kLutEntries];
+};
+
+// The "better" rule of the final-state choice (run_pass's reduction).
+__device__ inline bool better(float c, uint32_t i, float bc, uint32_t bi) {
+  return i != 0xffffffffu && (bi == 0xffffffffu || c < bc || (c == bc && i < bi));
+}
+
+// One Viterbi pass over kT steps by both blocks of the cluster; sh.st gets
+// the states (in both blocks). overlap < 0: free start.
+template <int K, trellis::Code CODE>
+__device__ void run_pass_cluster(cg::cluster_group& cluster, ClusterShared& sh, float* cost, float* remote,
+                                 const float* target, const float* weight, int overlap, uint8_t* planes) {
+  using S = Shape<K>;
+  constexpr int kHalfGroups = S::groups / kCluster;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const uint32_t rank = cluster.block_rank();
+  const float inf = __int_as_float(0x7f800000);
+  for (int i = tid; i < kBlockStates; i += kClusterThreads) {
+    const uint32_t s = (rank << 15) | static_cast<uint32_t>(i);  // step 0: address = state
+    cost[i] = (overlap < 0 || (s & S::overlap_mask) == static_cast<uint32_t>(overlap)) ? 0.0f : inf;
+  }
+  cluster.sync();
+  for (int t = 0; t < kT; ++t) {
+    const StepLayout<K> lay(t);
+    const bool cross = lay.crosses();
+    const float wt = weight[t];
+    const float linear = -2.0f * wt * target[t];
+    uint8_t* step_planes = planes + static_cast<size_t>(S::step_bytes) * t;
+    for (int i = tid; i < kHalfGroups; i += kClusterThreads) {
+      const uint32_t x = (rank << (kL - K - 1)) | static_cast<uint32_t>(i);  // the plane slot of this butterfly
+      const uint32_t a0 = lay.deposit(x);
+      const uint32_t r = rotl16(a0, lay.R);
+      float in[S::fan];
+#pragma unroll
+      for (int j = 0; j < S::fan; ++j) {
+        const uint32_t addr = a0 | rotr16(static_cast<uint32_t>(j) << (kL - K), lay.R);
+        const uint32_t off = addr & (kBlockStates - 1);
+        in[j] = (!cross || (addr >> 15) == rank) ? cost[off] : remote[off];
+      }
+      float best = in[0];
+      uint32_t arg = 0;
+#pragma unroll
+      for (int j = 1; j < S::fan; ++j)
+        if (in[j] < best) {
+          best = in[j];
+          arg = static_cast<uint32_t>(j);
+        }
+#pragma unroll
+      for (int bit = 0; bit < K; ++bit) {
+        const uint32_t word = __ballot_sync(0xffffffffu, (arg >> bit) & 1u);
+        if (lane == 0) reinterpret_cast<uint32_t*>(step_planes + bit * S::plane_bytes)[x >> 5] = word;
+      }
+#pragma unroll
+      for (int j = 0; j < S::fan; ++j) {
+        const float c = code_value<CODE>(((r << K) | static_cast<uint32_t>(j)) & 0xffffu, sh.lut_a, sh.lut_b);
+        const float v = fmaf(c, fmaf(c, wt, linear), best);
+        const uint32_t addr = a0 | rotr16(static_cast<uint32_t>(j) << (kL - K), lay.R);  // input j's
+        const uint32_t off = addr & (kBlockStates - 1);
+        if (!cross || (addr >> 15) == rank) cost[off] = v;
+        else remote[off] = v;
+      }
+    }
+    // A step that reaches into the other block waits for (and is waited on
+    // by) the whole cluster; two steps within blocks only for the block.
+    if (cross || t + 1 == kT || StepLayout<K>(t + 1).crosses()) cluster.sync();
+    else __syncthreads();
+  }
+  // The best admissible final state, the lowest index on ties: each block
+  // over its half, then the two halves.
+  float bc = inf;
+  uint32_t bi = 0xffffffffu;
+  for (int i = tid; i < kBlockStates; i += kClusterThreads) {
+    const uint32_t s = (rank << 15) | static_cast<uint32_t>(i);
+    if (overlap >= 0 && (s & S::overlap_mask) != static_cast<uint32_t>(overlap)) continue;
+    if (better(cost[i], s, bc, bi)) {
+      bc = cost[i];
+      bi = s;
+    }
+  }
+  sh.red_cost[tid] = bc;
+  sh.red_idx[tid] = bi;
+  __syncthreads();
+  for (int half = kClusterThreads / 2; half > 0; half /= 2) {
+    if (tid < half && better(sh.red_cost[tid + half], sh.red_idx[tid + half], sh.red_cost[tid], sh.red_idx[tid])) {
+      sh.red_cost[tid] = sh.red_cost[tid + half];
+      sh.red_idx[tid] = sh.red_idx[tid + half];
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    sh.best_cost = sh.red_cost[0];
+    sh.best_idx = sh.red_idx[0];
+  }
+  cluster.sync();  // both halves' bests and every plane written
+  if (tid == 0) {
+    const ClusterShared* other = cluster.map_shared_rank(&sh, rank ^ 1u);
+    // Block 0's candidate first, as one reduction over all states would see them.
+    float c0 = sh.best_cost, c1 = other->best_cost;
+    uint32_t i0 = sh.best_idx, i1 = other->best_idx;
+    if (rank == 1) {
+      const float tc = c0;
+      c0 = c1;
+      c1 = tc;
+      const uint32_t ti = i0;
+      i0 = i1;
+      i1 = ti;
+    }
+    uint32_t state = better(c1, i1, c0, i0) ? i1 : i0;
+    for (int t = kT - 1; t >= 0; --t) {
+      sh.st[t] = state;
+      const uint32_t group = state >> K;
+      const StepLayout<K> lay(t);
+      const uint32_t x = lay.extract(rotr16(group, lay.R));
+      const uint8_t* p = planes + static_cast<size_t>(S::step_bytes) * t;
+      uint32_t j = 0;
+      for (int bit = 0; bit < K; ++bit) j |= ((p[bit * S::plane_bytes + (x >> 3)] >> (x & 7)) & 1u) << bit;
+      state = group | (j << (kL - K));
+    }
+  }
+  // The planes are read by both blocks before the next pass writes them.
+  cluster.sync();
+}
+
+template <int K, trellis::Code CODE>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThreads)
+    search_tiles_cluster_kernel(int64_t count, const float* target, const float* weight, uint16_t* states_out,
+                                uint8_t* plane_scratch, LutTables luts) {
+  extern __shared__ float cost[];  // kBlockStates
+  __shared__ ClusterShared sh;
+  cg::cluster_group cluster = cg::this_cluster();
+  const uint32_t rank = cluster.block_rank();
+  float* remote = cluster.map_shared_rank(cost, rank ^ 1u);
+  const int64_t cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
+  uint8_t* planes = plane_scratch + static_cast<size_t>(cluster_id) * Shape<K>::step_bytes * kT;
+  const int tid = threadIdx.x;
+  if (tid < trellis::kLutEntries) {
+    sh.lut_a[tid] = luts.a[tid];
+    sh.lut_b[tid] = luts.b[tid];
+  }
+  for (int64_t tile = cluster_id; tile < count; tile += clusters) {
+    constexpr int half = kT / 2;
+    for (int i = tid; i < kT; i += kClusterThreads) {
+      sh.tt[i] = target[tile * kT + i];
+      sh.tw[i] = weight[tile * kT + i];
+      const int src = ((i - half) % kT + kT) % kT;  // rolled[half] = original[0]
+      sh.rt[i] = target[tile * kT + src];
+      sh.rw[i] = weight[tile * kT + src];
+    }
+    __syncthreads();
+    run_pass_cluster<K, CODE>(cluster, sh, cost, remote, sh.rt, sh.rw, -1, planes);
+    const int overlap = static_cast<int>(sh.st[half] >> K);
+    run_pass_cluster<K, CODE>(cluster, sh, cost, remote, sh.tt, sh.tw, overlap, planes);
+    if (rank == 0)
+      for (int i = tid; i < kT; i += kClusterThreads) states_out[tile * kT + i] = static_cast<uint16_t>(sh.st[i]);
+    __syncthreads();
+  }
+  cluster.sync();  // neither block leaves while the other may read its shared memory
+}
+
 // The code tables on the GPU, uploaded once per table (they are static arrays).
 const float* device_codes(const float* host) {
   static std::mutex mu;
@@ -168,7 +408,7 @@ const float* device_codes(const float* host) {
 }
 
 template <int K>
-void launch(const float* codes, int64_t count, const float* target, const float* weight, uint16_t* states) {
+void launch_global(const float* codes, int64_t count, const float* target, const float* weight, uint16_t* states) {
   int dev = 0, sms = 0;
   check(cudaGetDevice(&dev), "device");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
@@ -186,6 +426,44 @@ void launch(const float* codes, int64_t count, const float* target, const float*
       device_codes(codes), count, dt.get(), dw.get(), ds.get(), cost.get(), planes.get());
   check_launch("trellis Viterbi kernel");
   ds.download(states);
+}
+
+template <int K, trellis::Code CODE>
+void launch_cluster(int64_t count, const float* target, const float* weight, uint16_t* states) {
+  int dev = 0, sms = 0;
+  check(cudaGetDevice(&dev), "device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
+  constexpr size_t kDynamic = kBlockStates * sizeof(float);
+  static std::once_flag attribute_set;  // per template instance
+  std::call_once(attribute_set, [] {
+    check(cudaFuncSetAttribute(search_tiles_cluster_kernel<K, CODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kDynamic)),
+          "trellis cluster kernel shared memory");
+  });
+  // One cluster (two blocks, one an SM) per pair of SMs.
+  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(count, sms / kCluster));
+  DeviceBuffer<float> dt(target, static_cast<size_t>(count * kT)), dw(weight, static_cast<size_t>(count * kT));
+  DeviceBuffer<uint16_t> ds(static_cast<size_t>(count * kT));
+  DeviceBuffer<uint8_t> planes(static_cast<size_t>(clusters) * Shape<K>::step_bytes * kT);
+  LutTables luts;
+  std::memcpy(luts.a, trellis::kLutA, sizeof luts.a);
+  std::memcpy(luts.b, trellis::kLutB, sizeof luts.b);
+  search_tiles_cluster_kernel<K, CODE>
+      <<<static_cast<unsigned>(clusters * kCluster), kClusterThreads, kDynamic, cudaStreamPerThread>>>(
+          count, dt.get(), dw.get(), ds.get(), planes.get(), luts);
+  check_launch("trellis Viterbi cluster kernel");
+  ds.download(states);
+}
+
+template <int K>
+void launch(const float* codes, int64_t count, const float* target, const float* weight, uint16_t* states) {
+  const char* env = std::getenv("EQ_CUDA_TRELLIS_KERNEL");
+  const bool global = env && std::string(env) == "global";
+  if (!global && codes == trellis::code_table(trellis::Code::k1mad))
+    return launch_cluster<K, trellis::Code::k1mad>(count, target, weight, states);
+  if (!global && codes == trellis::code_table(trellis::Code::kLut))
+    return launch_cluster<K, trellis::Code::kLut>(count, target, weight, states);
+  launch_global<K>(codes, count, target, weight, states);
 }
 
 }  // namespace
