@@ -210,9 +210,9 @@ struct StepLayout {
 template <trellis::Code CODE>
 __device__ inline float code_value(uint32_t s, const int8_t* lut_a, const int8_t* lut_b) {
   if constexpr (CODE == trellis::Code::k1mad) {
+    // The sum of x's four bytes (code_1mad's pairwise sums), one dp4a.
     const uint32_t x = s * trellis::k1madMul + trellis::k1madAdd;
-    const uint32_t pairs = (x & 0x00FF00FFu) + ((x >> 8) & 0x00FF00FFu);
-    return static_cast<float>(static_cast<int>((pairs & 0xFFFFu) + (pairs >> 16)) - 510);
+    return static_cast<float>(static_cast<int>(__dp4a(x, 0x01010101u, 0u)) - 510);
   } else {
     const uint32_t a = (s ^ (s >> 10)) & 63u;
     const uint32_t bb = (static_cast<uint8_t>(lut_a[a]) ^ (s >> 6)) & 63u;
@@ -240,14 +240,62 @@ __device__ inline bool better(float c, uint32_t i, float bc, uint32_t bi) {
   return i != 0xffffffffu && (bi == 0xffffffffu || c < bc || (c == bc && i < bi));
 }
 
+// One step of this block's butterflies (lay: the step's address layout;
+// CROSS: some inputs live in the other block).
+template <int K, trellis::Code CODE, bool CROSS>
+__device__ inline void step_butterflies(const StepLayout<K>& lay, uint32_t rank, float wt, float linear,
+                                        uint8_t* step_planes, float* cost, float* remote, const ClusterShared& sh) {
+  using S = Shape<K>;
+  constexpr int kHalfGroups = S::groups / kCluster;
+  const int tid = threadIdx.x, lane = tid & 31;
+  uint32_t input_bits[S::fan];  // address bits of input j, the same for every butterfly of the step
+#pragma unroll
+  for (int j = 0; j < S::fan; ++j) input_bits[j] = rotr16(static_cast<uint32_t>(j) << (kL - K), lay.R);
+  for (int i = tid; i < kHalfGroups; i += kClusterThreads) {
+    const uint32_t x = (rank << (kL - K - 1)) | static_cast<uint32_t>(i);  // the plane slot of this butterfly
+    const uint32_t a0 = lay.deposit(x);
+    const uint32_t r = rotl16(a0, lay.R);
+    float in[S::fan];
+#pragma unroll
+    for (int j = 0; j < S::fan; ++j) {
+      const uint32_t addr = a0 | input_bits[j];
+      const uint32_t off = addr & (kBlockStates - 1);
+      in[j] = (!CROSS || (addr >> 15) == rank) ? cost[off] : remote[off];
+    }
+    float best = in[0];
+    uint32_t arg = 0;
+#pragma unroll
+    for (int j = 1; j < S::fan; ++j)
+      if (in[j] < best) {
+        best = in[j];
+        arg = static_cast<uint32_t>(j);
+      }
+#pragma unroll
+    for (int bit = 0; bit < K; ++bit) {
+      const uint32_t word = __ballot_sync(0xffffffffu, (arg >> bit) & 1u);
+      if (lane == 0) reinterpret_cast<uint32_t*>(step_planes + bit * S::plane_bytes)[x >> 5] = word;
+    }
+    // Output j (state (r << K) | j) goes where input j was read.
+    const uint32_t out0 = r << K;
+#pragma unroll
+    for (int j = 0; j < S::fan; ++j) {
+      const float c = code_value<CODE>(out0 | static_cast<uint32_t>(j), sh.lut_a, sh.lut_b);
+      const float v = fmaf(c, fmaf(c, wt, linear), best);
+      const uint32_t addr = a0 | input_bits[j];
+      const uint32_t off = addr & (kBlockStates - 1);
+      if (!CROSS || (addr >> 15) == rank) cost[off] = v;
+      else remote[off] = v;
+    }
+  }
+}
+
 // One Viterbi pass over kT steps by both blocks of the cluster; sh.st gets
 // the states (in both blocks). overlap < 0: free start.
 template <int K, trellis::Code CODE>
 __device__ void run_pass_cluster(cg::cluster_group& cluster, ClusterShared& sh, float* cost, float* remote,
                                  const float* target, const float* weight, int overlap, uint8_t* planes) {
   using S = Shape<K>;
-  constexpr int kHalfGroups = S::groups / kCluster;
-  const int tid = threadIdx.x, lane = tid & 31;
+  const int tid = threadIdx.x;
   const uint32_t rank = cluster.block_rank();
   const float inf = __int_as_float(0x7f800000);
   for (int i = tid; i < kBlockStates; i += kClusterThreads) {
@@ -261,40 +309,8 @@ __device__ void run_pass_cluster(cg::cluster_group& cluster, ClusterShared& sh, 
     const float wt = weight[t];
     const float linear = -2.0f * wt * target[t];
     uint8_t* step_planes = planes + static_cast<size_t>(S::step_bytes) * t;
-    for (int i = tid; i < kHalfGroups; i += kClusterThreads) {
-      const uint32_t x = (rank << (kL - K - 1)) | static_cast<uint32_t>(i);  // the plane slot of this butterfly
-      const uint32_t a0 = lay.deposit(x);
-      const uint32_t r = rotl16(a0, lay.R);
-      float in[S::fan];
-#pragma unroll
-      for (int j = 0; j < S::fan; ++j) {
-        const uint32_t addr = a0 | rotr16(static_cast<uint32_t>(j) << (kL - K), lay.R);
-        const uint32_t off = addr & (kBlockStates - 1);
-        in[j] = (!cross || (addr >> 15) == rank) ? cost[off] : remote[off];
-      }
-      float best = in[0];
-      uint32_t arg = 0;
-#pragma unroll
-      for (int j = 1; j < S::fan; ++j)
-        if (in[j] < best) {
-          best = in[j];
-          arg = static_cast<uint32_t>(j);
-        }
-#pragma unroll
-      for (int bit = 0; bit < K; ++bit) {
-        const uint32_t word = __ballot_sync(0xffffffffu, (arg >> bit) & 1u);
-        if (lane == 0) reinterpret_cast<uint32_t*>(step_planes + bit * S::plane_bytes)[x >> 5] = word;
-      }
-#pragma unroll
-      for (int j = 0; j < S::fan; ++j) {
-        const float c = code_value<CODE>(((r << K) | static_cast<uint32_t>(j)) & 0xffffu, sh.lut_a, sh.lut_b);
-        const float v = fmaf(c, fmaf(c, wt, linear), best);
-        const uint32_t addr = a0 | rotr16(static_cast<uint32_t>(j) << (kL - K), lay.R);  // input j's
-        const uint32_t off = addr & (kBlockStates - 1);
-        if (!cross || (addr >> 15) == rank) cost[off] = v;
-        else remote[off] = v;
-      }
-    }
+    if (cross) step_butterflies<K, CODE, true>(lay, rank, wt, linear, step_planes, cost, remote, sh);
+    else step_butterflies<K, CODE, false>(lay, rank, wt, linear, step_planes, cost, remote, sh);
     // A step that reaches into the other block waits for (and is waited on
     // by) the whole cluster; two steps within blocks only for the block.
     if (cross || t + 1 == kT || StepLayout<K>(t + 1).crosses()) cluster.sync();
