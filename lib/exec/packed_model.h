@@ -94,6 +94,11 @@ class PackedModel {
   // once the comparisons are done; has_reference() is false after it. Call
   // finish_source_verification() first: the unchecked hashes are dropped too.
   void drop_reference();
+  // Lets the OS drop the mapped pages of MoE layer `layer`'s stored tensors
+  // (they stay in the page cache while memory allows): a layer-major pass of
+  // either model calls it as it leaves the layer, so the pack's pages do not
+  // pile up in the resident set over the pass.
+  void release_layer_pages(int64_t layer) const;
 
  private:
   PackedModel() = default;
@@ -107,6 +112,7 @@ class PackedModel {
   std::unique_ptr<io::HashesAsRead> source_hashes_;
   std::vector<PackedLayer> layers_;
   std::vector<PackedMoeBlock*> blocks_;  // by model layer; owned by model_
+  std::vector<std::vector<std::string>> layer_tensors_;  // by model layer: its tensors in the folder
   std::shared_ptr<const Dispatch> dispatch_;
   bool reference_ = false;
   LoadStats stats_;

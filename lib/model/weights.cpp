@@ -57,17 +57,27 @@ void WeightStore::hold_layer(int64_t layer) const {
 }
 
 void WeightStore::release_layer(int64_t layer) const {
+  std::function<void(int64_t)> hook;
+  bool keep_all = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string prefix = "model.layers." + std::to_string(layer) + ".";
     if (held_prefix_ == prefix) held_prefix_.clear();
-    if (cache_experts_) return;  // asked to keep every tensor
-    for (auto it = cached_.lower_bound(prefix); it != cached_.end() && it->first.starts_with(prefix);)
-      it = cached_.erase(it);
+    keep_all = cache_experts_;  // asked to keep every tensor
+    if (!keep_all)
+      for (auto it = cached_.lower_bound(prefix); it != cached_.end() && it->first.starts_with(prefix);)
+        it = cached_.erase(it);
+    hook = release_hook_;
   }
   // The layer's float32 weights were freed into the heap's arenas: hand them
   // back, or the next layers' allocations fragment them and the RSS grows.
-  return_free_memory_to_os();
+  if (!keep_all) return_free_memory_to_os();
+  if (hook) hook(layer);
+}
+
+void WeightStore::set_release_hook(std::function<void(int64_t)> hook) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_hook_ = std::move(hook);
 }
 
 void WeightStore::set_read_hook(std::function<void(const std::string&)> hook) const {

@@ -74,6 +74,10 @@ class WeightStore {
   // Called with the name (or get_or_make key) of each tensor converted, as it
   // is converted (tests count checkpoint reads); null for none.
   void set_read_hook(std::function<void(const std::string&)> hook) const;
+  // Called with the layer at the end of each release_layer (a pass has left
+  // it): the owner of other memory of that layer (a packed model's mapped
+  // experts) lets it go too. Null for none.
+  void set_release_hook(std::function<void(int64_t)> hook) const;
 
  private:
   const io::SourceTensors& src_;
@@ -83,6 +87,7 @@ class WeightStore {
   mutable std::map<std::string, Tensor32Ptr> cached_;
   mutable std::string held_prefix_;  // "model.layers.<l>." of the held layer; "" = none
   mutable std::function<void(const std::string&)> read_hook_;
+  mutable std::function<void(int64_t)> release_hook_;
   bool keep(const std::string& name, bool expert) const;  // with mu_ held
 };
 

@@ -4,13 +4,18 @@
 // one byte).
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "eval/perplexity.h"
 #include "eval/quality.h"
 #include "exec/packed_fixture.h"
 #include "exec/packed_model.h"
 #include "model/forward.h"
+#include "pack/manifest.h"
 #include "test_support.h"
 
 namespace eq::eval {
@@ -39,6 +44,57 @@ void expect_same(const QualityResult& a, const QualityResult& b, const std::stri
     EXPECT_TRUE(same_bits(a.layers[l].cosine_mean, b.layers[l].cosine_mean)) << what << " layer " << l;
     EXPECT_TRUE(same_bits(a.layers[l].cosine_min, b.layers[l].cosine_min)) << what << " layer " << l;
   }
+}
+
+// Resident bytes of the process's mappings of files under `folder` (/proc/self/smaps).
+uint64_t mapped_rss_under(const std::string& folder) {
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  uint64_t kb = 0;
+  while (std::getline(in, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < 17) {
+      inside = line.find(folder) != std::string::npos;
+      continue;
+    }
+    unsigned long long v = 0;
+    if (inside && std::sscanf(line.c_str(), "Rss: %llu kB", &v) == 1) kb += v;
+  }
+  return kb * 1024;
+}
+
+// A layer-major pass lets each layer's mapped experts go as it leaves the
+// layer (PackedModel::release_layer_pages); a window-major pass keeps every
+// page it touched mapped.
+TEST(PassOrder, LayerPassLeavesThePacksPagesUnmapped) {
+  const std::string folder = std::filesystem::canonical(test::mixed_pack()).string();
+  std::vector<LabeledTokens> texts{{"prose", test::corpus_tokens("prose", 300)}};
+  const auto resident_after = [&](model::PassOrder order) {
+    auto pm = exec::PackedModel::open(folder, test::open_options(false));
+    QualityOptions o;
+    o.ctx = 64;
+    o.pass_order = order;
+    compare_quality(*pm, texts, o);
+    return mapped_rss_under(folder);
+  };
+  const uint64_t window = resident_after(model::PassOrder::kWindow);
+  const uint64_t layer = resident_after(model::PassOrder::kLayer);
+  // What may stay: the tensors of no layer (embeddings, final norm, head) and
+  // the partly used pages at the two ends of each layer tensor.
+  uint64_t expert_bytes = 0, outside_layers = 0, layer_tensors = 0;
+  for (const auto& t : pack::load_manifest(folder).tensors) {
+    if (t.kind == "group_part") expert_bytes += t.bytes;
+    if (t.layer < 0) outside_layers += t.bytes;
+    else ++layer_tensors;
+  }
+  std::printf("pack pages mapped after the pass: window order %llu, layer order %llu; expert bytes %llu, "
+              "outside layers %llu, %llu layer tensors\n",
+              static_cast<unsigned long long>(window), static_cast<unsigned long long>(layer),
+              static_cast<unsigned long long>(expert_bytes), static_cast<unsigned long long>(outside_layers),
+              static_cast<unsigned long long>(layer_tensors));
+  EXPECT_GT(window, expert_bytes / 2);
+  EXPECT_LE(layer, outside_layers + layer_tensors * 2 * 4096 + 4096);
+  EXPECT_LT(layer + expert_bytes / 2, window);
 }
 
 TEST(PassOrder, QualityIdenticalInBothOrders) {
