@@ -6,7 +6,7 @@
 // GPU's parts equal the CPU's byte for byte.
 //
 //   bench/quant_device [--rows 768] [--cols 2048] [--formats a,b] [--gpu-matrices 8]
-//                      [--trellis-kernels cluster,global]
+//                      [--trellis-kernels cluster,global] [--importance]
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -36,13 +36,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // at a time from this thread, each spreading over the pool itself (the CPU
 // trellis quantizer). Returns seconds.
 double run(const FormatTraits& f, const std::vector<std::vector<float>>& ws, int64_t rows, int64_t cols, int count,
-           int threads, Device device, std::vector<QuantizedMatrix>* first) {
+           int threads, Device device, std::vector<QuantizedMatrix>* first, const float* importance = nullptr) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<QuantizedMatrix> out(static_cast<size_t>(count));
   auto one = [&](int i) {
     QuantizeOptions o;
     o.seed = 99 + static_cast<uint64_t>(i);
     o.device = device;
+    o.importance = importance;
     out[static_cast<size_t>(i)] = f.quantize(ws[static_cast<size_t>(i) % ws.size()].data(), rows, cols, o);
   };
   if (threads == 0) {
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--trellis-kernels", kernels,
                  "comma-separated trellis search kernels (EQ_CUDA_TRELLIS_KERNEL: cluster, global) to time every "
                  "trellis row of the list with, in the same run");
+  bool with_importance = false;
+  app.add_flag("--importance", with_importance,
+               "Quantize with a random per-column importance (as pack does with a profile: the trellis rows then "
+               "search column by column with error feedback)");
   CLI11_PARSE(app, argc, argv);
   try {
     require_device(Device::kCuda);
@@ -90,6 +95,10 @@ int main(int argc, char** argv) {
     std::normal_distribution<float> normal(0.0f, 0.02f);
     for (auto& w : ws)
       for (float& x : w) x = normal(rng);
+    std::vector<float> importance_values(static_cast<size_t>(cols));
+    std::uniform_real_distribution<float> uniform(0.1f, 2.0f);
+    for (float& x : importance_values) x = uniform(rng);
+    const float* importance = with_importance ? importance_values.data() : nullptr;
     std::vector<const FormatTraits*> list;
     if (formats.empty()) {
       for (const FormatTraits& f : all_formats())
@@ -98,8 +107,9 @@ int main(int argc, char** argv) {
       std::stringstream ss(formats);
       for (std::string name; std::getline(ss, name, ',');) list.push_back(&format_by_name(name));
     }
-    std::printf("matrix [%lld, %lld] float32, CPU: %d threads, GPU: %d matrices on %d host threads\n\n",
-                static_cast<long long>(rows), static_cast<long long>(cols), cores, gpu_matrices, gpu_threads);
+    std::printf("matrix [%lld, %lld] float32%s, CPU: %d threads, GPU: %d matrices on %d host threads\n\n",
+                static_cast<long long>(rows), static_cast<long long>(cols), importance ? ", with importance" : "",
+                cores, gpu_matrices, gpu_threads);
     std::printf("| format | CPU weights/s | GPU weights/s | GPU / CPU | GPU parts equal CPU |\n| --- | ---: | ---: | ---: | --- |\n");
     const double per = static_cast<double>(rows * cols);
     for (const FormatTraits* f : list) {
@@ -107,9 +117,9 @@ int main(int argc, char** argv) {
       const int cpu_count = f->slow_quantizer ? 1 : cores;
       const int cpu_threads = f->slow_quantizer ? 0 : cores;
       std::vector<QuantizedMatrix> cpu_out, gpu_out;
-      const double cpu_s = run(*f, ws, rows, cols, cpu_count, cpu_threads, Device::kCpu, &cpu_out);
-      run(*f, ws, rows, cols, 1, 0, Device::kCuda, nullptr);  // warm-up: context, code tables, pools
-      const double gpu_s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &gpu_out);
+      const double cpu_s = run(*f, ws, rows, cols, cpu_count, cpu_threads, Device::kCpu, &cpu_out, importance);
+      run(*f, ws, rows, cols, 1, 0, Device::kCuda, nullptr, importance);  // warm-up: context, code tables, pools
+      const double gpu_s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &gpu_out, importance);
       const double cpu_wps = per * cpu_count / cpu_s, gpu_wps = per * gpu_matrices / gpu_s;
       std::printf("| %s | %.3g | %.3g | %.1fx | %s |\n", std::string(f->name).c_str(), cpu_wps, gpu_wps,
                   gpu_wps / cpu_wps, same(cpu_out[0], gpu_out[0]) ? "yes" : "NO");
@@ -121,13 +131,13 @@ int main(int argc, char** argv) {
       for (const FormatTraits* f : list) {
         if (!f->slow_quantizer) continue;
         std::vector<QuantizedMatrix> cpu_out;
-        run(*f, ws, rows, cols, 1, 0, Device::kCpu, &cpu_out);
+        run(*f, ws, rows, cols, 1, 0, Device::kCpu, &cpu_out, importance);
         std::stringstream ss(kernels);
         for (std::string k; std::getline(ss, k, ',');) {
           setenv("EQ_CUDA_TRELLIS_KERNEL", k.c_str(), 1);
           std::vector<QuantizedMatrix> gpu_out;
-          run(*f, ws, rows, cols, 1, 0, Device::kCuda, nullptr);  // warm-up
-          const double s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &gpu_out);
+          run(*f, ws, rows, cols, 1, 0, Device::kCuda, nullptr, importance);  // warm-up
+          const double s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &gpu_out, importance);
           std::printf("| %s | %s | %.3g | %s |\n", std::string(f->name).c_str(), k.c_str(), per * gpu_matrices / s,
                       same(cpu_out[0], gpu_out[0]) ? "yes" : "NO");
           std::fflush(stdout);
