@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/numeric.h"
+#include "quant/affine_group_ops.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/gemv.h"
 #include "quant/int8_panels.h"
@@ -60,39 +61,9 @@ struct Scored {
   float scale = 0.0f, bias = 0.0f, err = INFINITY;
 };
 
-// Codes for (scale, bias) and their weighted error, as decoded: q * scale + bias.
-float assign_codes(const float* w, const float* h, int n, int nmax, float scale, float bias, uint8_t* codes) {
-  float err = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    int q = 0;
-    if (scale > 0.0f) q = std::clamp(static_cast<int>(std::nearbyint((w[i] - bias) / scale)), 0, nmax);
-    codes[i] = static_cast<uint8_t>(q);
-    const float d = static_cast<float>(q) * scale + bias - w[i];
-    err += h[i] * d * d;
-  }
-  return err;
-}
-
-// Weighted least squares of w ~ scale * q + bias for fixed codes; false when
-// the codes do not determine both (all equal).
-bool fit(const float* w, const float* h, int n, const uint8_t* codes, float* scale, float* bias) {
-  double a = 0, b = 0, c = 0, d = 0, e = 0;
-  for (int i = 0; i < n; ++i) {
-    const double q = codes[i], hw = h[i];
-    a += hw * q * q;
-    b += hw * q;
-    c += hw;
-    d += hw * q * w[i];
-    e += hw * w[i];
-  }
-  const double det = a * c - b * b;
-  if (!(det > 1e-12 * a * c)) return false;
-  const double s = (c * d - b * e) / det;
-  if (!(s > 0.0)) return false;
-  *scale = static_cast<float>(s);
-  *bias = static_cast<float>((a * e - b * d) / det);
-  return true;
-}
+using affine_ops::assign_codes;
+using affine_ops::clamp_code;
+using affine_ops::fit;
 
 }  // namespace
 
@@ -139,12 +110,12 @@ AffineGroup search_affine_group(const float* w, const float* h, int n, int bits,
       if (!(iscale > 0.0f)) continue;
       float s, b;
       for (int j = 0; j < n; ++j)
-        trial[j] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(iscale * (w[j] - lo))), 0, nmax));
+        trial[j] = static_cast<uint8_t>(clamp_code(static_cast<int>(std::nearbyint(iscale * (w[j] - lo))), nmax));
       if (fit(w, h, n, trial.data(), &s, &b)) score(s, b);
       if (!both_ends) continue;
       for (int j = 0; j < n; ++j)
         trial[j] = static_cast<uint8_t>(
-            std::clamp(nmax - static_cast<int>(std::nearbyint(iscale * (hi - w[j]))), 0, nmax));
+            clamp_code(nmax - static_cast<int>(std::nearbyint(iscale * (hi - w[j]))), nmax));
       if (fit(w, h, n, trial.data(), &s, &b)) score(s, b);
     }
   };

@@ -1,7 +1,9 @@
 // intB_gG on the GPU: one thread per (group, output row), each running
-// affine.cpp's search_affine_group op for op (same float and double
+// affine.cpp's search_affine_group op for op (its steps from one source,
+// affine_group_ops.h) (same float and double
 // operations in the same order, -fmad=false), so scales, biases and codes
 // equal the CPU's bit for bit.
+#include "quant/affine_group_ops.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/quantize_common.h"
@@ -17,39 +19,9 @@ __device__ float to_f16(float v) {
   return f16_to_f32_device(f32_to_f16_device(c));
 }
 
-__device__ int clamp_code(int q, int nmax) { return q < 0 ? 0 : (nmax < q ? nmax : q); }
-
-__device__ float assign_codes(const float* w, const float* h, int n, int nmax, float scale, float bias,
-                              uint8_t* codes) {
-  float err = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    int q = 0;
-    if (scale > 0.0f) q = clamp_code(static_cast<int>(nearbyintf((w[i] - bias) / scale)), nmax);
-    codes[i] = static_cast<uint8_t>(q);
-    const float d = static_cast<float>(q) * scale + bias - w[i];
-    err += h[i] * d * d;
-  }
-  return err;
-}
-
-__device__ bool fit(const float* w, const float* h, int n, const uint8_t* codes, float* scale, float* bias) {
-  double a = 0, b = 0, c = 0, d = 0, e = 0;
-  for (int i = 0; i < n; ++i) {
-    const double q = codes[i], hw = h[i];
-    a += hw * q * q;
-    b += hw * q;
-    c += hw;
-    d += hw * q * w[i];
-    e += hw * w[i];
-  }
-  const double det = a * c - b * b;
-  if (!(det > 1e-12 * a * c)) return false;
-  const double s = (c * d - b * e) / det;
-  if (!(s > 0.0)) return false;
-  *scale = static_cast<float>(s);
-  *bias = static_cast<float>((a * e - b * d) / det);
-  return true;
-}
+using affine_ops::assign_codes;
+using affine_ops::clamp_code;
+using affine_ops::fit;
 
 struct Search {
   const float* w;
