@@ -20,10 +20,7 @@ void return_free_memory_to_os() {
 #endif
 }
 
-namespace {
-
-// Reads a "Key:   N kB" line of /proc/self/status.
-uint64_t status_field_bytes(const char* key) {
+uint64_t proc_status_bytes(const char* key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   const size_t key_len = std::strlen(key);
@@ -36,10 +33,8 @@ uint64_t status_field_bytes(const char* key) {
   return 0;
 }
 
-}  // namespace
-
-uint64_t peak_rss_bytes() { return status_field_bytes("VmHWM"); }
-uint64_t current_rss_bytes() { return status_field_bytes("VmRSS"); }
+uint64_t peak_rss_bytes() { return proc_status_bytes("VmHWM"); }
+uint64_t current_rss_bytes() { return proc_status_bytes("VmRSS"); }
 
 bool reset_peak_rss() {
   std::FILE* f = std::fopen("/proc/self/clear_refs", "w");

@@ -15,6 +15,9 @@ namespace eq {
 // weights every few layers (docs/design.md, "Layer-major passes").
 void return_free_memory_to_os();
 
+// A "Key:   N kB" field of /proc/self/status (VmHWM, VmRSS, RssAnon, ...)
+// in bytes; 0 when unavailable.
+uint64_t proc_status_bytes(const char* key);
 // Peak resident set size (VmHWM) in bytes; 0 when unavailable.
 uint64_t peak_rss_bytes();
 // Current resident set size (VmRSS) in bytes; 0 when unavailable.

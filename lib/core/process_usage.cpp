@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 
 #include "core/memory.h"
@@ -13,17 +12,13 @@
 namespace eq {
 namespace {
 
-// "key: N" (or "key:   N kB" with `kib`) lines of a /proc file; 0 when absent.
-uint64_t proc_field(const char* path, const char* key, bool kib) {
-  std::ifstream in(path);
+// The "read_bytes: N" line of /proc/self/io; 0 when absent.
+uint64_t io_read_bytes() {
+  std::ifstream in("/proc/self/io");
   std::string line;
-  const size_t n = std::strlen(key);
-  while (std::getline(in, line)) {
-    if (line.compare(0, n, key) != 0 || line.size() <= n || line[n] != ':') continue;
-    unsigned long long v = 0;
-    if (std::sscanf(line.c_str() + n + 1, "%llu", &v) != 1) return 0;
-    return kib ? v * 1024ULL : v;
-  }
+  unsigned long long v = 0;
+  while (std::getline(in, line))
+    if (std::sscanf(line.c_str(), "read_bytes: %llu", &v) == 1) return v;
   return 0;
 }
 
@@ -39,10 +34,10 @@ ProcessUsage process_usage() {
   if (getrusage(RUSAGE_SELF, &ru) == 0)
     u.cpu_seconds = double(ru.ru_utime.tv_sec) + double(ru.ru_stime.tv_sec) +
                     1e-6 * (double(ru.ru_utime.tv_usec) + double(ru.ru_stime.tv_usec));
-  u.read_bytes = proc_field("/proc/self/io", "read_bytes", false);
-  u.peak_rss_bytes = proc_field("/proc/self/status", "VmHWM", true);
-  u.rss_anon_bytes = proc_field("/proc/self/status", "RssAnon", true);
-  u.rss_file_bytes = proc_field("/proc/self/status", "RssFile", true);
+  u.read_bytes = io_read_bytes();
+  u.peak_rss_bytes = proc_status_bytes("VmHWM");
+  u.rss_anon_bytes = proc_status_bytes("RssAnon");
+  u.rss_file_bytes = proc_status_bytes("RssFile");
   return u;
 }
 
