@@ -209,14 +209,18 @@ struct StepLayout {
 
 template <trellis::Code CODE>
 __device__ inline float code_value(uint32_t s, const int8_t* lut_a, const int8_t* lut_b) {
+  // Integers to float without a conversion instruction (a quarter-rate one):
+  // the bits of 2^23 + n (or 2^23 + 2^22 + n) are those of a float whose
+  // value is exactly that, and subtracting the constant back is exact, so the
+  // value equals static_cast<float>(y) for the |y| < 2^22 of both codes.
   if constexpr (CODE == trellis::Code::k1mad) {
-    // The sum of x's four bytes (code_1mad's pairwise sums), one dp4a.
+    // The sum of x's four bytes (code_1mad's pairwise sums), one dp4a, added to 2^23's bits.
     const uint32_t x = s * trellis::k1madMul + trellis::k1madAdd;
-    return static_cast<float>(static_cast<int>(__dp4a(x, 0x01010101u, 0u)) - 510);
+    return __uint_as_float(__dp4a(x, 0x01010101u, 0x4B000000u)) - (8388608.0f + 510.0f);
   } else {
     const uint32_t a = (s ^ (s >> 10)) & 63u;
     const uint32_t bb = (static_cast<uint8_t>(lut_a[a]) ^ (s >> 6)) & 63u;
-    return static_cast<float>(lut_a[a] + lut_b[bb]);
+    return __int_as_float(0x4B400000 + lut_a[a] + lut_b[bb]) - 12582912.0f;
   }
 }
 
@@ -256,11 +260,12 @@ __device__ inline void step_butterflies(const StepLayout<K>& lay, uint32_t rank,
     const uint32_t a0 = lay.deposit(x);
     const uint32_t r = rotl16(a0, lay.R);
     float in[S::fan];
+    uint32_t addr[S::fan];
 #pragma unroll
     for (int j = 0; j < S::fan; ++j) {
-      const uint32_t addr = a0 | input_bits[j];
-      const uint32_t off = addr & (kBlockStates - 1);
-      in[j] = (!CROSS || (addr >> 15) == rank) ? cost[off] : remote[off];
+      addr[j] = a0 | input_bits[j];
+      const uint32_t off = addr[j] & (kBlockStates - 1);
+      in[j] = (!CROSS || (addr[j] >> 15) == rank) ? cost[off] : remote[off];
     }
     float best = in[0];
     uint32_t arg = 0;
@@ -281,9 +286,8 @@ __device__ inline void step_butterflies(const StepLayout<K>& lay, uint32_t rank,
     for (int j = 0; j < S::fan; ++j) {
       const float c = code_value<CODE>(out0 | static_cast<uint32_t>(j), sh.lut_a, sh.lut_b);
       const float v = fmaf(c, fmaf(c, wt, linear), best);
-      const uint32_t addr = a0 | input_bits[j];
-      const uint32_t off = addr & (kBlockStates - 1);
-      if (!CROSS || (addr >> 15) == rank) cost[off] = v;
+      const uint32_t off = addr[j] & (kBlockStates - 1);
+      if (!CROSS || (addr[j] >> 15) == rank) cost[off] = v;
       else remote[off] = v;
     }
   }
