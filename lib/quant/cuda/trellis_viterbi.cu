@@ -255,10 +255,20 @@ __device__ inline void step_butterflies(const StepLayout<K>& lay, uint32_t rank,
   uint32_t input_bits[S::fan];  // address bits of input j, the same for every butterfly of the step
 #pragma unroll
   for (int j = 0; j < S::fan; ++j) input_bits[j] = rotr16(static_cast<uint32_t>(j) << (kL - K), lay.R);
-  for (int i = tid; i < kHalfGroups; i += kClusterThreads) {
-    const uint32_t x = (rank << (kL - K - 1)) | static_cast<uint32_t>(i);  // the plane slot of this butterfly
-    const uint32_t a0 = lay.deposit(x);
-    const uint32_t r = rotl16(a0, lay.R);
+  // deposit and the rotation are bit permutations: the thread's part of a
+  // butterfly index (rank, tid) and the iteration's (k) have disjoint bits,
+  // so each is moved once and the two are or-ed (the iteration's part is the
+  // same in every thread).
+  static_assert(kClusterThreads == 512 && kHalfGroups % kClusterThreads == 0, "k takes the bits above tid's 9");
+  const uint32_t x_thread = (rank << (kL - K - 1)) | static_cast<uint32_t>(tid);
+  const uint32_t a0_thread = lay.deposit(x_thread);
+  const uint32_t r_thread = rotl16(a0_thread, lay.R);
+#pragma unroll
+  for (int k = 0; k < kHalfGroups / kClusterThreads; ++k) {
+    const uint32_t x_iter = static_cast<uint32_t>(k) << 9, a0_iter = lay.deposit(x_iter);
+    const uint32_t x = x_thread | x_iter;  // the plane slot of this butterfly
+    const uint32_t a0 = a0_thread | a0_iter;
+    const uint32_t r = r_thread | rotl16(a0_iter, lay.R);
     float in[S::fan];
     uint32_t addr[S::fan];
 #pragma unroll
