@@ -207,6 +207,12 @@ struct StepLayout {
   }
 };
 
+// 1MAD's value from the hash x = s·mul + add: the sum of x's four bytes
+// (code_1mad's pairwise sums), one dp4a, added to 2^23's bits (see below).
+__device__ inline float one_mad_value(uint32_t x) {
+  return __uint_as_float(__dp4a(x, 0x01010101u, 0x4B000000u)) - (8388608.0f + 510.0f);
+}
+
 template <trellis::Code CODE>
 __device__ inline float code_value(uint32_t s, const int8_t* lut_a, const int8_t* lut_b) {
   // Integers to float without a conversion instruction (a quarter-rate one):
@@ -214,9 +220,7 @@ __device__ inline float code_value(uint32_t s, const int8_t* lut_a, const int8_t
   // value is exactly that, and subtracting the constant back is exact, so the
   // value equals static_cast<float>(y) for the |y| < 2^22 of both codes.
   if constexpr (CODE == trellis::Code::k1mad) {
-    // The sum of x's four bytes (code_1mad's pairwise sums), one dp4a, added to 2^23's bits.
-    const uint32_t x = s * trellis::k1madMul + trellis::k1madAdd;
-    return __uint_as_float(__dp4a(x, 0x01010101u, 0x4B000000u)) - (8388608.0f + 510.0f);
+    return one_mad_value(s * trellis::k1madMul + trellis::k1madAdd);
   } else {
     const uint32_t a = (s ^ (s >> 10)) & 63u;
     const uint32_t bb = (static_cast<uint8_t>(lut_a[a]) ^ (s >> 6)) & 63u;
@@ -292,9 +296,15 @@ __device__ inline void step_butterflies(const StepLayout<K>& lay, uint32_t rank,
     }
     // Output j (state (r << K) | j) goes where input j was read.
     const uint32_t out0 = r << K;
+    // 1MAD's hash of output j, (out0 + j)·mul + add, as one multiply-add for the butterfly and an add per j.
+    const uint32_t hash0 = out0 * trellis::k1madMul + trellis::k1madAdd;
 #pragma unroll
     for (int j = 0; j < S::fan; ++j) {
-      const float c = code_value<CODE>(out0 | static_cast<uint32_t>(j), sh.lut_a, sh.lut_b);
+      float c;
+      if constexpr (CODE == trellis::Code::k1mad)
+        c = one_mad_value(hash0 + static_cast<uint32_t>(j) * trellis::k1madMul);
+      else
+        c = code_value<CODE>(out0 | static_cast<uint32_t>(j), sh.lut_a, sh.lut_b);
       const float v = fmaf(c, fmaf(c, wt, linear), best);
       const uint32_t off = addr[j] & (kBlockStates - 1);
       if (!CROSS || (addr[j] >> 15) == rank) cost[off] = v;
