@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "io/layer_names.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
 
@@ -17,16 +18,6 @@ HashesAsRead::~HashesAsRead() {
 
 uint64_t HashesAsRead::hash(const std::string& stored) { return full_tensor_hash(src_.checkpoint(), stored); }
 
-namespace {
-// "model.layers.N." of a per-layer tensor name; "" for the others.
-std::string layer_prefix(std::string_view name) {
-  constexpr std::string_view kLayers = "model.layers.";
-  if (!name.starts_with(kLayers)) return {};
-  const size_t dot = name.find('.', kLayers.size());
-  return dot == std::string_view::npos ? std::string() : std::string(name.substr(0, dot + 1));
-}
-}  // namespace
-
 void HashesAsRead::hash_once(const std::string& stored) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -38,24 +29,25 @@ void HashesAsRead::hash_once(const std::string& stored) {
   bytes_as_read_ += src_.checkpoint().info(stored).nbytes();
 }
 
-void HashesAsRead::hash_rest_of(const std::string& prefix) {
+void HashesAsRead::hash_rest_of(int64_t layer) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!layers_done_.insert(prefix).second) return;  // a window-order pass comes back to each layer
+    if (!layers_done_.insert(layer).second) return;  // a window-order pass comes back to each layer
   }
+  const std::string prefix = layer_prefix(layer);
   for (const std::string& stored : src_.checkpoint().tensor_names()) {
     if (stored.starts_with(prefix)) hash_once(stored);
   }
 }
 
 void HashesAsRead::converted(std::string_view logical_name) {
-  if (std::string layer = layer_prefix(logical_name); !layer.empty()) {
-    std::string previous;
+  if (const std::optional<int64_t> layer = layer_of(logical_name)) {
+    std::optional<int64_t> previous;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (layer != current_layer_) previous = std::exchange(current_layer_, layer);
     }
-    if (!previous.empty()) hash_rest_of(previous);
+    if (previous) hash_rest_of(*previous);
   }
   for (const std::string& stored : src_.stored_names(logical_name)) hash_once(stored);
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -42,15 +43,16 @@ class HashesAsRead {
   uint64_t hash(const std::string& stored);
   // Hashes `stored` unless a conversion already started it (counted as read).
   void hash_once(const std::string& stored);
-  // Hashes the stored tensors under `prefix` not started yet.
-  void hash_rest_of(const std::string& prefix);
+  // Hashes the stored tensors of `layer` not started yet.
+  void hash_rest_of(int64_t layer);
 
   const SourceTensors& src_;
   std::mutex mu_;
-  std::set<std::string> started_, layers_done_;
+  std::set<std::string> started_;
+  std::set<int64_t> layers_done_;
   std::map<std::string, uint64_t> full_;
   uint64_t bytes_as_read_ = 0, bytes_after_ = 0;
-  std::string current_layer_;  // prefix of the layer conversions are in; "" before any
+  std::optional<int64_t> current_layer_;  // the layer conversions are in; none before any
   bool observing_ = true;
 };
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "io/json_guard.h"
+#include "io/layer_names.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/arch/common.h"
@@ -412,21 +413,7 @@ NamedShapes expected_tensors(const ModelConfig& c) {
 
 }  // namespace
 
-namespace {
-
-// The layer index N of "model.layers.N.<rest>", or nullopt for other names.
-std::optional<int64_t> layer_of(const std::string& name) {
-  static const std::string kPrefix = "model.layers.";
-  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
-  int64_t n = 0;
-  size_t i = kPrefix.size();
-  const size_t start = i;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i - start < 12) n = n * 10 + (name[i++] - '0');
-  if (i == start || i >= name.size() || name[i] != '.') return std::nullopt;
-  return n;
-}
-
-}  // namespace
+using io::layer_of;
 
 void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckpt, bool routed_experts,
                               const std::vector<std::string>& provided) {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "io/layer_names.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
 #include "model/expert_reader.h"
@@ -26,16 +27,6 @@ constexpr uint64_t kFixedOverhead = 3ULL << 20;
 // Manifest records (kept until the end, then streamed to disk layer by layer).
 constexpr uint64_t kPerExpertRecord = 2048, kPerTensorRecord = 512;
 
-// "model.layers.12.self_attn.q_proj.weight" -> 12; -1 when not in a layer.
-int64_t layer_of(const std::string& name) {
-  static const std::string kPrefix = "model.layers.";
-  if (name.rfind(kPrefix, 0) != 0) return -1;
-  size_t i = kPrefix.size();
-  int64_t v = 0;
-  bool any = false;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9') v = v * 10 + (name[i++] - '0'), any = true;
-  return any && i < name.size() && name[i] == '.' ? v : -1;
-}
 
 // Memory to quantize one [rows, cols] matrix on one thread: its source pages,
 // the f32 copy, quantizer scratch, the packed result and an importance vector.
@@ -168,7 +159,7 @@ class Planner {
     std::map<int64_t, std::vector<std::string>> by_layer;
     for (const auto& name : src_.names())
       if (model::is_mtp_tensor(c_, name)) ++mtp_dropped;
-      else if (!expert_tensors.count(name)) by_layer[layer_of(name)].push_back(name);
+      else if (!expert_tensors.count(name)) by_layer[io::layer_of(name).value_or(-1)].push_back(name);
     return by_layer;
   }
 
