@@ -6,8 +6,8 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/memory.h"
 #include "core/hash.h"
+#include "core/memory.h"
 #include "exec/packed_linear.h"
 #include "exec/packed_moe_block.h"
 #include "io/quantized_source.h"
@@ -306,10 +306,6 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
   mo.linear_ops = quantized_linear_ops(m, c, *packed, folder);
   pm->model_ = std::make_unique<model::Model>(std::move(packed), std::move(c), mo);
   pm->reference_model_ = std::move(source);
-  pm->layer_tensors_.resize(static_cast<size_t>(pm->model_->config().num_layers));
-  for (const pack::ManifestTensor& t : m.tensors)
-    if (t.layer >= 0 && t.layer < static_cast<int64_t>(pm->layer_tensors_.size()))
-      pm->layer_tensors_[static_cast<size_t>(t.layer)].push_back(t.name);
   {
     const PackedModel* self = pm.get();
     auto release = [self](int64_t layer) { self->release_layer_pages(layer); };
@@ -362,10 +358,9 @@ uint64_t PackedModel::finish_source_verification() {
 }
 
 void PackedModel::release_layer_pages(int64_t layer) const {
-  if (layer < 0 || layer >= static_cast<int64_t>(layer_tensors_.size())) return;
   const io::Checkpoint& packed = model_->weights().checkpoint();
-  for (const std::string& name : layer_tensors_[static_cast<size_t>(layer)])
-    packed.shard_of(name).release(packed.info(name));
+  for (const pack::ManifestTensor& t : manifest_.tensors)
+    if (t.layer == layer) packed.shard_of(t.name).release(packed.info(t.name));
 }
 
 void PackedModel::drop_reference() {

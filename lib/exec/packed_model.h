@@ -112,7 +112,6 @@ class PackedModel {
   std::unique_ptr<io::HashesAsRead> source_hashes_;
   std::vector<PackedLayer> layers_;
   std::vector<PackedMoeBlock*> blocks_;  // by model layer; owned by model_
-  std::vector<std::vector<std::string>> layer_tensors_;  // by model layer: its tensors in the folder
   std::shared_ptr<const Dispatch> dispatch_;
   bool reference_ = false;
   LoadStats stats_;
