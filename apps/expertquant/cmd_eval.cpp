@@ -99,7 +99,6 @@ int run_eval(EvalCliOptions& o) {
   const std::vector<int64_t> sweep = o.sweep.empty() ? std::vector<int64_t>{} : parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
   const exec::RuntimeConfig rt = resolve_runtime(o.exec);
   PhaseMeter meter;
-  std::vector<PhaseUsage> phases;
   meter.start("load");
   exec::PackedModelOptions po;
   po.model_path = o.model;
@@ -114,7 +113,7 @@ int run_eval(EvalCliOptions& o) {
                  pm->load_stats().seconds, format_bytes(pm->load_stats().verified_bytes).c_str(),
                  static_cast<long long>(rt.sort_cutoff), rt.source.c_str());
   const std::vector<eval::LabeledTokens> texts = read_inputs(o.inputs, o.packed, c.vocab_size);
-  phases.push_back(meter.stop());
+  meter.stop();
 
   eval::EvalReport r;
   r.tool_version = EQ_VERSION;
@@ -137,12 +136,7 @@ int run_eval(EvalCliOptions& o) {
     qo.batch_windows = o.batch_windows;
     qo.pass_order = o.pass.parsed_order();
     qo.hidden_memory = o.pass.parsed_hidden_memory();
-    bool measuring = false;
-    qo.pass_start = [&](const std::string& pass) {
-      if (measuring) phases.push_back(meter.stop());
-      meter.start("quality " + pass);
-      measuring = true;
-    };
+    qo.pass_start = [&](const std::string& pass) { meter.start("quality " + pass); };
     // Two passes: the reference model's, then the packed model's.
     int passes = 0;
     double last = -1;
@@ -155,7 +149,7 @@ int run_eval(EvalCliOptions& o) {
     };
     r.quality = eval::compare_quality(*pm, texts, qo);
     bar.finish();
-    if (measuring) phases.push_back(meter.stop());
+    meter.stop();
   }
   if (!o.no_collapse && pm->has_reference()) {
     meter.start("collapse");
@@ -169,7 +163,7 @@ int run_eval(EvalCliOptions& o) {
     co.progress = [&](int64_t done, int64_t total) { bar.update(uint64_t(done), uint64_t(total), "reference and packed greedy continuations"); };
     r.collapse = eval::run_collapse_checks(*pm, eval::domain_prompts(texts, co, c.byte_level()), co);
     bar.finish();
-    phases.push_back(meter.stop());
+    meter.stop();
   }
   // Before anything is written: the figures above are only valid for the
   // checkpoint the folder was packed from.
@@ -181,7 +175,7 @@ int run_eval(EvalCliOptions& o) {
     // The latency sweep runs the packed model alone: the source's converted
     // tensors and mapped pages would only add to its resident set.
     pm->drop_reference();
-    phases.push_back(meter.stop());
+    meter.stop();
   }
   if (!o.no_latency) {
     meter.start("latency");
@@ -204,9 +198,9 @@ int run_eval(EvalCliOptions& o) {
       r.baseline = eval::summarize_pack(base->manifest(), o.baseline);
       r.baseline_latency = run_latency(*base, texts, dispatches, lo, "baseline", o.verbose);
     }
-    phases.push_back(meter.stop());
+    meter.stop();
   }
-  r.phases = std::move(phases);
+  r.phases = meter.phases();
   r.machine.peak_rss_bytes = meter.peak_rss_bytes();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

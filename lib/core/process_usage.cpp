@@ -42,26 +42,28 @@ ProcessUsage process_usage() {
 }
 
 void PhaseMeter::start(std::string name) {
+  stop();
   peak_ = std::max(peak_, process_usage().peak_rss_bytes);
-  name_ = std::move(name);
-  reset_ = reset_peak_rss();
+  PhaseUsage& p = phases_.emplace_back();
+  p.name = std::move(name);
+  p.peak_is_phase_own = reset_peak_rss();
+  running_ = true;
   t0_ = now_seconds();
   u0_ = process_usage();
 }
 
-PhaseUsage PhaseMeter::stop() {
+void PhaseMeter::stop() {
+  if (!running_) return;
+  running_ = false;
   const ProcessUsage u = process_usage();
-  PhaseUsage p;
-  p.name = name_;
+  PhaseUsage& p = phases_.back();
   p.seconds = now_seconds() - t0_;
   p.cpu_seconds = u.cpu_seconds - u0_.cpu_seconds;
   p.read_bytes = u.read_bytes >= u0_.read_bytes ? u.read_bytes - u0_.read_bytes : 0;
   p.peak_rss_bytes = u.peak_rss_bytes;
-  p.peak_is_phase_own = reset_;
   p.rss_anon_bytes = u.rss_anon_bytes;
   p.rss_file_bytes = u.rss_file_bytes;
   peak_ = std::max(peak_, u.peak_rss_bytes);
-  return p;
 }
 
 uint64_t PhaseMeter::peak_rss_bytes() const { return std::max(peak_, process_usage().peak_rss_bytes); }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace eq {
 
@@ -31,20 +32,24 @@ struct PhaseUsage {
   uint64_t rss_anon_bytes = 0, rss_file_bytes = 0;  // at its end
 };
 
-// Measures consecutive phases: start("quality") ... stop() returns its usage.
+// Measures consecutive phases: start("load"), start("quality") (which ends
+// "load"), ..., stop(); phases() in the order they ran.
 class PhaseMeter {
  public:
+  // Ends the phase in progress, if any, and starts `name`.
   void start(std::string name);
-  PhaseUsage stop();
+  // Ends the phase in progress, if any.
+  void stop();
+  const std::vector<PhaseUsage>& phases() const { return phases_; }
   // The highest peak RSS over every phase measured and the time before them
   // (resetting the mark per phase hides the process's own VmHWM).
   uint64_t peak_rss_bytes() const;
 
  private:
-  std::string name_;
+  std::vector<PhaseUsage> phases_;
+  bool running_ = false;
   double t0_ = 0;
   ProcessUsage u0_;
-  bool reset_ = false;
   uint64_t peak_ = 0;
 };
 
