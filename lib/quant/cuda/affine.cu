@@ -1,8 +1,8 @@
 // intB_gG on the GPU: one thread per (group, output row), each running
-// affine.cpp's search_affine_group op for op (its steps from one source,
-// affine_group_ops.h) (same float and double
-// operations in the same order, -fmad=false), so scales, biases and codes
-// equal the CPU's bit for bit.
+// affine.cpp's search_affine_group op for op (same float and double
+// operations in the same order, -fmad=false; its two steps are one source,
+// affine_group_ops.h), so scales, biases and codes equal the CPU's bit for
+// bit.
 #include "quant/affine_group_ops.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_quantize.h"

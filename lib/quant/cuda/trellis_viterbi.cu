@@ -56,6 +56,56 @@ struct Shape {
   static constexpr uint32_t overlap_mask = (1u << (kL - K)) - 1;
 };
 
+// The "better" rule of the final-state choice: a state i (0xffffffff: none)
+// beats the best so far with a lower cost, or the same cost and a lower index.
+__device__ inline bool better(float c, uint32_t i, float bc, uint32_t bi) {
+  return i != 0xffffffffu && (bi == 0xffffffffu || c < bc || (c == bc && i < bi));
+}
+
+// The best admissible state among cost[0, n) (state base | i; overlap < 0:
+// all admissible), the lowest index on ties, reduced over the block's kTh
+// threads into red_cost[0], red_idx[0].
+template <int kTh>
+__device__ void block_best(const float* cost, int n, uint32_t base, uint32_t overlap_mask, int overlap,
+                           float* red_cost, uint32_t* red_idx) {
+  const int tid = threadIdx.x;
+  float bc = __int_as_float(0x7f800000);
+  uint32_t bi = 0xffffffffu;
+  for (int i = tid; i < n; i += kTh) {
+    const uint32_t s = base | static_cast<uint32_t>(i);
+    if (overlap >= 0 && (s & overlap_mask) != static_cast<uint32_t>(overlap)) continue;
+    if (better(cost[i], s, bc, bi)) {
+      bc = cost[i];
+      bi = s;
+    }
+  }
+  red_cost[tid] = bc;
+  red_idx[tid] = bi;
+  __syncthreads();
+  for (int half = kTh / 2; half > 0; half /= 2) {
+    if (tid < half && better(red_cost[tid + half], red_idx[tid + half], red_cost[tid], red_idx[tid])) {
+      red_cost[tid] = red_cost[tid + half];
+      red_idx[tid] = red_idx[tid + half];
+    }
+    __syncthreads();
+  }
+}
+
+// Tile `tile`'s targets and weights (tt, tw) and the same rolled by half a
+// tile for the free pass (rt, rw: rolled[half] = original[0]).
+template <int kTh>
+__device__ void load_tile(const float* target, const float* weight, int64_t tile, float* tt, float* tw, float* rt,
+                          float* rw) {
+  constexpr int half = kT / 2;
+  for (int i = threadIdx.x; i < kT; i += kTh) {
+    tt[i] = target[tile * kT + i];
+    tw[i] = weight[tile * kT + i];
+    const int src = ((i - half) % kT + kT) % kT;
+    rt[i] = target[tile * kT + src];
+    rw[i] = weight[tile * kT + src];
+  }
+}
+
 // One Viterbi pass over kT steps (Viterbi::run): target/weight in shared
 // memory; states[kT] out (shared). overlap < 0: free start.
 template <int K>
@@ -102,32 +152,7 @@ __device__ void run_pass(const float* codes, const float* target, const float* w
     prev = next;
     next = tmp;
   }
-  // The best admissible final state, the lowest index on ties.
-  float bc = inf;
-  uint32_t bi = 0xffffffffu;
-  for (int s = tid; s < kStates; s += kThreads) {
-    if (overlap >= 0 && (s & S::overlap_mask) != static_cast<uint32_t>(overlap)) continue;
-    const float c = prev[s];
-    if (bi == 0xffffffffu || c < bc || (c == bc && static_cast<uint32_t>(s) < bi)) {
-      bc = c;
-      bi = static_cast<uint32_t>(s);
-    }
-  }
-  red_cost[tid] = bc;
-  red_idx[tid] = bi;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (tid < half) {
-      const float c = red_cost[tid + half];
-      const uint32_t i = red_idx[tid + half];
-      if (i != 0xffffffffu &&
-          (red_idx[tid] == 0xffffffffu || c < red_cost[tid] || (c == red_cost[tid] && i < red_idx[tid]))) {
-        red_cost[tid] = c;
-        red_idx[tid] = i;
-      }
-    }
-    __syncthreads();
-  }
+  block_best<kThreads>(prev, kStates, 0, S::overlap_mask, overlap, red_cost, red_idx);
   if (tid == 0) {
     uint32_t state = red_idx[0];
     for (int t = kT - 1; t >= 0; --t) {
@@ -156,13 +181,7 @@ __global__ void __launch_bounds__(kThreads) search_tiles_kernel(const float* cod
   const int tid = threadIdx.x;
   for (int64_t tile = blockIdx.x; tile < count; tile += gridDim.x) {
     constexpr int half = kT / 2;
-    for (int i = tid; i < kT; i += kThreads) {
-      tt[i] = target[tile * kT + i];
-      tw[i] = weight[tile * kT + i];
-      const int src = ((i - half) % kT + kT) % kT;  // rolled[half] = original[0]
-      rt[i] = target[tile * kT + src];
-      rw[i] = weight[tile * kT + src];
-    }
+    load_tile<kThreads>(target, weight, tile, tt, tw, rt, rw);
     __syncthreads();
     run_pass<K>(codes, rt, rw, -1, cost_a, cost_b, planes, st, red_cost, red_idx);
     const int overlap = static_cast<int>(st[half] >> K);
@@ -207,25 +226,23 @@ struct StepLayout {
   }
 };
 
+// The code values y(s) as floats, without a conversion instruction (a
+// quarter-rate one): the bits of 2^23 + n (or 2^23 + 2^22 + n) are those of a
+// float whose value is exactly that, and subtracting the constant back is
+// exact, so the value equals static_cast<float>(y) for the |y| < 2^22 of
+// both codes.
+
 // 1MAD's value from the hash x = s·mul + add: the sum of x's four bytes
-// (code_1mad's pairwise sums), one dp4a, added to 2^23's bits (see below).
+// (code_1mad's pairwise sums), one dp4a added to 2^23's bits.
 __device__ inline float one_mad_value(uint32_t x) {
   return __uint_as_float(__dp4a(x, 0x01010101u, 0x4B000000u)) - (8388608.0f + 510.0f);
 }
 
-template <trellis::Code CODE>
-__device__ inline float code_value(uint32_t s, const int8_t* lut_a, const int8_t* lut_b) {
-  // Integers to float without a conversion instruction (a quarter-rate one):
-  // the bits of 2^23 + n (or 2^23 + 2^22 + n) are those of a float whose
-  // value is exactly that, and subtracting the constant back is exact, so the
-  // value equals static_cast<float>(y) for the |y| < 2^22 of both codes.
-  if constexpr (CODE == trellis::Code::k1mad) {
-    return one_mad_value(s * trellis::k1madMul + trellis::k1madAdd);
-  } else {
-    const uint32_t a = (s ^ (s >> 10)) & 63u;
-    const uint32_t bb = (static_cast<uint8_t>(lut_a[a]) ^ (s >> 6)) & 63u;
-    return __int_as_float(0x4B400000 + lut_a[a] + lut_b[bb]) - 12582912.0f;
-  }
+// The LUT code's value of state s (code_lut).
+__device__ inline float lut_value(uint32_t s, const int8_t* lut_a, const int8_t* lut_b) {
+  const uint32_t a = (s ^ (s >> 10)) & 63u;
+  const uint32_t b = (static_cast<uint8_t>(lut_a[a]) ^ (s >> 6)) & 63u;
+  return __int_as_float(0x4B400000 + lut_a[a] + lut_b[b]) - 12582912.0f;
 }
 
 // The LUT code's two tables, passed by value (128 bytes of kernel parameters).
@@ -242,11 +259,6 @@ struct ClusterShared {
   uint32_t best_idx;
   int8_t lut_a[trellis::kLutEntries], lut_b[trellis::kLutEntries];
 };
-
-// The "better" rule of the final-state choice (run_pass's reduction).
-__device__ inline bool better(float c, uint32_t i, float bc, uint32_t bi) {
-  return i != 0xffffffffu && (bi == 0xffffffffu || c < bc || (c == bc && i < bi));
-}
 
 // One step of this block's butterflies (lay: the step's address layout;
 // CROSS: some inputs live in the other block).
@@ -304,7 +316,7 @@ __device__ inline void step_butterflies(const StepLayout<K>& lay, uint32_t rank,
       if constexpr (CODE == trellis::Code::k1mad)
         c = one_mad_value(hash0 + static_cast<uint32_t>(j) * trellis::k1madMul);
       else
-        c = code_value<CODE>(out0 | static_cast<uint32_t>(j), sh.lut_a, sh.lut_b);
+        c = lut_value(out0 | static_cast<uint32_t>(j), sh.lut_a, sh.lut_b);
       const float v = fmaf(c, fmaf(c, wt, linear), best);
       const uint32_t off = addr[j] & (kBlockStates - 1);
       if (!CROSS || (addr[j] >> 15) == rank) cost[off] = v;
@@ -342,45 +354,18 @@ __device__ void run_pass_cluster(cg::cluster_group& cluster, ClusterShared& sh, 
   }
   // The best admissible final state, the lowest index on ties: each block
   // over its half, then the two halves.
-  float bc = inf;
-  uint32_t bi = 0xffffffffu;
-  for (int i = tid; i < kBlockStates; i += kClusterThreads) {
-    const uint32_t s = (rank << 15) | static_cast<uint32_t>(i);
-    if (overlap >= 0 && (s & S::overlap_mask) != static_cast<uint32_t>(overlap)) continue;
-    if (better(cost[i], s, bc, bi)) {
-      bc = cost[i];
-      bi = s;
-    }
-  }
-  sh.red_cost[tid] = bc;
-  sh.red_idx[tid] = bi;
-  __syncthreads();
-  for (int half = kClusterThreads / 2; half > 0; half /= 2) {
-    if (tid < half && better(sh.red_cost[tid + half], sh.red_idx[tid + half], sh.red_cost[tid], sh.red_idx[tid])) {
-      sh.red_cost[tid] = sh.red_cost[tid + half];
-      sh.red_idx[tid] = sh.red_idx[tid + half];
-    }
-    __syncthreads();
-  }
+  block_best<kClusterThreads>(cost, kBlockStates, rank << 15, S::overlap_mask, overlap, sh.red_cost, sh.red_idx);
   if (tid == 0) {
     sh.best_cost = sh.red_cost[0];
     sh.best_idx = sh.red_idx[0];
   }
   cluster.sync();  // both halves' bests and every plane written
   if (tid == 0) {
-    const ClusterShared* other = cluster.map_shared_rank(&sh, rank ^ 1u);
+    const ClusterShared& other = *cluster.map_shared_rank(&sh, rank ^ 1u);
     // Block 0's candidate first, as one reduction over all states would see them.
-    float c0 = sh.best_cost, c1 = other->best_cost;
-    uint32_t i0 = sh.best_idx, i1 = other->best_idx;
-    if (rank == 1) {
-      const float tc = c0;
-      c0 = c1;
-      c1 = tc;
-      const uint32_t ti = i0;
-      i0 = i1;
-      i1 = ti;
-    }
-    uint32_t state = better(c1, i1, c0, i0) ? i1 : i0;
+    const ClusterShared& b0 = rank == 0 ? sh : other;
+    const ClusterShared& b1 = rank == 0 ? other : sh;
+    uint32_t state = better(b1.best_cost, b1.best_idx, b0.best_cost, b0.best_idx) ? b1.best_idx : b0.best_idx;
     for (int t = kT - 1; t >= 0; --t) {
       sh.st[t] = state;
       const uint32_t group = state >> K;
@@ -414,13 +399,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThrea
   }
   for (int64_t tile = cluster_id; tile < count; tile += clusters) {
     constexpr int half = kT / 2;
-    for (int i = tid; i < kT; i += kClusterThreads) {
-      sh.tt[i] = target[tile * kT + i];
-      sh.tw[i] = weight[tile * kT + i];
-      const int src = ((i - half) % kT + kT) % kT;  // rolled[half] = original[0]
-      sh.rt[i] = target[tile * kT + src];
-      sh.rw[i] = weight[tile * kT + src];
-    }
+    load_tile<kClusterThreads>(target, weight, tile, sh.tt, sh.tw, sh.rt, sh.rw);
     __syncthreads();
     run_pass_cluster<K, CODE>(cluster, sh, cost, remote, sh.rt, sh.rw, -1, planes);
     const int overlap = static_cast<int>(sh.st[half] >> K);
