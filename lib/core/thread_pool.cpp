@@ -29,7 +29,7 @@ struct InJobScope {
 // How long a waiting thread polls before it sleeps. Measured on the
 // qwen3-30b-a3b decode layer (bench/moe_layer, M = 1, two threads): the two
 // pool jobs per call (gate+up, down) otherwise start with the worker still
-// asleep; docs/benchmarks.md "Changes of 2026-11-23 (commits 5ae1e08 to 0455729)".
+// asleep; docs/benchmarks-history.md "Changes of 2026-11-23 (commits 5ae1e08 to 0455729)".
 constexpr int64_t kSpinMicros = 200;
 
 template <class Done>

@@ -23,7 +23,7 @@
 // port, and one vpdpbusd against the 16 activation bytes of the k-tile
 // repeated 4x. Tables of 64 entries on purpose: a 128-entry lookup
 // (vpermi2b) occupies port 5 for two cycles on this core family
-// (docs/benchmarks.md, "Trellis LUT code (2026-11-24, commit e5b5c86)").
+// (docs/benchmarks.md, "Port throughput").
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512vbmi"))), apply_to = function)
 #else
