@@ -1,0 +1,38 @@
+# The tests that take more than about 20 s each on 2 cores (the seconds of
+# tests/ctest-costs.txt). Each gets the label `slow` beside its folder's, so
+#   ctest -LE slow    runs the fast suite, and
+#   ctest -L slow     only these.
+# ctest runs this file after each test binary's discovery script (CMakeLists.txt
+# names it in TEST_INCLUDE_FILES), when the discovered names are known: a list
+# test_<folder>_TESTS per test binary. Names are matched without the
+# "  # GetParam() = ..." that GoogleTest appends to parameterized tests.
+set(EQ_SLOW_TESTS
+  BatchMlp.TrellisIntegerPathMatchesFloat64
+  BitBudget.OnQwen3MoeSmall
+  Corpus/BitsPerByteTest.MatchesReference/qwen3moe_small_eval_python_txt
+  Corpus/BitsPerByteTest.MatchesReference/tinymoe_calib_mixed_txt
+  DecodeMlp.StrategiesAgreeAndDecodeIsCloseToBatch
+  PackCli.TrellisLutPacksVerifiesAndScoresLikeOneMad
+  PassOrder.DeepseekV3SmallProfileIdentical
+  PassOrder.Qwen3MoeSmallProfileIdentical
+  PassOrder.Qwen3NextSmallProfileIdentical
+  ReferenceCounts.DeepseekV3SmallCalibMixed
+  ReferenceCounts.Glm4MoeSmallCalibMixed
+  ReferenceCounts.GptOssSmallCalibMixed
+  ReferenceCounts.GptOssSmallMxfp4CalibMixed
+  ReferenceCounts.Qwen35MoeSmallCalibMixed
+  ReferenceCounts.Qwen3NextSmallCalibMixed
+  ReferenceCounts.TinyMoeCalibMixed
+  Standalone.SourceCheckpointIsGone
+)
+
+foreach(folder IN LISTS EQ_TEST_FOLDERS)
+  foreach(test IN LISTS test_${folder}_TESTS)
+    string(FIND "${test}" "  #" param_comment)
+    string(SUBSTRING "${test}" 0 ${param_comment} name)
+    list(FIND EQ_SLOW_TESTS "${name}" slow_index)
+    if(slow_index GREATER -1)
+      set_tests_properties("${test}" PROPERTIES LABELS "${folder};slow")
+    endif()
+  endforeach()
+endforeach()
