@@ -200,7 +200,8 @@ std::vector<BpbCase> bpb_cases() {
 #endif
   for (const char* f : {"eval_python.txt", "eval_c.txt", "eval_prose.txt", "eval_troff.txt", "calib_mixed.txt"})
     v.push_back({"tinymoe", f});
-  // qwen3moe-small is ~2.5x slower per token: one file here, the rest via the CLI (docs/benchmarks.md).
+  // qwen3moe-small is ~2.5x slower per token: one file here, the rest via the CLI
+  // (docs/benchmarks-history.md, "Bits per byte on the corpus").
   v.push_back({"qwen3moe-small", "eval_python.txt"});
   // Multi-head latent attention and the grouped sigmoid router (the FP8 twin
   // read through its block scales), and partial RoPE with q/k norm and biases.
