@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints a command's output file with what differs between identical runs removed,
-for scripts/compare-outputs: the run's own folder (replaced by "<RUN>"), and in
+for scripts/compare-outputs: the run's own folder (replaced by "<RUN>") and the checkout it ran from ("<CHECKOUT>"), and in
 JSON the measured times, rates and memory figures (keys below). Any other file is
 printed unchanged, byte for byte."""
 import json
@@ -25,6 +25,7 @@ def scrub(value):
 
 def main():
     path, run_dir = sys.argv[1], sys.argv[2]
+    checkout = sys.argv[3] if len(sys.argv) > 3 else None
     data = open(path, "rb").read()
     try:
         text = data.decode("utf-8")
@@ -32,6 +33,8 @@ def main():
         sys.stdout.buffer.write(data)
         return
     text = text.replace(run_dir, "<RUN>")
+    if checkout:
+        text = text.replace(checkout, "<CHECKOUT>")
     if path.endswith((".json", ".stdout")):
         try:
             print(json.dumps(scrub(json.loads(text)), indent=1, sort_keys=True))
