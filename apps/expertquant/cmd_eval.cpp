@@ -21,15 +21,12 @@ namespace eq::app {
 namespace {
 
 struct EvalCliOptions {
-  std::string packed, model, baseline, html_out, sweep, dispatch = "mask-combine,sorted,auto";
-  eval::TextInputs inputs;
+  eval::EvalRequest request;  // the options bound to its fields directly; the rest below
+  std::string html_out, sweep;
   ExecFlags exec;
   JsonOutput json;
-  int64_t ctx = 512, batch_windows = 4;
   PassCliOptions pass;
-  int reps = 5, warmup = 1, threads = 0;
-  int64_t prompts_per_domain = 3, new_tokens = 96, prompt_tokens = 64;
-  int64_t decode_tokens = 32, prefill_tokens = 256;
+  int threads = 0;
   bool no_verify = false, no_quality = false, no_collapse = false, no_latency = false, no_model_step = false;
   bool verbose = false, summary = false;
 };
@@ -41,7 +38,7 @@ class EvalProgress : public eval::EvalObserver {
   void on_loaded(const exec::PackedModel& pm) override {
     if (o_.verbose)
       std::fprintf(stderr, "eval: loaded %s in %.2f s (%s verified); auto sort_cutoff %lld from %s\n",
-                   o_.packed.c_str(), pm.load_stats().seconds, format_bytes(pm.load_stats().verified_bytes).c_str(),
+                   o_.request.packed.c_str(), pm.load_stats().seconds, format_bytes(pm.load_stats().verified_bytes).c_str(),
                    static_cast<long long>(rt_.sort_cutoff), rt_.source.c_str());
   }
   void on_stage_start(eval::EvalStage stage, const std::string& model) override {
@@ -74,7 +71,7 @@ class EvalProgress : public eval::EvalObserver {
   void on_source_verified(uint64_t hashed) override {
     if (o_.verbose)
       std::fprintf(stderr, "eval: --model %s matches the packed folder's source (%s hashed as read)\n",
-                   o_.model.c_str(), format_bytes(hashed).c_str());
+                   o_.request.model.c_str(), format_bytes(hashed).c_str());
   }
 
  private:
@@ -100,37 +97,23 @@ void print_report(const eval::EvalReport& r, const exec::RuntimeConfig& rt, bool
 }
 
 int run_eval(EvalCliOptions& o) {
-  std::vector<io::NamedPath> inputs = input_paths(o.inputs);
-  inputs.insert(inputs.end(), {{"--packed", o.packed}, {"--model", o.model}, {"--baseline", o.baseline},
+  eval::EvalRequest& q = o.request;
+  std::vector<io::NamedPath> inputs = input_paths(q.inputs);
+  inputs.insert(inputs.end(), {{"--packed", q.packed}, {"--model", q.model}, {"--baseline", q.baseline},
                                {"--runtime-config", o.exec.runtime_config}});
   io::check_outputs_apart({o.json.output(), {"--html", o.html_out}}, inputs);
   apply_threads_option(o.threads);
-  eval::EvalRequest q;
   // Checked before the models load: a bad list fails in a second, not after the quality pass.
   if (!o.sweep.empty()) q.latency_options.sweep = parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
   const exec::RuntimeConfig rt = resolve_runtime(o.exec);
-  q.packed = o.packed;
-  q.model = o.model;
-  q.baseline = o.baseline;
-  q.inputs = o.inputs;
   q.runtime = rt;
-  q.dispatch = o.dispatch;
   q.verify = !o.no_verify;
   q.quality = !o.no_quality;
   q.collapse = !o.no_collapse;
   q.latency = !o.no_latency;
-  q.ctx = o.ctx;
-  q.batch_windows = o.batch_windows;
+  q.latency_options.model_step = !o.no_model_step;
   q.pass_order = o.pass.parsed_order();
   q.hidden_memory = o.pass.parsed_hidden_memory();
-  q.collapse_options.prompts_per_domain = o.prompts_per_domain;
-  q.collapse_options.new_tokens = o.new_tokens;
-  q.collapse_options.prompt_tokens = o.prompt_tokens;
-  q.latency_options.reps = o.reps;
-  q.latency_options.warmup = o.warmup;
-  q.latency_options.model_step = !o.no_model_step;
-  q.latency_options.decode_tokens = o.decode_tokens;
-  q.latency_options.prefill_tokens = o.prefill_tokens;
   EvalProgress progress(o, rt);
   const eval::EvalReport r = eval::run_eval(q, &progress);
 
@@ -151,33 +134,33 @@ Command add_eval(CLI::App& app) {
   auto o = std::make_shared<EvalCliOptions>();
   CLI::App* sub = app.add_subcommand(
       "eval", "Quality (bpb, KL, top-1, per-layer error, collapse) and latency per dispatch of a packed model");
-  sub->add_option("--packed", o->packed, "Packed model folder (expertquant pack -o)")->required();
-  sub->add_option("--model", o->model,
+  sub->add_option("--packed", o->request.packed, "Packed model folder (expertquant pack -o)")->required();
+  sub->add_option("--model", o->request.model,
                   "Unquantized source checkpoint to compare against (without it: the packed model's own bpb and "
                   "latency; comparisons skipped)");
-  add_text_options(sub, o->inputs, "Use at most N tokens of each text (0 = all)");
-  sub->add_option("--ctx", o->ctx, "Window length for scoring (perplexity window rule; default 512)")
+  add_text_options(sub, o->request.inputs, "Use at most N tokens of each text (0 = all)");
+  sub->add_option("--ctx", o->request.ctx, "Window length for scoring (perplexity window rule; default 512)")
       ->check(integer_in(2, kMaxCtx));
-  sub->add_option("--batch-windows", o->batch_windows, "Windows scored together (default 4)")
+  sub->add_option("--batch-windows", o->request.batch_windows, "Windows scored together (default 4)")
       ->check(integer_in(1, kMaxBatchWindows));
   add_pass_options(sub, o->pass);
-  sub->add_option("--dispatch", o->dispatch, "Strategies to time, comma-separated (default mask-combine,sorted,auto)");
+  sub->add_option("--dispatch", o->request.dispatch, "Strategies to time, comma-separated (default mask-combine,sorted,auto)");
   add_exec_options(sub, o->exec);
-  sub->add_option("--baseline", o->baseline, "A uniform pack of the same model, timed side by side");
+  sub->add_option("--baseline", o->request.baseline, "A uniform pack of the same model, timed side by side");
   sub->add_option("--sweep", o->sweep, "Token counts M to time (default 1,2,4,...,1024)");
-  sub->add_option("--reps", o->reps, "Timed repetitions per point (default 5)")
+  sub->add_option("--reps", o->request.latency_options.reps, "Timed repetitions per point (default 5)")
       ->check(integer_in(1, kMaxRepetitions));
-  sub->add_option("--warmup", o->warmup, "Untimed warm-up runs per point (default 1)")
+  sub->add_option("--warmup", o->request.latency_options.warmup, "Untimed warm-up runs per point (default 1)")
       ->check(integer_in(0, kMaxRepetitions));
-  sub->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps (default 32)")
+  sub->add_option("--decode-tokens", o->request.latency_options.decode_tokens, "Timed decode steps (default 32)")
       ->check(integer_in(1, kMaxStepTokens));
-  sub->add_option("--prefill-tokens", o->prefill_tokens, "Tokens of the timed prefill (default 256)")
+  sub->add_option("--prefill-tokens", o->request.latency_options.prefill_tokens, "Tokens of the timed prefill (default 256)")
       ->check(integer_in(1, kMaxStepTokens));
-  sub->add_option("--prompts-per-domain", o->prompts_per_domain, "Collapse-check prompts per text (default 3)")
+  sub->add_option("--prompts-per-domain", o->request.collapse_options.prompts_per_domain, "Collapse-check prompts per text (default 3)")
       ->check(integer_in(0, 1000));
-  sub->add_option("--new-tokens", o->new_tokens, "Greedy tokens per collapse check (default 96)")
+  sub->add_option("--new-tokens", o->request.collapse_options.new_tokens, "Greedy tokens per collapse check (default 96)")
       ->check(integer_in(1, kMaxStepTokens));
-  sub->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length of a collapse check (default 64)")
+  sub->add_option("--prompt-tokens", o->request.collapse_options.prompt_tokens, "Prompt length of a collapse check (default 64)")
       ->check(integer_in(1, kMaxStepTokens));
   sub->add_flag("--no-quality", o->no_quality, "Skip bpb / KL / top-1 / per-layer error");
   sub->add_flag("--no-collapse", o->no_collapse, "Skip the collapse checks");
