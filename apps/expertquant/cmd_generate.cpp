@@ -9,15 +9,11 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "eval_inputs.h"
-#include "exec/packed_model.h"
+#include "exec/generation.h"
 #include "io/output_path.h"
 #include "io/prompt_text.h"
-#include "io/text_file.h"
-#include "io/tokens.h"
 #include "json_output.h"
-#include "model/forward.h"
 #include "model/generate.h"
 #include "option_checks.h"
 #include "tokenizer/decode_stream.h"
@@ -41,51 +37,21 @@ int run_generate(GenerateCliOptions& o) {
                                                {"--prompt-file", o.prompt_file}, {"--tokens", o.tokens_file},
                                                {"--runtime-config", o.exec.runtime_config}});
   apply_threads_option(o.threads);
-  if (o.model.empty() && o.packed.empty()) invalid("give --model CHECKPOINT or --packed FOLDER");
-  std::unique_ptr<exec::PackedModel> pm;
-  std::unique_ptr<model::Model> ref;
-  model::Model* m = nullptr;
-  std::string dispatch_name = "reference";
+  exec::GenerationRequest q;
+  q.model = o.model;
+  q.packed = o.packed;
+  q.verify = !o.no_verify;
   if (!o.packed.empty()) {
-    exec::PackedModelOptions po;
-    po.model_path = o.model;
-    po.verify = !o.no_verify;
-    pm = exec::PackedModel::open(o.packed, po);
-    const auto kind = exec::parse_dispatch_kind(o.dispatch);
-    if (!kind) invalid("--dispatch: unknown strategy '" + o.dispatch + "' (mask-combine, sorted, auto)");
-    const exec::RuntimeConfig rt = resolve_runtime(o.exec);
-    pm->set_dispatch(exec::make_dispatch(*kind, rt.sort_cutoff));
-    pm->set_mlp_kernel_thresholds(rt.mlp_kernels);
-    dispatch_name = o.dispatch;
-    m = &pm->model();
-  } else {
-    ref = model::Model::open(o.model);
-    m = ref.get();
+    q.dispatch = exec::parse_dispatch_option(o.dispatch, /*list=*/false).front();
+    q.runtime = resolve_runtime(o.exec);
   }
-  const model::ModelConfig& c = m->config();
-  std::vector<int32_t> prompt;
-  const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.tokens_file.empty();
-  if (sources != 1) invalid("give exactly one of --prompt, --prompt-file, --tokens");
-  // The packed folder holds the tokenizer files pack copied from the source.
-  // Token ids in, and no tokenizer: ids out, as text cannot be made.
-  const std::string folder = !o.packed.empty() ? o.packed : ref->checkpoint().folder();
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  if (o.tokens_file.empty() || tokenizer::has_tokenizer(folder, c.vocab_size))
-    tok = tokenizer::load_tokenizer(folder, c.vocab_size);
-  if (!o.tokens_file.empty()) {
-    io::TokenSequences s = io::read_token_file(o.tokens_file);
-    io::check_token_range(s, c.vocab_size, o.tokens_file);
-    if (s.sequences.size() != 1) invalid(o.tokens_file + ": expected one sequence, got " + std::to_string(s.sequences.size()));
-    prompt = s.sequences[0];
-  } else {
-    // --prompt decodes C escapes ("import os\nimport"); files and --raw-prompt are sent byte for byte.
-    const std::string text = !o.prompt.empty() ? (o.raw_prompt ? o.prompt : io::unescape_prompt(o.prompt))
-                                               : io::read_text_prefix(o.prompt_file, 0);
-    prompt = tok->encode(text, /*add_special=*/true);
-  }
-  if (prompt.empty())
-    invalid(std::string(!o.prompt_file.empty() ? o.prompt_file : !o.tokens_file.empty() ? o.tokens_file : "--prompt") +
-            ": empty prompt (at least one token is needed)");
+  // --prompt decodes C escapes ("import os\nimport"); --raw-prompt sends it byte for byte.
+  q.prompt = o.raw_prompt ? o.prompt : io::unescape_prompt(o.prompt);
+  q.prompt_file = o.prompt_file;
+  q.tokens_file = o.tokens_file;
+  const exec::Generation g = exec::prepare_generation(q);
+  const std::unique_ptr<tokenizer::Tokenizer>& tok = g.tokenizer;
+  const std::string dispatch_name = o.packed.empty() ? "reference" : o.dispatch;
   // Text is printed as it becomes final: bytes as they come, other
   // tokenizers' text through a DecodeStream; with no tokenizer, the ids once
   // complete.
@@ -97,7 +63,7 @@ int run_generate(GenerateCliOptions& o) {
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
   };
-  const model::GenerateResult r = model::generate(*m, prompt, o.gen, [&](int32_t t) {
+  const model::GenerateResult r = model::generate(*g.model, g.prompt, o.gen, [&](int32_t t) {
     if (print && bytes) put(std::string(1, static_cast<char>(t)));
     if (stream) put(stream->push(t));
   });

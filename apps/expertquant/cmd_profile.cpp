@@ -22,7 +22,7 @@
 #include "quant/device.h"
 #include "profile/candidate_fit.h"
 #include "profile/heatmap.h"
-#include "profile/lossless_source.h"
+#include "profile/merge.h"
 #include "profile/run.h"
 #include "pass_options.h"
 #include "progress.h"
@@ -240,17 +240,8 @@ Command add_profile(CLI::App& app) {
             profile::Profile p;
             profile::ProfileRunInfo info;
             if (!o->merge.empty()) {
-              std::vector<profile::Profile> parts;
-              for (const auto& f : o->merge) parts.push_back(profile::read_profile(f));
-              p = profile::merge_profiles(parts, o->merge);
-              if (!o->policy.empty()) {
-                p.policy = profile::load_policy(o->policy);
-                if (p.policy.lossless_source_formats) profile::adopt_lossless_formats(p.policy, p.lossless_formats);
-              }
-              if (o->min_tokens >= 0) p.policy.min_tokens = o->min_tokens;
-              // Classified by the (possibly new) policy: its default budget or thresholds, unless a budget
-              // option or --thresholds says otherwise.
-              profile::reclassify(p, o->target_bits, target_bytes, o->thresholds);
+              p = profile::merge_and_classify(
+                  {o->merge, o->policy, o->min_tokens, o->target_bits, target_bytes, o->thresholds});
             } else {
               auto& r = o->request;
               if (r.model_path.empty()) invalid("profile: --model is required (or use --merge)");

@@ -1,7 +1,6 @@
 // expertquant tokenize: text to token ids, or ids back to text, with a model's
 // tokenizer (--model) or a tokenizer.json (--tokenizer) (lib/tokenizer).
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -24,8 +23,7 @@ struct TokenizeCliOptions {
 
 std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const TokenizeCliOptions& o) {
   if (!o.model.empty()) return tokenizer::load_tokenizer(o.model, tokenizer::read_model_vocab_size(o.model));
-  const std::filesystem::path config = std::filesystem::path(o.tokenizer_file).parent_path() / "tokenizer_config.json";
-  return tokenizer::load_tokenizer_file(o.tokenizer_file, std::filesystem::exists(config) ? config.string() : "");
+  return tokenizer::load_tokenizer_file_beside_config(o.tokenizer_file);
 }
 
 int run_encode(const tokenizer::Tokenizer& tok, const TokenizeCliOptions& o) {

@@ -2,17 +2,14 @@
 // dispatch on this machine for a packed model and write sort_cutoff
 // (lib/exec/tune.h) to a runtime config: -o, else the user's
 // (exec::default_runtime_config_path), never a file of the source tree.
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "commands.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
+#include "eval/tune_run.h"
 #include "eval_inputs.h"
-#include "exec/moe_inputs.h"
-#include "exec/packed_model.h"
-#include "exec/tune.h"
+#include "exec/runtime_config.h"
 #include "json_output.h"
 #include "option_checks.h"
 #include "progress.h"
@@ -22,7 +19,7 @@ namespace {
 
 struct TuneCliOptions {
   std::string packed, model, out, sweep;  // out: "" = the default location
-  TextInputs inputs;
+  eval::TextInputs inputs;
   JsonOutput json;
   int reps = 7, warmup = 1, threads = 0;
   int64_t ctx = 512;
@@ -65,24 +62,22 @@ int run_tune(TuneCliOptions& o) {
   const std::string out = output_path(o);
   io::check_outputs_apart({{"-o", out}, o.json.output()}, read);
   apply_threads_option(o.threads);
-  exec::TuneOptions to;
+  eval::TuneRequest q;
   // Checked before the model loads: a bad list fails at once.
-  if (!o.sweep.empty()) to.sweep = parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
-  exec::PackedModelOptions po;
-  po.model_path = o.model;
-  po.verify = !o.no_verify;
-  auto pm = exec::PackedModel::open(o.packed, po);
-  const auto texts = read_inputs(o.inputs, o.packed, pm->config().vocab_size);
-  to.reps = o.reps;
-  to.warmup = o.warmup;
+  if (!o.sweep.empty()) q.options.sweep = parse_int_list(o.sweep, "--sweep", kMaxStepTokens);
+  q.packed = o.packed;
+  q.model = o.model;
+  q.verify = !o.no_verify;
+  q.inputs = o.inputs;
+  q.ctx = o.ctx;
+  q.options.reps = o.reps;
+  q.options.warmup = o.warmup;
   Progress bar("tune", o.verbose);
-  bar.phase("", ProgressUnit::kMeasurements);
-  to.progress = [&](int64_t done, int64_t total, const std::string& step) {
+  q.measuring = [&] { bar.phase("", ProgressUnit::kMeasurements); };
+  q.options.progress = [&](int64_t done, int64_t total, const std::string& step) {
     bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total), step);
   };
-  const int64_t rows = *std::max_element(to.sweep.begin(), to.sweep.end());
-  const exec::MoeInputs inputs = exec::capture_moe_inputs(*pm, texts.front().tokens, rows, o.ctx);
-  const exec::TuneResult r = exec::tune_sort_cutoff(*pm, inputs, to);
+  const exec::TuneResult r = eval::run_tune(q);
   bar.finish();
 
   if (!o.json.print) print_table(r);

@@ -1,6 +1,5 @@
-// Inputs shared by eval, tune and generate: evaluation texts / token files
-// into labeled token sequences, and the executor options (dispatch, cutoff,
-// runtime config) as CLI flags.
+// Options shared by eval, tune and generate: the evaluation texts / token
+// files, and the executor options (dispatch, cutoff, runtime config).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,30 +9,21 @@
 #include <string>
 #include <vector>
 
-#include "eval/quality.h"
+#include "eval/text_inputs.h"
 #include "exec/dispatch.h"
 #include "exec/runtime_config.h"
 #include "io/output_path.h"
 
 namespace eq::app {
 
-struct TextInputs {
-  std::vector<std::string> texts, token_files;
-  int64_t max_tokens = 0;  // per text; 0 = all
-  std::string doc_separator;  // as typed (C escapes decoded when read)
-};
-void add_text_options(CLI::App* sub, TextInputs& in, const std::string& max_tokens_help);
-// "data/corpus/eval_prose.txt.zst" -> "prose"; token files keep their stem.
-std::string domain_label(const std::string& path);
-// --text is encoded by the tokenizer of the model in `model_folder` (read only
-// when there is text).
-std::vector<eval::LabeledTokens> read_inputs(const TextInputs& in, const std::string& model_folder, int64_t vocab_size);
+// --text, --tokens, --max-tokens and --doc-separator (lib/eval/text_inputs.h).
+void add_text_options(CLI::App* sub, eval::TextInputs& in, const std::string& max_tokens_help);
 // The --doc-separator option, shared by every command that reads text.
 void add_doc_separator_option(CLI::App* sub, std::string& separator);
 // --doc-separator with its C escapes (\n, \xHH, ...) decoded.
 std::string doc_separator(const std::string& typed);
 // The files of --text / --tokens, for io::check_outputs_apart.
-std::vector<io::NamedPath> input_paths(const TextInputs& in);
+std::vector<io::NamedPath> input_paths(const eval::TextInputs& in);
 
 struct ExecFlags {
   std::string runtime_config;

@@ -1,5 +1,6 @@
 #include "exec/dispatch.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -105,6 +106,20 @@ std::optional<DispatchKind> parse_dispatch_kind(std::string_view name) {
   if (name == "sorted") return DispatchKind::kSorted;
   if (name == "auto") return DispatchKind::kAuto;
   return std::nullopt;
+}
+
+std::vector<DispatchKind> parse_dispatch_option(const std::string& value, bool list) {
+  std::vector<DispatchKind> out;
+  size_t i = 0;
+  while (i <= value.size()) {
+    const size_t j = list ? std::min(value.find(',', i), value.size()) : value.size();
+    const std::string name = value.substr(i, j - i);
+    const auto kind = parse_dispatch_kind(name);
+    if (!kind) invalid("--dispatch: unknown strategy '" + name + "' (mask-combine, sorted, auto)");
+    out.push_back(*kind);
+    i = j + 1;
+  }
+  return out;
 }
 
 std::string_view dispatch_kind_name(DispatchKind kind) {

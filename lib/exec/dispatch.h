@@ -101,6 +101,10 @@ void run_sorted(const MoeWork& work, DispatchScratch& scratch);
 
 // "mask-combine", "sorted", "auto"; nullopt otherwise.
 std::optional<DispatchKind> parse_dispatch_kind(std::string_view name);
+// The value of a --dispatch option: one strategy name, or with `list` several
+// separated by commas; a name that is none throws eq::Error naming the option
+// and the three choices.
+std::vector<DispatchKind> parse_dispatch_option(const std::string& value, bool list);
 std::string_view dispatch_kind_name(DispatchKind kind);
 // sort_cutoff is used by auto only.
 std::unique_ptr<Dispatch> make_dispatch(DispatchKind kind, int64_t sort_cutoff);

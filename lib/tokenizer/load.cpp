@@ -82,17 +82,19 @@ bool has_tokenizer(const std::string& model_dir, int64_t model_vocab_size) {
   return model_vocab_size == 256 || !tokenizer_json_path(model_dir).empty();
 }
 
+std::unique_ptr<Tokenizer> load_tokenizer_file_beside_config(const std::string& path) {
+  const std::filesystem::path config = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+  return load_tokenizer_file(path, std::filesystem::exists(config) ? config.string() : std::string());
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir, int64_t model_vocab_size) {
-  namespace fs = std::filesystem;
-  const fs::path dir(model_dir);
   const std::string json_path = tokenizer_json_path(model_dir);
   if (json_path.empty()) {
     if (model_vocab_size == 256) return std::make_unique<ByteTokenizer>();
     eq::invalid(model_dir + ": no tokenizer.json, and the model's vocabulary (" + std::to_string(model_vocab_size) +
                 ") is not bytes: add the model's tokenizer.json or pass token ids");
   }
-  const fs::path config = dir / "tokenizer_config.json";
-  auto tok = load_tokenizer_file(json_path, fs::exists(config) ? config.string() : std::string());
+  auto tok = load_tokenizer_file_beside_config(json_path);
   if (model_vocab_size > 0 && tok->vocab_size() > model_vocab_size)
     eq::invalid(json_path + ": the tokenizer has ids up to " + std::to_string(tok->vocab_size() - 1) +
                 " but the model's vocab_size is " + std::to_string(model_vocab_size) + " (" + model_dir +

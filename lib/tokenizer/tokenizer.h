@@ -46,6 +46,10 @@ class Tokenizer {
 // files: exit 2 naming the file and field; components not implemented: exit 4.
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path, const std::string& config_path = "");
 
+// A tokenizer.json on its own, with the tokenizer_config.json beside it when
+// there is one.
+std::unique_ptr<Tokenizer> load_tokenizer_file_beside_config(const std::string& path);
+
 // The same from the bytes of a tokenizer.json (no config); `label` names it in errors.
 std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view json, const std::string& label);
 

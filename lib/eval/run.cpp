@@ -1,0 +1,130 @@
+#include "eval/run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/process_usage.h"
+#include "core/thread_pool.h"
+#include "eval/quality.h"
+#include "exec/moe_inputs.h"
+#include "exec/open_for_run.h"
+
+namespace eq::eval {
+namespace {
+
+// Nothing to tell: the observer of a caller that gave none.
+EvalObserver& quiet() {
+  static EvalObserver none;
+  return none;
+}
+
+LatencyResult time_model(exec::PackedModel& pm, const std::vector<LabeledTokens>& texts,
+                         const std::vector<std::shared_ptr<const exec::Dispatch>>& dispatches, LatencyOptions lo,
+                         const std::string& model, EvalObserver& obs) {
+  const int64_t rows = *std::max_element(lo.sweep.begin(), lo.sweep.end());
+  obs.on_capturing(model, rows);
+  const std::vector<int32_t>& text = texts.front().tokens;
+  const exec::MoeInputs inputs = exec::capture_moe_inputs(pm, text, rows, lo.ctx);
+  obs.on_stage_start(EvalStage::kLatency, model);
+  lo.progress = [&](int64_t done, int64_t total, const std::string& step) { obs.on_progress(done, total, step); };
+  LatencyResult r = measure_latency(pm, inputs, text, dispatches, lo);
+  obs.on_stage_end();
+  return r;
+}
+
+}  // namespace
+
+EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
+  EvalObserver& obs = observer ? *observer : quiet();
+  const auto t0 = std::chrono::steady_clock::now();
+  PhaseMeter meter;
+  meter.start("load");
+  exec::PackedModelOptions po;
+  po.model_path = q.model;
+  po.verify = q.verify;
+  po.verify_source_as_read = true;  // the quality pass and collapse checks read the source anyway
+  auto pm = exec::open_for_run(q.packed, po, exec::DispatchKind::kAuto, q.runtime);
+  const model::ModelConfig& c = pm->config();
+  obs.on_loaded(*pm);
+  const std::vector<LabeledTokens> texts = read_text_inputs(q.inputs, q.packed, c.vocab_size);
+  meter.stop();
+
+  EvalReport r;
+  r.tool_version = EQ_VERSION;
+  r.model_path = q.model;
+  if (!pm->has_reference())
+    r.comparison_skipped = "no --model: the packed model ran alone (its own bits per byte/token and latency); the "
+                           "unquantized reference, KL, top-1, per-layer error and collapse checks need --model";
+  r.machine = {std::string(cpu_model_name()), std::string(isa_name(active_isa())), default_pool().size(), 0};
+  r.packed = summarize_pack(pm->manifest(), q.packed);
+  r.ctx = q.ctx;
+  r.byte_level = c.byte_level();
+  for (const auto& t : texts) r.texts.push_back(t.label);
+
+  if (q.quality) {
+    obs.on_stage_start(EvalStage::kQuality, "");
+    QualityOptions qo;
+    qo.ctx = q.ctx;
+    qo.batch_windows = q.batch_windows;
+    qo.pass_order = q.pass_order;
+    qo.hidden_memory = q.hidden_memory;
+    qo.pass_start = [&](const std::string& pass) {
+      meter.start("quality " + pass);
+      obs.on_pass_start(pass);
+    };
+    qo.pass_progress = [&](const model::PassProgress& p) { obs.on_pass_progress(p); };
+    r.quality = compare_quality(*pm, texts, qo);
+    obs.on_stage_end();
+    meter.stop();
+  }
+  if (q.collapse && pm->has_reference()) {
+    meter.start("collapse");
+    CollapseOptions co = q.collapse_options;
+    r.collapse_thresholds = co.thresholds;
+    obs.on_stage_start(EvalStage::kCollapse, "");
+    co.progress = [&](int64_t done, int64_t total) {
+      obs.on_progress(done, total, "reference and packed greedy continuations");
+    };
+    r.collapse = run_collapse_checks(*pm, domain_prompts(texts, co, c.byte_level()), co);
+    obs.on_stage_end();
+    meter.stop();
+  }
+  // Before anything is reported: the figures above are only valid for the
+  // checkpoint the folder was packed from.
+  if (pm->has_reference()) {
+    meter.start("source check");
+    if (const uint64_t hashed = pm->finish_source_verification(); hashed > 0) obs.on_source_verified(hashed);
+    // The latency sweep runs the packed model alone: the source's converted
+    // tensors and mapped pages would only add to its resident set.
+    pm->drop_reference();
+    meter.stop();
+  }
+  if (q.latency) {
+    meter.start("latency");
+    LatencyOptions lo = q.latency_options;
+    lo.ctx = q.ctx;
+    std::vector<std::shared_ptr<const exec::Dispatch>> dispatches;
+    for (const exec::DispatchKind kind : exec::parse_dispatch_option(q.dispatch, /*list=*/true))
+      dispatches.push_back(exec::make_dispatch(kind, q.runtime.sort_cutoff));
+    r.latency = time_model(*pm, texts, dispatches, lo, "packed", obs);
+    if (!q.baseline.empty()) {
+      exec::PackedModelOptions bo = po;
+      bo.model_path.clear();  // timed only: no reference needed
+      auto base = exec::PackedModel::open(q.baseline, bo);
+      if (base->manifest().source.fingerprint != pm->manifest().source.fingerprint)
+        invalid("--baseline " + q.baseline + ": packed from a different checkpoint than " + q.packed);
+      r.baseline = summarize_pack(base->manifest(), q.baseline);
+      r.baseline_latency = time_model(*base, texts, dispatches, lo, "baseline", obs);
+    }
+    meter.stop();
+  }
+  r.phases = meter.phases();
+  r.machine.peak_rss_bytes = meter.peak_rss_bytes();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace eq::eval

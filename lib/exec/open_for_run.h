@@ -1,0 +1,19 @@
+// A packed model set up the way the commands that run one (eval, generate)
+// need it: opened, then dispatching with one strategy at the runtime config's
+// sort cutoff and choosing its expert-MLP kernels by the runtime config's
+// thresholds (runtime_config.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "exec/dispatch.h"
+#include "exec/packed_model.h"
+#include "exec/runtime_config.h"
+
+namespace eq::exec {
+
+std::unique_ptr<PackedModel> open_for_run(const std::string& folder, const PackedModelOptions& options,
+                                          DispatchKind dispatch, const RuntimeConfig& runtime);
+
+}  // namespace eq::exec
