@@ -254,6 +254,38 @@ struct LutTables {
   int8_t a[trellis::kLutEntries], b[trellis::kLutEntries];
 };
 
+// The 2^K inputs of the butterfly whose input 0 sits at address a0, from this
+// block's costs or (CROSS, address bit 15 naming the other block) the other's;
+// their addresses out too (the outputs go back there).
+template <int K, bool CROSS, typename T>
+__device__ __forceinline__ void butterfly_inputs(uint32_t a0, const uint32_t* input_bits, uint32_t rank, const T* cost,
+                                        const T* remote, T* in, uint32_t* addr) {
+#pragma unroll
+  for (int j = 0; j < Shape<K>::fan; ++j) {
+    addr[j] = a0 | input_bits[j];
+    const uint32_t off = addr[j] & (kBlockStates - 1);
+    in[j] = (!CROSS || (addr[j] >> 15) == rank) ? cost[off] : remote[off];
+  }
+}
+
+// The traceback of the cluster kernels: from the final state, each step's
+// survivor bits (planes, in the step's address layout) give the predecessor;
+// states[t] out.
+template <int K>
+__device__ inline void trace_back(uint32_t state, const uint8_t* planes, uint32_t* states) {
+  using S = Shape<K>;
+  for (int t = kT - 1; t >= 0; --t) {
+    states[t] = state;
+    const uint32_t group = state >> K;
+    const StepLayout<K> lay(t);
+    const uint32_t x = lay.extract(rotr16(group, lay.R));
+    const uint8_t* p = planes + static_cast<size_t>(S::step_bytes) * t;
+    uint32_t j = 0;
+    for (int bit = 0; bit < K; ++bit) j |= ((p[bit * S::plane_bytes + (x >> 3)] >> (x & 7)) & 1u) << bit;
+    state = group | (j << (kL - K));
+  }
+}
+
 struct ClusterShared {
   float tt[kT], tw[kT], rt[kT], rw[kT];
   uint32_t st[kT];
@@ -291,12 +323,7 @@ __device__ inline void step_butterflies(const StepLayout<K>& lay, uint32_t rank,
     const uint32_t r = r_thread | rotl16(a0_iter, lay.R);
     float in[S::fan];
     uint32_t addr[S::fan];
-#pragma unroll
-    for (int j = 0; j < S::fan; ++j) {
-      addr[j] = a0 | input_bits[j];
-      const uint32_t off = addr[j] & (kBlockStates - 1);
-      in[j] = (!CROSS || (addr[j] >> 15) == rank) ? cost[off] : remote[off];
-    }
+    butterfly_inputs<K, CROSS>(a0, input_bits, rank, cost, remote, in, addr);
     float best = in[0];
     uint32_t arg = 0;
 #pragma unroll
@@ -369,17 +396,8 @@ __device__ void run_pass_cluster(cg::cluster_group& cluster, ClusterShared& sh, 
     // Block 0's candidate first, as one reduction over all states would see them.
     const ClusterShared& b0 = rank == 0 ? sh : other;
     const ClusterShared& b1 = rank == 0 ? other : sh;
-    uint32_t state = better(b1.best_cost, b1.best_idx, b0.best_cost, b0.best_idx) ? b1.best_idx : b0.best_idx;
-    for (int t = kT - 1; t >= 0; --t) {
-      sh.st[t] = state;
-      const uint32_t group = state >> K;
-      const StepLayout<K> lay(t);
-      const uint32_t x = lay.extract(rotr16(group, lay.R));
-      const uint8_t* p = planes + static_cast<size_t>(S::step_bytes) * t;
-      uint32_t j = 0;
-      for (int bit = 0; bit < K; ++bit) j |= ((p[bit * S::plane_bytes + (x >> 3)] >> (x & 7)) & 1u) << bit;
-      state = group | (j << (kL - K));
-    }
+    trace_back<K>(better(b1.best_cost, b1.best_idx, b0.best_cost, b0.best_idx) ? b1.best_idx : b0.best_idx, planes,
+                  sh.st);
   }
   // The planes are read by both blocks before the next pass writes them.
   cluster.sync();
@@ -490,12 +508,7 @@ __device__ inline void half_butterflies(const StepLayout<K>& lay, uint32_t rank,
     const uint32_t r = r_thread | rotl16(a0_iter, lay.R);
     __half2 in[S::fan];
     uint32_t addr[S::fan];
-#pragma unroll
-    for (int j = 0; j < S::fan; ++j) {
-      addr[j] = a0 | input_bits[j];
-      const uint32_t off = addr[j] & (kBlockStates - 1);
-      in[j] = (!CROSS || (addr[j] >> 15) == rank) ? cost[off] : remote[off];
-    }
+    butterfly_inputs<K, CROSS>(a0, input_bits, rank, cost, remote, in, addr);
     __half2 best = in[0];
     uint32_t arg = 0;  // tile A's argmin in bits [0, K), tile B's in [16, 16 + K)
 #pragma unroll
@@ -602,20 +615,10 @@ __device__ void run_pass_half(cg::cluster_group& cluster, HalfShared& sh, HalfSh
     const int tile = tid == 0 ? 0 : 1;
     const HalfShared& b0 = rank == 0 ? sh : other;
     const HalfShared& b1 = rank == 0 ? other : sh;
-    uint32_t state = better(b1.best_cost[tile], b1.best_idx[tile], b0.best_cost[tile], b0.best_idx[tile])
-                         ? b1.best_idx[tile]
-                         : b0.best_idx[tile];
-    const uint8_t* tile_planes = tile == 0 ? planes_a : planes_b;
-    for (int t = kT - 1; t >= 0; --t) {
-      sh.st[tile][t] = state;
-      const uint32_t group = state >> K;
-      const StepLayout<K> lay(t);
-      const uint32_t x = lay.extract(rotr16(group, lay.R));
-      const uint8_t* p = tile_planes + static_cast<size_t>(S::step_bytes) * t;
-      uint32_t j = 0;
-      for (int bit = 0; bit < K; ++bit) j |= ((p[bit * S::plane_bytes + (x >> 3)] >> (x & 7)) & 1u) << bit;
-      state = group | (j << (kL - K));
-    }
+    trace_back<K>(better(b1.best_cost[tile], b1.best_idx[tile], b0.best_cost[tile], b0.best_idx[tile])
+                      ? b1.best_idx[tile]
+                      : b0.best_idx[tile],
+                  tile == 0 ? planes_a : planes_b, sh.st[tile]);
   }
   cluster.sync();
 }
