@@ -109,7 +109,9 @@ TEST(DevicePack, HalfSearchMarked) {
     EXPECT_EQ(marked, format == "trellis2" ? experts : 0u) << format;
     for (const auto& entry : fs::directory_iterator(all)) {
       const std::string name = entry.path().filename().string();
-      if (name != "manifest.json") EXPECT_TRUE(read_file(entry.path()) == read_file(first / name)) << format << " " << name;
+      if (name != "manifest.json") {
+        EXPECT_TRUE(read_file(entry.path()) == read_file(first / name)) << format << " " << name;
+      }
     }
   }
 }
