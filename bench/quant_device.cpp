@@ -6,7 +6,10 @@
 // GPU's parts equal the CPU's byte for byte.
 //
 //   bench/quant_device [--rows 768] [--cols 2048] [--formats a,b] [--gpu-matrices 8]
-//                      [--trellis-kernels cluster,global] [--importance]
+//                      [--trellis-kernels cluster,global] [--importance] [--half-search]
+//
+// --device-style GPU choice: every visible GPU; worker t runs on GPU t mod
+// count (CUDA_VISIBLE_DEVICES picks fewer).
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -20,7 +23,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "quant/device.h"
+#include "quant/gpus.h"
 #include "quant/format.h"
 
 using namespace eq::quant;
@@ -36,7 +39,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // at a time from this thread, each spreading over the pool itself (the CPU
 // trellis quantizer). Returns seconds.
 double run(const FormatTraits& f, const std::vector<std::vector<float>>& ws, int64_t rows, int64_t cols, int count,
-           int threads, Device device, std::vector<QuantizedMatrix>* first, const float* importance = nullptr) {
+           int threads, Device device, std::vector<QuantizedMatrix>* first, const float* importance = nullptr,
+           TrellisSearch search = TrellisSearch::kExact) {
+  set_trellis_search(search);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<QuantizedMatrix> out(static_cast<size_t>(count));
   auto one = [&](int i) {
@@ -50,12 +55,26 @@ double run(const FormatTraits& f, const std::vector<std::vector<float>>& ws, int
     for (int i = 0; i < count; ++i) one(i);
   } else {
     eq::default_pool().run(static_cast<size_t>(threads), [&](size_t t) {
+      bind_device(device, t);  // worker t on GPU t mod count, as pack's workers
       for (int i = static_cast<int>(t); i < count; i += threads) one(i);
     });
   }
   const double s = seconds_since(t0);
   if (first) *first = std::move(out);
   return s;
+}
+
+// Squared error of the round trips of out[i] against ws[i mod |ws|].
+double sq_error(const FormatTraits& f, const std::vector<std::vector<float>>& ws, int64_t rows, int64_t cols,
+                const std::vector<QuantizedMatrix>& out) {
+  double sum = 0;
+  std::vector<float> back(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < out.size(); ++i) {
+    f.dequantize(out[i].view(), back.data());
+    const std::vector<float>& w = ws[i % ws.size()];
+    for (size_t k = 0; k < back.size(); ++k) sum += (double(w[k]) - back[k]) * (double(w[k]) - back[k]);
+  }
+  return sum;
 }
 
 bool same(const QuantizedMatrix& a, const QuantizedMatrix& b) {
@@ -86,6 +105,10 @@ int main(int argc, char** argv) {
   app.add_flag("--importance", with_importance,
                "Quantize with a random per-column importance (as pack does with a profile: the trellis rows then "
                "search column by column with error feedback)");
+  bool half_search = false;
+  app.add_flag("--half-search", half_search,
+               "Also time every trellis row of the list with the GPU's half search, against the exact one, with "
+               "both errors");
   CLI11_PARSE(app, argc, argv);
   try {
     require_device(Device::kCuda);
@@ -124,6 +147,24 @@ int main(int argc, char** argv) {
       std::printf("| %s | %.3g | %.3g | %.1fx | %s |\n", std::string(f->name).c_str(), cpu_wps, gpu_wps,
                   gpu_wps / cpu_wps, same(cpu_out[0], gpu_out[0]) ? "yes" : "NO");
       std::fflush(stdout);
+    }
+    if (half_search) {
+      std::printf("\nthe trellis rows by GPU search (%zu GPUs):\n\n", device_count(Device::kCuda));
+      std::printf("| format | exact weights/s | half weights/s | half / exact speed | half / exact squared error |\n"
+                  "| --- | ---: | ---: | ---: | ---: |\n");
+      for (const FormatTraits* f : list) {
+        if (!f->slow_quantizer) continue;
+        std::vector<QuantizedMatrix> exact_out, half_out;
+        run(*f, ws, rows, cols, 1, 0, Device::kCuda, nullptr, importance, TrellisSearch::kHalf);  // warm-up
+        const double exact_s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &exact_out,
+                                   importance, TrellisSearch::kExact);
+        const double half_s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &half_out,
+                                  importance, TrellisSearch::kHalf);
+        const double ee = sq_error(*f, ws, rows, cols, exact_out), he = sq_error(*f, ws, rows, cols, half_out);
+        std::printf("| %s | %.3g | %.3g | %.2fx | %.5f |\n", std::string(f->name).c_str(), per * gpu_matrices / exact_s,
+                    per * gpu_matrices / half_s, exact_s / half_s, he / ee);
+        std::fflush(stdout);
+      }
     }
     if (!kernels.empty()) {
       std::printf("\nthe trellis rows by search kernel (EQ_CUDA_TRELLIS_KERNEL):\n\n");

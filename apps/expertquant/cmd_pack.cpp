@@ -23,7 +23,7 @@ namespace {
 
 struct PackCliOptions {
   pack::PackRequest request;
-  std::string layers, max_memory, shard_size = "4G", device = "cpu";
+  std::string layers, max_memory, shard_size = "4G", device = "cpu", trellis_search = "half";
   int threads = 0;
   JsonOutput json;
   bool verbose = false;
@@ -138,7 +138,10 @@ Command add_pack(CLI::App& app) {
   sub->add_option("--max-memory", o->max_memory,
                   "Bound on memory above the process baseline (bytes, or 512M, 4G; default half the RAM)");
   sub->add_option("--shard-size", o->shard_size, "Maximum bytes per output shard (default 4G)");
-  sub->add_option("--device", o->device, "Where to quantize: cpu (default) or cuda (same output; exit 4 without a GPU)");
+  sub->add_option("--device", o->device,
+                  "Where to quantize: cpu (default), cuda (every visible GPU) or cuda:0,1 (those GPUs); exit 4 without a GPU");
+  sub->add_option("--trellis-search", o->trellis_search,
+                  "The GPU's trellis search: half (default; FP16, MSE within 0.5%) or exact (the CPU's bit for bit)");
   add_threads_option(sub, o->threads);
   sub->add_flag("--force", o->request.force, "Replace an existing output folder");
   add_json_options(sub, o->json, "the totals, per-layer totals and packing figures");
@@ -153,6 +156,7 @@ Command add_pack(CLI::App& app) {
             if (!o->max_memory.empty()) o->request.max_memory = parse_byte_size(o->max_memory, "--max-memory");
             o->request.shard_size = parse_byte_size(o->shard_size, "--shard-size");
             o->request.device = quant::parse_device(o->device);
+            o->request.trellis_search = quant::parse_trellis_search(o->trellis_search);
             apply_threads_option(o->threads);
             BarObserver observer(o->verbose);
             pack::Manifest m = pack::run_pack(o->request, &observer);

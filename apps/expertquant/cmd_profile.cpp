@@ -50,7 +50,7 @@ struct ProfileCliOptions {
   JsonOutput json;
   PassCliOptions pass;
   bool no_sensitivity = false, summary = false, verbose = false, force = false;
-  std::string device = "cpu";
+  std::string device = "cpu", trellis_search = "half";
 };
 
 // "I/N" with 0 <= I < N.
@@ -213,7 +213,10 @@ Command add_profile(CLI::App& app) {
   th->excludes(tb, ts);
   sub->add_flag("--no-sensitivity", o->no_sensitivity, "Skip the sensitivity measurement (usage statistics only)");
   sub->add_option("--device", o->device,
-                  "Where the sensitivity measurement quantizes: cpu (default) or cuda (same figures; exit 4 without a GPU)");
+                  "Where the sensitivity measurement quantizes: cpu (default), cuda (every visible GPU) or cuda:0,1; exit 4 "
+                  "without a GPU");
+  sub->add_option("--trellis-search", o->trellis_search,
+                  "The GPU's trellis search: half (default; FP16, MSE within 0.5%) or exact (the CPU's bit for bit)");
   sub->add_option("--save-trace", o->request.save_trace, "Write the per-token routing, zstd-compressed");
   sub->add_option("--heatmap", o->heatmap, "Write an SVG heatmap of layers x experts");
   add_pass_options(sub, o->pass);
@@ -256,6 +259,7 @@ Command add_profile(CLI::App& app) {
               r.doc_separator = doc_separator(o->doc_separator);
               r.sensitivity = !o->no_sensitivity;
               r.device = quant::parse_device(o->device);
+              r.trellis_search = quant::parse_trellis_search(o->trellis_search);
               r.budget = {o->target_bits, target_bytes};
               r.thresholds = o->thresholds;
               // Phases: "pass" counts tokens, "sensitivity" experts.

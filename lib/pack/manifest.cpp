@@ -187,6 +187,7 @@ void to_json(ordered_json& j, const ManifestExpert& e) {
   j["slot"] = or_null(e.slot);
   j["bytes_before"] = e.bytes_before;
   j["bytes_after"] = e.bytes_after;
+  if (!e.search.empty()) j["search"] = e.search;
   j["parts"] = e.parts;
 }
 
@@ -662,6 +663,10 @@ class ManifestParser {
     e.slot = static_cast<int>(r_.i64_or_null(ej, "slot", ep));
     e.bytes_before = r_.u64(ej, "bytes_before", ep);
     e.bytes_after = r_.u64(ej, "bytes_after", ep);
+    if (ej.contains("search")) {
+      e.search = r_.str(ej, "search", ep);
+      if (e.search != "half") r_.bad(ep + ".search", "must be \"half\" when present");
+    }
     const bool pruned = e.cls == ExpertClass::kPruned;
     if (pruned != (e.group < 0) || pruned != e.format.empty())
       r_.bad(ep, "a pruned expert has no format/group/slot, a kept one has all three");

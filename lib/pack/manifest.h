@@ -52,6 +52,9 @@ struct ManifestExpert {
   int group = -1, slot = -1;   // -1 when pruned
   uint64_t bytes_before = 0, bytes_after = 0;
   std::vector<ManifestPart> parts;  // proj-major, part order of the format
+  // The trellis search that produced it when not the exact one ("half":
+  // the GPU's FP16 search); empty otherwise.
+  std::string search;
 };
 
 struct ManifestGroup {

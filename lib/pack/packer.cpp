@@ -24,6 +24,7 @@
 #include "pack/importance.h"
 #include "pack/output.h"
 #include "profile/profile.h"
+#include "quant/gpus.h"
 
 namespace eq::pack {
 
@@ -60,6 +61,7 @@ struct PackState {
   Manifest& manifest;
   PackObserver* observer;
   quant::Device device = quant::Device::kCpu;
+  quant::TrellisSearch trellis_search = quant::TrellisSearch::kExact;
   uint64_t done = 0;
   // Full XXH64 of each source tensor read, taken from the bytes being packed
   // (copies: the output's hash of the same bytes). Filled by workers.
@@ -149,7 +151,8 @@ struct PackState {
     ++i;
     const size_t n = g.experts.size();
     ThreadPool& pool = default_pool();
-    const size_t workers = std::min<size_t>(size_t(plan.threads), n);
+    // At least one worker per GPU, so every GPU gets experts.
+    const size_t workers = std::min<size_t>(std::max<size_t>(size_t(plan.threads), quant::device_count(device)), n);
     for (int p = 0; p < 3; ++p) {
       const MatrixLayout& l = *g.layout[p];
       std::vector<std::vector<uint8_t>> stacked(l.parts.size());
@@ -158,6 +161,7 @@ struct PackState {
       std::vector<uint64_t> src_bytes(n);
       // Worker w takes slots w, w + workers, ...: at most `workers` experts in flight.
       pool.run(workers, [&](size_t w) {
+        quant::bind_device(device, w);  // worker w's experts go to GPU w mod count
         std::vector<float> buf(size_t(l.rows) * size_t(l.cols));
         for (size_t s = w; s < n; s += workers) {
           const int64_t e = g.experts[s];
@@ -196,6 +200,12 @@ struct PackState {
           }
         }
       });
+      // The experts of a trellis format quantized by the GPU's half search
+      // say so (their bytes are not the exact search's).
+      if (p == 0 && device == quant::Device::kCuda && trellis_search == quant::TrellisSearch::kHalf &&
+          g.format->device_quantizer != nullptr && g.format->family == "trellis")
+        for (size_t s = 0; s < n; ++s)
+          ml.experts[size_t(g.experts[s])].search = std::string(quant::trellis_search_name(trellis_search));
       for (size_t k = 0; k < l.parts.size(); ++k, ++i) {
         manifest.tensors.push_back(record(plan.tensors[i], out.append(i, stacked[k])));
         stacked[k] = {};
@@ -413,6 +423,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   const int policies = !rq.uniform_format.empty() + !rq.allocation_path.empty() + !rq.profile_path.empty();
   if (policies != 1) invalid("pack: give exactly one of --uniform, --allocation, --profile");
   quant::require_device(rq.device);
+  quant::set_trellis_search(rq.trellis_search);
 
   auto ckpt = io::Checkpoint::open(rq.model_path);
   const model::ModelConfig cfg = config ? *config : model::load_config(ckpt->folder());
@@ -443,7 +454,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   std::vector<OutputTensor> decls;
   for (const auto& t : plan.tensors) decls.push_back({t.name, t.dtype, t.shape, t.nbytes, t.shard});
   ShardedOutput out(partial, std::move(decls), plan.num_shards);
-  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer, rq.device};
+  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer, rq.device, rq.trellis_search};
   for (const auto& lp : plan.layers) m.layers.push_back(layer_record(lp, cfg, src));
   write_tensors(st, plan, m);
   release_all(*ckpt);

@@ -8,6 +8,7 @@
 #include "pack/manifest.h"
 #include "pack/plan.h"
 #include "quant/device.h"
+#include "quant/gpus.h"
 
 namespace eq::io {
 class Checkpoint;
@@ -30,6 +31,9 @@ struct PackRequest {
   bool force = false;
   // Where the quantizers run (--device): the output is the same either way.
   quant::Device device = quant::Device::kCpu;
+  // The GPU's trellis search (--trellis-search; quant/device.h): kHalf is
+  // not the CPU's bit for bit, so the manifest marks the experts it made.
+  quant::TrellisSearch trellis_search = quant::TrellisSearch::kHalf;
 };
 
 // Receives progress; called on the packing thread only.

@@ -268,6 +268,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   so.proxies = fitted.proxies;
   so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
   so.device = r.device;
+  quant::set_trellis_search(r.trellis_search);
   // The layer-major calib pass measures each MoE layer as soon as its
   // samples are complete, while its weights are held (one read of the layer).
   std::unique_ptr<SensitivityMeter> meter;

@@ -13,6 +13,7 @@
 
 #include "model/layer_pass.h"
 #include "quant/device.h"
+#include "quant/gpus.h"
 #include "profile/bit_budget.h"
 #include "profile/profile.h"
 
@@ -41,6 +42,7 @@ struct ProfileRequest {
   int64_t min_tokens = -1;      // overrides policy.min_tokens when >= 0
   bool sensitivity = true;
   quant::Device device = quant::Device::kCpu;  // where the sensitivity measurement quantizes (--device)
+  quant::TrellisSearch trellis_search = quant::TrellisSearch::kHalf;  // the GPU's trellis search (--trellis-search)
   BitBudget budget;             // none: the policy's default budget, or thresholds
   bool thresholds = false;      // classify by thresholds even when the policy has a default budget
   std::string save_trace;       // write the routing trace here (.zst)

@@ -1,7 +1,9 @@
 #include "profile/sensitivity.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <mutex>
 
@@ -12,6 +14,7 @@
 #include "model/weights.h"
 #include "profile/expert_output.h"
 #include "profile/lossless_source.h"
+#include "quant/gpus.h"
 #include "quant/format.h"
 
 namespace eq::profile {
@@ -196,23 +199,42 @@ void SensitivityMeter::measure_layer(int64_t li) {
     ++done_;
     if (options_.progress) options_.progress(done_, total);
   };
-  if (options_.device == quant::Device::kCpu) {
-    default_pool().run(size_t(E), one_expert);
-  } else {
-    for (int64_t e = 0; e < E; ++e) one_expert(size_t(e));
-  }
-  // The proxied (trellis) formats on the calibration experts, one expert at
-  // a time: their quantizer spreads one matrix over the pool itself.
-  for (int64_t e = 0; e < E; ++e) {
-    if (!calibrate[e]) continue;
-    if (samples[e]) {
-      measure(e, proxied, seconds[e]);
-      for (size_t f = 0; f < formats.size(); ++f)
-        if (proxied(f)) points_[f].push_back({ls.layer, e, row[e].rel_mse[f], row[e].rel_mse[source_index_[f]], 0.0});
+  // On one GPU: one expert at a time from this thread (the quantizers' CPU
+  // parts spread over the pool). On several: a worker per pool thread, worker
+  // w on GPU w mod gpus taking experts w, w + workers, ... (each value is
+  // computed from its expert alone, so the table is the same for any split).
+  const size_t gpus = options_.device == quant::Device::kCpu ? 0 : quant::device_count(options_.device);
+  const auto on_gpus = [&](const std::function<void(size_t)>& expert) {
+    if (gpus == 1) {
+      for (size_t e = 0; e < size_t(E); ++e) expert(e);
+      return;
     }
+    const size_t workers = std::max<size_t>(gpus, size_t(default_pool().size()));
+    default_pool().run(workers, [&](size_t w) {
+      quant::bind_device(options_.device, w);
+      for (size_t e = w; e < size_t(E); e += workers) expert(e);
+    });
+  };
+  if (gpus == 0) default_pool().run(size_t(E), one_expert);
+  else on_gpus(one_expert);
+  // The proxied (trellis) formats on the calibration experts: on the CPU one
+  // expert at a time (their quantizer spreads one matrix over the pool
+  // itself), on GPUs as above; the fit's points in expert order either way.
+  const auto one_calibration = [&](size_t e) {
+    if (!calibrate[e]) return;
+    if (samples[e]) measure(int64_t(e), proxied, seconds[e]);
+    std::lock_guard<std::mutex> lock(progress_mu);
     ++done_;
     if (options_.progress) options_.progress(done_, total);
-  }
+  };
+  if (gpus == 0)
+    for (int64_t e = 0; e < E; ++e) one_calibration(size_t(e));
+  else
+    on_gpus(one_calibration);
+  for (int64_t e = 0; e < E; ++e)
+    if (calibrate[e] && samples[e])
+      for (size_t f = 0; f < formats.size(); ++f)
+        if (proxied(f)) points_[f].push_back({ls.layer, e, row[e].rel_mse[f], row[e].rel_mse[source_index_[f]], 0.0});
   for (int64_t e = 0; e < E; ++e)
     for (size_t f = 0; f < formats.size(); ++f) table_.format_seconds[f] += seconds[e][f];
   table_.layers.push_back(std::move(row));

@@ -62,7 +62,8 @@ TEST(DevicePack, SameFolderAsCpu) {
     const fs::path cpu = dir / (format + "-cpu"), gpu = dir / (format + "-cuda");
     std::string output;
     ASSERT_EQ(test::run_command(pack_command(format, cpu, "cpu"), &output), 0) << output;
-    ASSERT_EQ(test::run_command(pack_command(format, gpu, "cuda"), &output), 0) << output;
+    // The exact search: the CPU's bit for bit (the half search is DevicePack.HalfSearchMarked's).
+    ASSERT_EQ(test::run_command(pack_command(format, gpu, "cuda --trellis-search exact"), &output), 0) << output;
     size_t files = 0;
     for (const auto& entry : fs::directory_iterator(cpu)) {
       const std::string name = entry.path().filename().string();
@@ -80,6 +81,38 @@ TEST(DevicePack, SameFolderAsCpu) {
       EXPECT_EQ(ma, mb) << format << ": manifests differ beyond the run figures";
     }
     EXPECT_GE(files, 3u) << format;
+  }
+}
+
+// The default GPU search of trellis rows is the half one: the manifest marks
+// every expert it made, and no other; a GPU list of one GPU packs the same bytes.
+TEST(DevicePack, HalfSearchMarked) {
+  const std::string why = quant::cuda::unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no GPU quantizer: " << why;
+  const fs::path dir = test::temp_dir("device_pack_half");
+  for (const std::string format : {"trellis2", "fp4_g32"}) {
+    const fs::path all = dir / (format + "-cuda"), first = dir / (format + "-cuda0");
+    std::string output;
+    ASSERT_EQ(test::run_command(pack_command(format, all, "cuda"), &output), 0) << output;
+    ASSERT_EQ(test::run_command(pack_command(format, first, "cuda:0"), &output), 0) << output;
+    const nlohmann::json m = nlohmann::json::parse(read_file(all / "manifest.json"));
+    size_t experts = 0, marked = 0;
+    for (const auto& layer : m["layers"])
+      for (const auto& e : layer["experts"]) {
+        ++experts;
+        if (e.contains("search")) {
+          ++marked;
+          EXPECT_EQ(e["search"], "half");
+        }
+      }
+    EXPECT_GT(experts, 0u);
+    EXPECT_EQ(marked, format == "trellis2" ? experts : 0u) << format;
+    for (const auto& entry : fs::directory_iterator(all)) {
+      const std::string name = entry.path().filename().string();
+      if (name != "manifest.json") {
+        EXPECT_TRUE(read_file(entry.path()) == read_file(first / name)) << format << " " << name;
+      }
+    }
   }
 }
 

@@ -15,8 +15,10 @@
 #include "core/error.h"
 #include "core/numeric.h"
 #include "io/safetensors.h"
+#include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/device.h"
+#include "quant/gpus.h"
 #include "quant/format.h"
 #include "test_support.h"
 
@@ -105,6 +107,35 @@ TEST(DeviceOption, ParsesAndRefusesWithoutGpu) {
   }
 }
 
+TEST(DeviceOption, ParsesAGpuListAndRefusesBadOnes) {
+  for (const char* bad : {"cuda:", "cuda:a", "cuda:0,", "cuda:-1", "cuda:0,0", "cuda:1x"}) {
+    try {
+      parse_device(bad);
+      FAIL() << "no error for --device " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << bad;
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_device("cuda:0"), Device::kCuda);
+  std::string why;
+  if (gpu_ready(&why)) {
+    EXPECT_EQ(device_count(Device::kCuda), 1u);
+    EXPECT_NO_THROW(require_device(Device::kCuda));
+    // A GPU index past the visible ones is refused before any work.
+    parse_device("cuda:0,4096");
+    try {
+      require_device(Device::kCuda);
+      FAIL() << "no error for a GPU that is not there";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 4);
+      EXPECT_NE(std::string(e.what()).find("GPU 4096"), std::string::npos) << e.what();
+    }
+  }
+  cuda::select_gpus({});  // back to every visible GPU for the other tests
+  EXPECT_EQ(device_count(Device::kCpu), 1u);
+}
+
 TEST(DeviceOption, EveryFourBitAndAffineAndTrellisRowHasADeviceQuantizer) {
   for (const FormatTraits& f : all_formats()) {
     const bool expected = f.family == "fp4" || f.family == "mxfp4" || f.family == "nvfp4" ||
@@ -157,6 +188,80 @@ TEST(DeviceQuantize, BundledModelWeights) {
       expect_same(f, w.data(), rows, cols, h.data(), name + " +importance");
     }
   }
+}
+
+// Squared error of `f`'s round trip of w, weighted by the importance (1 without).
+double weighted_sq_error(const FormatTraits& f, const float* w, int64_t rows, int64_t cols, const float* importance,
+                         Device device, TrellisSearch search) {
+  QuantizeOptions o;
+  o.importance = importance;
+  o.seed = 99;
+  o.device = device;
+  set_trellis_search(search);
+  const QuantizedMatrix q = f.quantize(w, rows, cols, o);
+  set_trellis_search(TrellisSearch::kExact);  // the other tests compare with the CPU's bytes
+  std::vector<float> back(static_cast<size_t>(rows * cols));
+  f.dequantize(q.view(), back.data());
+  double sum = 0;
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t k = 0; k < cols; ++k) {
+      const double d = double(w[n * cols + k]) - back[n * cols + k];
+      sum += (importance ? importance[k] : 1.0) * d * d;
+    }
+  return sum;
+}
+
+// The half search against the exact one (the CPU's) on the same matrices:
+// its error at most 0.5% above, and the same bytes on every run.
+void expect_half_close(const std::vector<std::vector<float>>& matrices, int64_t rows, int64_t cols,
+                       const float* importance, const std::string& what) {
+  for (const FormatTraits& f : all_formats()) {
+    if (f.device_quantizer == nullptr || !is_trellis(f)) continue;
+    double exact = 0, half = 0;
+    for (const auto& w : matrices) {
+      exact += weighted_sq_error(f, w.data(), rows, cols, importance, Device::kCpu, TrellisSearch::kExact);
+      half += weighted_sq_error(f, w.data(), rows, cols, importance, Device::kCuda, TrellisSearch::kHalf);
+    }
+    EXPECT_LE(half, exact * 1.005) << f.name << " " << what << ": half " << half << ", exact " << exact;
+    EXPECT_GT(half, exact * 0.9) << f.name << " " << what << ": half " << half << ", exact " << exact;
+    QuantizeOptions o;
+    o.device = Device::kCuda;
+    set_trellis_search(TrellisSearch::kHalf);
+    const auto& w = matrices.front();
+    const QuantizedMatrix a = f.quantize(w.data(), rows, cols, o), b = f.quantize(w.data(), rows, cols, o);
+    set_trellis_search(TrellisSearch::kExact);
+    for (size_t p = 0; p < a.parts.size(); ++p)
+      EXPECT_TRUE(a.parts[p].bytes == b.parts[p].bytes) << f.name << " " << what << ": not deterministic";
+  }
+}
+
+TEST(DeviceQuantize, TrellisHalfSearchRandomWeights) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 256, cols = 512;  // 512 tiles a matrix
+  std::vector<std::vector<float>> matrices;
+  for (uint64_t seed : {21, 22}) matrices.push_back(random_weights(rows, cols, seed));
+  const std::vector<float> h = random_importance(cols, 23);
+  expect_half_close(matrices, rows, cols, nullptr, "random 256x512");
+  expect_half_close(matrices, rows, cols, h.data(), "random 256x512 +importance");
+}
+
+TEST(DeviceQuantize, TrellisHalfSearchRealWeights) {
+  SKIP_WITHOUT_GPU();
+  EQ_REQUIRE_SHARED();
+  const auto file = (test::shared_dir() / "models" / "qwen3moe-small" / "model-00001-of-00003.safetensors").string();
+  const auto st = io::SafetensorsFile::open(file);
+  std::vector<std::vector<float>> matrices;
+  int64_t rows = 0, cols = 0;
+  for (int e = 0; e < 16; ++e)
+    for (const char* proj : {"gate_proj", "up_proj"}) {
+      const io::TensorInfo& info = *st->find("model.layers.0.mlp.experts." + std::to_string(e) + "." + proj + ".weight");
+      rows = info.shape[0];
+      cols = info.shape[1];
+      matrices.push_back(st->view(info).to_f32());
+    }
+  const std::vector<float> h = random_importance(cols, 29);
+  expect_half_close(matrices, rows, cols, nullptr, "qwen3moe-small layer 0 gate/up");
+  expect_half_close(matrices, rows, cols, h.data(), "qwen3moe-small layer 0 gate/up +importance");
 }
 
 }  // namespace

@@ -2,20 +2,65 @@
 #include <mutex>
 
 #include "quant/cuda/cuda_common.cuh"
+#include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/quantize_common.h"
 
 namespace eq::quant::cuda {
 
+namespace {
+
+// The GPUs of this run: set once by parse_device before any quantizer runs,
+// filled with every visible GPU on first use otherwise.
+std::mutex gpus_mu;
+std::vector<int> chosen_gpus;
+bool gpus_known = false;
+
+int visible_gpus(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    *why = std::string("no usable CUDA GPU (") + cudaGetErrorString(e) + ")";
+    return 0;
+  }
+  if (n == 0) *why = "no CUDA GPU found";
+  return n;
+}
+
+const std::vector<int>& gpus() {
+  std::lock_guard<std::mutex> lock(gpus_mu);
+  if (!gpus_known) {
+    std::string why;
+    const int n = visible_gpus(&why);
+    for (int i = 0; i < n; ++i) chosen_gpus.push_back(i);
+    gpus_known = true;
+  }
+  return chosen_gpus;
+}
+
+}  // namespace
+
+void select_gpus(const std::vector<int>& ids) {
+  std::lock_guard<std::mutex> lock(gpus_mu);
+  chosen_gpus = ids;
+  gpus_known = !ids.empty();
+}
+
 std::string unavailable_reason() {
-  static const std::string why = [] {
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) return std::string("no usable CUDA GPU (") + cudaGetErrorString(e) + ")";
-    if (n == 0) return std::string("no CUDA GPU found");
-    return std::string();
-  }();
-  return why;
+  std::string why;
+  const int n = visible_gpus(&why);
+  if (!why.empty()) return why;
+  for (int id : gpus())
+    if (id >= n) return "GPU " + std::to_string(id) + " is not among the " + std::to_string(n) + " visible";
+  return std::string();
+}
+
+size_t gpu_count() { return unavailable_reason().empty() ? gpus().size() : 0; }
+
+void use_gpu(size_t worker) {
+  const std::vector<int>& ids = gpus();
+  EQ_CHECK(!ids.empty(), "no GPU chosen");
+  check(cudaSetDevice(ids[worker % ids.size()]), "select GPU");
 }
 
 void require_gpu() {

@@ -23,6 +23,7 @@
 // every butterfly writes only what it read, and after the 256 steps of a tile
 // (256·K ≡ 0 mod 16) address and state agree again.
 #include <cooperative_groups.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -32,7 +33,9 @@
 #include <unordered_map>
 
 #include "quant/cuda/cuda_common.cuh"
+#include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/cuda_quantize.h"
+#include "quant/gpus.h"
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/format.h"
 #include "quant/trellis/viterbi.h"
@@ -65,8 +68,8 @@ __device__ inline bool better(float c, uint32_t i, float bc, uint32_t bi) {
 // The best admissible state among cost[0, n) (state base | i; overlap < 0:
 // all admissible), the lowest index on ties, reduced over the block's kTh
 // threads into red_cost[0], red_idx[0].
-template <int kTh>
-__device__ void block_best(const float* cost, int n, uint32_t base, uint32_t overlap_mask, int overlap,
+template <int kTh, typename Cost>
+__device__ void block_best(const Cost& cost, int n, uint32_t base, uint32_t overlap_mask, int overlap,
                            float* red_cost, uint32_t* red_idx) {
   const int tid = threadIdx.x;
   float bc = __int_as_float(0x7f800000);
@@ -74,8 +77,9 @@ __device__ void block_best(const float* cost, int n, uint32_t base, uint32_t ove
   for (int i = tid; i < n; i += kTh) {
     const uint32_t s = base | static_cast<uint32_t>(i);
     if (overlap >= 0 && (s & overlap_mask) != static_cast<uint32_t>(overlap)) continue;
-    if (better(cost[i], s, bc, bi)) {
-      bc = cost[i];
+    const float c = cost(i);
+    if (better(c, s, bc, bi)) {
+      bc = c;
       bi = s;
     }
   }
@@ -152,7 +156,7 @@ __device__ void run_pass(const float* codes, const float* target, const float* w
     prev = next;
     next = tmp;
   }
-  block_best<kThreads>(prev, kStates, 0, S::overlap_mask, overlap, red_cost, red_idx);
+  block_best<kThreads>([&](int i) { return prev[i]; }, kStates, 0, S::overlap_mask, overlap, red_cost, red_idx);
   if (tid == 0) {
     uint32_t state = red_idx[0];
     for (int t = kT - 1; t >= 0; --t) {
@@ -250,6 +254,38 @@ struct LutTables {
   int8_t a[trellis::kLutEntries], b[trellis::kLutEntries];
 };
 
+// The 2^K inputs of the butterfly whose input 0 sits at address a0, from this
+// block's costs or (CROSS, address bit 15 naming the other block) the other's;
+// their addresses out too (the outputs go back there).
+template <int K, bool CROSS, typename T>
+__device__ __forceinline__ void butterfly_inputs(uint32_t a0, const uint32_t* input_bits, uint32_t rank, const T* cost,
+                                        const T* remote, T* in, uint32_t* addr) {
+#pragma unroll
+  for (int j = 0; j < Shape<K>::fan; ++j) {
+    addr[j] = a0 | input_bits[j];
+    const uint32_t off = addr[j] & (kBlockStates - 1);
+    in[j] = (!CROSS || (addr[j] >> 15) == rank) ? cost[off] : remote[off];
+  }
+}
+
+// The traceback of the cluster kernels: from the final state, each step's
+// survivor bits (planes, in the step's address layout) give the predecessor;
+// states[t] out.
+template <int K>
+__device__ inline void trace_back(uint32_t state, const uint8_t* planes, uint32_t* states) {
+  using S = Shape<K>;
+  for (int t = kT - 1; t >= 0; --t) {
+    states[t] = state;
+    const uint32_t group = state >> K;
+    const StepLayout<K> lay(t);
+    const uint32_t x = lay.extract(rotr16(group, lay.R));
+    const uint8_t* p = planes + static_cast<size_t>(S::step_bytes) * t;
+    uint32_t j = 0;
+    for (int bit = 0; bit < K; ++bit) j |= ((p[bit * S::plane_bytes + (x >> 3)] >> (x & 7)) & 1u) << bit;
+    state = group | (j << (kL - K));
+  }
+}
+
 struct ClusterShared {
   float tt[kT], tw[kT], rt[kT], rw[kT];
   uint32_t st[kT];
@@ -287,12 +323,7 @@ __device__ inline void step_butterflies(const StepLayout<K>& lay, uint32_t rank,
     const uint32_t r = r_thread | rotl16(a0_iter, lay.R);
     float in[S::fan];
     uint32_t addr[S::fan];
-#pragma unroll
-    for (int j = 0; j < S::fan; ++j) {
-      addr[j] = a0 | input_bits[j];
-      const uint32_t off = addr[j] & (kBlockStates - 1);
-      in[j] = (!CROSS || (addr[j] >> 15) == rank) ? cost[off] : remote[off];
-    }
+    butterfly_inputs<K, CROSS>(a0, input_bits, rank, cost, remote, in, addr);
     float best = in[0];
     uint32_t arg = 0;
 #pragma unroll
@@ -354,7 +385,7 @@ __device__ void run_pass_cluster(cg::cluster_group& cluster, ClusterShared& sh, 
   }
   // The best admissible final state, the lowest index on ties: each block
   // over its half, then the two halves.
-  block_best<kClusterThreads>(cost, kBlockStates, rank << 15, S::overlap_mask, overlap, sh.red_cost, sh.red_idx);
+  block_best<kClusterThreads>([&](int i) { return cost[i]; }, kBlockStates, rank << 15, S::overlap_mask, overlap, sh.red_cost, sh.red_idx);
   if (tid == 0) {
     sh.best_cost = sh.red_cost[0];
     sh.best_idx = sh.red_idx[0];
@@ -365,17 +396,8 @@ __device__ void run_pass_cluster(cg::cluster_group& cluster, ClusterShared& sh, 
     // Block 0's candidate first, as one reduction over all states would see them.
     const ClusterShared& b0 = rank == 0 ? sh : other;
     const ClusterShared& b1 = rank == 0 ? other : sh;
-    uint32_t state = better(b1.best_cost, b1.best_idx, b0.best_cost, b0.best_idx) ? b1.best_idx : b0.best_idx;
-    for (int t = kT - 1; t >= 0; --t) {
-      sh.st[t] = state;
-      const uint32_t group = state >> K;
-      const StepLayout<K> lay(t);
-      const uint32_t x = lay.extract(rotr16(group, lay.R));
-      const uint8_t* p = planes + static_cast<size_t>(S::step_bytes) * t;
-      uint32_t j = 0;
-      for (int bit = 0; bit < K; ++bit) j |= ((p[bit * S::plane_bytes + (x >> 3)] >> (x & 7)) & 1u) << bit;
-      state = group | (j << (kL - K));
-    }
+    trace_back<K>(better(b1.best_cost, b1.best_idx, b0.best_cost, b0.best_idx) ? b1.best_idx : b0.best_idx, planes,
+                  sh.st);
   }
   // The planes are read by both blocks before the next pass writes them.
   cluster.sync();
@@ -409,6 +431,255 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThrea
     __syncthreads();
   }
   cluster.sync();  // neither block leaves while the other may read its shared memory
+}
+
+
+// ---- the half-precision search (TrellisSearch::kHalf) ----
+//
+// The cluster kernel's butterflies and in-place layout, with each state's
+// cost in FP16 and two tiles per cluster: a state's slot is a half2 holding
+// the costs of tile A (low half) and tile B (high half), so one HMNMX2 /
+// HSET2 / HFMA2 serves two tiles and the address work is shared. Three
+// changes against the exact search keep FP16 accurate:
+//   - the step cost is w·(y − t)² (a square, never a large difference), in
+//     code units / 64 with w divided by the tile's largest weight, so it
+//     stays well inside FP16's range;
+//   - at every cluster-wide step the smallest cost of the step's inputs is
+//     reduced (REDUX per warp, a shared-memory atomic per warp) and
+//     subtracted at the next step: costs stay relative to the best path, so
+//     their precision is spent where the decisions are;
+//   - ties (more frequent in FP16) go to the lowest predecessor as before.
+// The result is deterministic (the reductions are minima) but not the exact
+// search's; its MSE is held within 0.5% of it by tests/cuda.
+constexpr float kHalfScale = 1.0f / 64.0f;  // code units per FP16 unit
+
+struct HalfShared {
+  __half2 tt[kT], tw[kT], rt[kT], rw[kT];  // targets and weights of tiles A (low) and B (high)
+  uint32_t st[2][kT];
+  float red_cost[kClusterThreads];
+  uint32_t red_idx[kClusterThreads];
+  float best_cost[2];
+  uint32_t best_idx[2];
+  uint32_t ref[2][2];  // [parity][tile]: the reduced minimum, FP16 bits (costs are >= 0, so bits order as values)
+  int8_t lut_a[trellis::kLutEntries], lut_b[trellis::kLutEntries];
+};
+
+// Code value (y / 64) of state s duplicated in both halves, exact: the bits
+// 0x6400 + n are the half 1024 + n (n < 1024), and (1024 + n − bias) / 64 is
+// representable, so the single HFMA2 does not round.
+template <trellis::Code CODE>
+__device__ inline __half2 half_code(uint32_t s, uint32_t hash, const HalfShared& sh) {
+  uint32_t bits;
+  float bias;
+  if constexpr (CODE == trellis::Code::k1mad) {
+    bits = __dp4a(hash, 0x01010101u, 0x6400u);  // 1024 + sum of the bytes; y = sum − 510
+    bias = 1024.0f + 510.0f;
+  } else {
+    const uint32_t a = (s ^ (s >> 10)) & 63u;
+    const uint32_t b = (static_cast<uint8_t>(sh.lut_a[a]) ^ (s >> 6)) & 63u;
+    bits = static_cast<uint32_t>(0x6400 + 512 + sh.lut_a[a] + sh.lut_b[b]);  // 1536 + y
+    bias = 1536.0f;
+  }
+  const uint32_t pair = __byte_perm(bits, 0u, 0x1010);
+  __half2 h;
+  memcpy(&h, &pair, 4);
+  return __hfma2(h, __float2half2_rn(kHalfScale), __float2half2_rn(-bias * kHalfScale));
+}
+
+template <int K, trellis::Code CODE, bool CROSS>
+__device__ inline void half_butterflies(const StepLayout<K>& lay, uint32_t rank, __half2 t2, __half2 w2,
+                                        bool renorm, __half2 ref2, uint8_t* planes_a, uint8_t* planes_b,
+                                        __half2* cost, __half2* remote, HalfShared& sh, int parity) {
+  using S = Shape<K>;
+  constexpr int kHalfGroups = S::groups / kCluster;
+  const int tid = threadIdx.x, lane = tid & 31;
+  uint32_t input_bits[S::fan];
+#pragma unroll
+  for (int j = 0; j < S::fan; ++j) input_bits[j] = rotr16(static_cast<uint32_t>(j) << (kL - K), lay.R);
+  const uint32_t x_thread = (rank << (kL - K - 1)) | static_cast<uint32_t>(tid);
+  const uint32_t a0_thread = lay.deposit(x_thread);
+  const uint32_t r_thread = rotl16(a0_thread, lay.R);
+  __half2 step_min = __half2half2(__ushort_as_half(0x7c00));  // +inf in both halves
+#pragma unroll 4
+  for (int k = 0; k < kHalfGroups / kClusterThreads; ++k) {
+    const uint32_t x_iter = static_cast<uint32_t>(k) << 9, a0_iter = lay.deposit(x_iter);
+    const uint32_t x = x_thread | x_iter;
+    const uint32_t a0 = a0_thread | a0_iter;
+    const uint32_t r = r_thread | rotl16(a0_iter, lay.R);
+    __half2 in[S::fan];
+    uint32_t addr[S::fan];
+    butterfly_inputs<K, CROSS>(a0, input_bits, rank, cost, remote, in, addr);
+    __half2 best = in[0];
+    uint32_t arg = 0;  // tile A's argmin in bits [0, K), tile B's in [16, 16 + K)
+#pragma unroll
+    for (int j = 1; j < S::fan; ++j) {
+      const uint32_t less = __hlt2_mask(in[j], best);  // strict: the lowest j keeps a tie
+      best = __hmin2(best, in[j]);
+      arg = (arg & ~less) | ((static_cast<uint32_t>(j) * 0x10001u) & less);
+    }
+    if (CROSS) step_min = __hmin2(step_min, best);
+    if (renorm) best = __hsub2(best, ref2);
+#pragma unroll
+    for (int bit = 0; bit < K; ++bit) {
+      const uint32_t word_a = __ballot_sync(0xffffffffu, (arg >> bit) & 1u);
+      const uint32_t word_b = __ballot_sync(0xffffffffu, (arg >> (16 + bit)) & 1u);
+      if (lane == 0) {
+        reinterpret_cast<uint32_t*>(planes_a + bit * S::plane_bytes)[x >> 5] = word_a;
+        reinterpret_cast<uint32_t*>(planes_b + bit * S::plane_bytes)[x >> 5] = word_b;
+      }
+    }
+    const uint32_t out0 = r << K;
+    const uint32_t hash0 = out0 * trellis::k1madMul + trellis::k1madAdd;
+#pragma unroll
+    for (int j = 0; j < S::fan; ++j) {
+      const __half2 c = half_code<CODE>(out0 | static_cast<uint32_t>(j), hash0 + static_cast<uint32_t>(j) * trellis::k1madMul, sh);
+      const __half2 d = __hsub2(c, t2);
+      const __half2 v = __hfma2(d, __hmul2(d, w2), best);
+      const uint32_t off = addr[j] & (kBlockStates - 1);
+      if (!CROSS || (addr[j] >> 15) == rank) cost[off] = v;
+      else remote[off] = v;
+    }
+  }
+  if (CROSS) {
+    uint32_t bits;
+    memcpy(&bits, &step_min, 4);
+    const uint32_t lo = __reduce_min_sync(0xffffffffu, bits & 0xffffu);
+    const uint32_t hi = __reduce_min_sync(0xffffffffu, bits >> 16);
+    if (lane == 0) {
+      atomicMin(&sh.ref[parity][0], lo);
+      atomicMin(&sh.ref[parity][1], hi);
+    }
+  }
+}
+
+// One pass over kT steps for tiles A and B; sh.st[0], sh.st[1] get their
+// states. overlap < 0: free start.
+template <int K, trellis::Code CODE>
+__device__ void run_pass_half(cg::cluster_group& cluster, HalfShared& sh, HalfShared& other, __half2* cost,
+                              __half2* remote, const __half2* target, const __half2* weight, int overlap_a,
+                              int overlap_b, uint8_t* planes) {
+  using S = Shape<K>;
+  const int tid = threadIdx.x;
+  const uint32_t rank = cluster.block_rank();
+  const __half inf = __ushort_as_half(0x7c00);
+  const __half zero = __ushort_as_half(0);
+  for (int i = tid; i < kBlockStates; i += kClusterThreads) {
+    const uint32_t s = (rank << 15) | static_cast<uint32_t>(i);
+    const bool ok_a = overlap_a < 0 || (s & S::overlap_mask) == static_cast<uint32_t>(overlap_a);
+    const bool ok_b = overlap_b < 0 || (s & S::overlap_mask) == static_cast<uint32_t>(overlap_b);
+    cost[i] = __halves2half2(ok_a ? zero : inf, ok_b ? zero : inf);
+  }
+  if (tid < 4) sh.ref[tid >> 1][tid & 1] = 0x7c00u;
+  uint8_t* planes_a = planes;
+  uint8_t* planes_b = planes + static_cast<size_t>(S::step_bytes) * kT;
+  cluster.sync();
+  int parity = 0;
+  bool renorm = false;
+  for (int t = 0; t < kT; ++t) {
+    const StepLayout<K> lay(t);
+    const bool cross = lay.crosses();
+    __half2 ref2 = __float2half2_rn(0.0f);
+    if (renorm) {
+      // Both blocks' minima of the last cluster-wide step: the same reference in each.
+      const int p = parity ^ 1;
+      const uint32_t lo = min(sh.ref[p][0], other.ref[p][0]), hi = min(sh.ref[p][1], other.ref[p][1]);
+      ref2 = __halves2half2(__ushort_as_half(static_cast<unsigned short>(lo)),
+                            __ushort_as_half(static_cast<unsigned short>(hi)));
+      // The slot the next cluster-wide step fills: read last before this one's sync.
+      if (tid < 2) sh.ref[parity][tid] = 0x7c00u;
+    }
+    const size_t step_off = static_cast<size_t>(S::step_bytes) * t;
+    if (cross)
+      half_butterflies<K, CODE, true>(lay, rank, target[t], weight[t], renorm, ref2, planes_a + step_off,
+                                      planes_b + step_off, cost, remote, sh, parity);
+    else
+      half_butterflies<K, CODE, false>(lay, rank, target[t], weight[t], renorm, ref2, planes_a + step_off,
+                                       planes_b + step_off, cost, remote, sh, parity);
+    renorm = cross;
+    if (cross) parity ^= 1;
+    if (cross || t + 1 == kT || StepLayout<K>(t + 1).crosses()) cluster.sync();
+    else __syncthreads();
+  }
+  for (int tile = 0; tile < 2; ++tile) {
+    block_best<kClusterThreads>(
+        [&](int i) { return __half2float(tile == 0 ? __low2half(cost[i]) : __high2half(cost[i])); }, kBlockStates,
+        rank << 15, S::overlap_mask, tile == 0 ? overlap_a : overlap_b, sh.red_cost, sh.red_idx);
+    if (tid == 0) {
+      sh.best_cost[tile] = sh.red_cost[0];
+      sh.best_idx[tile] = sh.red_idx[0];
+    }
+    __syncthreads();
+  }
+  cluster.sync();
+  if (tid == 0 || tid == 32) {  // tile A's traceback, and tile B's in another warp
+    const int tile = tid == 0 ? 0 : 1;
+    const HalfShared& b0 = rank == 0 ? sh : other;
+    const HalfShared& b1 = rank == 0 ? other : sh;
+    trace_back<K>(better(b1.best_cost[tile], b1.best_idx[tile], b0.best_cost[tile], b0.best_idx[tile])
+                      ? b1.best_idx[tile]
+                      : b0.best_idx[tile],
+                  tile == 0 ? planes_a : planes_b, sh.st[tile]);
+  }
+  cluster.sync();
+}
+
+// Tiles a and b (b = a when the count is odd) into sh as half2 pairs, in
+// code units / 64, the weights divided by each tile's largest.
+__device__ void load_tile_pair(const float* target, const float* weight, int64_t a, int64_t b, HalfShared& sh) {
+  constexpr int half = kT / 2;
+  __shared__ float max_w[2];
+  if (threadIdx.x < 2) max_w[threadIdx.x] = 0.0f;
+  __syncthreads();
+  for (int i = threadIdx.x; i < 2 * kT; i += kClusterThreads) {
+    const float w = weight[(i < kT ? a : b) * kT + (i % kT)];
+    atomicMax(reinterpret_cast<int*>(&max_w[i / kT]), __float_as_int(w));  // w >= 0: int order is float order
+  }
+  __syncthreads();
+  const float inv_a = max_w[0] > 0.0f ? 1.0f / max_w[0] : 0.0f;
+  const float inv_b = max_w[1] > 0.0f ? 1.0f / max_w[1] : 0.0f;
+  for (int i = threadIdx.x; i < kT; i += kClusterThreads) {
+    const int src = ((i - half) % kT + kT) % kT;
+    sh.tt[i] = __floats2half2_rn(target[a * kT + i] * kHalfScale, target[b * kT + i] * kHalfScale);
+    sh.tw[i] = __floats2half2_rn(weight[a * kT + i] * inv_a, weight[b * kT + i] * inv_b);
+    sh.rt[i] = __floats2half2_rn(target[a * kT + src] * kHalfScale, target[b * kT + src] * kHalfScale);
+    sh.rw[i] = __floats2half2_rn(weight[a * kT + src] * inv_a, weight[b * kT + src] * inv_b);
+  }
+  __syncthreads();
+}
+
+template <int K, trellis::Code CODE>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThreads)
+    search_tiles_half_kernel(int64_t count, const float* target, const float* weight, uint16_t* states_out,
+                             uint8_t* plane_scratch, LutTables luts) {
+  extern __shared__ __half2 half_cost[];  // kBlockStates
+  __shared__ HalfShared sh;
+  cg::cluster_group cluster = cg::this_cluster();
+  const uint32_t rank = cluster.block_rank();
+  __half2* remote = cluster.map_shared_rank(half_cost, rank ^ 1u);
+  HalfShared& other = *cluster.map_shared_rank(&sh, rank ^ 1u);
+  const int64_t cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
+  uint8_t* planes = plane_scratch + static_cast<size_t>(cluster_id) * 2 * Shape<K>::step_bytes * kT;
+  const int tid = threadIdx.x;
+  if (tid < trellis::kLutEntries) {
+    sh.lut_a[tid] = luts.a[tid];
+    sh.lut_b[tid] = luts.b[tid];
+  }
+  const int64_t pairs = (count + 1) / 2;
+  for (int64_t pair = cluster_id; pair < pairs; pair += clusters) {
+    constexpr int half = kT / 2;
+    const int64_t a = 2 * pair, b = std::min(a + 1, count - 1);
+    load_tile_pair(target, weight, a, b, sh);
+    run_pass_half<K, CODE>(cluster, sh, other, half_cost, remote, sh.rt, sh.rw, -1, -1, planes);
+    const int overlap_a = static_cast<int>(sh.st[0][half] >> K), overlap_b = static_cast<int>(sh.st[1][half] >> K);
+    run_pass_half<K, CODE>(cluster, sh, other, half_cost, remote, sh.tt, sh.tw, overlap_a, overlap_b, planes);
+    if (rank == 0)
+      for (int i = tid; i < 2 * kT; i += kClusterThreads) {
+        const int tile = i / kT;
+        if (tile == 0 || b != a) states_out[(tile == 0 ? a : b) * kT + (i % kT)] = static_cast<uint16_t>(sh.st[tile][i % kT]);
+      }
+    __syncthreads();
+  }
+  cluster.sync();
 }
 
 // The code tables on the GPU, uploaded once per table (they are static arrays).
@@ -447,56 +718,76 @@ void launch_global(const float* codes, int64_t count, const float* target, const
   ds.download(states);
 }
 
-template <int K, trellis::Code CODE>
+template <int K, trellis::Code CODE, bool HALF>
 void launch_cluster(int64_t count, const float* target, const float* weight, uint16_t* states) {
   int dev = 0, sms = 0;
   check(cudaGetDevice(&dev), "device");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "device attribute");
-  constexpr size_t kDynamic = kBlockStates * sizeof(float);
-  static std::once_flag attribute_set;  // per template instance
-  std::call_once(attribute_set, [] {
-    check(cudaFuncSetAttribute(search_tiles_cluster_kernel<K, CODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kDynamic)),
-          "trellis cluster kernel shared memory");
-  });
+  constexpr size_t kDynamic = kBlockStates * (HALF ? sizeof(__half2) : sizeof(float));
+  const auto kernel = HALF ? search_tiles_half_kernel<K, CODE> : search_tiles_cluster_kernel<K, CODE>;
+  // Once per GPU and template instance: the attribute belongs to the device's context.
+  static std::mutex attribute_mu;
+  static std::unordered_map<int, bool> attribute_set;
+  {
+    std::lock_guard<std::mutex> lock(attribute_mu);
+    if (!attribute_set[dev]) {
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kDynamic)),
+            "trellis cluster kernel shared memory");
+      attribute_set[dev] = true;
+    }
+  }
   // One cluster (two blocks, one an SM) per pair of SMs.
-  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(count, sms / kCluster));
+  // The half search takes two tiles per cluster.
+  const int64_t units = HALF ? (count + 1) / 2 : count;
+  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(units, sms / kCluster));
   DeviceBuffer<float> dt(target, static_cast<size_t>(count * kT)), dw(weight, static_cast<size_t>(count * kT));
   DeviceBuffer<uint16_t> ds(static_cast<size_t>(count * kT));
-  DeviceBuffer<uint8_t> planes(static_cast<size_t>(clusters) * Shape<K>::step_bytes * kT);
+  DeviceBuffer<uint8_t> planes(static_cast<size_t>(clusters) * (HALF ? 2 : 1) * Shape<K>::step_bytes * kT);
   LutTables luts;
   std::memcpy(luts.a, trellis::kLutA, sizeof luts.a);
   std::memcpy(luts.b, trellis::kLutB, sizeof luts.b);
-  search_tiles_cluster_kernel<K, CODE>
-      <<<static_cast<unsigned>(clusters * kCluster), kClusterThreads, kDynamic, cudaStreamPerThread>>>(
-          count, dt.get(), dw.get(), ds.get(), planes.get(), luts);
+  kernel<<<static_cast<unsigned>(clusters * kCluster), kClusterThreads, kDynamic, cudaStreamPerThread>>>(
+      count, dt.get(), dw.get(), ds.get(), planes.get(), luts);
   check_launch("trellis Viterbi cluster kernel");
   ds.download(states);
 }
 
-template <int K>
+template <int K, bool HALF>
 void launch(const float* codes, int64_t count, const float* target, const float* weight, uint16_t* states) {
   const char* env = std::getenv("EQ_CUDA_TRELLIS_KERNEL");
-  const bool global = env && std::string(env) == "global";
+  const bool global = !HALF && env && std::string(env) == "global";
   if (!global && codes == trellis::code_table(trellis::Code::k1mad))
-    return launch_cluster<K, trellis::Code::k1mad>(count, target, weight, states);
+    return launch_cluster<K, trellis::Code::k1mad, HALF>(count, target, weight, states);
   if (!global && codes == trellis::code_table(trellis::Code::kLut))
-    return launch_cluster<K, trellis::Code::kLut>(count, target, weight, states);
+    return launch_cluster<K, trellis::Code::kLut, HALF>(count, target, weight, states);
+  EQ_CHECK(!HALF, "the half-precision trellis search knows only the 1MAD and LUT codes");
   launch_global<K>(codes, count, target, weight, states);
+}
+
+template <bool HALF>
+void search(int bits, const float* codes, int64_t count, const float* target, const float* weight,
+            uint16_t* states) {
+  if (count <= 0) return;
+  require_gpu();
+  switch (bits) {
+    case 2: return launch<2, HALF>(codes, count, target, weight, states);
+    case 3: return launch<3, HALF>(codes, count, target, weight, states);
+    case 4: return launch<4, HALF>(codes, count, target, weight, states);
+  }
+  EQ_CHECK(false, "trellis bits " + std::to_string(bits) + " on the GPU");
 }
 
 }  // namespace
 
 void search_tiles(int bits, const float* codes, int64_t count, const float* target, const float* weight,
                   uint16_t* states) {
-  if (count <= 0) return;
-  require_gpu();
-  switch (bits) {
-    case 2: return launch<2>(codes, count, target, weight, states);
-    case 3: return launch<3>(codes, count, target, weight, states);
-    case 4: return launch<4>(codes, count, target, weight, states);
-  }
-  EQ_CHECK(false, "trellis bits " + std::to_string(bits) + " on the GPU");
+  search<false>(bits, codes, count, target, weight, states);
+}
+
+void search_tiles_half(int bits, const float* codes, int64_t count, const float* target, const float* weight,
+                       uint16_t* states) {
+  search<true>(bits, codes, count, target, weight, states);
 }
 
 QuantizedMatrix quantize_trellis(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
@@ -504,7 +795,7 @@ QuantizedMatrix quantize_trellis(const FormatTraits& format, const float* w, int
   require_gpu();
   return trellis::quantize_matrix(w, rows, cols, options, format.weight_bits,
                                   trellis::initial_scale_ratio(format.weight_bits), trellis::code_of(format),
-                                  search_tiles);
+                                  trellis_search() == TrellisSearch::kHalf ? search_tiles_half : search_tiles);
 }
 
 }  // namespace eq::quant::cuda

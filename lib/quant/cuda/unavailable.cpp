@@ -1,6 +1,7 @@
 // The GPU quantizers in a build without CUDA (EQ_CUDA off; CMake leaves
 // this file out otherwise): they say so.
 #include "core/error.h"
+#include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/cuda_quantize.h"
 
 namespace eq::quant::cuda {
@@ -13,6 +14,9 @@ constexpr const char* kWhy = "this build has no CUDA support (configure with -DE
 }  // namespace
 
 std::string unavailable_reason() { return kWhy; }
+void select_gpus(const std::vector<int>&) {}
+size_t gpu_count() { return 0; }
+void use_gpu(size_t) { unsupported(std::string("--device cuda: ") + kWhy); }
 
 QuantizedMatrix quantize_fp4(const FormatTraits& f, const float* w, int64_t r, int64_t c, const QuantizeOptions& o) {
   refuse(f, w, r, c, o);
@@ -31,6 +35,9 @@ QuantizedMatrix quantize_trellis(const FormatTraits& f, const float* w, int64_t 
   refuse(f, w, r, c, o);
 }
 void search_tiles(int, const float*, int64_t, const float*, const float*, uint16_t*) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
+void search_tiles_half(int, const float*, int64_t, const float*, const float*, uint16_t*) {
   unsupported(std::string("--device cuda: ") + kWhy);
 }
 

@@ -1,0 +1,24 @@
+// The GPUs a run uses and the half-precision trellis search: the CUDA side of
+// quant/gpus.h (runtime.cu, trellis_viterbi.cu; unavailable.cpp without CUDA).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace eq::quant::cuda {
+
+// The GPUs used, by CUDA index, in order (empty: every visible one, the
+// default); checked against the GPUs present by unavailable_reason().
+void select_gpus(const std::vector<int>& ids);
+// How many GPUs are used (0 without a usable GPU).
+size_t gpu_count();
+// The calling thread's kernels run on GPU number worker % gpu_count().
+void use_gpu(size_t worker);
+
+// search_tiles (cuda_quantize.h) with FP16 costs (TrellisSearch::kHalf):
+// deterministic, not bit-identical; 1MAD and LUT codes only.
+void search_tiles_half(int bits, const float* codes, int64_t count, const float* target, const float* weight,
+                       uint16_t* states);
+
+}  // namespace eq::quant::cuda
