@@ -234,10 +234,6 @@ ModelConfig load_config(const std::string& folder) {
   return parse_config_text(io::read_file_bytes(path, kMaxConfigBytes), path);
 }
 
-void expose_language_model(const ModelConfig& c, io::Checkpoint& ckpt) {
-  if (!c.arch->language_model_prefix.empty()) ckpt.rename_prefix(c.arch->language_model_prefix, "model.");
-}
-
 std::string attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".self_attn."; }
 std::string linear_attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".linear_attn."; }
 

@@ -18,10 +18,6 @@
 #include "model/activation.h"
 #include "model/arch/architecture.h"
 
-namespace eq::io {
-class Checkpoint;
-}
-
 namespace eq::model {
 
 // YaRN scaling of the RoPE frequencies (rope_type "yarn"): dims that turn
@@ -149,11 +145,6 @@ ModelConfig parse_config_text(std::string_view text, const std::string& path);
 inline constexpr uint64_t kMaxConfigBytes = 16ull << 20;
 // Reads <folder>/config.json.
 ModelConfig load_config(const std::string& folder);
-
-// Reads a multimodal wrapper's language model (Architecture::
-// language_model_prefix) under the "model." names every reader uses; a no-op
-// for other architectures and for tensors already named so (a packed folder).
-void expose_language_model(const ModelConfig& c, io::Checkpoint& ckpt);
 
 // Bounds on what a config may declare, checked before anything is sized from
 // it (per-layer tables, per-expert allocations). Generous: the largest MoE

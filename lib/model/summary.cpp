@@ -2,22 +2,34 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
+#include "model/open_checkpoint.h"
 
 namespace eq::model {
 
 nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_tensors) {
-  auto ckpt = io::Checkpoint::open(path);
+  std::error_code ec;
+  const bool has_config =
+      std::filesystem::exists(std::filesystem::path(io::Checkpoint::folder_of(path)) / "config.json", ec);
+  std::unique_ptr<io::Checkpoint> ckpt;
+  std::optional<ModelConfig> config;
+  if (has_config) {
+    ModelCheckpoint opened = open_checkpoint(path);
+    ckpt = std::move(opened.checkpoint);
+    config = std::move(opened.config);
+  } else {
+    ckpt = io::Checkpoint::open(path);
+  }
   nlohmann::ordered_json out;
   out["path"] = path;
-  const bool has_config = std::filesystem::exists(std::filesystem::path(ckpt->folder()) / "config.json");
   ParamBreakdown b;
-  if (has_config) {
-    ModelConfig c = load_config(ckpt->folder());
-    expose_language_model(c, *ckpt);
+  if (config) {
+    const ModelConfig& c = *config;
     const io::SourceTensors source(*ckpt, c.source_quant);
     check_against_checkpoint(c, source);
     b = count_parameters(c, source);
