@@ -129,8 +129,9 @@ struct ModelConfig {
   int64_t layer_attention_window(int64_t layer) const;
   // Whether `layer` is a gated delta net (layer_is_linear; false when it is empty).
   bool layer_linear(int64_t layer) const;
-  // Every parsed field as (name, value) in a fixed order: what must agree
-  // between a packed folder's config and its source's.
+  // Every parsed field as (name, value) in the order of its table
+  // (config_fields.h): what must agree between a packed folder's config and
+  // its source's.
   std::vector<std::pair<std::string, std::string>> fields() const;
 };
 

@@ -1,5 +1,6 @@
 #include "model/summary.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -8,9 +9,23 @@
 
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
+#include "model/config_fields.h"
 #include "model/open_checkpoint.h"
 
 namespace eq::model {
+
+namespace {
+
+// A field's value as inspect shows it; per-layer flags as how many are set.
+template <class T>
+nlohmann::ordered_json shown_value(const T& v) {
+  return v;
+}
+nlohmann::ordered_json shown_value(const std::vector<bool>& bits) {
+  return std::count(bits.begin(), bits.end(), true);
+}
+
+}  // namespace
 
 nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_tensors) {
   std::error_code ec;
@@ -47,22 +62,9 @@ nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_t
     for (const auto& [part, kinds] : stored) q["stored"][part] = kinds;
     out["source_quantization"] = q;
     nlohmann::ordered_json a;
-    a["model_type"] = c.model_type;
-    a["layers"] = c.num_layers;
-    a["moe_layers"] = c.num_moe_layers();
-    a["experts"] = c.num_experts;
-    a["top_k"] = c.top_k;
-    a["hidden_size"] = c.hidden_size;
-    a["expert_intermediate_size"] = c.moe_intermediate_size;
-    a["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
-    a["heads"] = c.num_heads;
-    a["kv_heads"] = c.num_kv_heads;
-    a["head_dim"] = c.head_dim;
-    a["vocab_size"] = c.vocab_size;
-    a["norm_topk_prob"] = c.norm_topk_prob;
-    a["rope_theta"] = c.rope_theta;
-    a["rms_norm_eps"] = c.rms_norm_eps;
-    a["tie_word_embeddings"] = c.tie_word_embeddings;
+    for_each_field(c, [&](const std::string&, const auto& value, std::string_view shown_as) {
+      if (!shown_as.empty()) a[std::string(shown_as)] = shown_value(value);
+    });
     a["byte_level"] = c.byte_level();
     if (c.attention == AttentionKind::kLatent)
       a["latent_attention"] = {{"q_lora_rank", c.q_lora_rank},           {"kv_lora_rank", c.kv_lora_rank},
