@@ -13,6 +13,7 @@
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
 #include "model/expert_reader.h"
+#include "model/open_checkpoint.h"
 #include "core/shape.h"
 #include "pack/packer.h"
 
@@ -274,8 +275,8 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
   // The forward pass over the folder's own tensors and config.json.
   if (options.verify)
     if (const auto problems = pack::check_files(m, folder); !problems.empty()) invalid(problems.front());
-  auto packed = io::Checkpoint::open(folder);
-  model::ModelConfig c = config ? *config : model::load_config(packed->folder());
+  model::ModelCheckpoint packed = model::open_checkpoint(folder, config);
+  const model::ModelConfig& c = packed.config;
   std::unique_ptr<model::Model> source;
   if (!options.model_path.empty()) {
     model::ModelOptions so = options.model_options;
@@ -288,7 +289,7 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
       invalid(options.model_path + ": fingerprint " + hash_hex(fp) + " differs from the source of " + folder + " (" +
               hash_hex(m.source.fingerprint) + ", " + m.source.path + ")");
   }
-  pm->stats_.verified_bytes = check_tensors(m, *packed, folder, options.verify);
+  pm->stats_.verified_bytes = check_tensors(m, *packed.checkpoint, folder, options.verify);
   if (source) {
     const bool as_read = options.verify && options.verify_source_as_read;
     pm->stats_.verified_bytes +=
@@ -303,8 +304,8 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
   for (const pack::ManifestTensor& t : m.tensors)
     if (t.kind != "copy") opaque->insert(t.name);
   mo.opaque_tensors = [opaque](std::string_view name) { return opaque->count(std::string(name)) > 0; };
-  mo.linear_ops = quantized_linear_ops(m, c, *packed, folder);
-  pm->model_ = std::make_unique<model::Model>(std::move(packed), std::move(c), mo);
+  mo.linear_ops = quantized_linear_ops(m, c, *packed.checkpoint, folder);
+  pm->model_ = std::make_unique<model::Model>(std::move(packed), mo);
   pm->reference_model_ = std::move(source);
   {
     const PackedModel* self = pm.get();

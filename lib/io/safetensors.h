@@ -98,8 +98,11 @@ class Checkpoint {
   // tensor in two shards).
   static std::unique_ptr<Checkpoint> open(const std::string& path);
 
+  // The folder holding config.json of the checkpoint at `path` (path itself,
+  // or the file's folder).
+  static std::string folder_of(const std::string& path);
+
   const std::string& path() const { return path_; }
-  // The folder holding config.json (path itself, or the file's folder).
   const std::string& folder() const { return folder_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& shards() const { return shards_; }
   // Sorted by name.

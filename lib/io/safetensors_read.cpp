@@ -221,9 +221,17 @@ std::map<std::string, std::string> parse_shard_index(std::string_view text, cons
   return weight_map;
 }
 
+std::string Checkpoint::folder_of(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return path;
+  const std::string parent = fs::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
 std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
   auto c = std::unique_ptr<Checkpoint>(new Checkpoint());
   c->path_ = path;
+  c->folder_ = folder_of(path);
   std::error_code ec;
   if (!fs::exists(path, ec)) fail(ErrorKind::kIo, path + ": no such file or folder");
   std::vector<std::string> files;
@@ -232,7 +240,6 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
   // error_code overloads throughout: a name the OS rejects (too long, no
   // permission) is an eq::Error naming it, not a std::filesystem_error.
   if (fs::is_directory(path, ec)) {
-    c->folder_ = path;
     index_path = (fs::path(path) / "model.safetensors.index.json").string();
     if (fs::exists(index_path, ec)) {
       weight_map = parse_shard_index(read_file_bytes(index_path, kMaxShardIndexBytes), index_path);
@@ -258,8 +265,6 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
                 std::to_string(files.size()) + " .safetensors files");
     }
   } else {
-    c->folder_ = fs::path(path).parent_path().string();
-    if (c->folder_.empty()) c->folder_ = ".";
     files.push_back(path);
   }
   std::sort(files.begin(), files.end());

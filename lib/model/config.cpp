@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/shape.h"
@@ -14,6 +15,7 @@
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/arch/common.h"
+#include "model/config_fields.h"
 #include "model/expert_reader.h"
 
 namespace eq::model {
@@ -101,81 +103,38 @@ std::vector<std::string> supported_model_types() {
   return v;
 }
 
-std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
-  const auto bit_string = [](const std::vector<bool>& bits) {
-    std::string s;
-    for (bool b : bits) s += b ? '1' : '0';
-    return s;
-  };
-  std::vector<std::pair<std::string, std::string>> f;
-  auto add = [&](const char* name, auto v) {
-    std::ostringstream os;
-    os.precision(17);
+namespace {
+
+// How fields() prints a value: numbers to 17 digits, enums as their number,
+// per-layer flags as a string of 0s and 1s, per-layer windows comma-separated.
+template <class T>
+std::string field_text(const T& v) {
+  std::ostringstream os;
+  os.precision(17);
+  if constexpr (std::is_enum_v<T>)
+    os << static_cast<int>(v);
+  else
     os << std::boolalpha << v;
-    f.emplace_back(name, os.str());
-  };
-  add("model_type", model_type);
-  add("vocab_size", vocab_size);
-  add("hidden_size", hidden_size);
-  add("num_hidden_layers", num_layers);
-  add("num_attention_heads", num_heads);
-  add("num_key_value_heads", num_kv_heads);
-  add("head_dim", head_dim);
-  add("num_experts", num_experts);
-  add("num_experts_per_tok", top_k);
-  add("moe_intermediate_size", moe_intermediate_size);
-  add("intermediate_size", intermediate_size);
-  add("shared_expert_intermediate_size", shared_expert_intermediate_size);
-  add("shared_expert_gated", shared_expert_gated);
-  add("norm_topk_prob", norm_topk_prob);
-  add("router_scoring", int(router_scoring));
-  add("router_bias", router_bias);
-  add("router_correction_bias", router_correction_bias);
-  add("router_groups", router_groups);
-  add("router_topk_groups", router_topk_groups);
-  add("routed_scaling_factor", routed_scaling_factor);
-  add("rope_theta", rope_theta);
-  add("rope_dim", rope_dim);
-  add("rope_interleave", rope_interleave);
-  add("rope_yarn_factor", rope_yarn.factor);
-  add("rope_yarn_original_max_position_embeddings", rope_yarn.original_max_position_embeddings);
-  add("rope_yarn_beta_fast", rope_yarn.beta_fast);
-  add("rope_yarn_beta_slow", rope_yarn.beta_slow);
-  add("rope_yarn_truncate", rope_yarn.truncate);
-  add("rope_yarn_attention_factor", rope_yarn.attention_factor);
-  add("rms_norm_eps", rms_norm_eps);
-  add("tie_word_embeddings", tie_word_embeddings);
-  add("attention_bias", attention_bias);
-  add("attention_out_bias", attention_out_bias);
-  add("attention_sinks", attention_sinks);
-  std::string windows;
-  for (size_t l = 0; l < attention_window.size(); ++l) windows += (l ? "," : "") + std::to_string(attention_window[l]);
-  add("attention_window", windows);
-  add("qk_norm", int(qk_norm));
-  add("clip_qkv", clip_qkv);
-  add("attention", int(attention));
-  add("v_head_dim", v_head_dim);
-  add("q_lora_rank", q_lora_rank);
-  add("kv_lora_rank", kv_lora_rank);
-  add("qk_nope_head_dim", qk_nope_head_dim);
-  add("qk_rope_head_dim", qk_rope_head_dim);
-  add("latent_norm_eps", latent_norm_eps);
-  add("attention_scale_factor", attention_scale_factor);
-  add("max_position_embeddings", max_position_embeddings);
-  add("expert_activation", int(expert_activation.kind));
-  add("expert_activation_alpha", expert_activation.alpha);
-  add("expert_activation_limit", expert_activation.limit);
-  add("moe_layers", bit_string(layer_is_moe));
-  add("num_mtp_layers", num_mtp_layers);
-  add("attention_output_gate", attention_output_gate);
-  add("norm_zero_centred", norm_zero_centred);
-  add("linear_layers", bit_string(layer_is_linear));
-  add("linear_num_key_heads", linear.num_key_heads);
-  add("linear_num_value_heads", linear.num_value_heads);
-  add("linear_key_head_dim", linear.key_head_dim);
-  add("linear_value_head_dim", linear.value_head_dim);
-  add("linear_conv_kernel_dim", linear.conv_kernel);
-  add("linear_fused_projections", linear.fused_projections);
+  return os.str();
+}
+std::string field_text(const std::vector<bool>& bits) {
+  std::string s;
+  for (bool b : bits) s += b ? '1' : '0';
+  return s;
+}
+std::string field_text(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
+  std::vector<std::pair<std::string, std::string>> f;
+  for_each_field(*this, [&](std::string name, const auto& value, std::string_view) {
+    f.emplace_back(std::move(name), field_text(value));
+  });
   return f;
 }
 
@@ -232,10 +191,6 @@ ModelConfig load_config(const std::string& folder) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(ErrorKind::kIo, path + ": cannot open (a checkpoint folder needs config.json)");
   return parse_config_text(io::read_file_bytes(path, kMaxConfigBytes), path);
-}
-
-void expose_language_model(const ModelConfig& c, io::Checkpoint& ckpt) {
-  if (!c.arch->language_model_prefix.empty()) ckpt.rename_prefix(c.arch->language_model_prefix, "model.");
 }
 
 std::string attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".self_attn."; }

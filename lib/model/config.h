@@ -18,10 +18,6 @@
 #include "model/activation.h"
 #include "model/arch/architecture.h"
 
-namespace eq::io {
-class Checkpoint;
-}
-
 namespace eq::model {
 
 // YaRN scaling of the RoPE frequencies (rope_type "yarn"): dims that turn
@@ -133,8 +129,9 @@ struct ModelConfig {
   int64_t layer_attention_window(int64_t layer) const;
   // Whether `layer` is a gated delta net (layer_is_linear; false when it is empty).
   bool layer_linear(int64_t layer) const;
-  // Every parsed field as (name, value) in a fixed order: what must agree
-  // between a packed folder's config and its source's.
+  // Every parsed field as (name, value) in the order of its table
+  // (config_fields.h): what must agree between a packed folder's config and
+  // its source's.
   std::vector<std::pair<std::string, std::string>> fields() const;
 };
 
@@ -149,11 +146,6 @@ ModelConfig parse_config_text(std::string_view text, const std::string& path);
 inline constexpr uint64_t kMaxConfigBytes = 16ull << 20;
 // Reads <folder>/config.json.
 ModelConfig load_config(const std::string& folder);
-
-// Reads a multimodal wrapper's language model (Architecture::
-// language_model_prefix) under the "model." names every reader uses; a no-op
-// for other architectures and for tensors already named so (a packed folder).
-void expose_language_model(const ModelConfig& c, io::Checkpoint& ckpt);
 
 // Bounds on what a config may declare, checked before anything is sized from
 // it (per-layer tables, per-expert allocations). Generous: the largest MoE

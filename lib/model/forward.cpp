@@ -27,17 +27,14 @@ void add_into(float* h, const float* d, int64_t n) {
 }  // namespace
 
 std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& options) {
-  auto ckpt = io::Checkpoint::open(path);
-  ModelConfig config = load_config(ckpt->folder());
-  return std::make_unique<Model>(std::move(ckpt), std::move(config), options);
+  return std::make_unique<Model>(open_checkpoint(path), options);
 }
 
-Model::Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const ModelOptions& options)
-    : ckpt_(std::move(ckpt)),
-      config_(std::move(config)),
+Model::Model(ModelCheckpoint opened, const ModelOptions& options)
+    : ckpt_(std::move(opened.checkpoint)),
+      config_(std::move(opened.config)),
       rope_(config_),
       linear_ops_(options.linear_ops) {
-  expose_language_model(config_, *ckpt_);
   std::vector<std::string> provided;
   for (const auto& [name, op] : linear_ops_) {
     const auto shape = expected_shape(config_, name);

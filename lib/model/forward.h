@@ -20,6 +20,7 @@
 #include "model/kv_cache.h"
 #include "model/moe_block.h"
 #include "model/moe_observer.h"
+#include "model/open_checkpoint.h"
 #include "model/rope.h"
 #include "model/weights.h"
 
@@ -52,7 +53,7 @@ class Model {
   // Opens the checkpoint at `path` (folder or .safetensors) and its config.json,
   // and checks every tensor the architecture needs.
   static std::unique_ptr<Model> open(const std::string& path, const ModelOptions& options = {});
-  Model(std::unique_ptr<io::Checkpoint> ckpt, ModelConfig config, const ModelOptions& options = {});
+  explicit Model(ModelCheckpoint opened, const ModelOptions& options = {});
   ~Model();
 
   const ModelConfig& config() const { return config_; }

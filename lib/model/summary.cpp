@@ -1,23 +1,50 @@
 #include "model/summary.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
+#include "model/config_fields.h"
+#include "model/open_checkpoint.h"
 
 namespace eq::model {
 
+namespace {
+
+// A field's value as inspect shows it; per-layer flags as how many are set.
+template <class T>
+nlohmann::ordered_json shown_value(const T& v) {
+  return v;
+}
+nlohmann::ordered_json shown_value(const std::vector<bool>& bits) {
+  return std::count(bits.begin(), bits.end(), true);
+}
+
+}  // namespace
+
 nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_tensors) {
-  auto ckpt = io::Checkpoint::open(path);
+  std::error_code ec;
+  const bool has_config =
+      std::filesystem::exists(std::filesystem::path(io::Checkpoint::folder_of(path)) / "config.json", ec);
+  std::unique_ptr<io::Checkpoint> ckpt;
+  std::optional<ModelConfig> config;
+  if (has_config) {
+    ModelCheckpoint opened = open_checkpoint(path);
+    ckpt = std::move(opened.checkpoint);
+    config = std::move(opened.config);
+  } else {
+    ckpt = io::Checkpoint::open(path);
+  }
   nlohmann::ordered_json out;
   out["path"] = path;
-  const bool has_config = std::filesystem::exists(std::filesystem::path(ckpt->folder()) / "config.json");
   ParamBreakdown b;
-  if (has_config) {
-    ModelConfig c = load_config(ckpt->folder());
-    expose_language_model(c, *ckpt);
+  if (config) {
+    const ModelConfig& c = *config;
     const io::SourceTensors source(*ckpt, c.source_quant);
     check_against_checkpoint(c, source);
     b = count_parameters(c, source);
@@ -35,22 +62,9 @@ nlohmann::ordered_json summarize_checkpoint(const std::string& path, bool list_t
     for (const auto& [part, kinds] : stored) q["stored"][part] = kinds;
     out["source_quantization"] = q;
     nlohmann::ordered_json a;
-    a["model_type"] = c.model_type;
-    a["layers"] = c.num_layers;
-    a["moe_layers"] = c.num_moe_layers();
-    a["experts"] = c.num_experts;
-    a["top_k"] = c.top_k;
-    a["hidden_size"] = c.hidden_size;
-    a["expert_intermediate_size"] = c.moe_intermediate_size;
-    a["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
-    a["heads"] = c.num_heads;
-    a["kv_heads"] = c.num_kv_heads;
-    a["head_dim"] = c.head_dim;
-    a["vocab_size"] = c.vocab_size;
-    a["norm_topk_prob"] = c.norm_topk_prob;
-    a["rope_theta"] = c.rope_theta;
-    a["rms_norm_eps"] = c.rms_norm_eps;
-    a["tie_word_embeddings"] = c.tie_word_embeddings;
+    for_each_field(c, [&](const std::string&, const auto& value, std::string_view shown_as) {
+      if (!shown_as.empty()) a[std::string(shown_as)] = shown_value(value);
+    });
     a["byte_level"] = c.byte_level();
     if (c.attention == AttentionKind::kLatent)
       a["latent_attention"] = {{"q_lora_rank", c.q_lora_rank},           {"kv_lora_rank", c.kv_lora_rank},

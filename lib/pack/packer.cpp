@@ -21,6 +21,7 @@
 #include "io/text_file.h"
 #include "model/config.h"
 #include "model/expert_reader.h"
+#include "model/open_checkpoint.h"
 #include "pack/importance.h"
 #include "pack/output.h"
 #include "profile/profile.h"
@@ -425,9 +426,7 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   quant::require_device(rq.device);
   quant::set_trellis_search(rq.trellis_search);
 
-  auto ckpt = io::Checkpoint::open(rq.model_path);
-  const model::ModelConfig cfg = config ? *config : model::load_config(ckpt->folder());
-  model::expose_language_model(cfg, *ckpt);
+  const auto [ckpt, cfg] = model::open_checkpoint(rq.model_path, config);
   const io::SourceTensors src(*ckpt, cfg.source_quant);
   model::check_against_checkpoint(cfg, src);
 

@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/config.h"
+#include "model/open_checkpoint.h"
 #include "pack/importance.h"
 #include "profile/bit_budget.h"
 
@@ -30,10 +31,9 @@ model::ModelConfig Profile::dims() const {
 }
 
 ModelFingerprint fingerprint_model(const std::string& model_path) {
-  const std::unique_ptr<io::Checkpoint> ckpt = io::Checkpoint::open(model_path);
-  model::expose_language_model(model::load_config(ckpt->folder()), *ckpt);  // the names pack sees
-  ModelFingerprint f = fingerprint_metadata(*ckpt, model_path);
-  io::add_full_hashes(*ckpt, f.tensors);
+  const model::ModelCheckpoint opened = model::open_checkpoint(model_path);  // the names pack sees
+  ModelFingerprint f = fingerprint_metadata(*opened.checkpoint, model_path);
+  io::add_full_hashes(*opened.checkpoint, f.tensors);
   return f;
 }
 

@@ -143,7 +143,7 @@ TEST(AttentionSinkWindow, SharedGptOssDecodeRespectsTheWindow) {
 
   ModelConfig full = model->config();
   full.attention_window.assign(full.attention_window.size(), 0);
-  Model unwindowed(io::Checkpoint::open(dir.string()), full);
+  Model unwindowed(open_checkpoint(dir.string(), &full));
   KvCache c2 = unwindowed.new_cache(1, T);
   const FloatBuffer logits = unwindowed.forward(tokens, 1, T, c2);
   double before = 0, after = 0;  // positions inside the window agree; later ones do not

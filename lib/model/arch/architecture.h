@@ -82,7 +82,7 @@ struct Architecture {
   // config.json (its other towers are never read) ...
   std::string_view text_config = {};
   // ... and its tensors under this prefix instead of "model." (read as
-  // "model." names: expose_language_model in config.h).
+  // "model." names: open_checkpoint in model/open_checkpoint.h).
   std::string_view language_model_prefix = {};
   // Fills the architecture's fields of `c` from config.json (`j`); the fields
   // every decoder shares are parsed before (arch/common.h). Errors name `path`
