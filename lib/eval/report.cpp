@@ -61,14 +61,14 @@ ojson pack_json(const PackSummary& p) {
   j["expert_bytes_before"] = p.expert_bytes_before;
   j["expert_bytes_after"] = p.expert_bytes_after;
   ojson cc;
-  for (int c = 0; c < pack::kNumClasses; ++c)
-    cc[std::string(pack::class_name(static_cast<pack::ExpertClass>(c)))] = p.class_counts[static_cast<size_t>(c)];
+  for (int c = 0; c < plan::kNumClasses; ++c)
+    cc[std::string(plan::class_name(static_cast<plan::ExpertClass>(c)))] = p.class_counts[static_cast<size_t>(c)];
   j["class_counts"] = cc;
   j["formats"] = p.formats;
   j["layers"] = p.layers;
   j["groups_per_layer"] = p.groups_per_layer;
   ojson names = ojson::array();
-  for (int c = 0; c < pack::kNumClasses; ++c) names.push_back(pack::class_name(static_cast<pack::ExpertClass>(c)));
+  for (int c = 0; c < plan::kNumClasses; ++c) names.push_back(plan::class_name(static_cast<plan::ExpertClass>(c)));
   j["class_names"] = names;
   j["classes"] = p.classes;
   return j;

@@ -34,7 +34,7 @@ struct PackSummary {
   std::string folder, policy;
   double avg_bits_per_expert_weight = 0;
   uint64_t expert_bytes_before = 0, expert_bytes_after = 0;
-  std::array<int64_t, pack::kNumClasses> class_counts{};
+  std::array<int64_t, plan::kNumClasses> class_counts{};
   std::vector<std::string> formats;                // distinct formats used
   std::vector<std::vector<int>> classes;           // [MoE layer][expert] -> class index
   std::vector<int64_t> layers;                     // MoE layer ids, row order of `classes`

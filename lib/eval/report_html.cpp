@@ -46,8 +46,8 @@ std::string tokens_text(const std::vector<int32_t>& t, bool byte_level) {
 }
 
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
-// Indexed by pack::ExpertClass: critical, standard, deprioritized, pruned.
-constexpr const char* kClassColors[pack::kNumClasses] = {"#d62728", "#1f77b4", "#ffbf00", "#bbbbbb"};
+// Indexed by plan::ExpertClass: critical, standard, deprioritized, pruned.
+constexpr const char* kClassColors[plan::kNumClasses] = {"#d62728", "#1f77b4", "#ffbf00", "#bbbbbb"};
 
 // Median MoE-step time against M, log-log, one line per strategy (baseline dashed).
 void latency_chart(std::string& out, const LatencyResult& l, const LatencyResult* base) {
@@ -141,10 +141,10 @@ void class_heatmap(std::string& out, const PackSummary& p) {
   const double rows_end = top + cell * static_cast<double>(p.classes.size());
   const double Hh = rows_end + 40;  // the expert axis: ticks, numbers, its name
   add(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' class='chart' role='img' aria-label='class heatmap'>\n", std::max(W, 420.0), Hh);
-  for (int c = 0; c < pack::kNumClasses; ++c) {
+  for (int c = 0; c < plan::kNumClasses; ++c) {
     add(out, "<rect x='%d' y='4' width='10' height='10' fill='%s'/><text x='%d' y='13' font-size='11'>%s</text>",
         static_cast<int>(left) + c * 100, kClassColors[c], static_cast<int>(left) + c * 100 + 14,
-        std::string(pack::class_name(static_cast<pack::ExpertClass>(c))).c_str());
+        std::string(plan::class_name(static_cast<plan::ExpertClass>(c))).c_str());
   }
   out += "\n";
   for (size_t l = 0; l < p.classes.size(); ++l) {
@@ -152,10 +152,10 @@ void class_heatmap(std::string& out, const PackSummary& p) {
     add(out, "<text x='%.0f' y='%.1f' font-size='%.0f' text-anchor='end'>L%lld</text>", left - 4, y + cell * 0.8,
         std::max(7.0, std::min(11.0, cell)), static_cast<long long>(p.layers[l]));
     for (size_t e = 0; e < p.classes[l].size(); ++e) {
-      const int c = std::clamp(p.classes[l][e], 0, pack::kNumClasses - 1);
+      const int c = std::clamp(p.classes[l][e], 0, plan::kNumClasses - 1);
       add(out, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>layer %lld expert %zu: %s</title></rect>",
           left + cell * static_cast<double>(e), y, cell * 0.92, cell * 0.92, kClassColors[c],
-          static_cast<long long>(p.layers[l]), e, std::string(pack::class_name(static_cast<pack::ExpertClass>(c))).c_str());
+          static_cast<long long>(p.layers[l]), e, std::string(plan::class_name(static_cast<plan::ExpertClass>(c))).c_str());
     }
     out += "\n";
   }

@@ -10,12 +10,12 @@
 #include "core/memory.h"
 #include "exec/packed_linear.h"
 #include "exec/packed_moe_block.h"
+#include "io/checkpoint_fingerprint.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
 #include "model/expert_reader.h"
 #include "model/open_checkpoint.h"
 #include "core/shape.h"
-#include "pack/packer.h"
 
 namespace eq::exec {
 namespace {
@@ -162,7 +162,7 @@ PackedLayer build_layer(const pack::ManifestLayer& ml, const model::ModelConfig&
   }
   for (int64_t e = 0; e < E; ++e) {
     const pack::ManifestExpert& me = ml.experts[static_cast<size_t>(e)];
-    const bool pruned = me.cls == pack::ExpertClass::kPruned;
+    const bool pruned = me.cls == plan::ExpertClass::kPruned;
     const bool placed = pl.experts[static_cast<size_t>(e)].group >= 0;
     if (pruned && placed) invalid(lw + " expert " + std::to_string(e) + ": pruned but stored in a group");
     if (!pruned && !placed) invalid(lw + " expert " + std::to_string(e) + ": not pruned and in no group");
@@ -284,7 +284,7 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
   }
   check_configs(m, c, folder, source ? &source->config() : nullptr, options.model_path);
   if (source) {
-    const uint64_t fp = pack::source_fingerprint(source->checkpoint());
+    const uint64_t fp = io::fingerprint_metadata(source->checkpoint(), model::kMaxConfigBytes).source_xxh64;
     if (fp != m.source.fingerprint)
       invalid(options.model_path + ": fingerprint " + hash_hex(fp) + " differs from the source of " + folder + " (" +
               hash_hex(m.source.fingerprint) + ", " + m.source.path + ")");

@@ -113,7 +113,7 @@ void compute_counts(Manifest& m) {
     m.totals.expert_bytes_before += c.expert_bytes_before;
     m.totals.expert_bytes_after += c.expert_bytes_after;
     m.totals.expert_weights += c.expert_weights;
-    for (int k = 0; k < kNumClasses; ++k) m.totals.class_counts[k] += c.class_counts[k];
+    for (int k = 0; k < plan::kNumClasses; ++k) m.totals.class_counts[k] += c.class_counts[k];
   }
   m.file_bytes = 0;
   for (const auto& s : m.shards) m.file_bytes += s.file_bytes;
@@ -140,9 +140,9 @@ void to_json(ordered_json& j, const ByteCounts& c) {
   j["expert_weights"] = c.expert_weights;
   j["avg_bits_per_expert_weight"] = c.avg_bits_per_expert_weight();
   ordered_json cc;
-  for (int k = 0; k < kNumClasses; ++k) cc[std::string(class_name(ExpertClass(k)))] = c.class_counts[k];
+  for (int k = 0; k < plan::kNumClasses; ++k) cc[std::string(plan::class_name(plan::ExpertClass(k)))] = c.class_counts[k];
   j["class_counts"] = cc;
-  j["pruned"] = c.class_counts[static_cast<int>(ExpertClass::kPruned)];
+  j["pruned"] = c.class_counts[static_cast<int>(plan::ExpertClass::kPruned)];
 }
 
 void to_json(ordered_json& j, const ManifestTensor& t) {
@@ -180,7 +180,7 @@ void to_json(ordered_json& j, const ManifestPart& p) {
 
 void to_json(ordered_json& j, const ManifestExpert& e) {
   j["expert"] = e.expert;
-  j["class"] = class_name(e.cls);
+  j["class"] = plan::class_name(e.cls);
   j["format"] = or_null(e.format);
   j["bits_per_weight"] = e.bits_per_weight;
   j["group"] = or_null(e.group);
@@ -404,8 +404,8 @@ void check_counts(const FieldReader& r, const json& j, const ByteCounts& c, cons
   eq("expert_bytes_after", c.expert_bytes_after);
   eq("expert_weights", c.expert_weights);
   const json& cc = r.req(j, "class_counts", path);
-  for (int k = 0; k < kNumClasses; ++k) {
-    const std::string name(class_name(ExpertClass(k)));
+  for (int k = 0; k < plan::kNumClasses; ++k) {
+    const std::string name(plan::class_name(plan::ExpertClass(k)));
     const int64_t got = r.i64(cc, name.c_str(), path + ".class_counts");
     if (got != c.class_counts[k])
       r.bad(path + ".class_counts." + name,
@@ -654,7 +654,7 @@ class ManifestParser {
     ManifestExpert e;
     e.expert = r_.i64(ej, "expert", ep);
     if (e.expert != int64_t(ei)) r_.bad(ep + ".expert", "must equal its position");
-    auto cls = parse_class(r_.str(ej, "class", ep));
+    auto cls = plan::parse_class(r_.str(ej, "class", ep));
     if (!cls) r_.bad(ep + ".class", "unknown class");
     e.cls = *cls;
     e.format = r_.str_or_null(ej, "format", ep);
@@ -667,7 +667,7 @@ class ManifestParser {
       e.search = r_.str(ej, "search", ep);
       if (e.search != "half") r_.bad(ep + ".search", "must be \"half\" when present");
     }
-    const bool pruned = e.cls == ExpertClass::kPruned;
+    const bool pruned = e.cls == plan::ExpertClass::kPruned;
     if (pruned != (e.group < 0) || pruned != e.format.empty())
       r_.bad(ep, "a pruned expert has no format/group/slot, a kept one has all three");
     const ManifestGroup* g = pruned ? nullptr : &group_of(e, l, ep);

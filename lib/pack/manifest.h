@@ -18,7 +18,7 @@
 #include "core/dtype.h"
 #include "io/tensor_hashes.h"
 #include "model/config.h"
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 
 namespace eq::io {
 struct TensorInfo;
@@ -46,7 +46,7 @@ struct ManifestPart {
 
 struct ManifestExpert {
   int64_t expert = 0;
-  ExpertClass cls = ExpertClass::kStandard;
+  plan::ExpertClass cls = plan::ExpertClass::kStandard;
   std::string format;  // empty when pruned
   double bits_per_weight = 0;  // packed bits / weights, scales included; 0 when pruned
   int group = -1, slot = -1;   // -1 when pruned
@@ -99,7 +99,7 @@ struct ByteCounts {
   uint64_t bytes_before = 0, bytes_after = 0;
   uint64_t expert_bytes_before = 0, expert_bytes_after = 0;
   uint64_t expert_weights = 0;  // weights of all experts, pruned included
-  std::array<int64_t, kNumClasses> class_counts{};
+  std::array<int64_t, plan::kNumClasses> class_counts{};
   // 8 * expert_bytes_after / expert_weights (pruned experts count as 0 bits).
   double avg_bits_per_expert_weight() const;
 };

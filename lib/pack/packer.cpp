@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "io/checkpoint_fingerprint.h"
 #include "io/input_file.h"
 #include "io/quantized_source.h"
 #include "io/safetensors.h"
@@ -22,9 +23,9 @@
 #include "model/config.h"
 #include "model/expert_reader.h"
 #include "model/open_checkpoint.h"
-#include "pack/importance.h"
 #include "pack/output.h"
-#include "profile/profile.h"
+#include "plan/importance.h"
+#include "plan/profile_inputs.h"
 #include "quant/gpus.h"
 
 namespace eq::pack {
@@ -57,7 +58,7 @@ struct PackState {
   const io::SourceTensors& src;
   const model::ModelConfig& cfg;
   const PackPlan& plan;
-  const ImportanceFile* importance;
+  const plan::ImportanceFile* importance;
   ShardedOutput& out;
   Manifest& manifest;
   PackObserver* observer;
@@ -184,7 +185,7 @@ struct PackState {
             model::read_expert_weight(cfg, src, lp.layer, e, proj, buf.data());  // dequantized exactly; pages released
             std::vector<float> imp;
             if (importance)
-              imp = importance->load(lp.layer, e, p == 2 ? ImportanceSide::kMid : ImportanceSide::kIn);
+              imp = importance->load(lp.layer, e, p == 2 ? plan::ImportanceSide::kMid : plan::ImportanceSide::kIn);
             quant::QuantizeOptions qo;
             qo.importance = imp.empty() ? nullptr : imp.data();
             qo.seed = xxhash64(name);
@@ -234,20 +235,6 @@ uint64_t default_max_memory() {
   return ram ? ram / 2 : (8ULL << 30);
 }
 
-uint64_t source_fingerprint(const io::Checkpoint& ckpt) {
-  Xxhash64 h;
-  const std::string cfg = io::read_file_bytes(ckpt.folder() + "/config.json", model::kMaxConfigBytes);
-  h.update(cfg.data(), cfg.size());
-  for (const auto& name : ckpt.tensor_names()) {
-    const io::TensorInfo& t = ckpt.info(name);
-    std::string line = name + "|" + std::string(dtype_name(t.dtype)) + "|";
-    for (auto d : t.shape) line += std::to_string(d) + ",";
-    line += "|" + std::to_string(t.nbytes()) + "\n";
-    h.update(line.data(), line.size());
-  }
-  return h.digest();
-}
-
 namespace {
 Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, PackObserver* observer);
 }  // namespace
@@ -263,10 +250,10 @@ namespace {
 // What the policy options give: the allocation, and what it was checked
 // against; fills the manifest's policy section.
 struct PolicyInputs {
-  Allocation alloc;
-  std::shared_ptr<const profile::ModelFingerprint> profiled;  // --profile: the checkpoint it describes
+  plan::Allocation alloc;
+  std::optional<plan::ModelFingerprint> profiled;  // --profile: the checkpoint it describes
   io::TensorHashes source_hashes;                             // --profile: sample hashes of every source tensor
-  std::unique_ptr<ImportanceFile> importance;
+  std::unique_ptr<plan::ImportanceFile> importance;
 };
 
 PolicyInputs read_policy(const PackRequest& rq, const io::Checkpoint& ckpt, const model::ModelConfig& cfg,
@@ -275,24 +262,24 @@ PolicyInputs read_policy(const PackRequest& rq, const io::Checkpoint& ckpt, cons
   std::string importance_path;
   std::string policy_label;
   if (!rq.uniform_format.empty()) {
-    in.alloc = uniform_allocation(cfg, rq.uniform_format);
+    in.alloc = plan::uniform_allocation(cfg, rq.uniform_format);
     policy.kind = "uniform";
     policy.uniform_format = rq.uniform_format;
     policy_label = "--uniform " + rq.uniform_format;
   } else if (!rq.allocation_path.empty()) {
-    in.alloc = load_allocation(rq.allocation_path);
+    in.alloc = plan::load_allocation(rq.allocation_path);
     policy.kind = "allocation";
     policy_label = "allocation " + rq.allocation_path;
   } else {
-    ProfileInputs p = load_profile(rq.profile_path);
+    plan::ProfileInputs p = plan::read_profile_inputs(rq.profile_path);
     // The profile must describe this checkpoint: config, tensor index and
     // every tensor's sample hash now, the full hashes as packing reads them.
-    in.profiled = p.model;
-    const profile::ModelFingerprint here = profile::fingerprint_metadata(ckpt, rq.model_path);
-    if (const std::string d = profile::fingerprint_difference(*p.model, "profile " + rq.profile_path, here,
-                                                              "--model " + rq.model_path);
+    const plan::ModelFingerprint here = plan::fingerprint_metadata(ckpt, rq.model_path);
+    if (const std::string d = plan::fingerprint_difference(p.model, "profile " + rq.profile_path, here,
+                                                           "--model " + rq.model_path);
         !d.empty())
       invalid("pack: profile " + rq.profile_path + " was made from a different checkpoint: " + d);
+    in.profiled = std::move(p.model);
     in.source_hashes = here.tensors;
     in.alloc = std::move(p.allocation);
     importance_path = p.importance_file;
@@ -302,13 +289,13 @@ PolicyInputs read_policy(const PackRequest& rq, const io::Checkpoint& ckpt, cons
     policy.profile_xxh64 = hash_file(rq.profile_path);
     policy_label = "profile " + rq.profile_path;
   }
-  check_allocation(in.alloc, cfg, policy_label);
-  policy.allocation_xxh64 = xxhash64(allocation_to_json(in.alloc).dump());
+  plan::check_allocation(in.alloc, cfg, policy_label);
+  policy.allocation_xxh64 = xxhash64(plan::allocation_to_json(in.alloc).dump());
   policy.attn_format = rq.attn_format;
   if (!rq.shared_format.empty()) policy.shared_format = rq.shared_format;
   if (!rq.dense_format.empty()) policy.dense_format = rq.dense_format;
   if (!importance_path.empty()) {
-    in.importance = ImportanceFile::open(importance_path, cfg.hidden_size, cfg.moe_intermediate_size);
+    in.importance = plan::ImportanceFile::open(importance_path, cfg.hidden_size, cfg.moe_intermediate_size);
     policy.importance_xxh64 = hash_file(importance_path);
   }
   return in;
@@ -334,7 +321,7 @@ void describe_source(const PackRequest& rq, const io::Checkpoint& ckpt, const mo
                      const PackPlan& plan, Manifest& m) {
   m.source.path = rq.model_path;
   m.source.model_type = cfg.model_type;
-  m.source.fingerprint = source_fingerprint(ckpt);
+  m.source.fingerprint = io::fingerprint_metadata(ckpt, model::kMaxConfigBytes).source_xxh64;
   m.source.num_layers = cfg.num_layers;
   m.source.num_experts = cfg.num_experts;
   m.source.hidden_size = cfg.hidden_size;

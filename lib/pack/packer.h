@@ -48,10 +48,6 @@ class PackObserver {
 // Half of physical RAM (the bound counts bytes above the process baseline).
 uint64_t default_max_memory();
 
-// Hash of config.json and the tensor index (names, dtypes, shapes, sizes) —
-// not of the data, so it costs nothing on a 400B checkpoint.
-uint64_t source_fingerprint(const io::Checkpoint& ckpt);
-
 // Validates everything and plans before creating any output; throws eq::Error.
 Manifest run_pack(const PackRequest& request, PackObserver* observer = nullptr);
 // With the source's config.json already parsed (`config`), e.g. by a caller

@@ -108,7 +108,7 @@ namespace {
 // memory bound allows, the groups split into chunks that fit, and the shards.
 class Planner {
  public:
-  Planner(const io::SourceTensors& src, const model::ModelConfig& c, const Allocation& a, const PlanOptions& o)
+  Planner(const io::SourceTensors& src, const model::ModelConfig& c, const plan::Allocation& a, const PlanOptions& o)
       : src_(src), c_(c), a_(a), o_(o) {
     if (!o.attn_format.empty()) attn_ = &quant::format_by_name(o.attn_format);
     if (!o.shared_format.empty()) shared_ = &quant::format_by_name(o.shared_format);
@@ -235,7 +235,7 @@ class Planner {
   LayerPlan plan_layer(int64_t L, uint64_t& experts_in_range) const {
     LayerPlan lp;
     lp.layer = L;
-    const LayerAllocation* la = a_.find(L);
+    const plan::LayerAllocation* la = a_.find(L);
     lp.moe = la != nullptr;
     if (!la) return lp;
     lp.experts = la->experts;
@@ -246,7 +246,7 @@ class Planner {
       GroupPlan g;
       g.format = &f;
       for (size_t e = 0; e < la->experts.size(); ++e)
-        if (la->experts[e].cls != ExpertClass::kPruned && la->experts[e].format == f.name) g.experts.push_back(int64_t(e));
+        if (la->experts[e].cls != plan::ExpertClass::kPruned && la->experts[e].format == f.name) g.experts.push_back(int64_t(e));
       if (g.experts.empty()) continue;
       g.layout[0] = g.layout[1] = &matrix_layout(f, c_.moe_intermediate_size, c_.hidden_size);
       g.layout[2] = &matrix_layout(f, c_.hidden_size, c_.moe_intermediate_size);
@@ -367,7 +367,7 @@ class Planner {
 
   const io::SourceTensors& src_;
   const model::ModelConfig& c_;
-  const Allocation& a_;
+  const plan::Allocation& a_;
   const PlanOptions& o_;
   const quant::FormatTraits* attn_ = nullptr;
   const quant::FormatTraits* shared_ = nullptr;
@@ -379,7 +379,7 @@ class Planner {
 
 }  // namespace
 
-PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, const Allocation& a,
+PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, const plan::Allocation& a,
                    const PlanOptions& o) {
   const int64_t first = o.first_layer, last = o.last_layer < 0 ? c.num_layers - 1 : o.last_layer;
   if (first < 0 || last >= c.num_layers || first > last)

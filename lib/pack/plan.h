@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 #include "quant/format.h"
 
 namespace eq::io {
@@ -68,7 +68,7 @@ struct GroupPlan {
 struct LayerPlan {
   int64_t layer = 0;
   bool moe = false;
-  std::vector<ExpertAssignment> experts;
+  std::vector<plan::ExpertAssignment> experts;
   std::vector<GroupPlan> groups;
   std::vector<int> expert_group, expert_slot;  // -1 for pruned
 };
@@ -96,7 +96,7 @@ struct PackPlan {
 
 // Throws eq::Error (kResource) when max_memory cannot hold the smallest unit
 // of work, naming the tensor/group and the bytes it needs.
-PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, const Allocation& a,
+PackPlan make_plan(const io::SourceTensors& src, const model::ModelConfig& c, const plan::Allocation& a,
                    const PlanOptions& o);
 
 // Greedy assignment of consecutive tensors to shards of at most shard_size

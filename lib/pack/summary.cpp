@@ -12,9 +12,9 @@ namespace {
 
 using nlohmann::ordered_json;
 
-ordered_json class_counts_json(const std::array<int64_t, kNumClasses>& counts) {
+ordered_json class_counts_json(const std::array<int64_t, plan::kNumClasses>& counts) {
   ordered_json j;
-  for (int k = 0; k < kNumClasses; ++k) j[std::string(class_name(ExpertClass(k)))] = counts[k];
+  for (int k = 0; k < plan::kNumClasses; ++k) j[std::string(plan::class_name(plan::ExpertClass(k)))] = counts[k];
   return j;
 }
 
@@ -60,7 +60,7 @@ ordered_json layer_summary(const ManifestLayer& l, std::map<std::string, FormatT
   std::map<std::string, int64_t> per_format;
   BitTally layer_kept;
   for (const auto& e : l.experts) {
-    if (e.cls == ExpertClass::kPruned) continue;
+    if (e.cls == plan::ExpertClass::kPruned) continue;
     const int code_bits = quant::format_by_name(e.format).weight_bits;
     ++per_format[e.format];
     ++formats[e.format].experts;

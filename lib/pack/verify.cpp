@@ -94,7 +94,7 @@ TensorLocations check_tensors(const Manifest& m, const ShardFiles& files, Verify
 void check_expert_slices(const Manifest& m, const TensorLocations& where, VerifyReport& r) {
   for (const auto& l : m.layers)
     for (const auto& e : l.experts) {
-      if (e.cls != ExpertClass::kPruned) ++r.experts;
+      if (e.cls != plan::ExpertClass::kPruned) ++r.experts;
       for (const auto& p : e.parts) {
         auto it = where.find(p.tensor);
         if (it == where.end()) continue;

@@ -11,7 +11,7 @@
 
 namespace eq::profile {
 
-using pack::ExpertClass;
+using plan::ExpertClass;
 
 namespace {
 

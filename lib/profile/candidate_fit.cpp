@@ -81,7 +81,7 @@ CandidateFit fit_policy(const Policy& p, int64_t hidden, int64_t intermediate) {
     ShapeMisfit m = expert_misfit(quant::format_by_name(p.class_format[c]), hidden, intermediate);
     if (m.fits()) continue;
     q.class_format[c] = nearest_wider_fit(p.class_format[c], p.candidates, hidden, intermediate);
-    out.substitutes.push_back({pack::ExpertClass(c), p.class_format[c], q.class_format[c], std::move(m)});
+    out.substitutes.push_back({plan::ExpertClass(c), p.class_format[c], q.class_format[c], std::move(m)});
   }
   // As parse_policy orders them: the class formats first, then the other candidates.
   q.candidates.clear();
@@ -112,7 +112,7 @@ std::vector<std::string> describe_fit(const CandidateFit& fit, size_t moe_layers
   for (const auto& s : fit.skipped)
     lines.push_back("candidate " + s.format + " skipped: " + s.misfit.reason + " (" + layers_phrase(moe_layers) + ")");
   for (const auto& s : fit.substitutes)
-    lines.push_back(std::string(pack::class_name(s.cls)) + " format " + s.wanted + " replaced by " + s.used +
+    lines.push_back(std::string(plan::class_name(s.cls)) + " format " + s.wanted + " replaced by " + s.used +
                     ", the nearest wider format that fits: " + s.misfit.reason);
   for (const auto& d : fit.dropped_proxies)
     lines.push_back("proxy " + d.proxy + " of " + d.format + " skipped: " + d.misfit.reason + "; " + d.format +
@@ -131,7 +131,7 @@ nlohmann::ordered_json fit_to_json(const CandidateFit& fit, const std::vector<in
   }
   for (const auto& s : fit.substitutes) {
     nlohmann::ordered_json e = {
-        {"class", std::string(pack::class_name(s.cls))}, {"policy_format", s.wanted}, {"format", s.used}};
+        {"class", std::string(plan::class_name(s.cls))}, {"policy_format", s.wanted}, {"format", s.used}};
     add_misfit(e, s.misfit);
     subs.push_back(std::move(e));
   }

@@ -41,7 +41,7 @@ struct SkippedFormat {
   ShapeMisfit misfit;
 };
 struct ClassSubstitute {
-  pack::ExpertClass cls = pack::ExpertClass::kStandard;
+  plan::ExpertClass cls = plan::ExpertClass::kStandard;
   std::string wanted, used;  // the policy's format, the one the class gets
   ShapeMisfit misfit;        // of `wanted`
 };

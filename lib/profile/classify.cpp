@@ -11,7 +11,7 @@
 
 namespace eq::profile {
 
-using pack::ExpertClass;
+using plan::ExpertClass;
 
 namespace {
 
@@ -196,10 +196,10 @@ void summarize(Classification& cls, const RoutingStats& stats, const Sensitivity
                                                      : std::numeric_limits<double>::quiet_NaN();
 }
 
-pack::Allocation to_allocation(const Classification& cls, const RoutingStats& stats) {
-  pack::Allocation a;
+plan::Allocation to_allocation(const Classification& cls, const RoutingStats& stats) {
+  plan::Allocation a;
   for (size_t li = 0; li < cls.layers.size(); ++li) {
-    pack::LayerAllocation la;
+    plan::LayerAllocation la;
     la.layer = stats.layers[li].layer;
     for (const auto& d : cls.layers[li]) la.experts.push_back({d.cls, d.format});
     a.layers.push_back(std::move(la));

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/config.h"
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 #include "profile/policy.h"
 #include "profile/routing_stats.h"
 #include "profile/sensitivity.h"
@@ -29,7 +29,7 @@ struct ExpertMetrics {
 std::vector<std::vector<ExpertMetrics>> expert_metrics(const RoutingStats& stats, const Policy& policy);
 
 struct ExpertDecision {
-  pack::ExpertClass cls = pack::ExpertClass::kStandard;
+  plan::ExpertClass cls = plan::ExpertClass::kStandard;
   std::string format;  // empty when pruned
   std::string rule;    // why
 };
@@ -63,8 +63,8 @@ void summarize(Classification& cls, const RoutingStats& stats, const Sensitivity
 // Class a format stands for when the budget picks it: the policy's class
 // formats map to their class; another format to the class whose format's
 // bits per weight are nearest (ties to the wider class).
-pack::ExpertClass class_of_format(const Policy& policy, const std::string& format);
+plan::ExpertClass class_of_format(const Policy& policy, const std::string& format);
 
-pack::Allocation to_allocation(const Classification& cls, const RoutingStats& stats);
+plan::Allocation to_allocation(const Classification& cls, const RoutingStats& stats);
 
 }  // namespace eq::profile

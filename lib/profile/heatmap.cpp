@@ -64,7 +64,7 @@ std::string heatmap_svg(const Profile& p) {
                     "<title>layer %lld expert %lld: %s, share %.3f%%, %lld tokens</title></rect>\n",
                     left + int(e) * cell, top + int(li) * cell, cell - 1, cell - 1, hue[cls], sat[cls], light,
                     m.under_covered ? " stroke=\"black\" stroke-width=\"0.8\"" : "", (long long)s.layers[li].layer,
-                    (long long)e, std::string(pack::class_name(pack::ExpertClass(cls))).c_str(), 100 * m.share,
+                    (long long)e, std::string(plan::class_name(plan::ExpertClass(cls))).c_str(), 100 * m.share,
                     (long long)s.layers[li].experts[e].tokens);
       out += b;
     }
@@ -85,7 +85,7 @@ std::string heatmap_svg(const Profile& p) {
                   "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"hsl(%d,%d%%,50%%)\"/>"
                   "<text x=\"%d\" y=\"%d\">%s</text>\n",
                   left + c * 110, legend_y, hue[c], sat[c], left + c * 110 + 14, legend_y + 9,
-                  std::string(pack::class_name(pack::ExpertClass(c))).c_str());
+                  std::string(plan::class_name(plan::ExpertClass(c))).c_str());
     out += b;
   }
   out += "<text x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(legend_y + 24) + "\">" + xml_escape(note) +

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "model/expert_reader.h"
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 #include "profile/policy.h"
 #include "quant/format.h"
 
@@ -33,7 +33,7 @@ std::vector<std::string> lossless_source_formats(const model::ModelConfig& c, co
 bool adopt_lossless_formats(Policy& policy, const std::vector<std::string>& formats) {
   if (formats.empty()) return false;
   bool changed = false;
-  std::string& standard = policy.class_format[static_cast<size_t>(pack::ExpertClass::kStandard)];
+  std::string& standard = policy.class_format[static_cast<size_t>(plan::ExpertClass::kStandard)];
   if (standard != formats.front()) {
     standard = formats.front();
     changed = true;

@@ -114,9 +114,9 @@ Policy parse_policy(const json& j, const std::string& label) try {
     p.min_tokens = r.integer(c, "coverage", "min_tokens", p.min_tokens, 0);
     if (c.contains("under_covered_class")) {
       const auto cls = c["under_covered_class"].is_string()
-                           ? pack::parse_class(c["under_covered_class"].get<std::string>())
+                           ? plan::parse_class(c["under_covered_class"].get<std::string>())
                            : std::nullopt;
-      if (!cls || *cls == pack::ExpertClass::kPruned)
+      if (!cls || *cls == plan::ExpertClass::kPruned)
         r.bad("coverage.under_covered_class", "must be critical, standard or deprioritized (never pruned)");
       p.under_covered_class = *cls;
     }
@@ -264,7 +264,7 @@ ordered_json Policy::to_json() const {
   j["dense_mlp_format"] = dense_mlp_format.empty() ? ordered_json(nullptr) : ordered_json(dense_mlp_format);
   j["candidates"] = candidates;
   j["lossless_source_formats"] = lossless_source_formats;
-  j["coverage"] = {{"min_tokens", min_tokens}, {"under_covered_class", pack::class_name(under_covered_class)}};
+  j["coverage"] = {{"min_tokens", min_tokens}, {"under_covered_class", plan::class_name(under_covered_class)}};
   ordered_json prox = ordered_json::object();
   for (const auto& [from, to] : proxies) prox[from] = to;
   j["sensitivity"] = {{"max_samples", max_samples}, {"min_samples", min_samples}, {"seed", seed},

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 
 namespace eq::profile {
 
@@ -20,7 +20,7 @@ inline constexpr std::string_view kPolicySchema = "expertquant.policy";
 
 struct Policy {
   std::string name, description;
-  // Format of each kept class, indexed by pack::ExpertClass (critical, standard, deprioritized).
+  // Format of each kept class, indexed by plan::ExpertClass (critical, standard, deprioritized).
   std::string class_format[3];
   // Formats whose sensitivity is measured (class formats first, then extras);
   // the bit-budget allocator chooses among these (and pruning). Those a
@@ -38,7 +38,7 @@ struct Policy {
 
   // Coverage: experts routed fewer times are under-covered and get this class.
   int64_t min_tokens = 32;
-  pack::ExpertClass under_covered_class = pack::ExpertClass::kStandard;
+  plan::ExpertClass under_covered_class = plan::ExpertClass::kStandard;
 
   // Sensitivity sampling.
   int64_t max_samples = 128;   // routed input rows kept per expert

@@ -8,11 +8,9 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "io/atomic_file.h"
-#include "io/safetensors.h"
-#include "io/text_file.h"
 #include "model/config.h"
-#include "model/open_checkpoint.h"
-#include "pack/importance.h"
+#include "plan/importance.h"
+#include "plan/profile_inputs.h"
 #include "profile/bit_budget.h"
 
 namespace eq::profile {
@@ -30,66 +28,18 @@ model::ModelConfig Profile::dims() const {
   return c;
 }
 
-ModelFingerprint fingerprint_model(const std::string& model_path) {
-  const model::ModelCheckpoint opened = model::open_checkpoint(model_path);  // the names pack sees
-  ModelFingerprint f = fingerprint_metadata(*opened.checkpoint, model_path);
-  io::add_full_hashes(*opened.checkpoint, f.tensors);
-  return f;
-}
-
-std::string fingerprint_difference(const ModelFingerprint& a, const std::string& a_label, const ModelFingerprint& b,
-                                   const std::string& b_label) {
-  const std::string both = " differs between " + a_label + " and " + b_label;
-  if (a.model_type != b.model_type)
-    return "model_type" + both + " ('" + a.model_type + "' vs '" + b.model_type + "')";
-  if (a.config_xxh64 != b.config_xxh64)
-    return "config.json" + both + " (xxh64 " + a.config_xxh64 + " vs " + b.config_xxh64 + ")";
-  if (a.tensor_index_xxh64 != b.tensor_index_xxh64)
-    return "the tensor index (names, dtypes, shapes)" + both;
-  if (const auto d = io::first_difference(a.tensors, b.tensors))
-    return "tensor '" + d->tensor + "'" + both + " (" + d->a + " vs " + d->b + ")";
-  return {};
-}
-
-ModelFingerprint fingerprint_metadata(const io::Checkpoint& ckpt_ref, const std::string& model_path) {
-  ModelFingerprint f;
-  f.path = model_path;
-  const io::Checkpoint* ckpt = &ckpt_ref;
-  const std::string config = io::read_file_bytes(ckpt->folder() + "/config.json", model::kMaxConfigBytes);
-  f.config_xxh64 = hash_hex(xxhash64(config));
-  Xxhash64 h;
-  for (const auto& name : ckpt->tensor_names()) {
-    const io::TensorInfo& t = ckpt->info(name);
-    std::string line = name + " " + std::to_string(int(t.dtype));
-    for (int64_t d : t.shape) line += " " + std::to_string(d);
-    line += "\n";
-    h.update(line.data(), line.size());
-  }
-  f.tensor_index_xxh64 = hash_hex(h.digest());
-  const model::ModelConfig c = model::load_config(ckpt->folder());
-  f.model_type = c.model_type;
-  f.num_layers = c.num_layers;
-  f.tensors = io::sample_tensor_hashes(*ckpt);
-  return f;
-}
-
 ordered_json profile_to_json(const Profile& p) {
   const RoutingStats& s = p.stats;
   const auto metrics = expert_metrics(s, p.policy);
   ordered_json j;
-  j["schema"] = kProfileSchema;
-  j["version"] = kProfileVersion;
+  j["schema"] = plan::kProfileSchema;
+  j["version"] = plan::kProfileVersion;
   j["tool"] = std::string("expertquant ") + EQ_VERSION;
-  j["model"] = {{"path", p.model.path},
-                {"model_type", p.model.model_type},
-                {"config_xxh64", p.model.config_xxh64},
-                {"tensor_index_xxh64", p.model.tensor_index_xxh64},
-                {"num_layers", p.model.num_layers},
-                {"tensors", io::tensor_hashes_to_json(p.model.tensors)},
-                {"hidden_size", s.hidden},
-                {"moe_intermediate_size", s.intermediate},
-                {"num_experts", s.num_experts},
-                {"top_k", s.top_k}};
+  j["model"] = plan::fingerprint_to_json(p.model);
+  j["model"]["hidden_size"] = s.hidden;
+  j["model"]["moe_intermediate_size"] = s.intermediate;
+  j["model"]["num_experts"] = s.num_experts;
+  j["model"]["top_k"] = s.top_k;
   ordered_json cal = ordered_json::array();
   int64_t total_tokens = 0;
   for (const auto& c : p.calibration) {
@@ -117,12 +67,12 @@ ordered_json profile_to_json(const Profile& p) {
 
   const Classification& cls = p.classification;
   ordered_json layers = ordered_json::array();
-  std::vector<int64_t> total_counts(pack::kNumClasses, 0);
+  std::vector<int64_t> total_counts(plan::kNumClasses, 0);
   for (size_t li = 0; li < s.layers.size(); ++li) {
     const LayerStats& ls = s.layers[li];
     ordered_json experts = ordered_json::array();
     std::vector<int64_t> under, never;
-    std::vector<int64_t> counts(pack::kNumClasses, 0);
+    std::vector<int64_t> counts(plan::kNumClasses, 0);
     for (size_t e = 0; e < ls.experts.size(); ++e) {
       const ExpertStats& es = ls.experts[e];
       const ExpertMetrics& m = metrics[li][e];
@@ -157,7 +107,7 @@ ordered_json profile_to_json(const Profile& p) {
       }
       if (li < cls.layers.size()) {
         const ExpertDecision& d = cls.layers[li][e];
-        x["class"] = pack::class_name(d.cls);
+        x["class"] = plan::class_name(d.cls);
         x["format"] = d.format.empty() ? json(nullptr) : json(d.format);
         x["rule"] = d.rule;
         ++counts[int(d.cls)];
@@ -191,9 +141,8 @@ ordered_json profile_to_json(const Profile& p) {
   c["class_counts"] = {{"critical", total_counts[0]}, {"standard", total_counts[1]},
                        {"deprioritized", total_counts[2]}, {"pruned", total_counts[3]}};
   j["classification"] = c;
-  j["allocation"] = pack::allocation_to_json(to_allocation(cls, s));
-  j["importance_file"] = p.importance_file.empty() ? json(nullptr) : json(p.importance_file);
-  j["importance_xxh64"] = p.importance_file.empty() ? json(nullptr) : json(p.importance_xxh64);
+  j["allocation"] = plan::allocation_to_json(to_allocation(cls, s));
+  plan::write_importance_record(j, p.importance_file, p.importance_xxh64);
   return j;
 }
 
@@ -206,34 +155,22 @@ void write_profile(Profile& p, const std::string& path, const std::vector<io::Fi
   if (p.stats.has_outputs) {
     p.importance_file = sidecar_name(path);
     const std::string side = (std::filesystem::path(path).parent_path() / p.importance_file).string();
-    std::vector<io::TensorToWrite> tensors;
+    std::vector<plan::ExpertImportance> experts;
     for (const auto& ls : p.stats.layers)
       for (size_t e = 0; e < ls.experts.size(); ++e) {
         const ExpertStats& es = ls.experts[e];
         // Never routed (or read from a profile without its energies): absent, pack quantizes it unweighted.
         if (es.tokens == 0 || es.energy_in.empty() || es.energy_mid.empty()) continue;
-        auto add = [&](pack::ImportanceSide side_kind, const std::vector<double>& v) {
-          tensors.push_back({pack::ImportanceFile::tensor_name(ls.layer, int64_t(e), side_kind), DType::kF64,
-                             {int64_t(v.size())},
-                             {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(double)}});
-        };
-        add(pack::ImportanceSide::kIn, es.energy_in);
-        add(pack::ImportanceSide::kMid, es.energy_mid);
+        experts.push_back({ls.layer, int64_t(e), &es.energy_in, &es.energy_mid});
       }
     // Staged under a temporary name and renamed only together with
     // profile.json: a failed write never pairs a previous profile.json with a
-    // new sidecar (or leaves either half-written).
-    io::write_safetensors(side + ".partial", tensors, {{"producer", "expertquant profile"}});
+    // new sidecar (or leaves either half-written). The hash is recorded in
+    // profile.json: a kill between the final renames can leave this sidecar
+    // beside a previous profile.json (or the reverse); readers compare the
+    // hash and refuse the pair.
+    p.importance_xxh64 = hash_hex(plan::write_importance_file(side + ".partial", experts));
     staged.push_back({side + ".partial", side});
-    // Recorded in profile.json: a kill between the final renames can leave
-    // this sidecar beside a previous profile.json (or the reverse); readers
-    // compare the hash and refuse the pair.
-    try {
-      p.importance_xxh64 = hash_hex(pack::importance_file_xxh64(side + ".partial"));
-    } catch (...) {
-      std::remove((side + ".partial").c_str());
-      throw;
-    }
   }
   std::vector<io::FileText> files{{path, profile_to_json(p).dump(1) + "\n"}};
   files.insert(files.end(), also.begin(), also.end());
@@ -277,7 +214,7 @@ std::string overlapping_slices(const std::vector<CalibrationSlice>& slices, cons
 Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std::string>& labels) {
   if (parts.empty()) invalid("merge: no profiles given");
   for (size_t i = 1; i < parts.size(); ++i)
-    if (const std::string d = fingerprint_difference(parts[0].model, labels[0], parts[i].model, labels[i]); !d.empty())
+    if (const std::string d = plan::fingerprint_difference(parts[0].model, labels[0], parts[i].model, labels[i]); !d.empty())
       invalid(labels[i] + ": field 'model': profiled a different checkpoint than " + labels[0] + ": " + d);
   std::vector<CalibrationSlice> slices;
   std::vector<std::string> slice_labels;

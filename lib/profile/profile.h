@@ -11,22 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
-#include "io/tensor_hashes.h"
 #include "model/config.h"
+#include "plan/fingerprint.h"
 #include "profile/classify.h"
 #include "profile/policy.h"
 #include "profile/routing_stats.h"
 #include "profile/sensitivity.h"
 
-namespace eq::io {
-class Checkpoint;
-}
-
 namespace eq::profile {
-
-// 2: model.tensors (per-tensor data hashes). Version 1 is refused (re-profile).
-inline constexpr int kProfileVersion = 2;
-inline constexpr std::string_view kProfileSchema = "expertquant.profile";
 
 struct CalibrationSlice {
   std::string kind;  // "text", "tokens", "hidden", "router_logits", "trace"
@@ -46,22 +38,8 @@ struct CalibrationSlice {
 // <path>"; "" when they are disjoint. labels[i] names the profile of slices[i].
 std::string overlapping_slices(const std::vector<CalibrationSlice>& slices, const std::vector<std::string>& labels);
 
-struct ModelFingerprint {
-  std::string path, model_type;
-  std::string config_xxh64, tensor_index_xxh64;  // config.json bytes; sorted "name dtype shape" lines
-  int64_t num_layers = 0;
-  // Every stored tensor: sample and full data hashes (io/tensor_hashes.h).
-  io::TensorHashes tensors;
-};
-
-// The first difference between the checkpoints two fingerprints describe
-// ("config.json", "tensor index", or "tensor 'X' (...)"), naming `a_label`
-// and `b_label`; empty when they describe the same data.
-std::string fingerprint_difference(const ModelFingerprint& a, const std::string& a_label, const ModelFingerprint& b,
-                                   const std::string& b_label);
-
 struct Profile {
-  ModelFingerprint model;
+  plan::ModelFingerprint model;
   std::vector<CalibrationSlice> calibration;
   RoutingStats stats;
   SensitivityTable sensitivity;
@@ -78,18 +56,7 @@ struct Profile {
   model::ModelConfig dims() const;
 };
 
-// config.json, the tensor index and every tensor's sample hash: a few pages
-// per tensor (what `pack --profile` compares before packing).
-ModelFingerprint fingerprint_metadata(const io::Checkpoint& ckpt, const std::string& model_path);
-// The same plus every tensor's full hash: one streaming read of the
-// checkpoint, whose pages the calibration pass then finds in the page cache.
-ModelFingerprint fingerprint_model(const std::string& model_path);
-
 nlohmann::ordered_json profile_to_json(const Profile& p);
-// profile.json's "schema" and "version" (version 1: a "re-run profile" message).
-void check_profile_header(const nlohmann::json& j, const std::string& label);
-// Its "model" object; errors name `label` and the field.
-ModelFingerprint parse_profile_model(const nlohmann::json& j, const std::string& label);
 // Writes `path` and, when the statistics have energies, the sidecar
 // "<stem>.importance.safetensors" beside it (F64 sums, exact merge), plus the
 // `also` files (e.g. the heatmap) as one output: all are replaced or, when a

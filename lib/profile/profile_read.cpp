@@ -2,16 +2,14 @@
 // header, the model fingerprint, then the statistics, sensitivity and
 // classification, each step checking what it reads and naming the field.
 #include <algorithm>
-#include <cstring>
-#include <filesystem>
 #include <limits>
 
 #include "core/error.h"
 #include "io/json_guard.h"
-#include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/config.h"
-#include "pack/importance.h"
+#include "plan/importance.h"
+#include "plan/profile_inputs.h"
 #include "profile/profile.h"
 
 namespace eq::profile {
@@ -160,7 +158,7 @@ Classification read_classification(const json& c, const json& layers, const std:
     std::vector<ExpertDecision> row;
     for (const auto& x : layers[li]["experts"]) {
       ExpertDecision d;
-      const auto k = pack::parse_class(x.value("class", "standard"));
+      const auto k = plan::parse_class(x.value("class", "standard"));
       if (!k) invalid(label + ": field 'layers[" + std::to_string(li) + "].experts[].class': unknown class");
       d.cls = *k;
       d.format = x.contains("format") && x["format"].is_string() ? x["format"].get<std::string>() : "";
@@ -174,78 +172,31 @@ Classification read_classification(const json& c, const json& layers, const std:
 
 // The energies of the experts the sidecar holds, after checking that it is the
 // sidecar this profile.json was written with.
-void read_importance_sidecar(const json& j, const std::string& path, const std::string& label, Profile& p) {
-  if (!(j.contains("importance_file") && j["importance_file"].is_string() && p.stats.has_outputs)) return;
-  p.importance_file = j["importance_file"];
-  const std::string side = (std::filesystem::path(path).parent_path() / p.importance_file).string();
-  // Profiles written before the hash was recorded have no importance_xxh64: their pairing is unchecked.
-  if (j.contains("importance_xxh64") && !j["importance_xxh64"].is_null()) {
-    if (!j["importance_xxh64"].is_string()) invalid(label + ": field 'importance_xxh64': not a string");
-    p.importance_xxh64 = j["importance_xxh64"];
-    pack::check_importance_pairing(path, side, p.importance_xxh64);
-  }
-  const auto file = io::SafetensorsFile::open(side);
+void read_importance_sidecar(const json& j, const std::string& path, Profile& p) {
+  const auto record = plan::read_importance_record(j, path);
+  if (!record || !p.stats.has_outputs) return;
+  p.importance_file = record->file;
+  p.importance_xxh64 = record->xxh64;
+  const auto file = plan::ImportanceFile::open(record->path, p.stats.hidden, p.stats.intermediate);
   for (auto& ls : p.stats.layers)
     for (size_t e = 0; e < ls.experts.size(); ++e) {
-      for (auto kind : {pack::ImportanceSide::kIn, pack::ImportanceSide::kMid}) {
-        const io::TensorInfo* t = file->find(pack::ImportanceFile::tensor_name(ls.layer, int64_t(e), kind));
-        if (!t) continue;  // never routed: no energies
-        const int64_t want = kind == pack::ImportanceSide::kIn ? p.stats.hidden : p.stats.intermediate;
-        if (t->dtype != DType::kF64 || t->nbytes() != uint64_t(want) * sizeof(double))
-          invalid("importance file " + side + ": tensor " + t->name + ": expected F64 [" + std::to_string(want) + "]");
-        // Sized from a tensor the sidecar holds (its bytes are in the file).
-        std::vector<double>& dst = kind == pack::ImportanceSide::kIn ? ls.experts[e].energy_in : ls.experts[e].energy_mid;
-        dst.resize(size_t(want));
-        std::memcpy(dst.data(), file->view(*t).data, t->nbytes());
-      }
+      // Absent for an expert never routed: no energies.
+      ls.experts[e].energy_in = file->load_sums(ls.layer, int64_t(e), plan::ImportanceSide::kIn);
+      ls.experts[e].energy_mid = file->load_sums(ls.layer, int64_t(e), plan::ImportanceSide::kMid);
     }
 }
 
 }  // namespace
-
-void check_profile_header(const json& j, const std::string& label) {
-  const auto schema = j.is_object() ? j.find("schema") : j.end();
-  if (!j.is_object() || schema == j.end() || !schema->is_string() || *schema != kProfileSchema)
-    invalid(label + ": field 'schema': expected \"" + std::string(kProfileSchema) + "\"");
-  const auto v = j.find("version");
-  if (v == j.end() || !v->is_number_integer())
-    invalid(label + ": field 'version': missing or not an integer");
-  if (v->get<int64_t>() == 1)
-    invalid(label + ": field 'version': 1 predates the per-tensor model hashes (version " +
-            std::to_string(kProfileVersion) + "); re-run `expertquant profile` with this expertquant");
-  if (v->get<int64_t>() != kProfileVersion)
-    invalid(label + ": field 'version': unsupported " + std::to_string(v->get<int64_t>()) +
-            " (this reader understands version " + std::to_string(kProfileVersion) + ")");
-}
-
-ModelFingerprint parse_profile_model(const json& j, const std::string& label) {
-  const json& m = need(j, "model", label, "");
-  auto str = [&](const char* key) {
-    const json& v = need(m, key, label, "model.");
-    if (!v.is_string()) invalid(label + ": field 'model." + key + "': not a string");
-    return v.get<std::string>();
-  };
-  ModelFingerprint f;
-  if (m.contains("path") && m["path"].is_string()) f.path = m["path"].get<std::string>();
-  f.model_type = str("model_type");
-  f.config_xxh64 = str("config_xxh64");
-  f.tensor_index_xxh64 = str("tensor_index_xxh64");
-  const json& nl = need(m, "num_layers", label, "model.");
-  if (!nl.is_number_integer()) invalid(label + ": field 'model.num_layers': not an integer");
-  f.num_layers = nl.get<int64_t>();
-  f.tensors = io::parse_tensor_hashes(need(m, "tensors", label, "model."), label, "model.tensors");
-  return f;
-}
 
 Profile read_profile(const std::string& path) { return read_profile_text(io::read_file_bytes(path, 1ull << 32), path); }
 
 Profile read_profile_text(std::string_view text, const std::string& path) try {
   const std::string label = "profile " + path;
   const json j = parse_profile_json(text, label);
-  check_profile_header(j, label);
+  plan::check_profile_header(j, label);
   Profile p;
   const json& m = need(j, "model", label, "");
-  p.model = parse_profile_model(j, label);
+  p.model = plan::parse_fingerprint(j, label);
   p.calibration = read_calibration(j, label);
   p.policy = parse_policy(need(j, "policy", label, ""), label + " (policy)");
   // Absent from profiles written before quantized sources had lossless formats.
@@ -276,7 +227,7 @@ Profile read_profile_text(std::string_view text, const std::string& path) try {
                                                 p.sensitivity.proxy_of, layer_ids, d.num_experts);
   p.classification = read_classification(need(j, "classification", label, ""), layers, label);
   summarize(p.classification, p.stats, p.sensitivity, p.policy, p.dims());
-  read_importance_sidecar(j, path, label, p);
+  read_importance_sidecar(j, path, p);
   return p;
 } catch (const nlohmann::json::exception& e) {
   // A field of the wrong type (nlohmann type_error/out_of_range) is bad input,

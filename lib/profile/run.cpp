@@ -242,7 +242,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   const std::unique_ptr<model::Model> model = model::Model::open(r.model_path);
   // The full hashes are taken as the pass reads each tensor (one read of
   // the checkpoint); those it never reads are hashed after it.
-  p.model = fingerprint_metadata(model->weights().checkpoint(), r.model_path);
+  p.model = plan::fingerprint_metadata(model->weights().checkpoint(), r.model_path);
   io::HashesAsRead hashes(model->weights().source());
   const model::ModelConfig& c = model->config();
   p.lossless_formats = lossless_source_formats(c, model->source());

@@ -6,7 +6,7 @@
 
 #include "fuzz/fuzz_target.h"
 #include "model/config.h"
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 
 namespace {
 
@@ -23,8 +23,8 @@ const eq::model::ModelConfig& tinymoe() {
 }  // namespace
 
 EQ_FUZZ_TARGET(allocation) {
-  const auto a = eq::pack::parse_allocation_text(
+  const auto a = eq::plan::parse_allocation_text(
       std::string_view(reinterpret_cast<const char*>(input.data()), input.size()), "fuzz/allocation.json");
-  eq::pack::check_allocation(a, tinymoe(), "fuzz/allocation.json");
-  eq::pack::allocation_to_json(a).dump();
+  eq::plan::check_allocation(a, tinymoe(), "fuzz/allocation.json");
+  eq::plan::allocation_to_json(a).dump();
 }

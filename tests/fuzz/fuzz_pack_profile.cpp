@@ -1,4 +1,4 @@
-// profile.json as `pack --profile` reads it (pack::load_profile: schema,
+// profile.json as `pack --profile` reads it (plan::read_profile_inputs: schema,
 // version, model fingerprint, allocation, importance pairing), from a file
 // in a private folder so that a relative importance_file is never found.
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "fuzz/fuzz_target.h"
 #include "io/atomic_file.h"
-#include "pack/allocation.h"
+#include "plan/profile_inputs.h"
 
 namespace {
 
@@ -37,5 +37,5 @@ const std::string& profile_folder() {
 EQ_FUZZ_TARGET(pack_profile) {
   const std::string path = profile_folder() + "/profile.json";
   eq::io::write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(input.data()), input.size()));
-  eq::pack::load_profile(path);
+  eq::plan::read_profile_inputs(path);
 }

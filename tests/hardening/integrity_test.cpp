@@ -13,6 +13,7 @@
 #include "core/hash.h"
 #include "io/safetensors.h"
 #include "pack/manifest.h"
+#include "plan/profile_inputs.h"
 #include "profile/profile.h"
 #include "test_support.h"
 
@@ -221,8 +222,8 @@ TEST(Integrity, MergeRefusesPartsOfDifferentCheckpoints) {
 
 // A profile.json for `pack --profile`: tinymoe's fingerprint (or `model`'s),
 // a uniform allocation.
-fs::path write_profile(const fs::path& dir, const fs::path& model, int version = profile::kProfileVersion) {
-  const profile::ModelFingerprint f = profile::fingerprint_model(model.string());
+fs::path write_profile(const fs::path& dir, const fs::path& model, int version = plan::kProfileVersion) {
+  const plan::ModelFingerprint f = plan::fingerprint_model(model.string());
   json layers = json::array();
   for (int l = 0; l < 4; ++l) {
     json experts = json::array();

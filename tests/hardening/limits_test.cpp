@@ -15,7 +15,7 @@
 #include "io/text_file.h"
 #include "io/tokens.h"
 #include "model/config.h"
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 #include "pack/manifest.h"
 
 namespace eq {
@@ -146,19 +146,19 @@ TEST(Limits, AllocationLimitsAndLinearDuplicateCheck) {
   // earlier layer (quadratic); now it compares with the previous one.
   for (int l = 0; l < 4000; ++l) a["layers"].push_back({{"layer", l}, {"experts", json::array()}});
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(pack::parse_allocation(a, "alloc").layers.size(), 4000u);
+  EXPECT_EQ(plan::parse_allocation(a, "alloc").layers.size(), 4000u);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   a["layers"].push_back({{"layer", 3999}, {"experts", json::array()}});
-  expect_error([&] { pack::parse_allocation(a, "alloc"); }, "listed twice");
+  expect_error([&] { plan::parse_allocation(a, "alloc"); }, "listed twice");
   json far = {{"version", 1}, {"layers", {{{"layer", 1'000'000'000}, {"experts", json::array()}}}}};
-  expect_error([&] { pack::parse_allocation(far, "alloc"); }, "beyond the supported");
+  expect_error([&] { plan::parse_allocation(far, "alloc"); }, "beyond the supported");
 }
 
 TEST(Limits, DeepJsonRejectedByEveryReader) {
   const std::string deep = deep_json(1'000'000);
   expect_error([&] { model::parse_config_text(deep, "config.json"); }, "nests deeper");
   expect_error([&] { pack::parse_manifest_text(deep, "manifest.json"); }, "nests deeper");
-  expect_error([&] { pack::parse_allocation_text(deep, "alloc.json"); }, "nests deeper");
+  expect_error([&] { plan::parse_allocation_text(deep, "alloc.json"); }, "nests deeper");
   expect_error([&] { io::parse_shard_index(deep, "index.json"); }, "nests deeper");
   expect_error([&] { io::parse_token_buffer(deep, io::TokenFileFormat::kJson, "t.json"); }, "nests deeper");
   expect_error([&] { io::parse_token_buffer("{\"tokens\": " + deep + "}", io::TokenFileFormat::kJson, "t.json"); },
@@ -167,7 +167,7 @@ TEST(Limits, DeepJsonRejectedByEveryReader) {
                "nests deeper");
   // The allocation reader used to dump() the offending "schema" value into its message.
   expect_error([&] {
-    pack::parse_allocation_text("{\"version\": 1, \"schema\": " + deep_json(100) + ", \"layers\": []}", "alloc.json");
+    plan::parse_allocation_text("{\"version\": 1, \"schema\": " + deep_json(100) + ", \"layers\": []}", "alloc.json");
   }, "an array");
   // Brackets inside strings do not count; the limit itself is accepted.
   EXPECT_NO_THROW(io::check_json_depth("[\"" + std::string(1000, '[') + "\"]", "s"));

@@ -408,8 +408,8 @@ TEST(ExpertStorage, Mxfp4SourceHasALosslessFormatThePolicyAdopts) {
     profile::Policy p = profile::default_policy();
     ASSERT_TRUE(p.lossless_source_formats);
     ASSERT_TRUE(profile::adopt_lossless_formats(p, lossless));
-    EXPECT_EQ(p.class_format[static_cast<int>(pack::ExpertClass::kStandard)], "mxfp4");
-    EXPECT_EQ(p.class_format[static_cast<int>(pack::ExpertClass::kCritical)], "int8_row");
+    EXPECT_EQ(p.class_format[static_cast<int>(plan::ExpertClass::kStandard)], "mxfp4");
+    EXPECT_EQ(p.class_format[static_cast<int>(plan::ExpertClass::kCritical)], "int8_row");
     ASSERT_FALSE(p.candidates.empty());
     EXPECT_EQ(p.candidates.front(), "mxfp4");
     EXPECT_EQ(std::count(p.candidates.begin(), p.candidates.end(), "mxfp4"), 1);

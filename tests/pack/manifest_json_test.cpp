@@ -69,11 +69,11 @@ Manifest small_manifest() {
   l.groups = {{0, "int8_row", {1}, "model.layers.0.mlp.groups.0", "model.layers.0.mlp.groups.0.expert_ids",
                {"qweight", "scales"}}};
   ManifestExpert pruned;
-  pruned.cls = ExpertClass::kPruned;
+  pruned.cls = plan::ExpertClass::kPruned;
   pruned.bytes_before = 64;
   ManifestExpert kept;
   kept.expert = 1;
-  kept.cls = ExpertClass::kCritical;
+  kept.cls = plan::ExpertClass::kCritical;
   kept.format = "int8_row";
   kept.bits_per_weight = 8.25;
   kept.group = kept.slot = 0;

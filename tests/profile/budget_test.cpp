@@ -93,7 +93,7 @@ void check_three_four_and_five_bits() {
   int64_t above = 0, max_in_a_layer = 0;
   for (const auto& row : cls.layers) {
     int64_t n = 0;
-    for (const auto& d : row) n += d.cls == pack::ExpertClass::kCritical;
+    for (const auto& d : row) n += d.cls == plan::ExpertClass::kCritical;
     above += n;
     max_in_a_layer = std::max(max_in_a_layer, n);
   }

@@ -68,7 +68,7 @@ TEST(CandidateFit, Intermediate48ReplacesTheStandardFormatWithTheNearestWider) {
   const CandidateFit fit = fit_policy(default_policy(), 64, 48);
   EXPECT_EQ(skipped_formats(fit), (Strings{"fp4_g32", "nl4_g32", "int4_g64", "int3_g64", "int2_g64"}));
   ASSERT_EQ(fit.substitutes.size(), 1u);
-  EXPECT_EQ(fit.substitutes[0].cls, pack::ExpertClass::kStandard);
+  EXPECT_EQ(fit.substitutes[0].cls, plan::ExpertClass::kStandard);
   EXPECT_EQ(fit.substitutes[0].wanted, "fp4_g32");
   // Of the formats with more bits than 4.5 that fit [48, 64] and [64, 48], fp4_g16 has the fewest (5).
   EXPECT_EQ(fit.substitutes[0].used, "fp4_g16");

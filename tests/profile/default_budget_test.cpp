@@ -85,13 +85,13 @@ TEST(DefaultBudget, WithoutSensitivityThresholdsClassifyAndSaySo) {
 // A format the budget picks takes the class whose format's bits are nearest.
 TEST(DefaultBudget, ChosenFormatsTakeTheClassOfTheNearestBits) {
   const Policy p = default_policy();  // int8_row 8 / fp4_g32 4.5 / trellis2 2 bits
-  EXPECT_EQ(class_of_format(p, "int8_row"), pack::ExpertClass::kCritical);
-  EXPECT_EQ(class_of_format(p, "trellis4"), pack::ExpertClass::kStandard);
-  EXPECT_EQ(class_of_format(p, "nl4_g32"), pack::ExpertClass::kStandard);
-  EXPECT_EQ(class_of_format(p, "int4_g32"), pack::ExpertClass::kStandard);     // 5: 0.5 from 4.5, 3 from 8
-  EXPECT_EQ(class_of_format(p, "trellis3"), pack::ExpertClass::kDeprioritized);  // 3: 1 from 2, 1.5 from 4.5
-  EXPECT_EQ(class_of_format(p, "int8_g32"), pack::ExpertClass::kCritical);
-  EXPECT_EQ(class_of_format(p, ""), pack::ExpertClass::kPruned);
+  EXPECT_EQ(class_of_format(p, "int8_row"), plan::ExpertClass::kCritical);
+  EXPECT_EQ(class_of_format(p, "trellis4"), plan::ExpertClass::kStandard);
+  EXPECT_EQ(class_of_format(p, "nl4_g32"), plan::ExpertClass::kStandard);
+  EXPECT_EQ(class_of_format(p, "int4_g32"), plan::ExpertClass::kStandard);     // 5: 0.5 from 4.5, 3 from 8
+  EXPECT_EQ(class_of_format(p, "trellis3"), plan::ExpertClass::kDeprioritized);  // 3: 1 from 2, 1.5 from 4.5
+  EXPECT_EQ(class_of_format(p, "int8_g32"), plan::ExpertClass::kCritical);
+  EXPECT_EQ(class_of_format(p, ""), plan::ExpertClass::kPruned);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 #include "profile/run.h"
 #include "test_support.h"
 
@@ -36,7 +36,7 @@ TEST(LosslessSource, Mxfp4ReleaseIsStandardAtZeroErrorAndTheDefaultBudgetKeepsIt
   EQ_REQUIRE_SHARED();
   const Profile p = run_profile(request("gpt_oss-small-mxfp4"));
   ASSERT_EQ(p.lossless_formats, std::vector<std::string>{"mxfp4"});
-  EXPECT_EQ(p.policy.class_format[static_cast<int>(pack::ExpertClass::kStandard)], "mxfp4");
+  EXPECT_EQ(p.policy.class_format[static_cast<int>(plan::ExpertClass::kStandard)], "mxfp4");
   ASSERT_FALSE(p.policy.candidates.empty());
   EXPECT_EQ(p.policy.candidates.front(), "mxfp4");
   const int mx = p.sensitivity.index_of("mxfp4"), i8 = p.sensitivity.index_of("int8_row");
@@ -60,7 +60,7 @@ TEST(LosslessSource, Mxfp4ReleaseIsStandardAtZeroErrorAndTheDefaultBudgetKeepsIt
 
   const Profile bf16 = run_profile(request("gpt_oss-small"));
   EXPECT_TRUE(bf16.lossless_formats.empty());
-  EXPECT_EQ(bf16.policy.class_format[static_cast<int>(pack::ExpertClass::kStandard)], "fp4_g32");
+  EXPECT_EQ(bf16.policy.class_format[static_cast<int>(plan::ExpertClass::kStandard)], "fp4_g32");
   EXPECT_LT(bf16.sensitivity.index_of("mxfp4"), 0);
 }
 

@@ -12,8 +12,9 @@
 
 #include "core/error.h"
 #include "core/hash.h"
-#include "pack/allocation.h"
-#include "pack/importance.h"
+#include "plan/allocation.h"
+#include "plan/importance.h"
+#include "plan/profile_inputs.h"
 #include "profile/profile.h"
 #include "profile/run.h"
 #include "test_support.h"
@@ -76,13 +77,13 @@ TEST(ProfileSidecar, MismatchedSidecarIsRefusedNamingBothFiles) {
       EXPECT_TRUE(back.stats.layers[0].experts[e].energy_in.empty());  // absent from the sidecar
     }
   }
-  EXPECT_NO_THROW(pack::load_profile((a / "profile.json").string()));
+  EXPECT_NO_THROW(plan::read_profile_inputs((a / "profile.json").string()));
 
   ASSERT_NE(read_text(side_a), read_text(side_b));  // different calibration, different energies
   fs::copy_file(side_b, side_a, fs::copy_options::overwrite_existing);
   const std::string expect_hash = hash_hex(xxhash64(read_text(side_b)));
   for (const std::string& msg : {error_of([&] { read_profile((a / "profile.json").string()); }),
-                                 error_of([&] { pack::load_profile((a / "profile.json").string()); })}) {
+                                 error_of([&] { plan::read_profile_inputs((a / "profile.json").string()); })}) {
     EXPECT_NE(msg.find("profile " + (a / "profile.json").string() + " and importance file " + side_a.string() +
                        " do not belong together"),
               std::string::npos)

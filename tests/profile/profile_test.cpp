@@ -12,8 +12,9 @@
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/config.h"
-#include "pack/allocation.h"
-#include "pack/importance.h"
+#include "plan/allocation.h"
+#include "plan/importance.h"
+#include "plan/profile_inputs.h"
 #include "core/thread_pool.h"
 #include "profile/heatmap.h"
 #include "profile/profile.h"
@@ -110,7 +111,7 @@ TEST(Profile, FullHashesTakenAsThePassReadsEqualASeparateRead) {
   r.policy.proxies.clear();
   ProfileRunInfo info;
   const Profile p = run_profile(r, &info);
-  const ModelFingerprint separate = fingerprint_model(tiny());
+  const plan::ModelFingerprint separate = plan::fingerprint_model(tiny());
   ASSERT_EQ(p.model.tensors.size(), separate.tensors.size());
   uint64_t total = 0;
   const auto ckpt = io::Checkpoint::open(tiny());
@@ -166,12 +167,12 @@ TEST(Profile, FeedsPackAllocationAndImportance) {
   Profile p = run_profile(r);
   const std::string path = (dir / "profile.json").string();
   write_profile(p, path);
-  const pack::ProfileInputs in = pack::load_profile(path);
+  const plan::ProfileInputs in = plan::read_profile_inputs(path);
   const model::ModelConfig c = model::load_config(tiny());
-  pack::check_allocation(in.allocation, c, "profile");
+  plan::check_allocation(in.allocation, c, "profile");
   ASSERT_FALSE(in.importance_file.empty());
-  const auto imp = pack::ImportanceFile::open(in.importance_file, c.hidden_size, c.moe_intermediate_size);
-  const auto v = imp->load(0, 0, pack::ImportanceSide::kIn);
+  const auto imp = plan::ImportanceFile::open(in.importance_file, c.hidden_size, c.moe_intermediate_size);
+  const auto v = imp->load(0, 0, plan::ImportanceSide::kIn);
   if (p.stats.layers[0].experts[0].tokens > 0) {
     ASSERT_EQ(int64_t(v.size()), c.hidden_size);
     EXPECT_NEAR(v[0], p.stats.layers[0].experts[0].energy_in[0], 1e-3 * std::abs(v[0]) + 1e-6);

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "pack/allocation.h"
+#include "plan/allocation.h"
 
-namespace eq::pack {
+namespace eq::plan {
 namespace {
 
 using nlohmann::json;
@@ -71,4 +71,4 @@ TEST(Allocation, ClassNames) {
 }
 
 }  // namespace
-}  // namespace eq::pack
+}  // namespace eq::plan

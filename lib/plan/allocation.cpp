@@ -1,43 +1,18 @@
-#include "pack/allocation.h"
-
-#include <filesystem>
+#include "plan/allocation.h"
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "profile/policy.h"
-#include "profile/profile.h"
-#include "io/json_guard.h"
-#include "io/text_file.h"
-#include "pack/importance.h"
+#include "plan/json_file.h"
 #include "quant/format.h"
 
-namespace eq::pack {
+namespace eq::plan {
 
 using nlohmann::json;
 
 namespace {
 
 constexpr std::string_view kClassNames[kNumClasses] = {"critical", "standard", "deprioritized", "pruned"};
-
-// Allocation and profile files list one short entry per expert: 1 GiB is far
-// beyond any real model and is refused before reading.
-constexpr uint64_t kMaxPolicyFileBytes = 1ull << 30;
-
-json parse_json(std::string_view text, const std::string& label) {
-  io::check_json_depth(text, label);
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-    invalid(label + ": not valid JSON: " + e.what());
-  }
-}
-
-json read_json_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail(ErrorKind::kIo, what + " " + path + ": cannot open");
-  return parse_json(io::read_file_bytes(path, kMaxPolicyFileBytes), what + " " + path);
-}
 
 // A short rendering of a value for an error message (dump() of a big value
 // would copy the whole file into the message).
@@ -140,36 +115,6 @@ Allocation load_allocation(const std::string& path) {
   return parse_allocation(read_json_file(path, "allocation"), "allocation " + path);
 }
 
-ProfileInputs load_profile(const std::string& path) {
-  json j = read_json_file(path, "profile");
-  profile::check_profile_header(j, "profile " + path);
-  if (!j.contains("allocation"))
-    invalid("profile " + path + ": field 'allocation': missing (run `expertquant profile` to produce it)");
-  ProfileInputs p;
-  p.model = std::make_shared<profile::ModelFingerprint>(profile::parse_profile_model(j, "profile " + path));
-  p.allocation = parse_allocation(j["allocation"], "profile " + path + " (allocation)");
-  if (j.contains("policy")) {
-    const profile::Policy pol = profile::parse_policy(j["policy"], "profile " + path + " (policy)");
-    p.shared_expert_format = pol.shared_expert_format;
-    p.dense_mlp_format = pol.dense_mlp_format;
-  }
-  if (j.contains("importance_file") && !j["importance_file"].is_null()) {
-    if (!j["importance_file"].is_string())
-      invalid("profile " + path + ": field 'importance_file': not a string");
-    std::filesystem::path f = j["importance_file"].get<std::string>();
-    if (f.is_relative()) f = std::filesystem::path(path).parent_path() / f;
-    p.importance_file = f.string();
-    // Written by `expertquant profile`: the sidecar must be the one this
-    // profile.json was written with (absent in hand-made or older profiles).
-    if (j.contains("importance_xxh64") && !j["importance_xxh64"].is_null()) {
-      if (!j["importance_xxh64"].is_string())
-        invalid("profile " + path + ": field 'importance_xxh64': not a string");
-      check_importance_pairing(path, p.importance_file, j["importance_xxh64"].get<std::string>());
-    }
-  }
-  return p;
-}
-
 Allocation uniform_allocation(const model::ModelConfig& c, const std::string& format) {
   quant::format_by_name(format);  // throws listing the known names
   Allocation a;
@@ -231,4 +176,4 @@ json allocation_to_json(const Allocation& a) {
   return {{"schema", kAllocationSchema}, {"version", kAllocationVersion}, {"layers", a.layers}};
 }
 
-}  // namespace eq::pack
+}  // namespace eq::plan

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,11 +14,7 @@
 
 #include "model/config.h"
 
-namespace eq::profile {
-struct ModelFingerprint;
-}
-
-namespace eq::pack {
+namespace eq::plan {
 
 inline constexpr int kAllocationVersion = 1;
 inline constexpr std::string_view kAllocationSchema = "expertquant.allocation";
@@ -56,19 +51,6 @@ Allocation parse_allocation_text(std::string_view text, const std::string& label
 // Reads an allocation file.
 Allocation load_allocation(const std::string& path);
 
-// What a profile.json contributes to packing.
-struct ProfileInputs {
-  Allocation allocation;
-  std::string importance_file;  // resolved against the profile's folder; empty = none
-  // The policy's formats of the shared experts and dense MLPs; empty = as stored.
-  std::string shared_expert_format, dense_mlp_format;
-  // The checkpoint it was profiled from (config, tensor index, data hashes):
-  // pack compares it with the one it packs.
-  std::shared_ptr<const profile::ModelFingerprint> model;
-};
-// Checks schema and version as `profile --merge` does (profile::check_profile_header).
-ProfileInputs load_profile(const std::string& path);
-
 // Every expert of every MoE layer in `format`, class "standard".
 Allocation uniform_allocation(const model::ModelConfig& c, const std::string& format);
 
@@ -82,4 +64,4 @@ void to_json(nlohmann::json& j, const ExpertAssignment& e);
 void to_json(nlohmann::json& j, const LayerAllocation& l);
 nlohmann::json allocation_to_json(const Allocation& a);
 
-}  // namespace eq::pack
+}  // namespace eq::plan
