@@ -25,7 +25,7 @@ FormatTraits fp4_row(int G, std::string_view name, std::string_view description)
           .group_size = G,
           .row_multiple = 1,
           .col_multiple = G,
-          .parts = {"qweight", "scales"},
+          .parts = {{"qweight", PartRole::kCodes}, {"scales", PartRole::kScales}},
           .quantizer = quantize_fp4,
           .dequantize = stream_dequantize,
           .matmul = stream_matmul,

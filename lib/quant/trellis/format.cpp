@@ -251,7 +251,7 @@ FormatTraits make_traits(int bits, Code code, std::string_view name, std::string
           .group_size = 0,
           .row_multiple = kTileDim,
           .col_multiple = kTileDim,
-          .parts = {"trellis", "su", "sv", "scales"},
+          .parts = {{"trellis", PartRole::kCodes}, {"su", PartRole::kSigns}, {"sv", PartRole::kSigns}, {"scales", PartRole::kScales}},
           .code = static_cast<uint8_t>(code),
           .quantizer = quantize_row,
           .dequantize = dequantize_row,
