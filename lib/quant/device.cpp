@@ -11,8 +11,6 @@ Device parse_device(std::string_view name) {
   invalid("--device '" + std::string(name) + "' is not a device (cpu, cuda)");
 }
 
-std::string_view device_name(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
-
 void require_device(Device d) {
   if (d == Device::kCpu) return;
   const std::string why = cuda::unavailable_reason();
