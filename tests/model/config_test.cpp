@@ -360,7 +360,7 @@ TEST(Config, Glm4Moe) {
   j.erase("partial_rotary_factor");
   EXPECT_EQ(model::parse_config(j, "cfg.json").rope_dim, 16);
   j["partial_rotary_factor"] = 1.5;
-  EXPECT_NE(error_of(j).find("'partial_rotary_factor' must be in (0, 1]"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("'partial_rotary_factor': must be in (0, 1]"), std::string::npos) << error_of(j);
   j["partial_rotary_factor"] = 0.1;  // 3.2 dims: truncated to 3, odd
   EXPECT_NE(error_of(j).find("must be even"), std::string::npos) << error_of(j);
 }
@@ -424,9 +424,9 @@ TEST(Config, GptOss) {
   EXPECT_TRUE(model::parse_config(j, "cfg.json").attention_window.empty());
   j = gpt_oss_json();
   j["layer_types"] = {"sliding_attention", "full_attention"};
-  EXPECT_NE(error_of(j).find("'layer_types' has 2 entries for 3 layers"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("'layer_types': has 2 entries for 3 layers"), std::string::npos) << error_of(j);
   j["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
-  EXPECT_NE(error_of(j).find("'layer_types' entry 1"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("'layer_types[1]'"), std::string::npos) << error_of(j);
   // The layout of the released checkpoints' config: top-level rope_theta with
   // a rope_scaling dict.
   j = gpt_oss_json();
