@@ -5,35 +5,26 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/json_node.h"
 #include "io/text_file.h"
 
 namespace eq::exec {
 
 RuntimeConfig parse_runtime_config(const nlohmann::json& j, const std::string& label) {
-  auto bad = [&](const std::string& field, const std::string& what) { invalid(label + ": " + field + ": " + what); };
-  if (!j.is_object()) bad("(top level)", "not a JSON object");
+  const io::JsonNode root(j, label);
+  root.require_object();
   if (j.contains("schema") && j["schema"] != kRuntimeSchema)
-    bad("schema", "expected \"" + std::string(kRuntimeSchema) + "\", got " + j["schema"].dump());
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != kRuntimeVersion)
-    bad("version", "missing or unsupported (this reader understands version 1)");
+    root.member("schema").invalid("expected \"" + std::string(kRuntimeSchema) + "\", got " + j["schema"].dump());
+  const auto version = j.find("version");
+  if (version == j.end() || !version->is_number_integer() || version->get<int64_t>() != kRuntimeVersion)
+    root.invalid_member("version", "missing or unsupported (this reader understands version 1)");
   RuntimeConfig r;
   r.source = label;
-  if (!j.contains("sort_cutoff") || !j["sort_cutoff"].is_number_integer() || j["sort_cutoff"].get<int64_t>() < 0)
-    bad("sort_cutoff", "missing or not an integer >= 0");
-  r.sort_cutoff = j["sort_cutoff"].get<int64_t>();
-  if (j.contains("mlp_kernels")) {
-    const nlohmann::json& k = j["mlp_kernels"];
-    if (!k.is_object()) bad("mlp_kernels", "not a JSON object");
-    if (k.contains("decode_max_tokens")) {
-      if (!k["decode_max_tokens"].is_number_integer() || k["decode_max_tokens"].get<int64_t>() < 0)
-        bad("mlp_kernels.decode_max_tokens", "not an integer >= 0");
-      r.mlp_kernels.decode_max_tokens = k["decode_max_tokens"].get<int64_t>();
-    }
-    if (k.contains("small_batch_max_tokens")) {
-      if (!k["small_batch_max_tokens"].is_number_integer() || k["small_batch_max_tokens"].get<int64_t>() < 0)
-        bad("mlp_kernels.small_batch_max_tokens", "not an integer >= 0");
-      r.mlp_kernels.small_batch_max_tokens = k["small_batch_max_tokens"].get<int64_t>();
-    }
+  r.sort_cutoff = root.at("sort_cutoff").integer(0);
+  if (const auto k = root.find("mlp_kernels")) {
+    r.mlp_kernels.decode_max_tokens = k->integer_or("decode_max_tokens", r.mlp_kernels.decode_max_tokens, 0);
+    r.mlp_kernels.small_batch_max_tokens =
+        k->integer_or("small_batch_max_tokens", r.mlp_kernels.small_batch_max_tokens, 0);
   }
   if (j.contains("tuned")) r.tuned = j["tuned"];
   return r;

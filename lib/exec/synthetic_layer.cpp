@@ -22,7 +22,8 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // A side part gets a constant-ish valid value; a code part random bits. The
 // values only need to be finite and of a plausible size (no denormals, no
 // NaN) so the kernels run at their normal speed.
-void fill_random_part(const quant::PartSpec& spec, uint8_t* dst, size_t nbytes, uint64_t state) {
+void fill_random_part(const quant::PartSpec& spec, quant::PartRole role, uint8_t* dst, size_t nbytes,
+                      uint64_t state) {
   const size_t count = nbytes / dtype_size(spec.dtype);
   auto random_bytes = [&] {
     size_t i = 0;
@@ -33,13 +34,12 @@ void fill_random_part(const quant::PartSpec& spec, uint8_t* dst, size_t nbytes, 
     const uint64_t r = splitmix64(state);
     std::memcpy(dst + i, &r, nbytes - i);
   };
-  if (spec.name == "su" || spec.name == "sv") {  // trellis sign vectors
+  if (role == quant::PartRole::kSigns) {
     for (size_t i = 0; i < count; ++i) reinterpret_cast<int8_t*>(dst)[i] = (splitmix64(state) >> 63) ? -1 : 1;
     return;
   }
-  const bool side = spec.name == "scales" || spec.name == "biases" || spec.name == "tensor_scale";
-  if (side) {
-    const float value = spec.name == "biases" ? -0.01f : spec.name == "tensor_scale" ? 1.0f : 0.005f;
+  if (role != quant::PartRole::kCodes) {
+    const float value = role == quant::PartRole::kBiases ? -0.01f : role == quant::PartRole::kTensorScale ? 1.0f : 0.005f;
     for (size_t i = 0; i < count; ++i) {
       const float v = value * (1.0f + 0.5f * static_cast<float>(splitmix64(state) >> 40) / 16777216.0f);
       switch (spec.dtype) {
@@ -213,7 +213,7 @@ std::unique_ptr<SyntheticLayer> make_synthetic_layer(const LayerShape& shape, co
         for (int p = 0; p < 3; ++p)
           for (size_t i = 0; i < specs[p].size(); ++i) {
             const quant::PartView& v = mats[p]->parts[i];
-            fill_random_part(specs[p][i], static_cast<uint8_t*>(const_cast<void*>(v.data)), v.nbytes,
+            fill_random_part(specs[p][i], f.parts[i].role, static_cast<uint8_t*>(const_cast<void*>(v.data)), v.nbytes,
                              seed ^ (static_cast<uint64_t>(g.expert_ids[slot]) << 20) ^ (p << 8) ^ i);
           }
         return;

@@ -63,16 +63,6 @@ void add_full_hashes(const Checkpoint& ckpt, TensorHashes& hashes) {
   for (TensorHash& t : hashes) t.full = full_tensor_hash(ckpt, t.name);
 }
 
-uint64_t combined_hash(const TensorHashes& hashes) {
-  Xxhash64 h;
-  for (const TensorHash& t : hashes) {
-    const std::string line =
-        t.name + " " + hash_hex(t.sample) + " " + (t.full ? hash_hex(*t.full) : std::string("-")) + "\n";
-    h.update(line.data(), line.size());
-  }
-  return h.digest();
-}
-
 std::optional<HashDifference> first_difference(const TensorHashes& a, const TensorHashes& b) {
   size_t i = 0, j = 0;
   while (i < a.size() || j < b.size()) {

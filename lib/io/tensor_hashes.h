@@ -40,9 +40,6 @@ uint64_t full_tensor_hash(const Checkpoint& ckpt, const std::string& name);
 // Sets the full hash of every entry (a whole read of the checkpoint).
 void add_full_hashes(const Checkpoint& ckpt, TensorHashes& hashes);
 
-// XXH64 over "name sample full\n" lines: one number for the whole list.
-uint64_t combined_hash(const TensorHashes& hashes);
-
 // The first tensor (by name) whose sample hashes differ, or whose full hashes
 // differ where both sides have one, or that only one side lists. `a` and `b`
 // describe each side's record ("sample xxh64 0123...", "xxh64 ...", "absent").

@@ -33,19 +33,18 @@ std::string join(const std::vector<std::string>& v) {
 // The grouped selection needs whole groups and enough experts in the kept
 // groups for top-k; a scaling factor that is not positive and finite would
 // make every combine weight zero or NaN.
-void check_router_fields(const ModelConfig& c, const std::string& path) {
+void check_router_fields(const ModelConfig& c, const io::JsonNode& j) {
   const int64_t G = c.router_groups, TG = c.router_topk_groups;
   if (G < 1 || c.num_experts % G != 0)
-    invalid(path + ": field 'n_group' (" + std::to_string(G) + ") must be positive and divide the " +
-            std::to_string(c.num_experts) + " experts");
+    j.invalid_member("n_group", std::to_string(G) + " must be positive and divide the " +
+                                    std::to_string(c.num_experts) + " experts");
   if (TG < 1 || TG > G)
-    invalid(path + ": field 'topk_group' (" + std::to_string(TG) + ") must be in [1, n_group = " +
-            std::to_string(G) + "]");
+    j.invalid_member("topk_group", std::to_string(TG) + " must be in [1, n_group = " + std::to_string(G) + "]");
   if (TG * (c.num_experts / G) < c.top_k)
-    invalid(path + ": topk_group x experts per group (" + std::to_string(TG * (c.num_experts / G)) +
-            ") is less than num_experts_per_tok (" + std::to_string(c.top_k) + ")");
+    j.invalid("topk_group x experts per group (" + std::to_string(TG * (c.num_experts / G)) +
+              ") is less than num_experts_per_tok (" + std::to_string(c.top_k) + ")");
   if (!(c.routed_scaling_factor > 0) || !std::isfinite(c.routed_scaling_factor))
-    invalid(path + ": field 'routed_scaling_factor' must be a positive finite number");
+    j.invalid_member("routed_scaling_factor", "must be a positive finite number");
 }
 
 // The widths every attention kind sizes its buffers from, and the RoPE and
@@ -151,26 +150,24 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   // Before anything else: a quantization we cannot read must stop the run
   // (exit 4) rather than let its codes be taken for weights.
   c.source_quant = io::parse_quantization_config(j, path);
-  const json* text = &j;
+  io::JsonNode text(j, path);
   if (!c.arch->text_config.empty()) {
-    const auto it = j.find(c.arch->text_config);
-    if (it == j.end() || !it->is_object())
-      invalid(path + ": field '" + std::string(c.arch->text_config) + "' (the text model's config) is missing");
-    text = &*it;
+    const std::string key(c.arch->text_config);
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_object()) invalid(path + ": field '" + key + "' (the text model's config) is missing");
+    text = io::JsonNode(*it, path, key);
   }
-  const std::string text_path =
-      text == &j ? path : path + " (" + std::string(c.arch->text_config) + ")";
-  arch::parse_decoder_fields(*text, text_path, c);
-  c.arch->parse(*text, text_path, c);
+  arch::parse_decoder_fields(text, c);
+  c.arch->parse(text, c);
   // Checked here, for every architecture: a non-positive epsilon or theta
   // gives NaN logits that would otherwise surface as a printed "nan".
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
-    invalid(path + ": field 'rms_norm_eps' must be a positive finite number");
+    text.invalid_member("rms_norm_eps", "must be a positive finite number");
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
-    invalid(path + ": field 'rope_theta' must be a positive finite number");
-  check_router_fields(c, path);
+    text.invalid_member("rope_theta", "must be a positive finite number");
+  check_router_fields(c, text);
   if (!(c.clip_qkv >= 0) || !std::isfinite(c.clip_qkv))
-    invalid(path + ": field 'clip_qkv' must be a finite number >= 0 (0 = no clipping)");
+    text.invalid_member("clip_qkv", "must be a finite number >= 0 (0 = no clipping)");
   check_attention_fields(c, path);
   return c;
 }

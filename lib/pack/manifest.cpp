@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "io/json_guard.h"
+#include "io/json_node.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "quant/format.h"
@@ -321,95 +322,50 @@ void seal_manifest(Manifest& m) { m.checksum = manifest_checksum(m); }
 
 namespace {
 
-// Typed field access whose errors name the manifest and the JSON path.
-struct FieldReader {
-  std::string label;
+// Manifest fields beyond JsonNode's types: hashes, null-able ids.
+uint64_t hash_of(const io::JsonNode& n) {
+  uint64_t h = 0;
+  if (!parse_hash_hex(n.str(), &h)) n.invalid("not 16 hex digits");
+  return h;
+}
 
-  [[noreturn]] void bad(const std::string& path, const std::string& why) const {
-    invalid(label + ": field '" + path + "': " + why);
-  }
-  const json& req(const json& o, const char* key, const std::string& path) const {
-    if (!o.is_object()) bad(path, "not an object");
-    auto it = o.find(key);
-    if (it == o.end()) bad(path + (path.empty() ? "" : ".") + key, "missing");
-    return *it;
-  }
-  static std::string sub(const std::string& path, const char* key) { return path.empty() ? key : path + "." + key; }
-  int64_t i64(const json& o, const char* key, const std::string& path) const {
-    const json& v = req(o, key, path);
-    if (!v.is_number_integer()) bad(sub(path, key), "not an integer");
-    return v.get<int64_t>();
-  }
-  // Null maps to -1 (pruned expert's group, global tensor's layer).
-  int64_t i64_or_null(const json& o, const char* key, const std::string& path) const {
-    const json& v = req(o, key, path);
-    if (v.is_null()) return -1;
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) bad(sub(path, key), "not a non-negative integer or null");
-    return v.get<int64_t>();
-  }
-  uint64_t u64(const json& o, const char* key, const std::string& path) const {
-    const json& v = req(o, key, path);
-    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-      bad(sub(path, key), "not a non-negative integer");
-    return v.get<uint64_t>();
-  }
-  double num(const json& o, const char* key, const std::string& path) const {
-    const json& v = req(o, key, path);
-    if (!v.is_number()) bad(sub(path, key), "not a number");
-    return v.get<double>();
-  }
-  bool boolean(const json& o, const char* key, const std::string& path) const {
-    const json& v = req(o, key, path);
-    if (!v.is_boolean()) bad(sub(path, key), "not a boolean");
-    return v.get<bool>();
-  }
-  std::string str(const json& o, const char* key, const std::string& path) const {
-    const json& v = req(o, key, path);
-    if (!v.is_string()) bad(sub(path, key), "not a string");
-    return v.get<std::string>();
-  }
-  std::string str_or_null(const json& o, const char* key, const std::string& path) const {
-    auto it = o.find(key);
-    if (it == o.end() || it->is_null()) return {};
-    if (!it->is_string()) bad(sub(path, key), "not a string");
-    return it->get<std::string>();
-  }
-  uint64_t hash(const json& o, const char* key, const std::string& path) const {
-    uint64_t h = 0;
-    if (!parse_hash_hex(str(o, key, path), &h)) bad(sub(path, key), "not 16 hex digits");
-    return h;
-  }
-  std::optional<uint64_t> opt_hash(const json& o, const char* key, const std::string& path) const {
-    if (!o.contains(key)) return std::nullopt;
-    return hash(o, key, path);
-  }
-  const json& array(const json& o, const char* key, const std::string& path) const {
-    const json& v = req(o, key, path);
-    if (!v.is_array()) bad(sub(path, key), "not an array");
-    return v;
-  }
-};
+uint64_t hash_at(const io::JsonNode& o, const char* key) { return hash_of(o.at(key)); }
 
-std::string idx(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+std::optional<uint64_t> opt_hash(const io::JsonNode& o, const char* key) {
+  if (!o.value().contains(key)) return std::nullopt;
+  return hash_of(o.member(key));
+}
 
-void check_counts(const FieldReader& r, const json& j, const ByteCounts& c, const std::string& path) {
+// Present; null maps to -1 (pruned expert's group, global tensor's layer).
+int64_t id_or_null(const io::JsonNode& o, const char* key) {
+  const auto v = o.nullable(key);
+  return v ? v->integer(0) : -1;
+}
+
+io::JsonNode array_at(const io::JsonNode& o, const char* key) {
+  const io::JsonNode a = o.at(key);
+  a.require_array();
+  return a;
+}
+
+void check_counts(const io::JsonNode& j, const ByteCounts& c) {
   auto eq = [&](const char* key, uint64_t want) {
-    const uint64_t got = r.u64(j, key, path);
+    const uint64_t got = j.at(key).unsigned_integer();
     if (got != want)
-      r.bad(path + "." + key, "stored " + std::to_string(got) + " but the entries sum to " + std::to_string(want));
+      j.invalid_member(key, "stored " + std::to_string(got) + " but the entries sum to " + std::to_string(want));
   };
   eq("bytes_before", c.bytes_before);
   eq("bytes_after", c.bytes_after);
   eq("expert_bytes_before", c.expert_bytes_before);
   eq("expert_bytes_after", c.expert_bytes_after);
   eq("expert_weights", c.expert_weights);
-  const json& cc = r.req(j, "class_counts", path);
+  const io::JsonNode cc = j.at("class_counts");
   for (int k = 0; k < plan::kNumClasses; ++k) {
     const std::string name(plan::class_name(plan::ExpertClass(k)));
-    const int64_t got = r.i64(cc, name.c_str(), path + ".class_counts");
+    const int64_t got = cc.at(name.c_str()).integer();
     if (got != c.class_counts[k])
-      r.bad(path + ".class_counts." + name,
-            "stored " + std::to_string(got) + " but the experts list " + std::to_string(c.class_counts[k]));
+      cc.invalid_member(name, "stored " + std::to_string(got) + " but the experts list " +
+                                  std::to_string(c.class_counts[k]));
   }
 }
 
@@ -418,10 +374,10 @@ void check_counts(const FieldReader& r, const json& j, const ByteCounts& c, cons
 // (each checked against the tensors), totals, packing, and last the checksum.
 class ManifestParser {
  public:
-  ManifestParser(const json& j, const std::string& label) : j_(j), r_{label} {}
+  ManifestParser(const json& j, const std::string& label) : j_(j), root_(j, label) {}
 
   Manifest parse(bool check_checksum) {
-    if (!j_.is_object()) invalid(r_.label + ": a manifest must be a JSON object");
+    if (!j_.is_object()) invalid(root_.file() + ": a manifest must be a JSON object");
     read_header();
     read_source();
     read_policy();
@@ -438,349 +394,344 @@ class ManifestParser {
 
  private:
   void read_header() {
-    if (r_.str(j_, "schema", "") != kManifestSchema)
-      r_.bad("schema", "expected \"" + std::string(kManifestSchema) + "\"");
-    m_.version = static_cast<int>(r_.i64(j_, "version", ""));
+    if (root_.at("schema").str() != kManifestSchema)
+      root_.invalid_member("schema", "expected \"" + std::string(kManifestSchema) + "\"");
+    m_.version = static_cast<int>(root_.at("version").integer());
     if (m_.version == 1)
-      r_.bad("version", "1 predates the manifest checksum and the source tensor hashes (version 2); re-pack the model "
-                        "with this expertquant");
+      root_.invalid_member("version", "1 predates the manifest checksum and the source tensor hashes (version 2); "
+                                      "re-pack the model with this expertquant");
     if (m_.version != kManifestVersion)
-      r_.bad("version", "unsupported version " + std::to_string(m_.version) + " (this reader understands " +
-                            std::to_string(kManifestVersion) + ")");
-    m_.tool_version = r_.str(r_.req(j_, "tool", ""), "version", "tool");
+      root_.invalid_member("version", "unsupported version " + std::to_string(m_.version) +
+                                          " (this reader understands " + std::to_string(kManifestVersion) + ")");
+    m_.tool_version = root_.at("tool").at("version").str();
   }
 
   void read_source() {
-    const json& src = r_.req(j_, "source", "");
+    const io::JsonNode src = root_.at("source");
     Manifest::Source& s = m_.source;
-    s.path = r_.str(src, "path", "source");
-    s.model_type = r_.str(src, "model_type", "source");
-    s.fingerprint = r_.hash(src, "fingerprint", "source");
-    s.num_layers = r_.i64(src, "num_layers", "source");
-    s.num_experts = r_.i64(src, "num_experts", "source");
-    s.hidden_size = r_.i64(src, "hidden_size", "source");
-    s.moe_intermediate_size = r_.i64(src, "moe_intermediate_size", "source");
-    if (src.contains("mtp_tensors_dropped")) {
-      s.mtp_tensors_dropped = r_.i64(src, "mtp_tensors_dropped", "source");
-      if (s.mtp_tensors_dropped < 0) r_.bad("source.mtp_tensors_dropped", "must be non-negative");
-    }
+    s.path = src.at("path").str();
+    s.model_type = src.at("model_type").str();
+    s.fingerprint = hash_at(src, "fingerprint");
     // Same bounds as config.json: nothing below is sized from these, but the
     // loader and merge allocate per layer and per expert.
-    auto bound = [&](int64_t v, const char* field, int64_t max) {
-      if (v < 0 || v > max) r_.bad(field, "must be in [0, " + std::to_string(max) + "]");
-    };
-    bound(s.num_layers, "source.num_layers", model::kMaxConfigLayers);
-    bound(s.num_experts, "source.num_experts", model::kMaxConfigExperts);
-    bound(s.hidden_size, "source.hidden_size", model::kMaxConfigDim);
-    bound(s.moe_intermediate_size, "source.moe_intermediate_size", model::kMaxConfigDim);
-    s.tensors = io::parse_tensor_hashes(r_.req(src, "tensors", "source"), r_.label, "source.tensors");
+    s.num_layers = src.at("num_layers").integer(0, model::kMaxConfigLayers);
+    s.num_experts = src.at("num_experts").integer(0, model::kMaxConfigExperts);
+    s.hidden_size = src.at("hidden_size").integer(0, model::kMaxConfigDim);
+    s.moe_intermediate_size = src.at("moe_intermediate_size").integer(0, model::kMaxConfigDim);
+    if (src.value().contains("mtp_tensors_dropped")) s.mtp_tensors_dropped = src.at("mtp_tensors_dropped").integer(0);
+    s.tensors = io::parse_tensor_hashes(src.at("tensors").value(), root_.file(), "source.tensors");
   }
 
   void read_policy() {
-    const json& pol = r_.req(j_, "policy", "");
+    const io::JsonNode pol = root_.at("policy");
     Manifest::Policy& p = m_.policy;
-    p.kind = r_.str(pol, "kind", "policy");
+    p.kind = pol.at("kind").str();
     if (p.kind != "uniform" && p.kind != "allocation" && p.kind != "profile")
-      r_.bad("policy.kind", "must be uniform, allocation or profile");
-    p.uniform_format = r_.str_or_null(pol, "uniform_format", "policy");
-    p.attn_format = r_.str_or_null(pol, "attn_format", "policy");
-    p.shared_format = r_.str_or_null(pol, "shared_format", "policy");
-    p.dense_format = r_.str_or_null(pol, "dense_format", "policy");
-    p.allocation_xxh64 = r_.opt_hash(pol, "allocation_xxh64", "policy");
-    p.profile_xxh64 = r_.opt_hash(pol, "profile_xxh64", "policy");
-    p.importance_xxh64 = r_.opt_hash(pol, "importance_xxh64", "policy");
+      pol.invalid_member("kind", "must be uniform, allocation or profile");
+    p.uniform_format = pol.str_or("uniform_format", "");
+    p.attn_format = pol.str_or("attn_format", "");
+    p.shared_format = pol.str_or("shared_format", "");
+    p.dense_format = pol.str_or("dense_format", "");
+    p.allocation_xxh64 = opt_hash(pol, "allocation_xxh64");
+    p.profile_xxh64 = opt_hash(pol, "profile_xxh64");
+    p.importance_xxh64 = opt_hash(pol, "importance_xxh64");
   }
 
   void read_range() {
-    const json& range = r_.req(j_, "layer_range", "");
-    m_.first_layer = r_.i64(range, "first", "layer_range");
-    m_.last_layer = r_.i64(range, "last", "layer_range");
+    const io::JsonNode range = root_.at("layer_range");
+    m_.first_layer = range.at("first").integer();
+    m_.last_layer = range.at("last").integer();
     if (m_.first_layer < 0 || m_.last_layer < m_.first_layer || m_.last_layer >= m_.source.num_layers)
-      r_.bad("layer_range", "must satisfy 0 <= first <= last < source.num_layers");
-    m_.has_globals = r_.boolean(j_, "has_globals", "");
-    m_.complete = r_.boolean(j_, "complete", "");
-    m_.shard_size = r_.u64(j_, "shard_size", "");
+      range.invalid("must satisfy 0 <= first <= last < source.num_layers");
+    m_.has_globals = root_.at("has_globals").boolean();
+    m_.complete = root_.at("complete").boolean();
+    m_.shard_size = root_.at("shard_size").unsigned_integer();
   }
 
   // Shard and side-file names are joined to the folder: plain names only.
-  std::string plain_file_name(const json& o, const std::string& p) const {
-    std::string file = r_.str(o, "file", p);
+  static std::string plain_file_name(const io::JsonNode& o) {
+    const io::JsonNode n = o.at("file");
+    std::string file = n.str();
     if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos)
-      r_.bad(p + ".file", "must be a plain file name");
+      n.invalid("must be a plain file name");
     return file;
   }
 
   void read_shards() {
-    const json& shards = r_.array(j_, "shards", "");
+    const io::JsonNode shards = array_at(root_, "shards");
     for (size_t i = 0; i < shards.size(); ++i) {
-      const std::string p = idx("shards", i);
+      const io::JsonNode sj = shards.index(i);
       ManifestShard s;
-      s.file = plain_file_name(shards[i], p);
-      s.file_bytes = r_.u64(shards[i], "file_bytes", p);
-      s.header_bytes = r_.u64(shards[i], "header_bytes", p);
-      s.header_xxh64 = r_.hash(shards[i], "header_xxh64", p);
-      s.data_xxh64 = r_.hash(shards[i], "data_xxh64", p);
+      s.file = plain_file_name(sj);
+      s.file_bytes = sj.at("file_bytes").unsigned_integer();
+      s.header_bytes = sj.at("header_bytes").unsigned_integer();
+      s.header_xxh64 = hash_at(sj, "header_xxh64");
+      s.data_xxh64 = hash_at(sj, "data_xxh64");
       m_.shards.push_back(std::move(s));
     }
   }
 
   void read_files() {
     if (!j_.contains("files")) return;  // manifests written before the field existed
-    const json& files = r_.array(j_, "files", "");
+    const io::JsonNode files = array_at(root_, "files");
     for (size_t i = 0; i < files.size(); ++i) {
-      const std::string p = idx("files", i);
+      const io::JsonNode fj = files.index(i);
       ManifestFile f;
-      f.file = plain_file_name(files[i], p);
-      f.bytes = r_.u64(files[i], "bytes", p);
-      f.xxh64 = r_.hash(files[i], "xxh64", p);
+      f.file = plain_file_name(fj);
+      f.bytes = fj.at("bytes").unsigned_integer();
+      f.xxh64 = hash_at(fj, "xxh64");
       m_.files.push_back(std::move(f));
     }
   }
 
   void read_tensors() {
-    const json& tensors = r_.array(j_, "tensors", "");
+    const io::JsonNode tensors = array_at(root_, "tensors");
     for (size_t i = 0; i < tensors.size(); ++i) {
-      ManifestTensor t = read_tensor(tensors[i], idx("tensors", i));
+      ManifestTensor t = read_tensor(tensors.index(i));
       if (!tensor_index_.emplace(t.name, i).second)
-        r_.bad(idx("tensors", i) + ".name", "tensor " + t.name + " listed twice");
+        tensors.index(i).invalid_member("name", "tensor " + t.name + " listed twice");
       m_.tensors.push_back(std::move(t));
     }
   }
 
-  ManifestTensor read_tensor(const json& tj, const std::string& p) const {
+  ManifestTensor read_tensor(const io::JsonNode& tj) const {
     ManifestTensor t;
-    t.name = r_.str(tj, "name", p);
-    t.kind = r_.str(tj, "kind", p);
+    t.name = tj.at("name").str();
+    t.kind = tj.at("kind").str();
     if (t.kind != "copy" && t.kind != "quantized" && t.kind != "group_part" && t.kind != "expert_ids")
-      r_.bad(p + ".kind", "must be copy, quantized, group_part or expert_ids");
-    t.layer = r_.i64_or_null(tj, "layer", p);
-    t.source = r_.str_or_null(tj, "source", p);
-    t.format = r_.str_or_null(tj, "format", p);
-    t.part = r_.str_or_null(tj, "part", p);
+      tj.invalid_member("kind", "must be copy, quantized, group_part or expert_ids");
+    t.layer = id_or_null(tj, "layer");
+    t.source = tj.str_or("source", "");
+    t.format = tj.str_or("format", "");
+    t.part = tj.str_or("part", "");
     if ((t.kind == "quantized" || t.kind == "group_part") && !quant::find_format(t.format))
-      r_.bad(p + ".format", "unknown format '" + t.format + "'");
-    auto dt = parse_dtype(r_.str(tj, "dtype", p));
-    if (!dt) r_.bad(p + ".dtype", "unknown dtype");
+      tj.invalid_member("format", "unknown format '" + t.format + "'");
+    auto dt = parse_dtype(tj.at("dtype").str());
+    if (!dt) tj.invalid_member("dtype", "unknown dtype");
     t.dtype = *dt;
-    for (const auto& d : r_.array(tj, "shape", p)) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) r_.bad(p + ".shape", "dimensions must be non-negative integers");
-      t.shape.push_back(d.get<int64_t>());
+    const io::JsonNode shape = array_at(tj, "shape");
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const json& v = shape.value()[d];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0) shape.invalid("dimensions must be non-negative integers");
+      t.shape.push_back(v.get<int64_t>());
     }
     const auto numel = checked_numel(t.shape);
     const auto nbytes = numel ? checked_mul(*numel, dtype_size(t.dtype)) : std::nullopt;
-    if (!nbytes) r_.bad(p + ".shape", "byte size overflows 64 bits");
-    t.bytes = r_.u64(tj, "bytes", p);
-    if (t.bytes != *nbytes) r_.bad(p + ".bytes", "does not equal shape x dtype size");
-    t.bytes_before = r_.u64(tj, "bytes_before", p);
-    t.xxh64 = r_.hash(tj, "xxh64", p);
-    t.shard = static_cast<int>(r_.i64(tj, "shard", p));
-    if (t.shard < 0 || size_t(t.shard) >= m_.shards.size()) r_.bad(p + ".shard", "no such shard");
+    if (!nbytes) shape.invalid("byte size overflows 64 bits");
+    t.bytes = tj.at("bytes").unsigned_integer();
+    if (t.bytes != *nbytes) tj.invalid_member("bytes", "does not equal shape x dtype size");
+    t.bytes_before = tj.at("bytes_before").unsigned_integer();
+    t.xxh64 = hash_at(tj, "xxh64");
+    t.shard = static_cast<int>(tj.at("shard").integer());
+    if (t.shard < 0 || size_t(t.shard) >= m_.shards.size()) tj.invalid_member("shard", "no such shard");
     return t;
   }
 
   void read_layers() {
-    const json& layers = r_.array(j_, "layers", "");
-    for (size_t li = 0; li < layers.size(); ++li) m_.layers.push_back(read_layer(layers[li], idx("layers", li)));
+    const io::JsonNode layers = array_at(root_, "layers");
+    for (size_t li = 0; li < layers.size(); ++li) m_.layers.push_back(read_layer(layers.index(li)));
     // Layer-range completeness: every layer in the range appears exactly once.
     if (int64_t(m_.layers.size()) != m_.last_layer - m_.first_layer + 1)
-      r_.bad("layers", "must list every layer of layer_range exactly once");
+      layers.invalid("must list every layer of layer_range exactly once");
   }
 
-  ManifestLayer read_layer(const json& lj, const std::string& lp) const {
+  ManifestLayer read_layer(const io::JsonNode& lj) const {
     ManifestLayer l;
-    l.layer = r_.i64(lj, "layer", lp);
-    if (l.layer < m_.first_layer || l.layer > m_.last_layer) r_.bad(lp + ".layer", "outside layer_range");
+    l.layer = lj.at("layer").integer();
+    if (l.layer < m_.first_layer || l.layer > m_.last_layer) lj.invalid_member("layer", "outside layer_range");
     if (!m_.layers.empty() && l.layer <= m_.layers.back().layer)
-      r_.bad(lp + ".layer", "layers must be ascending and unique");
-    l.moe = r_.boolean(lj, "moe", lp);
-    const json& groups = r_.array(lj, "groups", lp);
-    for (size_t gi = 0; gi < groups.size(); ++gi) l.groups.push_back(read_group(groups[gi], idx(lp + ".groups", gi), gi));
-    const json& experts = r_.array(lj, "experts", lp);
+      lj.invalid_member("layer", "layers must be ascending and unique");
+    l.moe = lj.at("moe").boolean();
+    const io::JsonNode groups = array_at(lj, "groups");
+    for (size_t gi = 0; gi < groups.size(); ++gi) l.groups.push_back(read_group(groups.index(gi), gi));
+    const io::JsonNode experts = array_at(lj, "experts");
     if (l.moe && int64_t(experts.size()) != m_.source.num_experts)
-      r_.bad(lp + ".experts", "has " + std::to_string(experts.size()) + " entries, source.num_experts is " +
-                                  std::to_string(m_.source.num_experts));
-    for (size_t ei = 0; ei < experts.size(); ++ei)
-      l.experts.push_back(read_expert(experts[ei], idx(lp + ".experts", ei), ei, l));
-    check_group_slots(l, lp);
+      experts.invalid("has " + std::to_string(experts.size()) + " entries, source.num_experts is " +
+                      std::to_string(m_.source.num_experts));
+    for (size_t ei = 0; ei < experts.size(); ++ei) l.experts.push_back(read_expert(experts.index(ei), ei, l));
+    check_group_slots(l, groups);
     return l;
   }
 
-  ManifestGroup read_group(const json& gj, const std::string& gp, size_t gi) const {
+  ManifestGroup read_group(const io::JsonNode& gj, size_t gi) const {
     ManifestGroup g;
-    g.id = static_cast<int>(r_.i64(gj, "id", gp));
-    if (g.id != int(gi)) r_.bad(gp + ".id", "group ids must be 0, 1, ... in order");
-    g.format = r_.str(gj, "format", gp);
-    if (!quant::find_format(g.format)) r_.bad(gp + ".format", "unknown format '" + g.format + "'");
-    for (const auto& e : r_.array(gj, "expert_ids", gp)) {
+    g.id = static_cast<int>(gj.at("id").integer());
+    if (g.id != int(gi)) gj.invalid_member("id", "group ids must be 0, 1, ... in order");
+    g.format = gj.at("format").str();
+    if (!quant::find_format(g.format)) gj.invalid_member("format", "unknown format '" + g.format + "'");
+    const io::JsonNode ids = array_at(gj, "expert_ids");
+    for (const auto& e : ids.value()) {
       if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= m_.source.num_experts)
-        r_.bad(gp + ".expert_ids", "entries must be expert ids in [0, num_experts)");
+        ids.invalid("entries must be expert ids in [0, num_experts)");
       g.expert_ids.push_back(e.get<int64_t>());
     }
-    g.prefix = r_.str(gj, "prefix", gp);
-    g.expert_ids_tensor = r_.str(gj, "expert_ids_tensor", gp);
-    if (!tensor_index_.count(g.expert_ids_tensor)) r_.bad(gp + ".expert_ids_tensor", "names no tensor in 'tensors'");
-    for (const auto& p : r_.array(gj, "parts", gp)) {
-      if (!p.is_string()) r_.bad(gp + ".parts", "entries must be strings");
+    g.prefix = gj.at("prefix").str();
+    g.expert_ids_tensor = gj.at("expert_ids_tensor").str();
+    if (!tensor_index_.count(g.expert_ids_tensor)) gj.invalid_member("expert_ids_tensor", "names no tensor in 'tensors'");
+    const io::JsonNode parts = array_at(gj, "parts");
+    for (const auto& p : parts.value()) {
+      if (!p.is_string()) parts.invalid("entries must be strings");
       g.parts.push_back(p.get<std::string>());
     }
-    check_group_tensors(g, gp);
+    check_group_tensors(g, gj);
     return g;
   }
 
   // The group's tensors hold one row per slot: the expert-id tensor is
   // I32 [slots], every part tensor [slots, ...] of the group's format.
-  void check_group_tensors(const ManifestGroup& g, const std::string& gp) const {
+  void check_group_tensors(const ManifestGroup& g, const io::JsonNode& gj) const {
     const uint64_t slots = g.expert_ids.size();
     const ManifestTensor& ids = m_.tensors[tensor_index_.at(g.expert_ids_tensor)];
     if (ids.kind != "expert_ids" || ids.dtype != DType::kI32 || ids.shape != std::vector<int64_t>{int64_t(slots)})
-      r_.bad(gp + ".expert_ids", std::to_string(slots) + " entries, but tensor " + g.expert_ids_tensor +
-                                     " is not I32 [" + std::to_string(slots) + "]");
-    if (slots == 0) r_.bad(gp + ".expert_ids", "a group holds at least one expert");
+      gj.invalid_member("expert_ids", std::to_string(slots) + " entries, but tensor " + g.expert_ids_tensor +
+                                          " is not I32 [" + std::to_string(slots) + "]");
+    if (slots == 0) gj.invalid_member("expert_ids", "a group holds at least one expert");
     for (int proj = 0; proj < 3; ++proj)
       for (const auto& part : g.parts) {
         auto it = tensor_index_.find(g.tensor(proj, part));
-        if (it == tensor_index_.end()) r_.bad(gp + ".parts", "tensor " + g.tensor(proj, part) + " is not in 'tensors'");
+        if (it == tensor_index_.end())
+          gj.invalid_member("parts", "tensor " + g.tensor(proj, part) + " is not in 'tensors'");
         const ManifestTensor& t = m_.tensors[it->second];
         if (t.kind != "group_part" || t.format != g.format || t.part != part || t.shape.empty() ||
             uint64_t(t.shape[0]) != slots)
-          r_.bad(gp + ".expert_ids", std::to_string(slots) + " entries, but tensor " + t.name + " is " + t.kind + " " +
-                                         t.format + " " + shape_str(t.shape) +
-                                         " (a group_part of this format with one row per slot)");
+          gj.invalid_member("expert_ids", std::to_string(slots) + " entries, but tensor " + t.name + " is " + t.kind +
+                                              " " + t.format + " " + shape_str(t.shape) +
+                                              " (a group_part of this format with one row per slot)");
       }
   }
 
   // `l`: the layer so far (its groups are complete).
-  ManifestExpert read_expert(const json& ej, const std::string& ep, size_t ei, const ManifestLayer& l) const {
+  ManifestExpert read_expert(const io::JsonNode& ej, size_t ei, const ManifestLayer& l) const {
     ManifestExpert e;
-    e.expert = r_.i64(ej, "expert", ep);
-    if (e.expert != int64_t(ei)) r_.bad(ep + ".expert", "must equal its position");
-    auto cls = plan::parse_class(r_.str(ej, "class", ep));
-    if (!cls) r_.bad(ep + ".class", "unknown class");
+    e.expert = ej.at("expert").integer();
+    if (e.expert != int64_t(ei)) ej.invalid_member("expert", "must equal its position");
+    auto cls = plan::parse_class(ej.at("class").str());
+    if (!cls) ej.invalid_member("class", "unknown class");
     e.cls = *cls;
-    e.format = r_.str_or_null(ej, "format", ep);
-    e.bits_per_weight = r_.num(ej, "bits_per_weight", ep);
-    e.group = static_cast<int>(r_.i64_or_null(ej, "group", ep));
-    e.slot = static_cast<int>(r_.i64_or_null(ej, "slot", ep));
-    e.bytes_before = r_.u64(ej, "bytes_before", ep);
-    e.bytes_after = r_.u64(ej, "bytes_after", ep);
-    if (ej.contains("search")) {
-      e.search = r_.str(ej, "search", ep);
-      if (e.search != "half") r_.bad(ep + ".search", "must be \"half\" when present");
+    e.format = ej.str_or("format", "");
+    e.bits_per_weight = ej.at("bits_per_weight").number();
+    e.group = static_cast<int>(id_or_null(ej, "group"));
+    e.slot = static_cast<int>(id_or_null(ej, "slot"));
+    e.bytes_before = ej.at("bytes_before").unsigned_integer();
+    e.bytes_after = ej.at("bytes_after").unsigned_integer();
+    if (ej.find("search")) {
+      e.search = ej.at("search").str();
+      if (e.search != "half") ej.invalid_member("search", "must be \"half\" when present");
     }
     const bool pruned = e.cls == plan::ExpertClass::kPruned;
     if (pruned != (e.group < 0) || pruned != e.format.empty())
-      r_.bad(ep, "a pruned expert has no format/group/slot, a kept one has all three");
-    const ManifestGroup* g = pruned ? nullptr : &group_of(e, l, ep);
+      ej.invalid("a pruned expert has no format/group/slot, a kept one has all three");
+    const ManifestGroup* g = pruned ? nullptr : &group_of(e, l, ej);
     uint64_t sum = 0;
-    const json& parts = r_.array(ej, "parts", ep);
+    const io::JsonNode parts = array_at(ej, "parts");
     for (size_t pi = 0; pi < parts.size(); ++pi) {
-      const std::string pp = idx(ep + ".parts", pi);
-      ManifestPart part = read_part(parts[pi], pp);
-      if (g) check_slot_row(part, pi, e, *g, pp);
+      const io::JsonNode pj = parts.index(pi);
+      ManifestPart part = read_part(pj);
+      if (g) check_slot_row(part, pi, e, *g, pj);
       const auto new_sum = checked_add(sum, part.bytes);
-      if (!new_sum) r_.bad(pp + ".bytes", "the parts' byte counts overflow 64 bits");
+      if (!new_sum) pj.invalid_member("bytes", "the parts' byte counts overflow 64 bits");
       sum = *new_sum;
       e.parts.push_back(std::move(part));
     }
-    if (sum != e.bytes_after) r_.bad(ep + ".bytes_after", "does not equal the sum of its parts");
+    if (sum != e.bytes_after) ej.invalid_member("bytes_after", "does not equal the sum of its parts");
     if (pruned ? !e.parts.empty() : e.parts.size() != 3 * g->parts.size())
-      r_.bad(ep + ".parts", "must list each of gate, up, down x the group's parts once");
+      parts.invalid("must list each of gate, up, down x the group's parts once");
     return e;
   }
 
   // A kept expert's group, holding it at its slot in its format.
-  const ManifestGroup& group_of(const ManifestExpert& e, const ManifestLayer& l, const std::string& ep) const {
-    if (size_t(e.group) >= l.groups.size()) r_.bad(ep + ".group", "no such group");
+  const ManifestGroup& group_of(const ManifestExpert& e, const ManifestLayer& l, const io::JsonNode& ej) const {
+    if (size_t(e.group) >= l.groups.size()) ej.invalid_member("group", "no such group");
     const ManifestGroup& g = l.groups[size_t(e.group)];
     if (e.slot < 0 || size_t(e.slot) >= g.expert_ids.size() || g.expert_ids[size_t(e.slot)] != e.expert)
-      r_.bad(ep + ".slot", "group " + std::to_string(e.group) + " does not hold this expert at this slot");
-    if (g.format != e.format) r_.bad(ep + ".format", "differs from its group's format " + g.format);
+      ej.invalid_member("slot", "group " + std::to_string(e.group) + " does not hold this expert at this slot");
+    if (g.format != e.format) ej.invalid_member("format", "differs from its group's format " + g.format);
     return g;
   }
 
-  ManifestPart read_part(const json& pj, const std::string& pp) const {
+  ManifestPart read_part(const io::JsonNode& pj) const {
     ManifestPart part;
-    const std::string proj = r_.str(pj, "proj", pp);
+    const std::string proj = pj.at("proj").str();
     part.proj = proj == "gate" ? 0 : proj == "up" ? 1 : proj == "down" ? 2 : -1;
-    if (part.proj < 0) r_.bad(pp + ".proj", "must be gate, up or down");
-    part.part = r_.str(pj, "part", pp);
-    part.tensor = r_.str(pj, "tensor", pp);
-    part.offset = r_.u64(pj, "offset", pp);
-    part.bytes = r_.u64(pj, "bytes", pp);
-    part.xxh64 = r_.hash(pj, "xxh64", pp);
+    if (part.proj < 0) pj.invalid_member("proj", "must be gate, up or down");
+    part.part = pj.at("part").str();
+    part.tensor = pj.at("tensor").str();
+    part.offset = pj.at("offset").unsigned_integer();
+    part.bytes = pj.at("bytes").unsigned_integer();
+    part.xxh64 = hash_at(pj, "xxh64");
     auto it = tensor_index_.find(part.tensor);
-    if (it == tensor_index_.end()) r_.bad(pp + ".tensor", "names no tensor in 'tensors'");
+    if (it == tensor_index_.end()) pj.invalid_member("tensor", "names no tensor in 'tensors'");
     const auto part_end = checked_add(part.offset, part.bytes);
-    if (!part_end || *part_end > m_.tensors[it->second].bytes) r_.bad(pp + ".offset", "range exceeds the tensor");
+    if (!part_end || *part_end > m_.tensors[it->second].bytes) pj.invalid_member("offset", "range exceeds the tensor");
     return part;
   }
 
   // Part `pi` of a kept expert is exactly its slot (its row) of its group's
   // tensor for that part.
   void check_slot_row(const ManifestPart& part, size_t pi, const ManifestExpert& e, const ManifestGroup& g,
-                      const std::string& pp) const {
+                      const io::JsonNode& pj) const {
     const size_t np = g.parts.size();
     if (np == 0 || pi >= 3 * np || part.proj != int(pi / np) || part.part != g.parts[pi % np] ||
         part.tensor != g.tensor(part.proj, part.part))
-      r_.bad(pp, "parts must be gate, up, down x group " + std::to_string(e.group) +
-                     "'s parts in order, each naming the group's tensor");
+      pj.invalid("parts must be gate, up, down x group " + std::to_string(e.group) +
+                 "'s parts in order, each naming the group's tensor");
     const uint64_t row = m_.tensors[tensor_index_.at(part.tensor)].bytes / g.expert_ids.size();
     if (part.offset != uint64_t(e.slot) * row || part.bytes != row)
-      r_.bad(pp + ".offset", "bytes [" + std::to_string(part.offset) + ", +" + std::to_string(part.bytes) +
-                                 ") are not slot " + std::to_string(e.slot) + "'s row [" +
-                                 std::to_string(uint64_t(e.slot) * row) + ", +" + std::to_string(row) + ") of " +
-                                 part.tensor);
+      pj.invalid_member("offset", "bytes [" + std::to_string(part.offset) + ", +" + std::to_string(part.bytes) +
+                                      ") are not slot " + std::to_string(e.slot) + "'s row [" +
+                                      std::to_string(uint64_t(e.slot) * row) + ", +" + std::to_string(row) + ") of " +
+                                      part.tensor);
   }
 
   // Every slot of every group is held by the expert that names it (the
   // experts' side was checked by group_of): no slot the tensors do not back.
-  void check_group_slots(const ManifestLayer& l, const std::string& lp) const {
+  void check_group_slots(const ManifestLayer& l, const io::JsonNode& groups) const {
     for (const ManifestGroup& g : l.groups)
       for (size_t s = 0; s < g.expert_ids.size(); ++s) {
         const int64_t e = g.expert_ids[s];
         if (size_t(e) >= l.experts.size() || l.experts[size_t(e)].group != g.id || l.experts[size_t(e)].slot != int(s))
-          r_.bad(idx(lp + ".groups", size_t(g.id)) + ".expert_ids",
-                 "slot " + std::to_string(s) + " names expert " + std::to_string(e) + ", whose entry is not in group " +
-                     std::to_string(g.id) + " at slot " + std::to_string(s));
+          groups.index(size_t(g.id))
+              .invalid_member("expert_ids", "slot " + std::to_string(s) + " names expert " + std::to_string(e) +
+                                                ", whose entry is not in group " + std::to_string(g.id) +
+                                                " at slot " + std::to_string(s));
       }
   }
 
   // Stored totals must equal the sums of the entries.
   void check_totals() {
     compute_counts(m_);
-    const json& layers = j_.at("layers");
-    for (size_t li = 0; li < m_.layers.size(); ++li)
-      check_counts(r_, r_.req(layers[li], "totals", idx("layers", li)), m_.layers[li].counts,
-                   idx("layers", li) + ".totals");
-    check_counts(r_, r_.req(j_, "totals", ""), m_.totals, "totals");
-    if (r_.u64(r_.req(j_, "totals", ""), "file_bytes", "totals") != m_.file_bytes)
-      r_.bad("totals.file_bytes", "does not equal the sum of shards[].file_bytes");
+    const io::JsonNode layers = root_.at("layers");
+    for (size_t li = 0; li < m_.layers.size(); ++li) check_counts(layers.index(li).at("totals"), m_.layers[li].counts);
+    const io::JsonNode totals = root_.at("totals");
+    check_counts(totals, m_.totals);
+    if (totals.at("file_bytes").unsigned_integer() != m_.file_bytes)
+      totals.invalid_member("file_bytes", "does not equal the sum of shards[].file_bytes");
   }
 
   void read_packing() {
-    const json& pk = r_.req(j_, "packing", "");
+    const io::JsonNode pk = root_.at("packing");
     PackingStats& s = m_.packing;
-    s.seconds = r_.num(pk, "seconds", "packing");
-    s.threads = static_cast<int>(r_.i64(pk, "threads", "packing"));
-    s.max_memory_bytes = r_.u64(pk, "max_memory_bytes", "packing");
-    s.estimated_peak_bytes = r_.u64(pk, "estimated_peak_bytes", "packing");
-    s.baseline_rss_bytes = r_.u64(pk, "baseline_rss_bytes", "packing");
-    s.peak_rss_bytes = r_.u64(pk, "peak_rss_bytes", "packing");
-    s.peak_above_baseline_bytes = r_.u64(pk, "peak_above_baseline_bytes", "packing");
+    s.seconds = pk.at("seconds").number();
+    s.threads = static_cast<int>(pk.at("threads").integer());
+    s.max_memory_bytes = pk.at("max_memory_bytes").unsigned_integer();
+    s.estimated_peak_bytes = pk.at("estimated_peak_bytes").unsigned_integer();
+    s.baseline_rss_bytes = pk.at("baseline_rss_bytes").unsigned_integer();
+    s.peak_rss_bytes = pk.at("peak_rss_bytes").unsigned_integer();
+    s.peak_above_baseline_bytes = pk.at("peak_above_baseline_bytes").unsigned_integer();
   }
 
   // Last: the structure is sound, so a mismatch here is an edit that kept it so.
   void read_checksum(bool check) {
-    m_.checksum = r_.hash(j_, "checksum", "");
+    m_.checksum = hash_at(root_, "checksum");
     if (!check) return;
     const uint64_t actual = manifest_checksum(j_);
     if (actual != m_.checksum)
-      invalid(r_.label + ": content checksum " + hash_hex(actual) + " differs from the recorded checksum " +
+      invalid(root_.file() + ": content checksum " + hash_hex(actual) + " differs from the recorded checksum " +
               hash_hex(m_.checksum) + " (manifest.json was edited or is corrupt; restore it or re-pack)");
   }
 
   const json& j_;
-  FieldReader r_;
+  const io::JsonNode root_;
   Manifest m_;
   std::map<std::string, size_t> tensor_index_;  // name -> index in m_.tensors
 };

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/json_guard.h"
+#include "io/json_node.h"
 #include "io/text_file.h"
 #include "quant/format.h"
 
@@ -15,177 +16,129 @@ using nlohmann::ordered_json;
 
 namespace {
 
-class Reader {
- public:
-  explicit Reader(std::string label) : label_(std::move(label)) {}
-  [[noreturn]] void bad(const std::string& field, const std::string& why) const {
-    invalid(label_ + ": field '" + field + "': " + why);
+// A format name the registry knows.
+std::string format_name(const io::JsonNode& v) {
+  if (!v.value().is_string()) v.invalid("must be a format name (string)");
+  const std::string name = v.value().get<std::string>();
+  if (!quant::find_format(name)) {
+    std::string known;
+    for (const auto& f : quant::all_formats()) known += (known.empty() ? "" : ", ") + std::string(f.name);
+    v.invalid("unknown format \"" + name + "\" (known: " + known + ")");
   }
-  const json& object(const json& j, const std::string& field, const std::set<std::string>& keys) const {
-    if (!j.is_object()) bad(field, "must be an object");
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (!keys.count(it.key())) bad(join(field, it.key()), "unknown key");
-    return j;
-  }
-  double number(const json& j, const std::string& parent, const std::string& key, double def, double lo,
-                double hi) const {
-    if (!j.contains(key)) return def;
-    const json& v = j[key];
-    if (!v.is_number()) bad(join(parent, key), "must be a number");
-    const double d = v.get<double>();
-    if (!(d >= lo && d <= hi))
-      bad(join(parent, key), "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
-    return d;
-  }
-  int64_t integer(const json& j, const std::string& parent, const std::string& key, int64_t def, int64_t lo) const {
-    if (!j.contains(key)) return def;
-    const json& v = j[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < lo)
-      bad(join(parent, key), "must be an integer >= " + std::to_string(lo));
-    return v.get<int64_t>();
-  }
-  std::string format(const json& v, const std::string& field) const {
-    if (!v.is_string()) bad(field, "must be a format name (string)");
-    const std::string name = v.get<std::string>();
-    if (!quant::find_format(name)) {
-      std::string known;
-      for (const auto& f : quant::all_formats()) known += (known.empty() ? "" : ", ") + std::string(f.name);
-      bad(field, "unknown format \"" + name + "\" (known: " + known + ")");
-    }
-    return name;
-  }
-  static std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+  return name;
+}
 
- private:
-  std::string label_;
-};
+// An optional member: absent (or null) keeps `def`.
+double number_or(const io::JsonNode& o, const char* key, double def, double lo, double hi) {
+  const auto v = o.find(key);
+  return v ? v->number(lo, hi) : def;
+}
 
 }  // namespace
 
 Policy parse_policy(const json& j, const std::string& label) try {
-  Reader r(label);
-  r.object(j, "", {"schema", "version", "name", "description", "formats", "shared_expert_format", "dense_mlp_format",
+  const io::JsonNode root(j, label);
+  root.allow_only({"schema", "version", "name", "description", "formats", "shared_expert_format", "dense_mlp_format",
                    "candidates", "lossless_source_formats", "coverage", "sensitivity", "thresholds", "guard_rails",
                    "default_target_bits"});
   Policy p;
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kPolicyVersion)
-    r.bad("version", "missing or unsupported (this reader understands version 1)");
+    root.invalid_member("version", "missing or unsupported (this reader understands version 1)");
   if (j.contains("schema") && j["schema"] != kPolicySchema)
-    r.bad("schema", "expected \"" + std::string(kPolicySchema) + "\"");
-  if (j.contains("name")) {
-    if (!j["name"].is_string()) r.bad("name", "must be a string");
-    p.name = j["name"];
-  }
-  if (j.contains("description")) {
-    if (!j["description"].is_string()) r.bad("description", "must be a string");
-    p.description = j["description"];
-  }
+    root.invalid_member("schema", "expected \"" + std::string(kPolicySchema) + "\"");
+  p.name = root.str_or("name", p.name);
+  p.description = root.str_or("description", p.description);
 
-  if (!j.contains("formats")) r.bad("formats", "missing (the format of critical, standard and deprioritized)");
-  const json& f = r.object(j["formats"], "formats", {"critical", "standard", "deprioritized", "pruned"});
+  if (!j.contains("formats")) root.invalid_member("formats", "missing (the format of critical, standard and deprioritized)");
+  const io::JsonNode f = root.member("formats");
+  f.allow_only({"critical", "standard", "deprioritized", "pruned"});
   const char* kept[3] = {"critical", "standard", "deprioritized"};
-  for (int c = 0; c < 3; ++c) {
-    if (!f.contains(kept[c])) r.bad(std::string("formats.") + kept[c], "missing");
-    p.class_format[c] = r.format(f[kept[c]], std::string("formats.") + kept[c]);
-  }
-  if (f.contains("pruned") && !f["pruned"].is_null()) r.bad("formats.pruned", "must be null (pruned experts are removed)");
+  for (int c = 0; c < 3; ++c) p.class_format[c] = format_name(f.member(kept[c]));
+  if (f.has("pruned")) f.invalid_member("pruned", "must be null (pruned experts are removed)");
   for (auto [key, dst] : {std::pair{"shared_expert_format", &p.shared_expert_format},
                           std::pair{"dense_mlp_format", &p.dense_mlp_format}})
-    if (j.contains(key) && !j[key].is_null()) *dst = r.format(j[key], key);
+    if (const auto v = root.find(key)) *dst = format_name(*v);
 
   std::set<std::string> seen;
   for (const auto& name : p.class_format)
     if (seen.insert(name).second) p.candidates.push_back(name);
-  if (j.contains("candidates")) {
-    if (!j["candidates"].is_array()) r.bad("candidates", "must be an array of format names");
-    for (size_t i = 0; i < j["candidates"].size(); ++i) {
-      const std::string name = r.format(j["candidates"][i], "candidates[" + std::to_string(i) + "]");
+  if (const auto candidates = root.find("candidates")) {
+    if (!candidates->value().is_array()) candidates->invalid("must be an array of format names");
+    for (size_t i = 0; i < candidates->size(); ++i) {
+      const std::string name = format_name(candidates->index(i));
       if (seen.insert(name).second) p.candidates.push_back(name);
     }
   }
 
-  if (j.contains("lossless_source_formats")) {
-    if (!j["lossless_source_formats"].is_boolean()) r.bad("lossless_source_formats", "must be true or false");
-    p.lossless_source_formats = j["lossless_source_formats"];
-  }
+  p.lossless_source_formats = root.bool_or("lossless_source_formats", p.lossless_source_formats);
 
-  if (j.contains("coverage")) {
-    const json& c = r.object(j["coverage"], "coverage", {"min_tokens", "under_covered_class"});
-    p.min_tokens = r.integer(c, "coverage", "min_tokens", p.min_tokens, 0);
-    if (c.contains("under_covered_class")) {
-      const auto cls = c["under_covered_class"].is_string()
-                           ? plan::parse_class(c["under_covered_class"].get<std::string>())
-                           : std::nullopt;
+  if (const auto c = root.find("coverage")) {
+    c->allow_only({"min_tokens", "under_covered_class"});
+    p.min_tokens = c->integer_or("min_tokens", p.min_tokens, 0);
+    if (const auto under = c->find("under_covered_class")) {
+      const auto cls = under->value().is_string() ? plan::parse_class(under->value().get<std::string>()) : std::nullopt;
       if (!cls || *cls == plan::ExpertClass::kPruned)
-        r.bad("coverage.under_covered_class", "must be critical, standard or deprioritized (never pruned)");
+        under->invalid("must be critical, standard or deprioritized (never pruned)");
       p.under_covered_class = *cls;
     }
   }
-  if (j.contains("sensitivity")) {
-    const json& s = r.object(j["sensitivity"], "sensitivity",
-                                {"max_samples", "min_samples", "seed", "max_sample_bytes", "proxies",
-                                 "proxy_calibration_experts"});
-    p.max_samples = r.integer(s, "sensitivity", "max_samples", p.max_samples, 0);
-    p.min_samples = r.integer(s, "sensitivity", "min_samples", p.min_samples, 1);
-    p.seed = uint64_t(r.integer(s, "sensitivity", "seed", int64_t(p.seed), 0));
-    p.max_sample_bytes = uint64_t(r.integer(s, "sensitivity", "max_sample_bytes", int64_t(p.max_sample_bytes), 1));
-    p.proxy_calibration_experts =
-        r.integer(s, "sensitivity", "proxy_calibration_experts", p.proxy_calibration_experts, 0);
-    if (s.contains("proxies")) {
-      if (!s["proxies"].is_object()) r.bad("sensitivity.proxies", "must be an object {format: measured format}");
-      for (auto it = s["proxies"].begin(); it != s["proxies"].end(); ++it) {
-        const std::string field = "sensitivity.proxies." + it.key();
-        const std::string from = r.format(json(it.key()), field);
-        const std::string to = r.format(it.value(), field);
+  if (const auto s = root.find("sensitivity")) {
+    s->allow_only({"max_samples", "min_samples", "seed", "max_sample_bytes", "proxies", "proxy_calibration_experts"});
+    p.max_samples = s->integer_or("max_samples", p.max_samples, 0);
+    p.min_samples = s->integer_or("min_samples", p.min_samples, 1);
+    p.seed = uint64_t(s->integer_or("seed", int64_t(p.seed), 0));
+    p.max_sample_bytes = uint64_t(s->integer_or("max_sample_bytes", int64_t(p.max_sample_bytes), 1));
+    p.proxy_calibration_experts = s->integer_or("proxy_calibration_experts", p.proxy_calibration_experts, 0);
+    if (const auto proxies = s->find("proxies")) {
+      if (!proxies->value().is_object()) proxies->invalid("must be an object {format: measured format}");
+      for (auto it = proxies->value().begin(); it != proxies->value().end(); ++it) {
+        const io::JsonNode entry = proxies->member(it.key());
+        const json key(it.key());
+        const std::string from = format_name(io::JsonNode(key, label, entry.path()));
+        const std::string to = format_name(entry);
         if (std::find(p.candidates.begin(), p.candidates.end(), from) == p.candidates.end())
-          r.bad(field, "is not a candidate format");
+          entry.invalid("is not a candidate format");
         if (std::find(p.candidates.begin(), p.candidates.end(), to) == p.candidates.end())
-          r.bad(field, "proxy " + to + " must itself be a candidate format");
-        if (s["proxies"].contains(to)) r.bad(field, "proxy " + to + " is itself proxied");
+          entry.invalid("proxy " + to + " must itself be a candidate format");
+        if (proxies->value().contains(to)) entry.invalid("proxy " + to + " is itself proxied");
         p.proxies.emplace_back(from, to);
       }
     }
   }
-  if (j.contains("thresholds")) {
-    const json& t = r.object(j["thresholds"], "thresholds", {"critical", "deprioritized", "pruned"});
+  if (const auto t = root.find("thresholds")) {
+    t->allow_only({"critical", "deprioritized", "pruned"});
     const double inf = 1e300;
-    if (t.contains("critical")) {
-      const json& c = r.object(t["critical"], "thresholds.critical",
-                               {"min_usage_ratio", "min_reap_percentile", "min_sensitivity"});
-      p.critical_min_usage_ratio = r.number(c, "thresholds.critical", "min_usage_ratio", p.critical_min_usage_ratio, 0, inf);
-      p.critical_min_reap_percentile =
-          r.number(c, "thresholds.critical", "min_reap_percentile", p.critical_min_reap_percentile, 0, 100);
-      p.critical_min_sensitivity = r.number(c, "thresholds.critical", "min_sensitivity", p.critical_min_sensitivity, 0, inf);
+    if (const auto c = t->find("critical")) {
+      c->allow_only({"min_usage_ratio", "min_reap_percentile", "min_sensitivity"});
+      p.critical_min_usage_ratio = number_or(*c, "min_usage_ratio", p.critical_min_usage_ratio, 0, inf);
+      p.critical_min_reap_percentile = number_or(*c, "min_reap_percentile", p.critical_min_reap_percentile, 0, 100);
+      p.critical_min_sensitivity = number_or(*c, "min_sensitivity", p.critical_min_sensitivity, 0, inf);
     }
-    if (t.contains("deprioritized")) {
-      const json& d = r.object(t["deprioritized"], "thresholds.deprioritized", {"max_usage_ratio", "max_reap_percentile"});
-      p.deprioritized_max_usage_ratio =
-          r.number(d, "thresholds.deprioritized", "max_usage_ratio", p.deprioritized_max_usage_ratio, 0, inf);
+    if (const auto d = t->find("deprioritized")) {
+      d->allow_only({"max_usage_ratio", "max_reap_percentile"});
+      p.deprioritized_max_usage_ratio = number_or(*d, "max_usage_ratio", p.deprioritized_max_usage_ratio, 0, inf);
       p.deprioritized_max_reap_percentile =
-          r.number(d, "thresholds.deprioritized", "max_reap_percentile", p.deprioritized_max_reap_percentile, 0, 100);
+          number_or(*d, "max_reap_percentile", p.deprioritized_max_reap_percentile, 0, 100);
     }
-    if (t.contains("pruned")) {
-      const json& d = r.object(t["pruned"], "thresholds.pruned", {"max_usage_ratio", "max_reap_percentile"});
-      p.pruned_max_usage_ratio = r.number(d, "thresholds.pruned", "max_usage_ratio", p.pruned_max_usage_ratio, 0, inf);
-      p.pruned_max_reap_percentile =
-          r.number(d, "thresholds.pruned", "max_reap_percentile", p.pruned_max_reap_percentile, 0, 100);
+    if (const auto d = t->find("pruned")) {
+      d->allow_only({"max_usage_ratio", "max_reap_percentile"});
+      p.pruned_max_usage_ratio = number_or(*d, "max_usage_ratio", p.pruned_max_usage_ratio, 0, inf);
+      p.pruned_max_reap_percentile = number_or(*d, "max_reap_percentile", p.pruned_max_reap_percentile, 0, 100);
     }
     if (p.pruned_max_usage_ratio > p.deprioritized_max_usage_ratio)
-      r.bad("thresholds.pruned.max_usage_ratio", "must not exceed thresholds.deprioritized.max_usage_ratio");
+      root.invalid_member("thresholds.pruned.max_usage_ratio", "must not exceed thresholds.deprioritized.max_usage_ratio");
   }
-  if (j.contains("default_target_bits") && !j["default_target_bits"].is_null()) {
-    const json& b = j["default_target_bits"];
-    if (!b.is_number() || !(b.get<double>() > 0) || b.get<double>() > 16)
-      r.bad("default_target_bits", "must be null (threshold classification) or a number of bits in (0, 16]");
-    p.default_target_bits = b.get<double>();
+  if (const auto b = root.find("default_target_bits")) {
+    if (!b->value().is_number() || !(b->value().get<double>() > 0) || b->value().get<double>() > 16)
+      b->invalid("must be null (threshold classification) or a number of bits in (0, 16]");
+    p.default_target_bits = b->value().get<double>();
   }
-  if (j.contains("guard_rails")) {
-    const json& g = r.object(j["guard_rails"], "guard_rails",
-                             {"max_pruned_fraction", "max_pruned_usage_share", "min_kept_experts", "max_critical_fraction"});
-    p.max_pruned_fraction = r.number(g, "guard_rails", "max_pruned_fraction", p.max_pruned_fraction, 0, 1);
-    p.max_pruned_usage_share = r.number(g, "guard_rails", "max_pruned_usage_share", p.max_pruned_usage_share, 0, 1);
-    p.min_kept_experts = r.integer(g, "guard_rails", "min_kept_experts", p.min_kept_experts, 0);
-    p.max_critical_fraction = r.number(g, "guard_rails", "max_critical_fraction", p.max_critical_fraction, 0, 1);
+  if (const auto g = root.find("guard_rails")) {
+    g->allow_only({"max_pruned_fraction", "max_pruned_usage_share", "min_kept_experts", "max_critical_fraction"});
+    p.max_pruned_fraction = number_or(*g, "max_pruned_fraction", p.max_pruned_fraction, 0, 1);
+    p.max_pruned_usage_share = number_or(*g, "max_pruned_usage_share", p.max_pruned_usage_share, 0, 1);
+    p.min_kept_experts = g->integer_or("min_kept_experts", p.min_kept_experts, 0);
+    p.max_critical_fraction = number_or(*g, "max_critical_fraction", p.max_critical_fraction, 0, 1);
   }
   return p;
 } catch (const nlohmann::json::exception& e) {

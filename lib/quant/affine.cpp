@@ -35,7 +35,7 @@ FormatTraits affine_row(int B, int G, std::string_view name, std::string_view de
           .group_size = G,
           .row_multiple = 1,
           .col_multiple = G,
-          .parts = {"qweight", "scales", "biases"},
+          .parts = {{"qweight", PartRole::kCodes}, {"scales", PartRole::kScales}, {"biases", PartRole::kBiases}},
           .quantizer = quantize_affine,
           .dequantize = stream_dequantize,
           .matmul = stream_matmul,

@@ -51,8 +51,6 @@ std::atomic<TrellisSearch> gpu_trellis_search{TrellisSearch::kExact};
 void set_trellis_search(TrellisSearch s) { gpu_trellis_search = s; }
 TrellisSearch trellis_search() { return gpu_trellis_search; }
 
-std::string_view device_name(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
-
 void require_device(Device d) {
   if (d == Device::kCpu) return;
   const std::string why = cuda::unavailable_reason();

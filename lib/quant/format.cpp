@@ -70,7 +70,7 @@ void validate_packed(const PackedMatrix& m, std::string_view what) {
   size_t total = 0;
   for (size_t i = 0; i < m.parts.size(); ++i) {
     const PartView& p = m.parts[i];
-    const std::string part = where + "." + std::string(f.parts[i]);
+    const std::string part = where + "." + std::string(f.parts[i].name);
     const int64_t expect = checked_nbytes(p.shape, p.dtype);
     if (expect < 0 || static_cast<size_t>(expect) != p.nbytes)
       invalid(part + ": " + std::to_string(p.nbytes) + " bytes do not match shape " + shape_str(p.shape) + " of " +

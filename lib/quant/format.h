@@ -88,6 +88,21 @@ struct QuantizeOptions {
   Device device = Device::kCpu;
 };
 
+// What a stored part holds. Code that fills or reads parts without knowing
+// the format (synthetic benchmark layers) goes by the role, never the name.
+enum class PartRole : uint8_t {
+  kCodes,        // the weights' codes (qweight, trellis) or the weights themselves
+  kScales,       // one scale per group or per row
+  kBiases,       // one offset per group (affine)
+  kTensorScale,  // one scale for the whole matrix (nvfp4)
+  kSigns,        // the +-1 sign vectors of a rotated basis (trellis su, sv)
+};
+
+struct FormatPart {
+  std::string_view name;
+  PartRole role;
+};
+
 struct FormatTraits {
   std::string_view name;         // stable identifier used in policies and manifests ("fp4_g32", "trellis3")
   std::string_view family;       // "fp4", "mxfp4", "nvfp4", "affine", "trellis", "int8", "bf16"
@@ -97,7 +112,7 @@ struct FormatTraits {
   int group_size;                // weights per scale group along K (0 if not applicable)
   int row_multiple;              // N must be a multiple of this
   int col_multiple;              // K must be a multiple of this
-  std::vector<std::string_view> parts;  // names of the stored parts, in order
+  std::vector<FormatPart> parts;  // the stored parts, in order
   // Which of its family's codes the row uses, read only by the family's own
   // files (trellis: trellis::Code, 1MAD or LUT); 0 for single-code families.
   uint8_t code = 0;

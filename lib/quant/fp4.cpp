@@ -25,7 +25,7 @@ FormatTraits fp4_row(int G, std::string_view name, std::string_view description)
           .group_size = G,
           .row_multiple = 1,
           .col_multiple = G,
-          .parts = {"qweight", "scales"},
+          .parts = {{"qweight", PartRole::kCodes}, {"scales", PartRole::kScales}},
           .quantizer = quantize_fp4,
           .dequantize = stream_dequantize,
           .matmul = stream_matmul,
@@ -53,8 +53,9 @@ QuantizedMatrix quantize_fp4(const FormatTraits& format, const float* w, int64_t
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   uint16_t* scales = reinterpret_cast<uint16_t*>(out.parts[1].bytes.data());
   const int G = format.group_size;
+  EQ_CHECK(G <= e2m1_ops::kMaxGroup, "fp4 group " + std::to_string(G));
   quantize_e2m1_stream(w, rows, cols, G, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
-    const float s = search_e2m1_scale(wg, h, G, round_to_f16);
+    const float s = e2m1_ops::search_scale(wg, h, G, round_to_f16);
     scales[g * rows + n] = f32_to_f16(s);
     return s;
   });

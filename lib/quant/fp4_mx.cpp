@@ -16,12 +16,6 @@ namespace {
 constexpr int kGroup = 32;
 constexpr int kEmptyScaleByte = 127;  // an all-zero block stores 2^0 and codes 0
 
-// OCP: X = 2^(floor(log2 amax) - emax_elem), emax_elem = 2 for E2M1 (6 = 1.5 * 2^2).
-int floor_rule_exponent(float amax) {
-  int e;
-  std::frexp(amax, &e);  // amax = m * 2^e, m in [0.5, 1): floor(log2 amax) = e - 1
-  return e - 1 - 2;
-}
 
 QuantizedMatrix quantize_mx(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
                             const QuantizeOptions& options, bool search_neighbours) {
@@ -29,27 +23,13 @@ QuantizedMatrix quantize_mx(const FormatTraits& format, const float* w, int64_t 
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   uint8_t* scales = out.parts[1].bytes.data();
   quantize_e2m1_stream(w, rows, cols, kGroup, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
-    float amax = 0.0f;
-    for (int i = 0; i < kGroup; ++i) amax = std::max(amax, std::fabs(wg[i]));
-    if (amax == 0.0f) {
+    int e = 0;
+    if (!e2m1_ops::mx_exponent(wg, h, search_neighbours, &e)) {
       scales[g * rows + n] = kEmptyScaleByte;
       return 0.0f;
     }
-    const int e0 = floor_rule_exponent(amax);
-    int best_e = std::clamp(e0, -127, 127);
-    float best_err = e2m1_group_error(wg, h, kGroup, std::ldexp(1.0f, best_e));
-    if (search_neighbours) {
-      for (int e : {e0 - 1, e0 + 1}) {
-        if (e < -127 || e > 127) continue;
-        const float err = e2m1_group_error(wg, h, kGroup, std::ldexp(1.0f, e));
-        if (err < best_err) {
-          best_err = err;
-          best_e = e;
-        }
-      }
-    }
-    scales[g * rows + n] = static_cast<uint8_t>(best_e + 127);
-    return std::ldexp(1.0f, best_e);
+    scales[g * rows + n] = static_cast<uint8_t>(e + 127);
+    return std::ldexp(1.0f, e);
   });
   return out;
 }

@@ -14,17 +14,6 @@ namespace eq::quant {
 namespace {
 
 constexpr int kGroup = 16;
-constexpr float kE4M3Max = 448.0f;
-
-// The smallest power of two >= amax / (6 * 448): every block scale amax_b / 6
-// then fits E4M3 (<= 448), and a power of two keeps e4m3 * tensor_scale exact.
-float tensor_scale_for(float amax) {
-  if (amax == 0.0f) return 1.0f;
-  const float x = amax / (6.0f * kE4M3Max);
-  int e;
-  const float m = std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
-  return std::ldexp(1.0f, m == 0.5f ? e - 1 : e);
-}
 
 }  // namespace
 
@@ -34,12 +23,12 @@ QuantizedMatrix quantize_nvfp4(const FormatTraits& format, const float* w, int64
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   float amax = 0.0f;
   for (int64_t i = 0; i < rows * cols; ++i) amax = std::max(amax, std::fabs(w[i]));
-  const float ts = tensor_scale_for(amax);
+  const float ts = e2m1_ops::nvfp4_tensor_scale(amax);
   std::memcpy(out.parts[2].bytes.data(), &ts, sizeof(float));
   uint8_t* scales = out.parts[1].bytes.data();
   const auto round_to_e4m3 = [ts](float s) { return fp8_e4m3_to_f32(f32_to_fp8_e4m3(s / ts, true)) * ts; };
   quantize_e2m1_stream(w, rows, cols, kGroup, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
-    const float s = search_e2m1_scale(wg, h, kGroup, round_to_e4m3);
+    const float s = e2m1_ops::search_scale(wg, h, kGroup, round_to_e4m3);
     scales[g * rows + n] = f32_to_fp8_e4m3(s / ts, true);  // exact: s / ts is an E4M3 value
     return s;
   });

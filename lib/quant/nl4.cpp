@@ -130,7 +130,7 @@ FormatTraits nl4_row(int G, std::string_view name, std::string_view description)
           .group_size = G,
           .row_multiple = 1,
           .col_multiple = G,
-          .parts = {"qweight", "scales"},
+          .parts = {{"qweight", PartRole::kCodes}, {"scales", PartRole::kScales}},
           .quantizer = quantize_nl4,
           .dequantize = stream_dequantize,
           .matmul = stream_matmul,

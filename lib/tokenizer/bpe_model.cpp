@@ -11,10 +11,10 @@ namespace eq::tokenizer {
 BpeModel::BpeModel(const JsonNode& model) {
   model.require_object();
   const std::string type = model.str_or("type", "BPE");
-  if (type != "BPE") model.unsupported("model", type);
+  if (type != "BPE") refuse_component(model, "model", type);
   if (auto d = model.find("dropout"))
     if (d->value().is_number() && d->value().get<double>() != 0.0)
-      d->unsupported("option", "dropout");  // random merges: never what a forward pass wants
+      refuse_component(*d, "option", "dropout");  // random merges: never what a forward pass wants
   if (auto p = model.find("continuing_subword_prefix")) prefix_ = p->str();
   if (auto s = model.find("end_of_word_suffix")) suffix_ = s->str();
   byte_fallback_ = model.bool_or("byte_fallback", false);

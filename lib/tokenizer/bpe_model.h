@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer/json_node.h"
+#include "tokenizer/component.h"
 #include "tokenizer/vocab.h"
 
 namespace eq::tokenizer {

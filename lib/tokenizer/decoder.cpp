@@ -182,7 +182,7 @@ std::unique_ptr<Decoder> make_decoder(const JsonNode& node) {
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Strip") return std::make_unique<StripDecoder>(node.at("content").one_char(), count_field(node, "start"), count_field(node, "stop"));
   if (type == "Replace") return std::make_unique<ReplaceDecoder>(node.at("pattern"), node.at("content").str());
-  node.unsupported("decoder", type);
+  refuse_component(node, "decoder", type);
 }
 
 }  // namespace eq::tokenizer

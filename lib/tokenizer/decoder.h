@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/json_node.h"
+#include "tokenizer/component.h"
 
 namespace eq::tokenizer {
 

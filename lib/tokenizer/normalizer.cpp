@@ -138,7 +138,7 @@ std::unique_ptr<Normalizer> make_normalizer(const JsonNode& node) {
   if (type == "Prepend") return std::make_unique<PrependNormalizer>(node.at("prepend").str());
   if (type == "Replace") return std::make_unique<ReplaceNormalizer>(node.at("pattern"), node.at("content").str());
   if (type == "Strip") return std::make_unique<StripNormalizer>(node.bool_or("strip_left", true), node.bool_or("strip_right", true));
-  node.unsupported("normalizer", type);
+  refuse_component(node, "normalizer", type);
 }
 
 }  // namespace eq::tokenizer

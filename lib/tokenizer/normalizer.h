@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "tokenizer/json_node.h"
+#include "tokenizer/component.h"
 
 namespace eq::tokenizer {
 

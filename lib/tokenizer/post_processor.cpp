@@ -68,7 +68,7 @@ PostProcessor make_post_processor(const JsonNode& node) {
     }
     return PostProcessor(std::move(before), std::move(after));
   }
-  node.unsupported("post-processor", type);
+  refuse_component(node, "post-processor", type);
 }
 
 }  // namespace eq::tokenizer

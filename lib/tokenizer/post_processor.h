@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "tokenizer/json_node.h"
+#include "tokenizer/component.h"
 #include "tokenizer/vocab.h"
 
 namespace eq::tokenizer {

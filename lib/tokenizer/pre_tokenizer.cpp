@@ -189,7 +189,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonNode& node) {
   }
   if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
   if (type == "WhitespaceSplit") return char_class(is_whitespace, SplitBehavior::kRemoved);
-  node.unsupported("pre-tokenizer", type);
+  refuse_component(node, "pre-tokenizer", type);
 }
 
 }  // namespace eq::tokenizer

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/json_node.h"
+#include "tokenizer/component.h"
 #include "tokenizer/split_behavior.h"
 
 namespace eq::tokenizer {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/json_node.h"
+#include "tokenizer/component.h"
 
 namespace eq::tokenizer {
 

@@ -251,7 +251,7 @@ TEST(RuntimeConfig, ParsesAndRejects) {
     FAIL() << "a negative sort_cutoff was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
-    EXPECT_EQ(std::string(e.what()), "x.json: sort_cutoff: missing or not an integer >= 0");
+    EXPECT_EQ(std::string(e.what()), "x.json: field 'sort_cutoff': expected an integer >= 0, got -1");
   }
   EXPECT_THROW(parse_runtime_config(nlohmann::json::parse(R"({"version":2,"sort_cutoff":1})"), "x.json"), Error);
   // A file as `tune` writes it: the reader returns the values its text holds,

@@ -122,7 +122,7 @@ TEST(Limits, ConfigDeclaringHugeModelIsRejected) {
   expect_error([&] { model::parse_config(product, "config.json"); }, "num_hidden_layers x experts");
   json wrong = j;
   wrong["dtype"] = 7;  // json::value() would throw nlohmann's type_error here
-  expect_error([&] { model::parse_config(wrong, "config.json"); }, "'dtype' must be a string");
+  expect_error([&] { model::parse_config(wrong, "config.json"); }, "config.json: field 'dtype': expected a string, found number");
 }
 
 TEST(Limits, ManifestWithAMillionExpertsIsRejected) {

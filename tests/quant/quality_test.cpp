@@ -22,26 +22,34 @@ using test::dequantized;
 using test::mse;
 using test::normal_matrix;
 
+// The shared search's own table (device code cannot read kE2M1Values) holds the same values.
+TEST(E2M1, SharedValueTableEqualsTheKernels) {
+  for (uint32_t c = 0; c < 16; ++c) {
+    EXPECT_EQ(e2m1_ops::value(c), kE2M1Values[c]) << c;
+    EXPECT_EQ(std::signbit(e2m1_ops::value(c)), std::signbit(kE2M1Values[c])) << c;
+  }
+}
+
 TEST(E2M1, NearestCodeWithTiesToEven) {
   // Exhaustive over a fine grid: the chosen value is a nearest one.
   for (int i = -16000; i <= 16000; ++i) {
     const float x = static_cast<float>(i) / 2000.0f;
-    const float got = kE2M1Values[e2m1_code(x)];
+    const float got = kE2M1Values[e2m1_ops::code(x)];
     for (int c = 0; c < 16; ++c)
       ASSERT_LE(std::fabs(x - got), std::fabs(x - kE2M1Values[c])) << "x=" << x;
   }
   // Ties go to the even code (OCP rounding), beyond 6 saturates.
-  EXPECT_EQ(e2m1_code(0.25f), 0u);
-  EXPECT_EQ(e2m1_code(0.75f), 2u);
-  EXPECT_EQ(e2m1_code(1.25f), 2u);
-  EXPECT_EQ(e2m1_code(1.75f), 4u);
-  EXPECT_EQ(e2m1_code(2.5f), 4u);
-  EXPECT_EQ(e2m1_code(3.5f), 6u);
-  EXPECT_EQ(e2m1_code(5.0f), 6u);
-  EXPECT_EQ(e2m1_code(100.0f), 7u);
-  EXPECT_EQ(e2m1_code(-100.0f), 15u);
-  EXPECT_EQ(e2m1_code(-0.0f), 0u);
-  EXPECT_EQ(e2m1_code(-0.1f), 0u);
+  EXPECT_EQ(e2m1_ops::code(0.25f), 0u);
+  EXPECT_EQ(e2m1_ops::code(0.75f), 2u);
+  EXPECT_EQ(e2m1_ops::code(1.25f), 2u);
+  EXPECT_EQ(e2m1_ops::code(1.75f), 4u);
+  EXPECT_EQ(e2m1_ops::code(2.5f), 4u);
+  EXPECT_EQ(e2m1_ops::code(3.5f), 6u);
+  EXPECT_EQ(e2m1_ops::code(5.0f), 6u);
+  EXPECT_EQ(e2m1_ops::code(100.0f), 7u);
+  EXPECT_EQ(e2m1_ops::code(-100.0f), 15u);
+  EXPECT_EQ(e2m1_ops::code(-0.0f), 0u);
+  EXPECT_EQ(e2m1_ops::code(-0.1f), 0u);
 }
 
 // MSE on a fixed-seed N(0,1) sample (256 x 2048 = 524,288 weights).

@@ -46,6 +46,26 @@ TEST(Registry, NamesAreUniqueAndLookupWorks) {
   }
 }
 
+// The codes come first and once; the other parts' roles match what the
+// quantizer stores there (a float side part, or int8 signs).
+TEST(Registry, EveryPartHasTheRoleOfWhatItHolds) {
+  for (const FormatTraits& f : eq::test::all_rows()) {
+    SCOPED_TRACE(std::string(f.name));
+    ASSERT_FALSE(f.parts.empty());
+    EXPECT_EQ(f.parts[0].role, PartRole::kCodes);
+    const std::vector<PartSpec> specs = f.part_specs(shape_for(f, 64, 256).first, shape_for(f, 64, 256).second);
+    ASSERT_EQ(specs.size(), f.parts.size());
+    for (size_t i = 1; i < f.parts.size(); ++i) {
+      EXPECT_NE(f.parts[i].role, PartRole::kCodes) << f.parts[i].name;
+      if (f.parts[i].role == PartRole::kSigns) EXPECT_EQ(specs[i].dtype, DType::kI8) << f.parts[i].name;
+      else EXPECT_NE(specs[i].dtype, DType::kI8) << f.parts[i].name;
+    }
+  }
+  EXPECT_EQ(format_by_name("int4_g64").parts[2].role, PartRole::kBiases);
+  EXPECT_EQ(format_by_name("nvfp4").parts[2].role, PartRole::kTensorScale);
+  EXPECT_EQ(format_by_name("trellis3").parts[1].role, PartRole::kSigns);
+}
+
 TEST(Registry, EveryFormatRoundTripsMatmulsAndValidates) {
   for (const FormatTraits& f : eq::test::all_rows()) {
     SCOPED_TRACE(std::string(f.name));
@@ -57,7 +77,7 @@ TEST(Registry, EveryFormatRoundTripsMatmulsAndValidates) {
     EXPECT_EQ(q.format, &f);
     EXPECT_EQ(q.nbytes(), f.packed_bytes(rows, cols));
     ASSERT_EQ(q.parts.size(), f.parts.size());
-    for (size_t i = 0; i < q.parts.size(); ++i) EXPECT_EQ(q.parts[i].name, f.parts[i]);
+    for (size_t i = 0; i < q.parts.size(); ++i) EXPECT_EQ(q.parts[i].name, f.parts[i].name);
     EXPECT_NO_THROW(validate_packed(q.view(), "test.weight"));
 
     // Round trip: finite and bounded (the worst formats here are 2-bit: MSE well under the variance 1).

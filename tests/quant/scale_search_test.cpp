@@ -1,4 +1,4 @@
-// The per-group scale searches of the scalar formats (search_e2m1_scale for
+// The per-group scale searches of the scalar formats (e2m1_ops::search_scale for
 // fp4_gG and nvfp4, search_affine_group for intB_gG) against the simpler
 // searches they extend, on random groups with random importance: the weighted
 // error (in float64) never rises, falls on average, and zero and constant
@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -18,6 +19,8 @@
 namespace eq::quant {
 namespace {
 
+using ScaleRounder = std::function<float(float)>;
+
 float round_f16(float s) { return f16_to_f32(f32_to_f16(std::min(s, 65504.0f))); }
 // nvfp4's block scale: E4M3 times a power-of-two tensor scale.
 constexpr float kTensorScale = 1.0f / 256.0f;
@@ -26,14 +29,14 @@ float round_e4m3(float s) { return fp8_e4m3_to_f32(f32_to_fp8_e4m3(s / kTensorSc
 double e2m1_error(const std::vector<float>& w, const std::vector<float>& h, float s) {
   double e = 0.0;
   for (size_t i = 0; i < w.size(); ++i) {
-    const double q = s == 0.0f ? 0.0 : double(kE2M1Values[e2m1_code(w[i] / s)]) * s;
+    const double q = s == 0.0f ? 0.0 : double(kE2M1Values[e2m1_ops::code(w[i] / s)]) * s;
     e += double(h[i]) * (w[i] - q) * (w[i] - q);
   }
   return e;
 }
 
 // The grid search alone (amax/d, d in [4.5, 8], then least-squares refits):
-// what search_e2m1_scale adds its exact sweep to.
+// what e2m1_ops::search_scale adds its exact sweep to.
 float grid_e2m1_scale(const std::vector<float>& w, const std::vector<float>& h, const ScaleRounder& round_scale) {
   const int n = static_cast<int>(w.size());
   float amax = 0.0f;
@@ -51,7 +54,7 @@ float grid_e2m1_scale(const std::vector<float>& w, const std::vector<float>& h, 
   for (int iter = 0; iter < 2 && best_s > 0.0f; ++iter) {
     double num = 0.0, den = 0.0;
     for (int i = 0; i < n; ++i) {
-      const double v = kE2M1Values[e2m1_code(w[i] / best_s)];
+      const double v = kE2M1Values[e2m1_ops::code(w[i] / best_s)];
       num += double(h[i]) * w[i] * v;
       den += double(h[i]) * v * v;
     }
@@ -91,7 +94,7 @@ TEST(ScaleSearch, E2M1NeverWorseThanTheGridAndBetterOnAverage) {
     for (int t = 0; t < 2000; ++t) {
       random_group(rng, c.n, w, h);
       const double grid = e2m1_error(w, h, grid_e2m1_scale(w, h, c.round));
-      const float s = search_e2m1_scale(w.data(), h.data(), c.n, c.round);
+      const float s = e2m1_ops::search_scale(w.data(), h.data(), c.n, c.round);
       ASSERT_EQ(s, c.round(s)) << "the scale must be representable";
       const double search = e2m1_error(w, h, s);
       ASSERT_LE(search, grid * (1.0 + 1e-6)) << "group " << t;
@@ -115,7 +118,7 @@ TEST(ScaleSearch, E2M1MatchesExhaustiveFp16Scales) {
     double best = e2m1_error(w, h, 0.0f);
     for (uint16_t b = f32_to_f16(amax / 16.0f); f16_to_f32(b) <= amax / 0.25f; ++b)
       best = std::min(best, e2m1_error(w, h, f16_to_f32(b)));
-    const double got = e2m1_error(w, h, search_e2m1_scale(w.data(), h.data(), 32, round_f16));
+    const double got = e2m1_error(w, h, e2m1_ops::search_scale(w.data(), h.data(), 32, round_f16));
     EXPECT_LE(got, best * 1.001) << "group " << t;
   }
 }
@@ -124,13 +127,13 @@ TEST(ScaleSearch, E2M1ZeroAndConstantGroupsStayExact) {
   std::vector<float> h(32);
   for (int i = 0; i < 32; ++i) h[i] = 1.0f + float(i % 7);
   std::vector<float> zero(32, 0.0f);
-  EXPECT_EQ(search_e2m1_scale(zero.data(), h.data(), 32, round_f16), 0.0f);
+  EXPECT_EQ(e2m1_ops::search_scale(zero.data(), h.data(), 32, round_f16), 0.0f);
   for (float c : {0.75f, -1.5f, 3.0f, 0.0625f, -0.001953125f}) {
     std::vector<float> w(32, c);
     w[3] = -c;  // one magnitude, both signs
     w[9] = 0.0f;
     for (const ScaleRounder& round : {ScaleRounder(round_f16), ScaleRounder(round_e4m3)}) {
-      const float s = search_e2m1_scale(w.data(), h.data(), 32, round);
+      const float s = e2m1_ops::search_scale(w.data(), h.data(), 32, round);
       EXPECT_EQ(e2m1_error(w, h, s), 0.0) << "constant " << c;
     }
   }

@@ -51,7 +51,7 @@ TEST(TrellisFormat, RegistryRowsDescribeTheLayout) {
     EXPECT_EQ(f.family, "trellis");
     EXPECT_EQ(f.weight_bits, bits);
     ASSERT_EQ(f.parts.size(), 4u);
-    EXPECT_EQ(f.parts[0], "trellis");
+    EXPECT_EQ(f.parts[0].name, "trellis");
     EXPECT_EQ(f.packed_bytes(32, 48), size_t(6 * 32 * bits + 48 + 32 + 4 * 32));
   }
   EXPECT_THROW(trellis_format(5), Error);

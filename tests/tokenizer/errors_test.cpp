@@ -61,7 +61,7 @@ TEST(TokenizerErrors, NotJson) {
 TEST(TokenizerErrors, MissingModel) {
   std::string path;
   const Error e = load_error("tok_nomodel", R"({"version": "1.0", "added_tokens": []})", &path);
-  expect_names(e, ErrorKind::kInvalidInput, path, "model: missing");
+  expect_names(e, ErrorKind::kInvalidInput, path, "field 'model': missing");
 }
 
 TEST(TokenizerErrors, MergeNamingAnUnknownToken) {

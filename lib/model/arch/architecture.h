@@ -13,7 +13,9 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json_fwd.hpp>
+namespace eq::io {
+class JsonNode;
+}
 
 namespace eq::model {
 
@@ -84,10 +86,10 @@ struct Architecture {
   // ... and its tensors under this prefix instead of "model." (read as
   // "model." names: open_checkpoint in model/open_checkpoint.h).
   std::string_view language_model_prefix = {};
-  // Fills the architecture's fields of `c` from config.json (`j`); the fields
-  // every decoder shares are parsed before (arch/common.h). Errors name `path`
-  // and the field.
-  void (*parse)(const nlohmann::json& j, const std::string& path, ModelConfig& c) = nullptr;
+  // Fills the architecture's fields of `c` from config.json (`j`, or its
+  // text_config); the fields every decoder shares are parsed before
+  // (arch/common.h). Errors name the file and the field.
+  void (*parse)(const io::JsonNode& j, ModelConfig& c) = nullptr;
 };
 
 // Every registered architecture, sorted by model_type.

@@ -11,38 +11,37 @@
 namespace eq::model {
 namespace {
 
-void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+void parse(const arch::JsonNode& j, ModelConfig& c) {
   // Missing fields take the reference configuration's defaults.
   arch::parse_grouped_sigmoid_router(
-      j, path, {.norm_topk_prob = true, .n_group = 8, .topk_group = 4, .routed_scaling_factor = 2.5}, c);
-  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
-  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
+      j, {.norm_topk_prob = true, .n_group = 8, .topk_group = 4, .routed_scaling_factor = 2.5}, c);
+  c.rms_norm_eps = j.number_or("rms_norm_eps", 1e-6);
+  c.attention_bias = j.bool_or("attention_bias", false);
   c.attention = AttentionKind::kLatent;
   // q_lora_rank null: queries straight from q_proj; absent: the default rank.
-  const auto q_lora = j.find("q_lora_rank");
-  c.q_lora_rank = q_lora != j.end() && q_lora->is_null() ? 0 : arch::get_int(j, "q_lora_rank", path, 1536);
-  c.kv_lora_rank = arch::get_int(j, "kv_lora_rank", path, 512);
-  c.qk_nope_head_dim = arch::get_int(j, "qk_nope_head_dim", path, 128);
-  c.qk_rope_head_dim = arch::get_int(j, "qk_rope_head_dim", path, 64);
-  c.v_head_dim = arch::get_int(j, "v_head_dim", path, 128);
-  arch::check_max(c.q_lora_rank, kMaxConfigDim, "q_lora_rank", path);
-  arch::check_max(c.kv_lora_rank, kMaxConfigDim, "kv_lora_rank", path);
-  arch::check_max(c.qk_nope_head_dim, kMaxConfigDim, "qk_nope_head_dim", path);
-  arch::check_max(c.qk_rope_head_dim, kMaxConfigDim, "qk_rope_head_dim", path);
-  arch::check_max(c.v_head_dim, kMaxConfigDim, "v_head_dim", path);
+  c.q_lora_rank = j.has_null("q_lora_rank") ? 0 : arch::get_size(j, "q_lora_rank", 1536);
+  c.kv_lora_rank = arch::get_size(j, "kv_lora_rank", 512);
+  c.qk_nope_head_dim = arch::get_size(j, "qk_nope_head_dim", 128);
+  c.qk_rope_head_dim = arch::get_size(j, "qk_rope_head_dim", 64);
+  c.v_head_dim = arch::get_size(j, "v_head_dim", 128);
+  arch::check_max(j, c.q_lora_rank, kMaxConfigDim, "q_lora_rank");
+  arch::check_max(j, c.kv_lora_rank, kMaxConfigDim, "kv_lora_rank");
+  arch::check_max(j, c.qk_nope_head_dim, kMaxConfigDim, "qk_nope_head_dim");
+  arch::check_max(j, c.qk_rope_head_dim, kMaxConfigDim, "qk_rope_head_dim");
+  arch::check_max(j, c.v_head_dim, kMaxConfigDim, "v_head_dim");
   c.num_kv_heads = c.num_heads;  // every head has its own key and value
   c.latent_norm_eps = 1e-6;      // q_a_layernorm and kv_a_layernorm keep the default, whatever rms_norm_eps is
   c.head_dim = c.qk_rope_head_dim;  // the RoPE dims are what the rope fields describe
-  arch::parse_rope(j, path, 10000.0, 1.0, c);
+  arch::parse_rope(j, 10000.0, 1.0, c);
   c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
-  c.rope_interleave = arch::get_bool(j, "rope_interleave", path, true);
+  c.rope_interleave = j.bool_or("rope_interleave", true);
   // With YaRN the softmax scale grows by mscale(factor, mscale_all_dim)².
-  if (const double all_dim = arch::rope_mscale_all_dim(j, path); c.rope_yarn.active() && all_dim != 0) {
+  if (const double all_dim = arch::rope_mscale_all_dim(j); c.rope_yarn.active() && all_dim != 0) {
     const double m = arch::yarn_mscale(c.rope_yarn.factor, all_dim);
     c.attention_scale_factor = m * m;
   }
-  arch::parse_first_dense_layers(j, path, /*default_first=*/3, /*layer_freq=*/true, c);
-  arch::parse_mtp_layers(j, path, c);
+  arch::parse_first_dense_layers(j, /*default_first=*/3, /*layer_freq=*/true, c);
+  arch::parse_mtp_layers(j, c);
 }
 
 }  // namespace

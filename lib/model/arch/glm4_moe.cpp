@@ -10,16 +10,16 @@
 namespace eq::model {
 namespace {
 
-void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+void parse(const arch::JsonNode& j, ModelConfig& c) {
   // Missing fields take the reference configuration's defaults.
   arch::parse_grouped_sigmoid_router(
-      j, path, {.norm_topk_prob = true, .n_group = 1, .topk_group = 1, .routed_scaling_factor = 1.0}, c);
-  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-5);
-  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);  // q/k/v; o_proj has none
-  c.qk_norm = arch::get_bool(j, "use_qk_norm", path, false) ? QkNorm::kPerHead : QkNorm::kNone;
-  arch::parse_rope(j, path, 10000.0, 0.5, c);
-  arch::parse_first_dense_layers(j, path, /*default_first=*/1, /*layer_freq=*/false, c);
-  arch::parse_mtp_layers(j, path, c);
+      j, {.norm_topk_prob = true, .n_group = 1, .topk_group = 1, .routed_scaling_factor = 1.0}, c);
+  c.rms_norm_eps = j.number_or("rms_norm_eps", 1e-5);
+  c.attention_bias = j.bool_or("attention_bias", false);  // q/k/v; o_proj has none
+  c.qk_norm = j.bool_or("use_qk_norm", false) ? QkNorm::kPerHead : QkNorm::kNone;
+  arch::parse_rope(j, 10000.0, 0.5, c);
+  arch::parse_first_dense_layers(j, /*default_first=*/1, /*layer_freq=*/false, c);
+  arch::parse_mtp_layers(j, c);
 }
 
 }  // namespace

@@ -17,9 +17,9 @@ namespace {
 
 // The YaRN settings the reference configuration uses when config.json
 // carries no RoPE dict.
-nlohmann::json default_rope(const nlohmann::json& j, const std::string& path) {
+nlohmann::json default_rope(const arch::JsonNode& j) {
   return {{"rope_type", "yarn"},
-          {"rope_theta", arch::get_double(j, "rope_theta", path, 150000.0)},
+          {"rope_theta", j.number_or("rope_theta", 150000.0)},
           {"factor", 32.0},
           {"beta_fast", 32.0},
           {"beta_slow", 1.0},
@@ -29,37 +29,36 @@ nlohmann::json default_rope(const nlohmann::json& j, const std::string& path) {
 
 // layer_types (default: even layers sliding, odd layers full) with
 // sliding_window (default 128); a null sliding_window leaves every layer full.
-void parse_attention_windows(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
-  const auto sw = j.find("sliding_window");
-  const int64_t window = sw != j.end() && sw->is_null() ? 0 : arch::get_int(j, "sliding_window", path, 128);
-  arch::set_attention_windows(j, path, window, [](int64_t l) { return l % 2 == 0; }, c);
+void parse_attention_windows(const arch::JsonNode& j, ModelConfig& c) {
+  const int64_t window = j.has_null("sliding_window") ? 0 : arch::get_size(j, "sliding_window", 128);
+  arch::set_attention_windows(j, window, [](int64_t l) { return l % 2 == 0; }, c);
 }
 
-void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
+void parse(const arch::JsonNode& j, ModelConfig& c) {
   // Missing fields take the reference configuration's defaults.
-  c.moe_intermediate_size = arch::parse_expert_size(j, "intermediate_size", path);
+  c.moe_intermediate_size = arch::parse_expert_size(j, "intermediate_size");
   c.router_scoring = RouterScoring::kTopKSoftmax;
   c.router_bias = true;
   c.norm_topk_prob = false;  // the softmax over the k logits already sums to 1
-  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-5);
-  c.attention_bias = c.attention_out_bias = arch::get_bool(j, "attention_bias", path, true);
+  c.rms_norm_eps = j.number_or("rms_norm_eps", 1e-5);
+  c.attention_bias = c.attention_out_bias = j.bool_or("attention_bias", true);
   c.attention_sinks = true;
-  parse_attention_windows(j, path, c);
-  const bool has_rope_dict = (j.contains("rope_parameters") && j["rope_parameters"].is_object()) ||
-                             (j.contains("rope_scaling") && j["rope_scaling"].is_object());
+  parse_attention_windows(j, c);
+  const auto is_dict = [&](const char* key) { return j.value().contains(key) && j.value()[key].is_object(); };
+  const bool has_rope_dict = is_dict("rope_parameters") || is_dict("rope_scaling");
   if (has_rope_dict) {
-    arch::parse_rope(j, path, 150000.0, 1.0, c);
+    arch::parse_rope(j, 150000.0, 1.0, c);
   } else {
-    nlohmann::json with_default = j;
-    with_default["rope_parameters"] = default_rope(j, path);
-    arch::parse_rope(with_default, path, 150000.0, 1.0, c);
+    nlohmann::json with_default = j.value();
+    with_default["rope_parameters"] = default_rope(j);
+    arch::parse_rope(arch::JsonNode(with_default, j.file(), j.path()), 150000.0, 1.0, c);
   }
   c.expert_activation.kind = ActivationKind::kSwiGluClamped;
-  c.expert_activation.alpha = static_cast<float>(arch::get_double(j, "swiglu_alpha", path, 1.702));
-  c.expert_activation.limit = static_cast<float>(arch::get_double(j, "swiglu_limit", path, 7.0));
+  c.expert_activation.alpha = static_cast<float>(j.number_or("swiglu_alpha", 1.702));
+  c.expert_activation.limit = static_cast<float>(j.number_or("swiglu_limit", 7.0));
   if (!(c.expert_activation.limit > 0) || !std::isfinite(c.expert_activation.limit) ||
       !std::isfinite(c.expert_activation.alpha))
-    invalid(path + ": fields 'swiglu_limit' (positive) and 'swiglu_alpha' must be finite numbers");
+    j.invalid("fields 'swiglu_limit' (positive) and 'swiglu_alpha' must be finite numbers");
 }
 
 }  // namespace

@@ -7,16 +7,15 @@
 namespace eq::model {
 namespace {
 
-void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
-  c.moe_intermediate_size = arch::parse_expert_size(j, "intermediate_size", path);
+void parse(const arch::JsonNode& j, ModelConfig& c) {
+  c.moe_intermediate_size = arch::parse_expert_size(j, "intermediate_size");
   c.norm_topk_prob = true;  // the reference renormalizes unconditionally
-  c.rope_theta = arch::parse_rope_theta(j, path, 1e6);
-  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-5);
-  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
+  c.rope_theta = arch::parse_rope_theta(j, 1e6);
+  c.rms_norm_eps = j.number_or("rms_norm_eps", 1e-5);
+  c.attention_bias = j.bool_or("attention_bias", false);
   // A sliding_window (null in the released configs) applies to every layer.
-  const auto sw = j.find("sliding_window");
-  const int64_t window = sw == j.end() || sw->is_null() ? 0 : arch::get_int(j, "sliding_window", path);
-  arch::set_attention_windows(j, path, window, [](int64_t) { return true; }, c);
+  const int64_t window = arch::get_size(j, "sliding_window", 0);
+  arch::set_attention_windows(j, window, [](int64_t) { return true; }, c);
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ const Architecture& architecture_qwen3_5_moe() {
       .naming = {},
       .text_config = "text_config",
       .language_model_prefix = "model.language_model.",
-      .parse = [](const nlohmann::json& j, const std::string& path, ModelConfig& c) {
-        architecture_qwen3_5_moe_text().parse(j, path, c);
+      .parse = [](const arch::JsonNode& j, ModelConfig& c) {
+        architecture_qwen3_5_moe_text().parse(j, c);
       },
   };
   return row;

@@ -9,14 +9,14 @@
 namespace eq::model {
 namespace {
 
-void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
-  c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size", path);
-  arch::parse_gated_shared_expert(j, path, c);
+void parse(const arch::JsonNode& j, ModelConfig& c) {
+  c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size");
+  arch::parse_gated_shared_expert(j, c);
   c.norm_topk_prob = true;  // the config has no such field
-  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
-  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
-  arch::parse_rope(j, path, 10000.0, 0.25, c);
-  arch::parse_gated_delta_layers(j, path, /*fused=*/false, c);
+  c.rms_norm_eps = j.number_or("rms_norm_eps", 1e-6);
+  c.attention_bias = j.bool_or("attention_bias", false);
+  arch::parse_rope(j, 10000.0, 0.25, c);
+  arch::parse_gated_delta_layers(j, /*fused=*/false, c);
 }
 
 }  // namespace

@@ -7,15 +7,15 @@
 namespace eq::model {
 namespace {
 
-void parse(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
-  c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size", path);
-  c.norm_topk_prob = arch::get_bool(j, "norm_topk_prob", path, false);
-  c.rope_theta = arch::parse_rope_theta(j, path, 10000.0);
-  c.rms_norm_eps = arch::get_double(j, "rms_norm_eps", path, 1e-6);
-  c.attention_bias = arch::get_bool(j, "attention_bias", path, false);
+void parse(const arch::JsonNode& j, ModelConfig& c) {
+  c.moe_intermediate_size = arch::parse_expert_size(j, "moe_intermediate_size");
+  c.norm_topk_prob = j.bool_or("norm_topk_prob", false);
+  c.rope_theta = arch::parse_rope_theta(j, 10000.0);
+  c.rms_norm_eps = j.number_or("rms_norm_eps", 1e-6);
+  c.attention_bias = j.bool_or("attention_bias", false);
   c.qk_norm = QkNorm::kPerHead;
-  arch::parse_sparse_step_layers(j, path, c);
-  arch::parse_qwen_sliding_window(j, path, c);
+  arch::parse_sparse_step_layers(j, c);
+  arch::parse_qwen_sliding_window(j, c);
 }
 
 }  // namespace

@@ -43,7 +43,6 @@ class DeviceBuffer {
     if (n_ > 0) check(cudaMemcpyAsync(host, p_, n_ * sizeof(T), cudaMemcpyDeviceToHost, cudaStreamPerThread), "copy from GPU");
     check(cudaStreamSynchronize(cudaStreamPerThread), "synchronize");
   }
-  void download_bytes(void* host) const { download(static_cast<T*>(host)); }
 
  private:
   T* p_ = nullptr;

@@ -79,10 +79,6 @@ void transform_sub_matrix(const Kernels& kern, const TileDecoders& dec, const Tr
 Code code_of(const FormatTraits& f) { return static_cast<Code>(f.code); }
 Code code_of(const PackedMatrix& m) { return m.format ? code_of(*m.format) : Code::k1mad; }
 
-size_t packed_size(int64_t rows, int64_t cols, int bits) {
-  return static_cast<size_t>(rows / kTileDim * (cols / kTileDim) * tile_bytes(bits) + cols + rows + rows * 4);
-}
-
 void dequantize_matrix(const PackedMatrix& m, int bits, float* out) {
   const TrellisParts p = parts_of(m, bits);
   const int64_t rows = m.rows, cols = m.cols, tiles_n = rows / kTileDim;
@@ -251,7 +247,7 @@ FormatTraits make_traits(int bits, Code code, std::string_view name, std::string
           .group_size = 0,
           .row_multiple = kTileDim,
           .col_multiple = kTileDim,
-          .parts = {"trellis", "su", "sv", "scales"},
+          .parts = {{"trellis", PartRole::kCodes}, {"su", PartRole::kSigns}, {"sv", PartRole::kSigns}, {"scales", PartRole::kScales}},
           .code = static_cast<uint8_t>(code),
           .quantizer = quantize_row,
           .dequantize = dequantize_row,

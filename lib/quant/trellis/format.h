@@ -67,6 +67,5 @@ extern const RotatedBasis kRotatedBasis;
 // The per-row scales of W' (the "scales" part, float32 [rows]).
 const float* row_scales(const PackedMatrix& m, int bits);
 void matmul_matrix(const PackedMatrix& m, int bits, const float* x, int64_t m_rows, float* y, bool accumulate);
-size_t packed_size(int64_t rows, int64_t cols, int bits);
 
 }  // namespace eq::quant::trellis
