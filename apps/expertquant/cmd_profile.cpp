@@ -109,7 +109,8 @@ void print_summary(const profile::Profile& p) {
   if (!std::isnan(c.predicted_error)) std::printf(", predicted error %.4g", c.predicted_error);
   // The class formats the experts got: the policy's, or their replacements.
   const profile::CandidateFit fit = profile::fit_policy(p.policy, s.hidden, s.intermediate);
-  std::printf("\nformats: critical %s, standard %s, deprioritized %s; pass %.2f s, sensitivity %.2f s\n",
+  std::printf("\nformats chosen: %s\n", describe_format_mix(c.format_mix).c_str());
+  std::printf("class formats: critical %s, standard %s, deprioritized %s; pass %.2f s, sensitivity %.2f s\n",
               fit.policy.class_format[0].c_str(), fit.policy.class_format[1].c_str(),
               fit.policy.class_format[2].c_str(), p.seconds_pass, p.seconds_sensitivity);
   for (const std::string& line : profile::describe_fit(fit, s.layers.size())) std::printf("%s\n", line.c_str());
@@ -128,6 +129,7 @@ nlohmann::ordered_json summary_json(const profile::Profile& p, const std::string
   j["calibration"] = full["calibration"];
   j["timing"] = full["timing"];
   j["classification"] = full["classification"];
+  j["format_mix"] = p.classification.format_mix.json();
   std::vector<int64_t> layer_ids;
   for (const auto& l : p.stats.layers) layer_ids.push_back(l.layer);
   j["format_fit"] =

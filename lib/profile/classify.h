@@ -10,6 +10,7 @@
 
 #include "model/config.h"
 #include "pack/allocation.h"
+#include "pack/format_tally.h"
 #include "profile/policy.h"
 #include "profile/routing_stats.h"
 #include "profile/sensitivity.h"
@@ -40,6 +41,7 @@ struct Classification {
   // Filled for every mode by summarize():
   uint64_t expert_bytes = 0, expert_weights = 0;
   double avg_bits = 0;
+  pack::FormatTally format_mix;  // the formats chosen, with their experts and bytes
   double predicted_error = 0;  // mean over layers of the predicted relative output MSE (NaN without sensitivity)
   // Budget mode only:
   double target_bits = 0;
