@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ struct Classification {
   // Budget mode only:
   double target_bits = 0;
   uint64_t target_bytes = 0;
+  double max_pack_seconds = 0;  // the pack-time limit (0 = none)
+  // The predicted pack time of this allocation (pack_time.h; NaN until
+  // predicted), filled by reclassify.
+  double predicted_pack_seconds = std::numeric_limits<double>::quiet_NaN();
   // Guard rails that changed the allocation, each with what it cost in
   // predicted error (bit_budget.h); shown by --summary, not stored.
   std::vector<std::string> budget_notes;

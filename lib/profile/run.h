@@ -41,7 +41,9 @@ struct ProfileRequest {
   int64_t min_tokens = -1;      // overrides policy.min_tokens when >= 0
   bool sensitivity = true;
   quant::Device device = quant::Device::kCpu;  // where the sensitivity measurement quantizes (--device)
-  BitBudget budget;             // none: the policy's default budget, or thresholds
+  // None: the policy's default budget, or thresholds. Its max_pack_seconds
+  // limits either budget; reclassify measures the rates.
+  BitBudget budget;
   bool thresholds = false;      // classify by thresholds even when the policy has a default budget
   std::string save_trace;       // write the routing trace here (.zst)
   // calib: the order of the forward pass (model/layer_pass.h): layer by
