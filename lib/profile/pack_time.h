@@ -35,7 +35,7 @@ struct PackRates {
 // Times each format's quantizer in one thread on probe blocks of the experts'
 // two shapes (quant::measure_quantize_rate; gate and up [I, H], down [H, I]),
 // weighted by a per-column importance as pack weights a profile's routed
-// experts: about 0.1 s a format, the trellis formats a few tenths of a second
+// experts: about 0.04 s a format, the trellis formats a few tenths of a second
 // more. The format's rate is that of a whole expert, 3·I·H weights.
 PackRates measure_pack_rates(const std::vector<std::string>& formats, const model::ModelConfig& c,
                              quant::Device device, int threads);

@@ -27,6 +27,6 @@ int64_t rate_probe_rows(int64_t cols);
 // routed experts of a profile (the trellis search then takes its slower,
 // error-feedback path). `cols` must be a multiple of the format's col_multiple.
 double measure_quantize_rate(const FormatTraits& format, int64_t cols, Device device, bool weighted,
-                             double min_seconds = 0.05);
+                             double min_seconds = 0.02);
 
 }  // namespace eq::quant
