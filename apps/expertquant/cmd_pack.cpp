@@ -12,6 +12,7 @@
 #include "io/output_path.h"
 #include "json_output.h"
 #include "option_checks.h"
+#include "pack/format_tally.h"
 #include "pack/packer.h"
 #include "profile/profile.h"
 #include "quant/device.h"
@@ -89,6 +90,7 @@ void print_summary(const pack::Manifest& m, const std::string& out, uint64_t fin
               human_bytes(double(t.expert_bytes_before)).c_str(), human_bytes(double(t.expert_bytes_after)).c_str(),
               human_bytes(double(t.bytes_before)).c_str(), human_bytes(double(t.bytes_after)).c_str(),
               human_bytes(saved).c_str(), t.bytes_before ? 100.0 * saved / double(t.bytes_before) : 0.0);
+  std::printf("formats: %s\n", describe_format_mix(pack::format_mix(m)).c_str());
   std::printf("peak memory %s above a %s baseline (VmHWM %s; bound %s); %.2f s, %d thread(s)\n",
               human_bytes(double(final_peak - std::min(final_peak, m.packing.baseline_rss_bytes))).c_str(),
               human_bytes(double(m.packing.baseline_rss_bytes)).c_str(), human_bytes(double(final_peak)).c_str(),
@@ -104,6 +106,7 @@ static nlohmann::ordered_json pack_summary_json(const pack::Manifest& m, const s
   j["output"] = out;
   j["layer_range"] = full["layer_range"];
   j["totals"] = full["totals"];
+  j["format_mix"] = pack::format_mix(m).json();
   j["packing"] = full["packing"];
   // VmHWM at exit (includes writing the manifest), the figure the bound is checked against.
   j["packing"]["final_peak_rss_bytes"] = final_peak;

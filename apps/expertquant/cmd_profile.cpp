@@ -43,7 +43,7 @@ struct ProfileCliOptions {
   profile::ProfileRequest request;
   std::string calib, hidden, router_logits, policy, out, heatmap, target_size, doc_separator, slice;
   std::vector<std::string> merge;
-  double target_bits = 0;
+  double target_bits = 0, max_pack_hours = 0;
   bool thresholds = false;
   int64_t min_tokens = -1;
   int threads = 0;
@@ -64,6 +64,26 @@ void parse_slice(const std::string& text, int64_t& index, int64_t& count) {
   if (slash == std::string::npos || !number(text.substr(0, slash), index) || !number(text.substr(slash + 1), count) ||
       count < 1 || index >= count)
     invalid("--slice: expected I/N with 0 <= I < N (e.g. 0/4), got '" + text + "'");
+}
+
+// "1.52M" weights per second.
+std::string rate_text(double weights_per_second) {
+  char b[32];
+  if (weights_per_second >= 1e6) std::snprintf(b, sizeof b, "%.3gM", weights_per_second / 1e6);
+  else std::snprintf(b, sizeof b, "%.3gK", weights_per_second / 1e3);
+  return b;
+}
+
+// The predicted pack time of the allocation, the limit, and the rates it rests on.
+void print_pack_time(const profile::Profile& p) {
+  const auto& c = p.classification;
+  std::printf("predicted pack time %.1f s on %d thread(s), quantizing only (%s rates of one thread:", 
+              c.predicted_pack_seconds, p.pack_rates.threads, p.pack_rates.device.c_str());
+  for (const auto& [format, rate] : p.pack_rates.per_thread)
+    std::printf(" %s %s", format.c_str(), rate_text(rate).c_str());
+  std::printf(" weights/s)");
+  if (c.max_pack_seconds > 0) std::printf("; limit %.1f s", c.max_pack_seconds);
+  std::printf("\n");
 }
 
 std::string bits_or_dash(double v) {
@@ -109,7 +129,9 @@ void print_summary(const profile::Profile& p) {
   if (!std::isnan(c.predicted_error)) std::printf(", predicted error %.4g", c.predicted_error);
   // The class formats the experts got: the policy's, or their replacements.
   const profile::CandidateFit fit = profile::fit_policy(p.policy, s.hidden, s.intermediate);
-  std::printf("\nformats: critical %s, standard %s, deprioritized %s; pass %.2f s, sensitivity %.2f s\n",
+  std::printf("\nformats chosen: %s\n", describe_format_mix(c.format_mix).c_str());
+  print_pack_time(p);
+  std::printf("class formats: critical %s, standard %s, deprioritized %s; pass %.2f s, sensitivity %.2f s\n",
               fit.policy.class_format[0].c_str(), fit.policy.class_format[1].c_str(),
               fit.policy.class_format[2].c_str(), p.seconds_pass, p.seconds_sensitivity);
   for (const std::string& line : profile::describe_fit(fit, s.layers.size())) std::printf("%s\n", line.c_str());
@@ -128,6 +150,13 @@ nlohmann::ordered_json summary_json(const profile::Profile& p, const std::string
   j["calibration"] = full["calibration"];
   j["timing"] = full["timing"];
   j["classification"] = full["classification"];
+  j["format_mix"] = p.classification.format_mix.json();
+  nlohmann::ordered_json pack_time;
+  pack_time["predicted_seconds"] = p.classification.predicted_pack_seconds;
+  pack_time["max_seconds"] = p.classification.max_pack_seconds > 0 ? nlohmann::ordered_json(p.classification.max_pack_seconds)
+                                                                   : nlohmann::ordered_json(nullptr);
+  pack_time["rates"] = p.pack_rates.json();
+  j["pack_time"] = pack_time;
   std::vector<int64_t> layer_ids;
   for (const auto& l : p.stats.layers) layer_ids.push_back(l.layer);
   j["format_fit"] =
@@ -211,6 +240,10 @@ Command add_profile(CLI::App& app) {
   auto* th = sub->add_flag("--thresholds", o->thresholds,
                            "Classify by the policy's thresholds instead of its default bit budget");
   th->excludes(tb, ts);
+  sub->add_option("--max-pack-hours", o->max_pack_hours,
+                  "Limit the bit budget's predicted pack time on this machine (hours; 0.01 = 36 s)")
+      ->check(number_in(0, 1e6, /*lo_open=*/true))
+      ->excludes(th);
   sub->add_flag("--no-sensitivity", o->no_sensitivity, "Skip the sensitivity measurement (usage statistics only)");
   sub->add_option("--device", o->device,
                   "Where the sensitivity measurement quantizes: cpu (default), cuda (every visible GPU) or cuda:0,1; exit 4 "
@@ -244,7 +277,7 @@ Command add_profile(CLI::App& app) {
             profile::ProfileRunInfo info;
             if (!o->merge.empty()) {
               p = profile::merge_and_classify(
-                  {o->merge, o->policy, o->min_tokens, o->target_bits, target_bytes, o->thresholds});
+                  {o->merge, o->policy, o->min_tokens, o->target_bits, target_bytes, o->thresholds, o->max_pack_hours * 3600.0});
             } else {
               auto& r = o->request;
               if (r.model_path.empty()) invalid("profile: --model is required (or use --merge)");
@@ -261,6 +294,7 @@ Command add_profile(CLI::App& app) {
               r.device = quant::parse_device(o->device);
               r.trellis_search = quant::parse_trellis_search(o->trellis_search);
               r.budget = {o->target_bits, target_bytes};
+              r.budget.max_pack_seconds = o->max_pack_hours * 3600.0;
               r.thresholds = o->thresholds;
               // Phases: "pass" counts tokens, "sensitivity" experts.
               Progress bar("profile", o->verbose);

@@ -22,4 +22,15 @@ std::string human_bytes(double bytes) {
   return buf;
 }
 
+std::string describe_format_mix(const plan::FormatTally& mix) {
+  std::string out;
+  for (const pack::FormatCount& c : mix.counts()) {
+    out += out.empty() ? "" : ", ";
+    out += (c.format.empty() ? std::string("pruned") : c.format) + " " + std::to_string(c.experts) +
+           (c.experts == 1 ? " expert" : " experts");
+    if (!c.format.empty()) out += " " + human_bytes(double(c.bytes));
+  }
+  return out;
+}
+
 }  // namespace eq::app

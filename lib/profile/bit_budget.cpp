@@ -19,27 +19,29 @@ struct Option {
   std::string format;  // "" = pruned
   uint64_t bytes = 0;
   double error = 0;
+  double seconds = 0;  // predicted pack time (0 without a time limit)
+  double cost = 0;     // what the allocation minimizes: error + mu × seconds
 };
 
 struct ExpertState {
   size_t li = 0;
   int64_t e = 0;
   std::vector<Option> formats;  // every option but pruning
-  std::vector<Option> hull;  // lower convex hull, bytes descending, error ascending
+  std::vector<Option> hull;  // lower convex hull, bytes descending, cost ascending
   size_t at = 0;             // current position on the hull
   bool fixed = false;  // under-covered
 };
 
-// Lower convex hull of the options, from the lowest-error one down to the
-// cheapest, keeping only points where saving bytes costs the least error.
+// Lower convex hull of the options, from the lowest-cost one down to the
+// cheapest in bytes, keeping only points where saving bytes costs the least.
 std::vector<Option> lower_hull(std::vector<Option> opts) {
   std::sort(opts.begin(), opts.end(), [](const Option& a, const Option& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.error < b.error;
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.cost < b.cost;
   });
-  // Start from the minimum-error option (fewest bytes among equals).
+  // Start from the minimum-cost option (fewest bytes among equals).
   size_t start = 0;
   for (size_t i = 1; i < opts.size(); ++i)
-    if (opts[i].error <= opts[start].error) start = i;
+    if (opts[i].cost <= opts[start].cost) start = i;
   std::vector<Option> hull{opts[start]};
   size_t cur = start;
   while (true) {
@@ -47,7 +49,7 @@ std::vector<Option> lower_hull(std::vector<Option> opts) {
     double best_slope = 0;
     for (size_t i = cur + 1; i < opts.size(); ++i) {
       if (opts[i].bytes >= opts[cur].bytes) continue;
-      const double slope = (opts[i].error - opts[cur].error) / double(opts[cur].bytes - opts[i].bytes);
+      const double slope = (opts[i].cost - opts[cur].cost) / double(opts[cur].bytes - opts[i].bytes);
       if (best == opts.size() || slope < best_slope || (slope == best_slope && opts[i].bytes < opts[best].bytes)) {
         best = i;
         best_slope = slope;
@@ -61,7 +63,7 @@ std::vector<Option> lower_hull(std::vector<Option> opts) {
 }
 
 struct Move {
-  double slope;  // error added per byte saved
+  double slope;  // cost added per byte saved
   size_t expert;
   size_t from;
   bool operator>(const Move& o) const { return slope != o.slope ? slope > o.slope : expert > o.expert; }
@@ -72,6 +74,8 @@ struct Limits {
   int64_t num_experts = 0, max_pruned = 0, kept_floor = 0;
   uint64_t all_weights = 0, target = 0;  // expert weights; the byte budget
   bool at_least_minimum = false;          // BitBudget::at_least_minimum
+  const PackRates* rates = nullptr;       // BitBudget::rates, when a pack-time limit is set
+  double mu = 0;                          // the price of one second of pack time, in error
 };
 
 // The search: every expert's hull and position, the running byte total and
@@ -91,6 +95,11 @@ Limits budget_limits(const RoutingStats& stats, const Policy& p, const model::Mo
                                     : budget.target_bytes;
   if (l.target == 0) invalid("bit budget: --target-bits or --target-size must be positive");
   l.at_least_minimum = budget.at_least_minimum;
+  if (budget.max_pack_seconds > 0) {
+    if (budget.rates == nullptr || budget.rates->empty())
+      fail(ErrorKind::kInternal, "bit budget: a pack-time limit without quantize rates");
+    l.rates = budget.rates;
+  }
   l.max_pruned = int64_t(std::floor(p.max_pruned_fraction * double(l.num_experts) + 1e-9));
   l.kept_floor = p.kept_floor(stats.top_k);
   return l;
@@ -156,11 +165,16 @@ Search expert_hulls(const RoutingStats& stats, const SensitivityTable& sens, con
         mm.error_weight = prior[li];
         x.fixed = true;
       }
-      for (const auto& f : formats) opts.push_back({f, expert_bytes(c, f), expert_error(mm, &es, sens, f)});
+      for (const auto& f : formats) {
+        const double err = expert_error(mm, &es, sens, f), sec = l.rates ? l.rates->expert_seconds(c, f) : 0.0;
+        opts.push_back({f, expert_bytes(c, f), err, sec, err + l.mu * sec});
+      }
       x.formats = opts;
       if (!m.under_covered && m.share <= p.max_pruned_usage_share && l.max_pruned > 0 &&
-          l.num_experts - 1 >= l.kept_floor)
-        opts.push_back({"", 0, expert_error(m, &es, sens, "")});
+          l.num_experts - 1 >= l.kept_floor) {
+        const double err = expert_error(m, &es, sens, "");
+        opts.push_back({"", 0, err, 0.0, err});
+      }
       x.hull = lower_hull(std::move(opts));
       s.experts.push_back(std::move(x));
     }
@@ -173,7 +187,7 @@ Search expert_hulls(const RoutingStats& stats, const SensitivityTable& sens, con
 void downgrade_to_budget(Search& s, const Limits& l) {
   auto slope_of = [&](const ExpertState& x) {
     const Option &a = x.hull[x.at], &b = x.hull[x.at + 1];
-    return (b.error - a.error) / double(a.bytes - b.bytes);
+    return (b.cost - a.cost) / double(a.bytes - b.bytes);
   };
   std::priority_queue<Move, std::vector<Move>, std::greater<Move>> heap;
   for (size_t i = 0; i < s.experts.size(); ++i)
@@ -220,7 +234,7 @@ void spend_slack(Search& s, const Limits& l) {
         const Option &cur = x.hull[x.at], &up = x.hull[k];
         const uint64_t extra = up.bytes - cur.bytes;
         if (s.total + extra > l.target) continue;
-        const double gain = (cur.error - up.error) / double(std::max<uint64_t>(1, extra));
+        const double gain = (cur.cost - up.cost) / double(std::max<uint64_t>(1, extra));
         if (gain > best_gain) best = i, best_pos = k, best_gain = gain;
       }
     }
@@ -244,9 +258,9 @@ Classification decisions(const Search& s, const Policy& p, const Limits& l, size
     d.format = o.format;
     d.cls = class_of_format(p, o.format);
     char b[200];
-    std::snprintf(b, sizeof b, "budget: %s chosen by marginal error per byte (predicted error %.3g)%s",
-                  o.format.empty() ? "pruning" : o.format.c_str(), o.error,
-                  x.fixed ? "; under-covered: never pruned, error weighted by the layer median" : "");
+    std::snprintf(b, sizeof b, "budget: %s chosen by marginal error per byte%s (predicted error %.3g)%s",
+                  o.format.empty() ? "pruning" : o.format.c_str(), l.mu > 0 ? " within the pack-time limit" : "",
+                  o.error, x.fixed ? "; under-covered: never pruned, error weighted by the layer median" : "");
     d.rule = b;
   }
   return out;
@@ -268,6 +282,49 @@ double predicted_sum(const Search& s) {
   return sum;
 }
 
+double pack_seconds(const Search& s) {
+  double sum = 0;
+  for (const auto& x : s.experts) sum += x.hull[x.at].seconds;
+  return sum;
+}
+
+// The allocation within a pack-time limit: the smallest price of time `mu`
+// whose allocation fits (l.mu is set to it). Its pack time falls as mu grows
+// (every step of the bisection keeps a fitting upper end), and the search
+// starts from a price on the scale of the unpriced allocation's error per
+// second.
+Search allocate_within_time(const RoutingStats& stats, const SensitivityTable& sens, const Policy& p,
+                            const model::ModelConfig& c, Limits& l, double max_seconds) {
+  l.mu = 0;
+  Search s = allocate(stats, sens, p, c, l);
+  const double unpriced = pack_seconds(s);
+  if (unpriced <= max_seconds) return s;
+  const double scale = predicted_sum(s) > 0 ? predicted_sum(s) / unpriced : 1.0 / unpriced;
+  double lo = 0, hi = scale * 1e-6;
+  for (;;) {
+    l.mu = hi;
+    if (pack_seconds(allocate(stats, sens, p, c, l)) <= max_seconds) break;
+    lo = hi;
+    hi *= 8;
+    if (hi > scale * 1e12) {
+      char b[300];
+      std::snprintf(b, sizeof b,
+                    "bit budget: the pack-time limit of %.3g s is below the fastest allocation the byte budget "
+                    "allows (predicted %.3g s on %d thread(s))",
+                    max_seconds, pack_seconds(allocate(stats, sens, p, c, l)), l.rates->threads);
+      invalid(b);
+    }
+  }
+  for (int step = 0; step < 60 && hi > lo * (1 + 1e-9); ++step) {
+    const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 8;
+    l.mu = mid;
+    if (pack_seconds(allocate(stats, sens, p, c, l)) <= max_seconds) hi = mid;
+    else lo = mid;
+  }
+  l.mu = hi;
+  return allocate(stats, sens, p, c, l);
+}
+
 // Whether the pruning guard rails changed the allocation, and by how much: the
 // same budget is allocated without them (under-covered experts stay unpruned
 // and every layer keeps top_k, without which it cannot route) and compared.
@@ -280,7 +337,9 @@ std::vector<std::string> rails_that_bound(const RoutingStats& stats, const Sensi
   open.min_kept_experts = 0;
   // The same bytes as the railed allocation (above the target only when a
   // default budget was below the railed minimum).
-  const Limits ol = budget_limits(stats, open, c, BitBudget{0, std::max(l.target, railed.total), true});
+  Limits ol = budget_limits(stats, open, c, BitBudget{0, std::max(l.target, railed.total), true});
+  ol.rates = l.rates;  // the same price of pack time
+  ol.mu = l.mu;
   const Search free = allocate(stats, sens, open, c, ol);
   // A ratio of the allocator's own objective (under-covered experts weighted
   // by their layer's median), so no second absolute figure beside the summary's.
@@ -320,8 +379,9 @@ Classification allocate_bit_budget(const RoutingStats& stats, const SensitivityT
   // The classes of the chosen formats are those of the policy as the experts
   // can take it.
   const Policy p = fit_policy(policy, c.hidden_size, c.moe_intermediate_size).policy;
-  const Limits l = budget_limits(stats, p, c, budget);
-  const Search s = allocate(stats, sens, p, c, l);
+  Limits l = budget_limits(stats, p, c, budget);
+  const Search s = budget.max_pack_seconds > 0 ? allocate_within_time(stats, sens, p, c, l, budget.max_pack_seconds)
+                                               : allocate(stats, sens, p, c, l);
   Classification out = decisions(s, p, l, stats.layers.size());
   out.budget_notes = rails_that_bound(stats, sens, p, c, l, s);
   if (s.total > l.target)  // only with at_least_minimum

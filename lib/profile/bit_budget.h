@@ -15,12 +15,21 @@
 // budget_notes say which and by how much predicted error. max_critical_fraction
 // bounds threshold classification only: a budget spends its bytes where they
 // lower the predicted error most, critical formats included.
+//
+// A pack-time limit (max_pack_seconds, with the rates of pack_time.h) is a
+// second constraint, priced by a Lagrange multiplier: every option's cost is
+// its error + mu × its predicted pack seconds, the byte budget is allocated on
+// that cost, and mu is the smallest (bisected, 60 steps) whose allocation's
+// predicted pack time fits. mu = 0 when the unpriced allocation already fits,
+// so the limit changes nothing then; the result depends only on the
+// measurements and the rates.
 #pragma once
 
 #include <cstdint>
 
 #include "model/config.h"
 #include "profile/classify.h"
+#include "profile/pack_time.h"
 
 namespace eq::profile {
 
@@ -31,6 +40,11 @@ struct BitBudget {
   // the minimum the guard rails allow, that minimum is allocated (and said in
   // budget_notes) instead of an error.
   bool at_least_minimum = false;
+  // At most this predicted pack time (0 = no limit), predicted with `rates`
+  // (required then). Throws eq::Error when even the fastest allocation the
+  // byte budget allows is predicted slower.
+  double max_pack_seconds = 0;
+  const PackRates* rates = nullptr;
 };
 
 // Throws eq::Error when the budget is below what the guard rails allow or the

@@ -182,12 +182,14 @@ void summarize(Classification& cls, const RoutingStats& stats, const Sensitivity
   const auto metrics = expert_metrics(stats, policy);
   cls.expert_bytes = 0;
   cls.expert_weights = 0;
+  cls.format_mix = {};
   double err = 0;
   bool known = !sens.empty();
   for (size_t li = 0; li < cls.layers.size(); ++li)
     for (size_t e = 0; e < cls.layers[li].size(); ++e) {
       const ExpertDecision& d = cls.layers[li][e];
       cls.expert_bytes += expert_bytes(c, d.format);
+      cls.format_mix.add(d.format, expert_bytes(c, d.format));
       cls.expert_weights += uint64_t(3 * c.hidden_size * c.moe_intermediate_size);
       if (known) err += expert_error(metrics[li][e], &sens.layers[li][e], sens, d.format);
     }

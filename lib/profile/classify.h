@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
 #include "plan/allocation.h"
+#include "plan/format_tally.h"
 #include "profile/policy.h"
 #include "profile/routing_stats.h"
 #include "profile/sensitivity.h"
@@ -40,10 +42,15 @@ struct Classification {
   // Filled for every mode by summarize():
   uint64_t expert_bytes = 0, expert_weights = 0;
   double avg_bits = 0;
+  plan::FormatTally format_mix;  // the formats chosen, with their experts and bytes
   double predicted_error = 0;  // mean over layers of the predicted relative output MSE (NaN without sensitivity)
   // Budget mode only:
   double target_bits = 0;
   uint64_t target_bytes = 0;
+  double max_pack_seconds = 0;  // the pack-time limit (0 = none)
+  // The predicted pack time of this allocation (pack_time.h; NaN until
+  // predicted), filled by reclassify.
+  double predicted_pack_seconds = std::numeric_limits<double>::quiet_NaN();
   // Guard rails that changed the allocation, each with what it cost in
   // predicted error (bit_budget.h); shown by --summary, not stored.
   std::vector<std::string> budget_notes;

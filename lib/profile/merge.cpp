@@ -16,7 +16,7 @@ Profile merge_and_classify(const MergeRequest& r) {
   if (r.min_tokens >= 0) p.policy.min_tokens = r.min_tokens;
   // Classified by the (possibly new) policy: its default budget or thresholds,
   // unless a budget or thresholds are asked for.
-  reclassify(p, r.target_bits, r.target_bytes, r.thresholds);
+  reclassify(p, r.target_bits, r.target_bytes, r.thresholds, r.max_pack_seconds);
   return p;
 }
 

@@ -20,6 +20,7 @@ struct MergeRequest {
   double target_bits = 0;
   uint64_t target_bytes = 0;
   bool thresholds = false;
+  double max_pack_seconds = 0;  // > 0: the bit budget's predicted pack time stays under it (reclassify)
 };
 
 Profile merge_and_classify(const MergeRequest& request);

@@ -7,11 +7,13 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/thread_pool.h"
 #include "io/atomic_file.h"
 #include "model/config.h"
 #include "plan/importance.h"
 #include "plan/profile_inputs.h"
 #include "profile/bit_budget.h"
+#include "profile/candidate_fit.h"
 
 namespace eq::profile {
 
@@ -133,6 +135,7 @@ ordered_json profile_to_json(const Profile& p) {
   if (cls.mode == "budget") {
     c["target_bits"] = cls.target_bits;
     c["target_bytes"] = cls.target_bytes;
+    if (cls.max_pack_seconds > 0) c["max_pack_seconds"] = cls.max_pack_seconds;
   }
   c["achieved_bits"] = cls.avg_bits;
   c["expert_bytes"] = cls.expert_bytes;
@@ -257,13 +260,19 @@ Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std:
   return out;
 }
 
-void reclassify(Profile& p, double target_bits, uint64_t target_bytes, bool thresholds) {
+void reclassify(Profile& p, double target_bits, uint64_t target_bytes, bool thresholds, double max_pack_seconds,
+                quant::Device device) {
   const model::ModelConfig c = p.dims();
   const double default_bits = p.policy.default_target_bits;
+  if (p.pack_rates.empty())
+    p.pack_rates = measure_pack_rates(fit_policy(p.policy, c.hidden_size, c.moe_intermediate_size).policy.candidates,
+                                      c, device, int(default_pool().size()));
   if (target_bits > 0 || target_bytes > 0) {
-    p.classification = allocate_bit_budget(p.stats, p.sensitivity, p.policy, c, BitBudget{target_bits, target_bytes});
+    p.classification = allocate_bit_budget(p.stats, p.sensitivity, p.policy, c,
+                                           BitBudget{target_bits, target_bytes, false, max_pack_seconds, &p.pack_rates});
   } else if (!thresholds && default_bits > 0 && !p.sensitivity.empty()) {
-    p.classification = allocate_bit_budget(p.stats, p.sensitivity, p.policy, c, BitBudget{default_bits, 0, true});
+    p.classification = allocate_bit_budget(p.stats, p.sensitivity, p.policy, c,
+                                           BitBudget{default_bits, 0, true, max_pack_seconds, &p.pack_rates});
     char note[200];
     std::snprintf(note, sizeof note,
                   "budget: the policy's default of %.3g bits per expert weight (--target-bits or --target-size set "
@@ -271,12 +280,15 @@ void reclassify(Profile& p, double target_bits, uint64_t target_bytes, bool thre
                   default_bits);
     p.classification.budget_notes.insert(p.classification.budget_notes.begin(), note);
   } else {
+    if (max_pack_seconds > 0) invalid("--max-pack-hours needs a bit budget (a profile with sensitivity, without --thresholds)");
     p.classification = classify_by_thresholds(p.stats, p.sensitivity, p.policy);
     if (!thresholds && default_bits > 0)
       p.classification.budget_notes.push_back(
           "thresholds: the policy's default budget needs a sensitivity table, which this profile has not");
   }
   summarize(p.classification, p.stats, p.sensitivity, p.policy, c);
+  p.classification.max_pack_seconds = max_pack_seconds;
+  p.classification.predicted_pack_seconds = predicted_pack_seconds(p.classification, c, p.pack_rates);
 }
 
 }  // namespace eq::profile

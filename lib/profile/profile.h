@@ -14,6 +14,7 @@
 #include "model/config.h"
 #include "plan/fingerprint.h"
 #include "profile/classify.h"
+#include "profile/pack_time.h"
 #include "profile/policy.h"
 #include "profile/routing_stats.h"
 #include "profile/sensitivity.h"
@@ -51,6 +52,9 @@ struct Profile {
   // Formats that import every routed expert of the checkpoint bit for bit
   // (profile/lossless_source.h); adopted by the policy when it allows.
   std::vector<std::string> lossless_formats;
+  // Each candidate's quantize rate on this machine, measured by reclassify
+  // when empty (pack_time.h); not stored in profile.json.
+  PackRates pack_rates;
 
   // The dims summarize()/expert_bytes() need, rebuilt from the statistics.
   model::ModelConfig dims() const;
@@ -79,7 +83,12 @@ Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std:
 
 // Classification by the profile's policy: a bit budget when target_bits or
 // target_bytes is set; else the policy's default budget (when it has one, the
-// profile has sensitivity and `thresholds` is false); else thresholds.
-void reclassify(Profile& p, double target_bits, uint64_t target_bytes, bool thresholds = false);
+// profile has sensitivity and `thresholds` is false); else thresholds. A
+// budget predicted to pack in at most `max_pack_seconds` (> 0; bit_budget.h)
+// when a limit is given. p.pack_rates, when empty, are measured first on
+// `device` with the default pool's threads; the classification's predicted
+// pack time comes from them.
+void reclassify(Profile& p, double target_bits, uint64_t target_bytes, bool thresholds = false,
+                double max_pack_seconds = 0, quant::Device device = quant::Device::kCpu);
 
 }  // namespace eq::profile

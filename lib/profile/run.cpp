@@ -318,7 +318,8 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
     info->bytes_hashed_as_read = hashes.bytes_hashed_as_read();
     info->bytes_hashed_after = hashes.bytes_hashed_after();
   }
-  reclassify(p, r.budget.target_bits, r.budget.target_bytes, r.thresholds);
+  reclassify(p, r.budget.target_bits, r.budget.target_bytes, r.thresholds, r.budget.max_pack_seconds,
+             r.device);
   return p;
 }
 

@@ -43,7 +43,9 @@ struct ProfileRequest {
   bool sensitivity = true;
   quant::Device device = quant::Device::kCpu;  // where the sensitivity measurement quantizes (--device)
   quant::TrellisSearch trellis_search = quant::TrellisSearch::kHalf;  // the GPU's trellis search (--trellis-search)
-  BitBudget budget;             // none: the policy's default budget, or thresholds
+  // None: the policy's default budget, or thresholds. Its max_pack_seconds
+  // limits either budget; reclassify measures the rates.
+  BitBudget budget;
   bool thresholds = false;      // classify by thresholds even when the policy has a default budget
   std::string save_trace;       // write the routing trace here (.zst)
   // calib: the order of the forward pass (model/layer_pass.h): layer by

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -118,6 +119,37 @@ TEST(PackCli, ManifestTotalsEqualEntriesAndFilesAndVerifyPasses) {
   auto [rc, text] = run(binary() + " verify " + q(out));
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("OK"), std::string::npos) << text;
+}
+
+// pack's summary says which formats it packed: the JSON's format_mix holds
+// the allocation's counts (per layer 4 int8_row, 8 int2_g32, 16 fp4_g32, 4
+// pruned) and the manifest's bytes, most bytes first; the text names them.
+TEST(PackCli, FormatMixCountsTheAllocation) {
+  if (!fs::exists(tinymoe() / "config.json")) GTEST_SKIP() << "data/tinymoe not bundled yet";
+  const fs::path dir = temp_dir("pack_format_mix");
+  const fs::path alloc = write_allocation(dir, mixed_allocation(4, 32));
+  auto [rc, text] = run(binary() + " pack --model " + q(tinymoe()) + " --allocation " + q(alloc) + " -o " +
+                        q(dir / "packed") + " --json-out " + q(dir / "pack.json"));
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("formats: fp4_g32 64 experts "), std::string::npos) << text;
+  EXPECT_NE(text.find(", pruned 16 experts\n"), std::string::npos) << text;
+  const json m = read_json(dir / "packed" / "manifest.json");
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& l : m["layers"])
+    for (const auto& e : l["experts"])
+      if (e["class"] != "pruned") bytes[e["format"].get<std::string>()] += e["bytes_after"].get<uint64_t>();
+  const json mix = read_json(dir / "pack.json")["format_mix"];
+  ASSERT_EQ(mix.size(), 4u) << mix.dump();
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"fp4_g32", 64}, {"int8_row", 16}, {"int2_g32", 32}};  // by bytes: 64 x 4.5 > 16 x 8 > 32 x 3 bits
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(mix[i]["format"], expected[i].first) << mix.dump();
+    EXPECT_EQ(mix[i]["experts"].get<int64_t>(), expected[i].second) << mix.dump();
+    EXPECT_EQ(mix[i]["bytes"].get<uint64_t>(), bytes[expected[i].first]) << mix.dump();
+  }
+  EXPECT_TRUE(mix[3]["format"].is_null());
+  EXPECT_EQ(mix[3]["experts"].get<int64_t>(), 16);
+  EXPECT_EQ(mix[3]["bytes"].get<uint64_t>(), 0u);
 }
 
 // The LUT trellis code end to end (pack -> verify -> eval against the

@@ -1,0 +1,46 @@
+// The pack time an allocation is predicted to take on this machine: per
+// format, the expert weights it quantizes divided by the format's measured
+// quantize rate (quant/quantize_rate.h) times pack's threads (pack quantizes
+// one expert per thread). Reading, hashing and writing are left out: on every
+// model measured they are a small part of pack next to the slow quantizers.
+// The rates are data, so tests (and a bit budget with a time limit,
+// bit_budget.h) can fix them.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+#include "quant/device.h"
+
+namespace eq::profile {
+
+struct Classification;
+
+struct PackRates {
+  std::string device = "cpu";
+  int threads = 1;  // pack's quantizing threads
+  std::vector<std::pair<std::string, double>> per_thread;  // format -> weights per second of one thread
+
+  bool empty() const { return per_thread.empty(); }
+  // Seconds pack spends quantizing one expert (gate, up, down) in `format`
+  // ("" = pruned: 0). Throws eq::Error (internal) for a format without a rate.
+  double expert_seconds(const model::ModelConfig& c, const std::string& format) const;
+  nlohmann::ordered_json json() const;
+};
+
+// Times each format's quantizer in one thread on probe blocks of the experts'
+// two shapes (quant::measure_quantize_rate; gate and up [I, H], down [H, I]),
+// weighted by a per-column importance as pack weights a profile's routed
+// experts: about 0.04 s a format, the trellis formats a few tenths of a second
+// more. The format's rate is that of a whole expert, 3·I·H weights.
+PackRates measure_pack_rates(const std::vector<std::string>& formats, const model::ModelConfig& c,
+                             quant::Device device, int threads);
+
+// The allocation's predicted pack time: the sum over experts of expert_seconds.
+double predicted_pack_seconds(const Classification& cls, const model::ModelConfig& c, const PackRates& rates);
+
+}  // namespace eq::profile
