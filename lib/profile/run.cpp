@@ -267,6 +267,7 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   so.min_samples = p.policy.min_samples;
   so.proxies = fitted.proxies;
   so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
+  so.sample_rows = p.policy.sample_rows;
   so.device = r.device;
   // The layer-major calib pass measures each MoE layer as soon as its
   // samples are complete, while its weights are held (one read of the layer).
