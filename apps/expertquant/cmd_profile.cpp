@@ -1,5 +1,6 @@
 // expertquant profile: calibration pass -> profile.json (lib/profile), or
 // --merge of profiles of disjoint calibration slices.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -299,7 +300,20 @@ Command add_profile(CLI::App& app) {
               // Phases: "pass" counts tokens, "sensitivity" experts.
               Progress bar("profile", o->verbose);
               std::string phase;
+              PassProgressView pass_view(bar, "pass");
+              // The layer order measures sensitivity after each layer, inside
+              // the pass: shown as the pass's step, timed between pass updates.
+              double sensitivity_seconds = 0;
+              auto last_event = std::chrono::steady_clock::now();
               r.progress = [&](const std::string& name, int64_t d, int64_t t) {
+                if (name == "sensitivity") {
+                  const auto now = std::chrono::steady_clock::now();
+                  sensitivity_seconds += std::chrono::duration<double>(now - last_event).count();
+                  last_event = now;
+                  if (pass_view.show_step(
+                          side_work_step(name, ProgressUnit::kExperts, uint64_t(d), uint64_t(t), sensitivity_seconds)))
+                    return;
+                }
                 if (name != phase) bar.phase(phase = name, name == "pass" ? ProgressUnit::kTokens : ProgressUnit::kExperts);
                 bar.update(uint64_t(d), uint64_t(t));
               };
@@ -308,7 +322,10 @@ Command add_profile(CLI::App& app) {
               // Spilled hidden states go beside the output.
               r.spill_dir = std::filesystem::path(o->out).parent_path().string();
               if (r.spill_dir.empty()) r.spill_dir = ".";
-              r.pass_progress = PassProgressView(bar, "pass");
+              r.pass_progress = [&](const model::PassProgress& pp) {
+                last_event = std::chrono::steady_clock::now();
+                pass_view(pp);
+              };
               p = profile::run_profile(r, &info);
               bar.finish();
             }

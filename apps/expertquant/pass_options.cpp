@@ -50,12 +50,26 @@ void PassProgressView::operator()(const model::PassProgress& p) {
     start_ = std::chrono::steady_clock::now();
     started_ = true;
   }
+  last_ = p;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const std::string step = pass_progress_step(p, seconds);
-  if (by_layer)
+  draw(p, pass_progress_step(p, seconds));
+}
+
+bool PassProgressView::show_step(const std::string& step) {
+  if (started_) draw(last_, step);
+  return started_;
+}
+
+void PassProgressView::draw(const model::PassProgress& p, const std::string& step) {
+  if (p.order == model::PassOrder::kLayer)
     bar_.update(uint64_t(p.layers_done), uint64_t(p.layers), step);
   else
     bar_.update(uint64_t(p.tokens_done), uint64_t(p.tokens), step);
+}
+
+std::string side_work_step(const std::string& name, ProgressUnit unit, uint64_t done, uint64_t total,
+                           double seconds) {
+  return progress_line({.title = name, .unit = unit, .done = done, .total = total, .seconds = seconds}, "");
 }
 
 }  // namespace eq::app

@@ -28,17 +28,27 @@ void add_pass_options(CLI::App* sub, PassCliOptions& o);
 // per second through the whole model), in the window order the rates alone.
 std::string pass_progress_step(const model::PassProgress& p, double seconds);
 
+// The step text of work counted apart from the pass, `seconds` of it so far:
+// "sensitivity [######..................]  29.0%  37/128 experts  2.1 experts/s  ETA 43s".
+std::string side_work_step(const std::string& name, ProgressUnit unit, uint64_t done, uint64_t total, double seconds);
+
 // Draws a pass on `bar` as phase `name`: the layer order counts layers, the
 // window order tokens; the step is pass_progress_step.
 class PassProgressView {
  public:
   PassProgressView(Progress& bar, std::string name) : bar_(bar), name_(std::move(name)) {}
   void operator()(const model::PassProgress& p);
+  // Work the pass does between its own updates (profile's sensitivity after
+  // each layer): the pass's last counts redrawn with `step` as the step.
+  // False (nothing drawn) before the pass started.
+  bool show_step(const std::string& step);
 
  private:
+  void draw(const model::PassProgress& p, const std::string& step);
   Progress& bar_;
   std::string name_;
   bool started_ = false;
+  model::PassProgress last_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -83,12 +83,14 @@ Policy parse_policy(const json& j, const std::string& label) try {
     }
   }
   if (const auto s = root.find("sensitivity")) {
-    s->allow_only({"max_samples", "min_samples", "seed", "max_sample_bytes", "proxies", "proxy_calibration_experts"});
+    s->allow_only({"max_samples", "min_samples", "seed", "max_sample_bytes", "proxies", "proxy_calibration_experts",
+                   "sample_rows"});
     p.max_samples = s->integer_or("max_samples", p.max_samples, 0);
     p.min_samples = s->integer_or("min_samples", p.min_samples, 1);
     p.seed = uint64_t(s->integer_or("seed", int64_t(p.seed), 0));
     p.max_sample_bytes = uint64_t(s->integer_or("max_sample_bytes", int64_t(p.max_sample_bytes), 1));
     p.proxy_calibration_experts = s->integer_or("proxy_calibration_experts", p.proxy_calibration_experts, 0);
+    p.sample_rows = s->integer_or("sample_rows", p.sample_rows, 0);
     if (const auto proxies = s->find("proxies")) {
       if (!proxies->value().is_object()) proxies->invalid("must be an object {format: measured format}");
       for (auto it = proxies->value().begin(); it != proxies->value().end(); ++it) {
@@ -174,7 +176,8 @@ Policy default_policy() {
     "seed": 1,
     "max_sample_bytes": 1073741824,
     "proxies": {"trellis2": "int2_g64", "trellis3": "int3_g64", "trellis4": "int4_g64"},
-    "proxy_calibration_experts": 12
+    "proxy_calibration_experts": 12,
+    "sample_rows": 64
   },
   "default_target_bits": 4.5,
   "thresholds": {
@@ -222,7 +225,7 @@ ordered_json Policy::to_json() const {
   for (const auto& [from, to] : proxies) prox[from] = to;
   j["sensitivity"] = {{"max_samples", max_samples}, {"min_samples", min_samples}, {"seed", seed},
                       {"max_sample_bytes", max_sample_bytes}, {"proxies", prox},
-                      {"proxy_calibration_experts", proxy_calibration_experts}};
+                      {"proxy_calibration_experts", proxy_calibration_experts}, {"sample_rows", sample_rows}};
   j["default_target_bits"] = default_target_bits > 0 ? ordered_json(default_target_bits) : ordered_json(nullptr);
   j["thresholds"] = {
       {"critical", {{"min_usage_ratio", critical_min_usage_ratio}, {"min_reap_percentile", critical_min_reap_percentile},

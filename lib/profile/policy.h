@@ -52,6 +52,10 @@ struct Policy {
   // Experts of the whole model (spread over layers) on which each proxied format is also measured itself,
   // to fit the ratio (profile/proxy_fit.h); 0 = no fit, the proxy's value is copied.
   int64_t proxy_calibration_experts = 12;
+  // Rows of each expert matrix quantized to measure a format (the estimate of
+  // profile/row_sampled_error.h); 0 = the exact measurement, every row and the
+  // expert's whole quantized output.
+  int64_t sample_rows = 64;
 
   // Thresholds (usage ratio = share of routed slots × num_experts; 1 = uniform).
   double critical_min_usage_ratio = 3.0;      // critical when usage ratio >= this, or

@@ -267,8 +267,10 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   so.min_samples = p.policy.min_samples;
   so.proxies = fitted.proxies;
   so.proxy_calibration_experts = p.policy.proxy_calibration_experts;
+  so.sample_rows = p.policy.sample_rows;
   so.device = r.device;
   quant::set_trellis_search(r.trellis_search);
+  if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
   // The layer-major calib pass measures each MoE layer as soon as its
   // samples are complete, while its weights are held (one read of the layer).
   std::unique_ptr<SensitivityMeter> meter;
@@ -309,7 +311,6 @@ Profile run_profile(const ProfileRequest& r, ProfileRunInfo* info) {
   p.stats = std::move(collector.stats());
 
   if (with_inputs && r.sensitivity && !meter) {
-    if (r.progress) so.progress = [&](int64_t d, int64_t t) { r.progress("sensitivity", d, t); };
     p.sensitivity = measure_sensitivity(c, model->weights(), p.stats, collector.sampler(), fitted.candidates, so);
     p.seconds_sensitivity = p.sensitivity.seconds;
   }

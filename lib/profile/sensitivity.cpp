@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <optional>
 
 #include <Eigen/Core>
 
@@ -14,24 +15,12 @@
 #include "model/weights.h"
 #include "profile/expert_output.h"
 #include "profile/lossless_source.h"
+#include "profile/row_sampled_error.h"
 #include "quant/gpus.h"
 #include "quant/format.h"
 
 namespace eq::profile {
 namespace {
-
-std::vector<float> round_trip(const std::string& format, const float* w, int64_t rows, int64_t cols,
-                              const std::vector<float>& importance, const std::string& name, quant::Device device) {
-  const quant::FormatTraits& f = quant::format_by_name(format);
-  quant::QuantizeOptions o;
-  o.importance = importance.empty() ? nullptr : importance.data();
-  o.tensor_name = name;
-  o.device = device;
-  const quant::QuantizedMatrix q = f.quantize(w, rows, cols, o);
-  std::vector<float> out(rows * cols);
-  f.dequantize(q.view(), out.data());
-  return out;
-}
 
 std::vector<float> to_float(const std::vector<double>& v) {
   double total = 0;
@@ -68,9 +57,11 @@ double expert_rel_mse(const model::ModelConfig& c, const model::MlpWeights& w, c
                       const std::vector<float>& importance_mid, const std::string& prefix, quant::Device device) {
   const int64_t H = c.hidden_size, I = w.intermediate;
   const RowMatrix y = expert_output(w, x, rows, H).y;
-  const auto qg = round_trip(format, w.gate->data.data(), I, H, importance_in, prefix + "gate_proj", device);
-  const auto qu = round_trip(format, w.up->data.data(), I, H, importance_in, prefix + "up_proj", device);
-  const auto qd = round_trip(format, w.down->data.data(), H, I, importance_mid, prefix + "down_proj", device);
+  const auto qg =
+      quantized_round_trip(format, w.gate->data.data(), I, H, importance_in, prefix + "gate_proj", device);
+  const auto qu = quantized_round_trip(format, w.up->data.data(), I, H, importance_in, prefix + "up_proj", device);
+  const auto qd =
+      quantized_round_trip(format, w.down->data.data(), H, I, importance_mid, prefix + "down_proj", device);
   // Biases are stored unquantized: only the matrices change.
   const RowMatrix yq = expert_output(w, qg.data(), qu.data(), qd.data(), x, rows, H).y;
   double num = 0, den = 0;
@@ -172,6 +163,10 @@ void SensitivityMeter::measure_layer(int64_t li) {
     const ExpertStats& es = ls.experts[e];
     const auto imp_in = to_float(es.energy_in), imp_mid = to_float(es.energy_mid);
     const std::string prefix = "model.layers." + std::to_string(ls.layer) + ".mlp.experts." + std::to_string(e) + ".";
+    // The fast estimate's unquantized forward, shared by every format.
+    std::optional<RowSampledExpert> sampled;
+    if (options_.sample_rows > 0)
+      sampled.emplace(w, c_.hidden_size, sample->x.data(), sample->gate.data(), sample->rows, options_.sample_rows);
     for (size_t f = 0; f < formats.size(); ++f) {
       if (!pick(f)) continue;
       // Pack stores this expert's source bits unchanged: no error at all.
@@ -180,8 +175,9 @@ void SensitivityMeter::measure_layer(int64_t li) {
         continue;
       }
       const auto f0 = std::chrono::steady_clock::now();
-      s.rel_mse[f] = expert_rel_mse(c_, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f], imp_in,
-                                    imp_mid, prefix, options_.device);
+      s.rel_mse[f] = sampled ? sampled->rel_mse(formats[f], imp_in, imp_mid, prefix, options_.device)
+                             : expert_rel_mse(c_, w, sample->x.data(), sample->gate.data(), sample->rows, formats[f],
+                                              imp_in, imp_mid, prefix, options_.device);
       seconds[f] += std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count();
     }
   };

@@ -8,6 +8,9 @@
 // calibration tokens forced through the expert (g = 1): source "forced".
 // rel_mse × the expert's gated output energy is its additive contribution to
 // the block's output error — what the bit-budget allocator minimizes.
+// By default the error is estimated from a few rows of each matrix
+// (profile/row_sampled_error.h); SensitivityOptions::sample_rows = 0 measures
+// it exactly as above.
 // A proxied format is measured on a few experts spread over the layers and predicted from
 // its proxy on the others (profile/proxy_fit.h).
 #pragma once
@@ -60,6 +63,11 @@ struct SensitivityOptions {
   // by a ratio fitted on this many experts (of the model) measured in both.
   std::vector<std::pair<std::string, std::string>> proxies;
   int64_t proxy_calibration_experts = 12;
+  // Rows of each expert matrix quantized to measure a format: the fast
+  // estimate of profile/row_sampled_error.h. 0 = every row and the expert's
+  // quantized output computed in full (expert_rel_mse below, the exact
+  // measurement).
+  int64_t sample_rows = 64;
   // (experts done, total experts)
   std::function<void(int64_t, int64_t)> progress;
   // Where the quantizers run (profile --device; quant/device.h).

@@ -52,6 +52,7 @@ TEST(Policy, ErrorsNameTheField) {
                       "sensitivity.proxy_calibration_experts");
   expect_error_naming("{" + base + R"(, "sensitivity": {"proxy_calibration_experts": 2.5}})",
                       "sensitivity.proxy_calibration_experts");
+  expect_error_naming("{" + base + R"(, "sensitivity": {"sample_rows": -1}})", "sensitivity.sample_rows");
 }
 
 TEST(Policy, DefaultTargetBitsIsNullOrABudget) {
