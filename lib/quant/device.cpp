@@ -36,6 +36,8 @@ Device parse_device(std::string_view name) {
   invalid("--device '" + std::string(name) + "' is not a device (cpu, cuda, cuda:0,1)");
 }
 
+std::string_view device_name(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
+
 TrellisSearch parse_trellis_search(std::string_view name) {
   if (name == "exact") return TrellisSearch::kExact;
   if (name == "half") return TrellisSearch::kHalf;

@@ -13,6 +13,8 @@ enum class Device : unsigned char { kCpu, kCuda };
 
 // "cpu" | "cuda"; throws eq::Error (invalid input, exit 2) otherwise.
 Device parse_device(std::string_view name);
+// "cpu" | "cuda" (what the pack-time prediction records its rates for).
+std::string_view device_name(Device d);
 
 // Throws eq::Error (unsupported, exit 4) with one line saying why when `d`
 // cannot run here: a build without EQ_CUDA, or no usable CUDA GPU. Callers
