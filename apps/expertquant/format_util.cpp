@@ -24,7 +24,7 @@ std::string human_bytes(double bytes) {
 
 std::string describe_format_mix(const plan::FormatTally& mix) {
   std::string out;
-  for (const pack::FormatCount& c : mix.counts()) {
+  for (const plan::FormatCount& c : mix.counts()) {
     out += out.empty() ? "" : ", ";
     out += (c.format.empty() ? std::string("pruned") : c.format) + " " + std::to_string(c.experts) +
            (c.experts == 1 ? " expert" : " experts");
