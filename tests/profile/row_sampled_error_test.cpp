@@ -116,7 +116,9 @@ TEST(RowSampledError, SampledRowsTrackTheExactMeasurement) {
     }
     for (size_t i = 0; i < formats.size(); ++i)
       for (size_t j = 0; j < formats.size(); ++j)
-        if (x[i] > x[j]) EXPECT_GT(s[i], s[j]) << formats[i] << " vs " << formats[j] << " seed " << seed;
+        if (x[i] > x[j]) {
+          EXPECT_GT(s[i], s[j]) << formats[i] << " vs " << formats[j] << " seed " << seed;
+        }
   }
 }
 
