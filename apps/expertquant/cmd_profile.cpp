@@ -303,10 +303,11 @@ Command add_profile(CLI::App& app) {
               PassProgressView pass_view(bar, "pass");
               // The layer order measures sensitivity after each layer, inside
               // the pass: shown as the pass's step, timed between pass updates.
+              // The window order measures it after the pass: a phase of its own.
               double sensitivity_seconds = 0;
               auto last_event = std::chrono::steady_clock::now();
               r.progress = [&](const std::string& name, int64_t d, int64_t t) {
-                if (name == "sensitivity") {
+                if (name == "sensitivity" && r.pass_order == model::PassOrder::kLayer) {
                   const auto now = std::chrono::steady_clock::now();
                   sensitivity_seconds += std::chrono::duration<double>(now - last_event).count();
                   last_event = now;
