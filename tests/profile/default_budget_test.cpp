@@ -21,18 +21,7 @@ namespace {
 // A tiny random model (2 layers x 8 experts of 64 x 64), profiled once with
 // the default policy on 256 calibration tokens.
 const Profile& tiny_profile() {
-  static const Profile p = [] {
-    test::RandomMoeSpec spec;
-    spec.hidden = 64;
-    spec.intermediate = 64;
-    spec.experts = 8;
-    spec.layers = 2;
-    const auto model = test::write_random_moe(test::temp_dir("default_budget") / "model", spec);
-    ProfileRequest r = test::small_profile_request(model);
-    r.policy = default_policy();
-    r.policy.proxy_calibration_experts = 0;  // the default budget is under test, not the proxy fit
-    return run_profile(r);
-  }();
+  static const Profile p = test::default_policy_profile("default_budget", 8);
   return p;
 }
 

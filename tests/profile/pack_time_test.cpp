@@ -25,18 +25,7 @@ namespace {
 
 // 2 layers x 16 experts of 64 x 64, the default policy, 256 calibration tokens.
 const Profile& tiny_profile() {
-  static const Profile p = [] {
-    test::RandomMoeSpec spec;
-    spec.hidden = 64;
-    spec.intermediate = 64;
-    spec.experts = 16;
-    spec.layers = 2;
-    const auto model = test::write_random_moe(test::temp_dir("pack_time") / "model", spec);
-    ProfileRequest r = test::small_profile_request(model);
-    r.policy = default_policy();
-    r.policy.proxy_calibration_experts = 0;  // the allocation is under test, not the proxy fit
-    return run_profile(r);
-  }();
+  static const Profile p = test::default_policy_profile("pack_time", 16);
   return p;
 }
 
