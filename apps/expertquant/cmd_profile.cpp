@@ -307,7 +307,7 @@ Command add_profile(CLI::App& app) {
               double sensitivity_seconds = 0;
               auto last_event = std::chrono::steady_clock::now();
               r.progress = [&](const std::string& name, int64_t d, int64_t t) {
-                if (name == "sensitivity" && r.pass_order == model::PassOrder::kLayer) {
+                if (name == "sensitivity") {
                   const auto now = std::chrono::steady_clock::now();
                   sensitivity_seconds += std::chrono::duration<double>(now - last_event).count();
                   last_event = now;

@@ -56,8 +56,11 @@ void PassProgressView::operator()(const model::PassProgress& p) {
 }
 
 bool PassProgressView::show_step(const std::string& step) {
-  if (started_) draw(last_, step);
-  return started_;
+  // Only a layer-major pass does side work inside it; after a window pass the
+  // side work is a phase of its own.
+  if (!started_ || last_.order != model::PassOrder::kLayer) return false;
+  draw(last_, step);
+  return true;
 }
 
 void PassProgressView::draw(const model::PassProgress& p, const std::string& step) {

@@ -40,7 +40,7 @@ class PassProgressView {
   void operator()(const model::PassProgress& p);
   // Work the pass does between its own updates (profile's sensitivity after
   // each layer): the pass's last counts redrawn with `step` as the step.
-  // False (nothing drawn) before the pass started.
+  // False (nothing drawn) before the pass started or when it is not layer-major.
   bool show_step(const std::string& step);
 
  private:
