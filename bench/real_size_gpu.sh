@@ -36,9 +36,9 @@ PY
 for step in "$@"; do
   case $step in
     profile) timed profile "$build/expertquant" profile --model "$W/model" --calib "$CALIB" --max-tokens "$TOKENS" \
-               --device "$DEVICE" -o "$W/profile-$tag.json" --summary ;;
+               --device "$DEVICE" -o "$W/profile-$tag.json" --summary --force ;;
     pack) timed pack "$build/expertquant" pack --model "$W/model" --profile "$W/profile-$tag.json" \
-            -o "$W/packed-$tag" --device "$DEVICE" ;;
+            -o "$W/packed-$tag" --device "$DEVICE" --force ;;
     *) echo "real_size_gpu: unknown step $step" >&2; exit 2 ;;
   esac
 done

@@ -195,16 +195,15 @@ void SensitivityMeter::measure_layer(int64_t li) {
     ++done_;
     if (options_.progress) options_.progress(done_, total);
   };
-  // On one GPU: one expert at a time from this thread (the quantizers' CPU
-  // parts spread over the pool). On several: a worker per pool thread, worker
-  // w on GPU w mod gpus taking experts w, w + workers, ... (each value is
-  // computed from its expert alone, so the table is the same for any split).
+  // On GPUs: a worker per pool thread, worker w on GPU w mod gpus taking
+  // experts w, w + workers, ... (each value is computed from its expert alone,
+  // so the table is the same for any split). One GPU is no exception: a
+  // row-sampled expert is too little work to fill it, and one expert at a
+  // time from one thread left it idle between launches (4 Qwen3-30B-A3B-shaped
+  // layers: 160 s on one GPU against 22 s on two; docs/benchmarks.md,
+  // "Real-size runs").
   const size_t gpus = options_.device == quant::Device::kCpu ? 0 : quant::device_count(options_.device);
   const auto on_gpus = [&](const std::function<void(size_t)>& expert) {
-    if (gpus == 1) {
-      for (size_t e = 0; e < size_t(E); ++e) expert(e);
-      return;
-    }
     const size_t workers = std::max<size_t>(gpus, size_t(default_pool().size()));
     default_pool().run(workers, [&](size_t w) {
       quant::bind_device(options_.device, w);
