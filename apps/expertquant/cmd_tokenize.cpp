@@ -1,6 +1,7 @@
 // expertquant tokenize: text to token ids, or ids back to text, with a model's
 // tokenizer (--model) or a tokenizer.json (--tokenizer) (lib/tokenizer).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "io/text_file.h"
 #include "io/tokens.h"
+#include "pack/folder_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace eq::app {
@@ -22,7 +24,10 @@ struct TokenizeCliOptions {
 };
 
 std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const TokenizeCliOptions& o) {
-  if (!o.model.empty()) return tokenizer::load_tokenizer(o.model, tokenizer::read_model_vocab_size(o.model));
+  if (!o.model.empty()) return pack::load_folder_tokenizer(o.model, tokenizer::read_model_vocab_size(o.model));
+  // A tokenizer file inside a packed folder is one of its sealed side files.
+  const std::filesystem::path folder = std::filesystem::path(o.tokenizer_file).parent_path();
+  pack::check_packed_side_files(folder.empty() ? "." : folder.string());
   return tokenizer::load_tokenizer_file_beside_config(o.tokenizer_file);
 }
 

@@ -6,6 +6,7 @@
 #include "io/safetensors.h"
 #include "io/tokens.h"
 #include "model/forward.h"
+#include "pack/folder_tokenizer.h"
 #include "tokenizer/text_documents.h"
 
 namespace eq::eval {
@@ -21,7 +22,7 @@ PerplexityRun run_perplexity(const PerplexityRequest& q) {
   PerplexityRun run;
   run.input = q.text.empty() ? q.tokens : q.text;
   if (!q.text.empty()) {
-    const auto tok = tokenizer::load_tokenizer(model->checkpoint().folder(), c.vocab_size);
+    const auto tok = pack::load_folder_tokenizer(model->checkpoint().folder(), c.vocab_size);
     input.sequences = tokenizer::read_text_documents(q.text, *tok, {q.doc_separator, q.max_tokens}).documents;
   } else {
     const auto format = io::parse_token_file_format(q.tokens_format);

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "io/prompt_text.h"
 #include "io/tokens.h"
+#include "pack/folder_tokenizer.h"
 #include "tokenizer/text_documents.h"
 
 namespace eq::eval {
@@ -34,7 +35,7 @@ std::vector<LabeledTokens> read_text_inputs(const TextInputs& in, const std::str
   if (!in.doc_separator.empty() && in.texts.empty())
     invalid("--doc-separator: applies to --text (the sequences of --tokens are its documents)");
   std::unique_ptr<tokenizer::Tokenizer> tok;
-  if (!in.texts.empty()) tok = tokenizer::load_tokenizer(model_folder, vocab_size);
+  if (!in.texts.empty()) tok = pack::load_folder_tokenizer(model_folder, vocab_size);
   const tokenizer::TextDocumentOptions to{io::unescape_prompt(in.doc_separator), in.max_tokens};
   for (const std::string& p : in.texts) {
     LabeledTokens t{domain_label(p), {}, {}};

@@ -5,6 +5,7 @@
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "io/tokens.h"
+#include "pack/folder_tokenizer.h"
 
 namespace eq::exec {
 
@@ -27,8 +28,8 @@ Generation prepare_generation(const GenerationRequest& q) {
   // The packed folder holds the tokenizer files pack copied from the source.
   // Token ids in, and no tokenizer: ids out, as text cannot be made.
   const std::string folder = !q.packed.empty() ? q.packed : g.reference->checkpoint().folder();
-  if (q.tokens_file.empty() || tokenizer::has_tokenizer(folder, c.vocab_size))
-    g.tokenizer = tokenizer::load_tokenizer(folder, c.vocab_size);
+  if (q.tokens_file.empty() || pack::folder_has_tokenizer(folder, c.vocab_size))
+    g.tokenizer = pack::load_folder_tokenizer(folder, c.vocab_size);
   if (!q.tokens_file.empty()) {
     io::TokenSequences s = io::read_token_file(q.tokens_file);
     io::check_token_range(s, c.vocab_size, q.tokens_file);

@@ -273,8 +273,9 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
             "); combine the parts with `expertquant merge` first");
 
   // The forward pass over the folder's own tensors and config.json.
-  if (options.verify)
-    if (const auto problems = pack::check_files(m, folder); !problems.empty()) invalid(problems.front());
+  // Always, --no-verify too: config.json and the side files are small, and
+  // an edited one runs or encodes as another model.
+  if (const auto problems = pack::check_files(m, folder); !problems.empty()) invalid(problems.front());
   model::ModelCheckpoint packed = model::open_checkpoint(folder, config);
   const model::ModelConfig& c = packed.config;
   std::unique_ptr<model::Model> source;

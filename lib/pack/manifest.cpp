@@ -47,14 +47,28 @@ std::span<const char* const> side_file_names() {
 }
 
 namespace {
-std::optional<std::string> read_whole(const std::string& path) {
+struct FileDigest {
+  uint64_t bytes = 0, xxh64 = 0;
+};
+// Size and XXH64 of a regular file, read in blocks (a side file of any size
+// costs one block of memory); nullopt when there is no regular file.
+std::optional<FileDigest> digest_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorKind::kIo, path + ": cannot open");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Xxhash64 h;
+  FileDigest d;
+  std::vector<char> block(1 << 20);
+  while (in) {
+    in.read(block.data(), std::streamsize(block.size()));
+    const auto n = size_t(in.gcount());
+    h.update(block.data(), n);
+    d.bytes += n;
+  }
   if (in.bad()) fail(ErrorKind::kIo, path + ": cannot read");
-  return text;
+  d.xxh64 = h.digest();
+  return d;
 }
 }  // namespace
 
@@ -62,26 +76,31 @@ std::vector<ManifestFile> describe_files(const std::string& folder) {
   std::vector<ManifestFile> out;
   std::vector<const char*> names = {"config.json"};
   for (const char* name : side_file_names()) names.push_back(name);
-  for (const char* name : names) {
-    const auto text = read_whole(folder + "/" + name);
-    if (!text) continue;
-    out.push_back({name, text->size(), xxhash64(*text)});
-  }
+  for (const char* name : names)
+    if (const auto d = digest_file(folder + "/" + name)) out.push_back({name, d->bytes, d->xxh64});
   return out;
 }
 
 std::vector<std::string> check_files(const Manifest& m, const std::string& folder) {
   std::vector<std::string> problems;
+  // A side file the manifest does not list was added after packing (a
+  // tokenizer.json dropped in changes how the pack encodes): never used.
+  for (const char* name : side_file_names()) {
+    const bool listed = std::any_of(m.files.begin(), m.files.end(), [&](const ManifestFile& f) { return f.file == name; });
+    std::error_code ec;
+    if (!listed && std::filesystem::exists(folder + "/" + name, ec))
+      problems.push_back(folder + "/" + name + ": not listed in manifest.json files (added after packing; remove it "
+                         "or re-pack)");
+  }
   for (const ManifestFile& f : m.files) {
     const std::string path = folder + "/" + f.file;
-    const auto text = read_whole(path);
-    if (!text) {
+    const auto d = digest_file(path);
+    if (!d) {
       problems.push_back(path + ": missing (listed in manifest.json files)");
       continue;
     }
-    const uint64_t h = xxhash64(*text);
-    if (text->size() != f.bytes || h != f.xxh64)
-      problems.push_back(path + ": " + std::to_string(text->size()) + " bytes, checksum " + hash_hex(h) +
+    if (d->bytes != f.bytes || d->xxh64 != f.xxh64)
+      problems.push_back(path + ": " + std::to_string(d->bytes) + " bytes, checksum " + hash_hex(d->xxh64) +
                          "; manifest.json says " + std::to_string(f.bytes) + " bytes, " + hash_hex(f.xxh64) +
                          " (edited or corrupt)");
   }

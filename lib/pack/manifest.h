@@ -163,8 +163,9 @@ std::span<const char* const> side_file_names();
 // config.json and the side files the packer copies (generation_config.json,
 // tokenizer files) present in `folder`, sized and hashed: Manifest::files.
 std::vector<ManifestFile> describe_files(const std::string& folder);
-// The first difference between `m.files` and the folder ("config.json: missing",
-// "config.json: checksum ... differs from manifest.json ..."); empty when none.
+// Every difference between `m.files` and the folder: a listed file missing or
+// with another size or checksum, and a side file present but not listed; one
+// line each naming the file; empty when none.
 std::vector<std::string> check_files(const Manifest& m, const std::string& folder);
 
 // Recomputes per-layer and total counts from the entries.

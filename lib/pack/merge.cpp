@@ -134,6 +134,9 @@ Manifest run_merge(const MergeRequest& rq) {
   }
   compute_counts(m);
   const std::string gdir = rq.inputs[size_t(globals_part)];
+  // Only the side files the part's manifest lists, as it lists them.
+  if (const auto problems = check_files(parts[size_t(globals_part)], gdir); !problems.empty())
+    invalid("merge: " + problems.front());
   copy_side_files(gdir, partial);
   {
     // The part's config.json already carries the quantization section.

@@ -204,6 +204,59 @@ TEST(Integrity, EvalRefusesAModelWithOtherWeights) {
   EXPECT_NE(text.find(packed().string() + "/manifest.json records"), std::string::npos) << text;
 }
 
+// Finding: the side files of a pack were not sealed. A tokenizer file dropped
+// into a finished pack (tinymoe has none: the pack lists none) is refused by
+// every command that would encode with it, and by verify, naming the file.
+TEST(Integrity, UnlistedSideFileOfAPackIsRefused) {
+  const fs::path p = copy_of(packed(), "integrity_side_unlisted");
+  std::ofstream(p / "tokenizer_config.json") << "{\"add_bos_token\": true}";
+  const std::string named = (p / "tokenizer_config.json").string() + ": not listed in manifest.json files";
+  const fs::path text = temp_dir("integrity_side_unlisted_text") / "t.txt";
+  std::ofstream(text) << "hello";
+  for (const std::string& cmd :
+       {"tokenize --model " + q(p) + " --text " + q(text), "generate --packed " + q(p) + " --prompt hi -n 1",
+        "eval --packed " + q(p) + " --text " + q(text) + " --no-quality --no-collapse --no-latency"}) {
+    auto [rc, out] = run(binary() + " " + cmd);
+    EXPECT_EQ(rc, 2) << cmd << "\n" << out;
+    EXPECT_NE(out.find(named), std::string::npos) << cmd << "\n" << out;
+  }
+  auto [rc, out] = run(binary() + " verify " + q(p));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find(named), std::string::npos) << out;
+  fs::remove(p / "tokenizer_config.json");
+  auto [rc_ok, out_ok] = run(binary() + " tokenize --model " + q(p) + " --text " + q(text));
+  EXPECT_EQ(rc_ok, 0) << out_ok;
+  EXPECT_EQ(out_ok, "104 101 108 108 111\n");
+}
+
+// A listed side file edited after packing: refused by the encoders (the
+// packed-model loader with --no-verify too), by merge before copying it, and
+// reported by verify. tokenizer.json is listed here through a re-sealed
+// manifest (its recorded hash is not the file's).
+TEST(Integrity, EditedSideFileOfAPackIsRefused) {
+  const fs::path p = copy_of(packed(), "integrity_side_edited");
+  {
+    std::ofstream(p / "generation_config.json", std::ios::app) << " ";
+    const std::string named = (p / "generation_config.json").string() + ": ";
+    for (const std::string& cmd : {"generate --packed " + q(p) + " --prompt hi -n 1 --no-verify",
+                                   "verify " + q(p)}) {
+      auto [rc, out] = run(binary() + " " + cmd);
+      EXPECT_EQ(rc, cmd.starts_with("verify") ? 1 : 2) << cmd << "\n" << out;
+      EXPECT_NE(out.find(named), std::string::npos) << cmd << "\n" << out;
+      EXPECT_NE(out.find("(edited or corrupt)"), std::string::npos) << cmd << "\n" << out;
+    }
+  }
+  const fs::path t = copy_of(packed(), "integrity_side_tokenizer");
+  json m = read_json(t / "manifest.json");
+  m["files"].push_back({{"file", "tokenizer.json"}, {"bytes", 2}, {"xxh64", hash_hex(xxhash64(std::string("{}")))}});
+  write_sealed(t / "manifest.json", m);
+  std::ofstream(t / "tokenizer.json") << "{ }";
+  auto [rc, out] = run(binary() + " tokenize --tokenizer " + q(t / "tokenizer.json") + " --text " + q(t / "config.json"));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find((t / "tokenizer.json").string() + ": 3 bytes"), std::string::npos) << out;
+  EXPECT_NE(out.find("manifest.json says 2 bytes"), std::string::npos) << out;
+}
+
 // Parts packed from two checkpoints that differ only in weights are not merged.
 TEST(Integrity, MergeRefusesPartsOfDifferentCheckpoints) {
   const fs::path other = model_with_changed_byte("integrity_merge_model", kExpert, kInsideSample);
