@@ -36,6 +36,7 @@ ordered_json profile_to_json(const Profile& p) {
   ordered_json j;
   j["schema"] = plan::kProfileSchema;
   j["version"] = plan::kProfileVersion;
+  j["checksum"] = "";  // set last (seal_profile), kept here near the top
   j["tool"] = std::string("expertquant ") + EQ_VERSION;
   j["model"] = plan::fingerprint_to_json(p.model);
   j["model"]["hidden_size"] = s.hidden;
@@ -146,6 +147,7 @@ ordered_json profile_to_json(const Profile& p) {
   j["classification"] = c;
   j["allocation"] = plan::allocation_to_json(to_allocation(cls, s));
   plan::write_importance_record(j, p.importance_file, p.importance_xxh64);
+  plan::seal_profile(j);
   return j;
 }
 
@@ -229,6 +231,18 @@ Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std:
   if (const std::string o = overlapping_slices(slices, slice_labels); !o.empty())
     invalid("merge: " + o + ": a merge adds statistics, so the same tokens would count twice (cut disjoint "
             "slices with profile --slice I/N or --skip-tokens)");
+  // The sensitivity table is averaged over the parts: one without it (or with
+  // other formats) would silently leave the merge without one.
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const SensitivityTable &a = parts[0].sensitivity, &b = parts[i].sensitivity;
+    if (a.empty() != b.empty())
+      invalid("merge: " + labels[a.empty() ? i : 0] + " has a sensitivity table, " + labels[a.empty() ? 0 : i] +
+              " has none: profile every part with sensitivity (or every part with --no-sensitivity)");
+    if (!a.empty() && a.formats != b.formats)
+      invalid("merge: " + labels[0] + " and " + labels[i] +
+              " measured sensitivity for different formats (field 'sensitivity_formats'): profile every part with "
+              "the same policy");
+  }
   Profile out = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) {
     const Profile& b = parts[i];
@@ -236,10 +250,7 @@ Profile merge_profiles(const std::vector<Profile>& parts, const std::vector<std:
     for (const auto& c : b.calibration) out.calibration.push_back(c);
     out.seconds_pass += b.seconds_pass;
     out.seconds_sensitivity += b.seconds_sensitivity;
-    if (out.sensitivity.empty() || b.sensitivity.empty() || out.sensitivity.formats != b.sensitivity.formats) {
-      out.sensitivity = SensitivityTable{};
-      continue;
-    }
+    if (out.sensitivity.empty()) continue;  // none in any part (checked above)
     for (size_t li = 0; li < out.sensitivity.layers.size(); ++li)
       for (size_t e = 0; e < out.sensitivity.layers[li].size(); ++e) {
         ExpertSensitivity& a = out.sensitivity.layers[li][e];

@@ -60,6 +60,7 @@ struct Profile {
   model::ModelConfig dims() const;
 };
 
+// profile.json's content, sealed (plan::seal_profile: "checksum" covers the rest).
 nlohmann::ordered_json profile_to_json(const Profile& p);
 // Writes `path` and, when the statistics have energies, the sidecar
 // "<stem>.importance.safetensors" beside it (F64 sums, exact merge), plus the

@@ -9,6 +9,7 @@
 #include "io/json_node.h"
 #include "io/text_file.h"
 #include "model/config.h"
+#include "plan/allocation.h"
 #include "plan/importance.h"
 #include "plan/profile_inputs.h"
 #include "profile/profile.h"
@@ -169,12 +170,20 @@ void read_importance_sidecar(const json& j, const std::string& path, Profile& p)
   p.importance_file = record->file;
   p.importance_xxh64 = record->xxh64;
   const auto file = plan::ImportanceFile::open(record->path, p.stats.hidden, p.stats.intermediate);
-  for (auto& ls : p.stats.layers)
+  for (size_t li = 0; li < p.stats.layers.size(); ++li) {
+    LayerStats& ls = p.stats.layers[li];
     for (size_t e = 0; e < ls.experts.size(); ++e) {
       // Absent for an expert never routed: no energies.
       ls.experts[e].energy_in = file->load_sums(ls.layer, int64_t(e), plan::ImportanceSide::kIn);
       ls.experts[e].energy_mid = file->load_sums(ls.layer, int64_t(e), plan::ImportanceSide::kMid);
+      // The writer leaves never-routed experts out: energies for one are another run's.
+      if (ls.experts[e].tokens == 0 && !(ls.experts[e].energy_in.empty() && ls.experts[e].energy_mid.empty()))
+        invalid("profile " + path + ": importance file " + record->path + " holds energies of expert " +
+                std::to_string(e) + " of layer " + std::to_string(ls.layer) + ", which field 'layers[" +
+                std::to_string(li) + "].experts[" + std::to_string(e) +
+                "].tokens' says was never routed (a sidecar of another profile)");
     }
+  }
 }
 
 }  // namespace
@@ -205,6 +214,16 @@ Profile read_profile_text(std::string_view text, const std::string& path) try {
   const StatsDims d = read_stats_dims(m);
   const io::JsonNode layers = root.at("layers");
   const std::vector<int64_t> layer_ids = read_layer_ids(layers, d.num_experts);
+  // Counts and classes against each other and the allocation (a re-sealed
+  // edit is refused naming the field), and the profile's own slices disjoint.
+  plan::check_profile_values(j, plan::parse_allocation(root.at("allocation").value(), label + " (allocation)"), label);
+  {
+    std::vector<std::string> slice_labels;
+    for (size_t i = 0; i < p.calibration.size(); ++i)
+      slice_labels.push_back(label + " field 'calibration.slices[" + std::to_string(i) + "]'");
+    if (const std::string o = overlapping_slices(p.calibration, slice_labels); !o.empty())
+      invalid(o + ": one profile counts each token once");
+  }
   // Energies are not sized here: only the experts the sidecar holds get them
   // (read_importance_sidecar), from tensors whose bytes the sidecar actually contains.
   p.stats = RoutingStats::make(layer_ids, d.hidden, d.intermediate, d.num_experts, d.top_k,
@@ -219,6 +238,7 @@ Profile read_profile_text(std::string_view text, const std::string& path) try {
                                                 p.sensitivity.proxy_of, layer_ids, d.num_experts);
   p.classification = read_classification(root.at("classification"), layers);
   summarize(p.classification, p.stats, p.sensitivity, p.policy, p.dims());
+  plan::check_profile_checksum(j, label);
   read_importance_sidecar(j, path, p);
   return p;
 } catch (const nlohmann::json::exception& e) {

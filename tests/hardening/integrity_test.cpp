@@ -294,7 +294,9 @@ fs::path write_profile(const fs::path& dir, const fs::path& model, int version =
                     {"tensors", json::parse(io::tensor_hashes_to_json(f.tensors).dump())}}},
                   {"allocation", {{"schema", "expertquant.allocation"}, {"version", 1}, {"layers", layers}}}};
   const fs::path path = dir / "profile.json";
-  write_json(path, p);
+  json sealed = p;
+  plan::seal_profile(sealed);
+  write_json(path, sealed);
   return path;
 }
 

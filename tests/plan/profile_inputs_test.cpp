@@ -34,7 +34,9 @@ json minimal_profile() {
           {"importance_file", nullptr}};
 }
 
-std::string write(const json& j) {
+// Sealed (profiles are): what is tested is the rule behind the checksum.
+std::string write(json j) {
+  seal_profile(j);
   const fs::path p = test::temp_dir("profile_inputs") / "profile.json";
   std::ofstream(p) << j.dump();
   return p.string();
@@ -75,6 +77,9 @@ TEST(ProfileInputs, ErrorsNameTheField) {
   j = minimal_profile();
   j["version"] = 1;
   EXPECT_NE(error_of(j).find("field 'version': 1 predates"), std::string::npos);
+  j = minimal_profile();
+  j["version"] = 2;
+  EXPECT_NE(error_of(j).find("field 'version': 2 predates the content checksum"), std::string::npos);
   j = minimal_profile();
   j.erase("allocation");
   EXPECT_NE(error_of(j).find("field 'allocation': missing"), std::string::npos);

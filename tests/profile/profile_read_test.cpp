@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -95,16 +96,19 @@ TEST(ProfileSidecar, MismatchedSidecarIsRefusedNamingBothFiles) {
   }
 
   // A malformed recorded hash is an error too; a profile without the field
-  // (written before it existed, or by hand) is read as before.
-  auto edited = ja;
+  // (written before it existed, or by hand) is read as before (b's own pair:
+  // a foreign sidecar has energies of experts the profile never routed).
+  auto edited = nlohmann::json::parse(read_text(b / "profile.json"));
   edited["importance_xxh64"] = "not-a-hash";
   fs::copy_file(side_b, a / "edited.importance.safetensors");
   edited["importance_file"] = "edited.importance.safetensors";
+  plan::seal_profile(edited);
   write_text(a / "edited.json", edited.dump());
   EXPECT_NE(error_of([&] { read_profile((a / "edited.json").string()); })
                 .find("field 'importance_xxh64': expected 16 hex digits"),
             std::string::npos);
   edited.erase("importance_xxh64");
+  plan::seal_profile(edited);
   write_text(a / "edited.json", edited.dump());
   EXPECT_NO_THROW(read_profile((a / "edited.json").string()));
 }
@@ -151,6 +155,153 @@ TEST(ProfileRead, DeclaredSizesAreBoundedBeforeAllocating) {
   many_layers["layers"] = nlohmann::json::array();
   for (int i = 0; i < 5000; ++i) many_layers["layers"].push_back(nlohmann::json::object());
   expect(many_layers, "field 'layers': 5000 entries exceed the limit of 4096", ErrorKind::kResource);
+}
+
+// Finding: profile.json was not sealed. Any edit is refused by both readers
+// (pack's and merge's) naming the file; a re-sealed file that breaks a value
+// rule is refused naming the field.
+class ProfileSeal : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(test::temp_dir("profile_seal"));
+    Profile a = calib_profile(128), b = calib_profile(256), c = calib_profile(8);
+    write_profile(a, (*dir_ / "a" / "profile.json").string());
+    write_profile(b, (*dir_ / "b" / "profile.json").string());
+    write_profile(c, (*dir_ / "c" / "profile.json").string());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static nlohmann::json good() { return nlohmann::json::parse(read_text(*dir_ / "a" / "profile.json")); }
+  // `j` written beside a's sidecar; the messages of both readers.
+  static std::vector<std::string> errors(const nlohmann::json& j) {
+    const std::string path = (*dir_ / "a" / "edited.json").string();
+    write_text(path, j.dump(1));
+    return {error_of([&] { read_profile(path); }), error_of([&] { plan::read_profile_inputs(path); })};
+  }
+  static std::string label() { return "profile " + (*dir_ / "a" / "edited.json").string() + ": "; }
+  static fs::path* dir_;
+};
+fs::path* ProfileSeal::dir_ = nullptr;
+
+TEST_F(ProfileSeal, WrittenProfilesAreSealedAndReadBack) {
+  const auto j = good();
+  ASSERT_TRUE(j.contains("checksum"));
+  EXPECT_EQ(j["checksum"], hash_hex(plan::profile_checksum(j)));
+  EXPECT_EQ(j["version"], 3);
+  for (const std::string& e : errors(j)) EXPECT_EQ(e, "");
+}
+
+TEST_F(ProfileSeal, AnyEditIsRefusedNamingTheFile) {
+  const auto side_b = *dir_ / "b" / "profile.importance.safetensors";
+  std::vector<nlohmann::json> edits;
+  auto j = good();
+  j["layers"][0]["experts"][0]["gate_sum"] = 12.5;  // a value no rule checks
+  edits.push_back(j);
+  j = good();
+  j["calibration"]["slices"][0]["first_token"] = 1024;  // would dodge merge's overlap check
+  edits.push_back(j);
+  j = good();
+  // A foreign sidecar with its hash rewritten.
+  fs::copy_file(side_b, *dir_ / "a" / "foreign.importance.safetensors", fs::copy_options::overwrite_existing);
+  j["importance_file"] = "foreign.importance.safetensors";
+  j["importance_xxh64"] = hash_hex(xxhash64(read_text(side_b)));
+  edits.push_back(j);
+  for (const auto& edit : edits)
+    for (const std::string& e : errors(edit)) {
+      EXPECT_NE(e.find(label() + "content checksum "), std::string::npos) << e;
+      EXPECT_NE(e.find("differs from the recorded checksum " + good()["checksum"].get<std::string>()), std::string::npos)
+          << e;
+    }
+  // The same edit re-sealed is read: the checksum is what refused it.
+  plan::seal_profile(edits[0]);
+  for (const std::string& e : errors(edits[0])) EXPECT_EQ(e, "");
+  auto old = good();
+  old["version"] = 2;
+  for (const std::string& e : errors(old)) EXPECT_NE(e.find(label() + "field 'version': 2 predates the content checksum"), std::string::npos) << e;
+}
+
+TEST_F(ProfileSeal, ResealedValuesBreakingARuleAreRefusedNamingTheField) {
+  const auto g = good();
+  const int64_t top_k = g["model"]["top_k"];
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& j) { j["layers"][1]["experts"][2]["tokens"] = -3; }, "field 'layers[1].experts[2].tokens': expected an integer in [0, 128], got -3"},
+      {[](auto& j) { j["layers"][1]["tokens"] = -1; }, "field 'layers[1].tokens': expected an integer >= 0"},
+      {[](auto& j) { j["layers"][0]["experts"][5]["tokens"] = j["layers"][0]["experts"][5]["tokens"].template get<int64_t>() + 1; },
+       "field 'layers[0].tokens': 128 tokens × top_k " + std::to_string(top_k) + " routed slots, but the experts' tokens sum to " +
+           std::to_string(128 * top_k + 1)},
+      {[](auto& j) { j["calibration"]["slices"][0]["tokens"] = -128; }, "field 'calibration.slices[0].tokens': expected an integer >= 0"},
+      {[](auto& j) { j["calibration"]["tokens"] = 4096; }, "field 'calibration.tokens': 4096, but the slices hold 128 tokens"},
+      {[](auto& j) {
+         auto& x = j["layers"][0]["experts"][3];
+         x["class"] = x["class"] == "critical" ? "standard" : "critical";
+       },
+       "field 'layers[0].experts[3].class': "},
+      {[](auto& j) {
+         // Two slices of the same tokens in one profile.
+         j["calibration"]["slices"].push_back(j["calibration"]["slices"][0]);
+         j["calibration"]["tokens"] = 256;
+       },
+       ""},
+  };
+  for (const Case& c : cases) {
+    auto j = good();
+    c.edit(j);
+    plan::seal_profile(j);
+    const auto e = errors(j);
+    if (c.needle.empty()) {  // merge's reader only: pack reads no slices' tokens
+      EXPECT_NE(e[0].find("both hold tokens [0, 128) of "), std::string::npos) << e[0];
+      continue;
+    }
+    for (const std::string& msg : e) EXPECT_NE(msg.find(label() + c.needle), std::string::npos) << msg;
+  }
+}
+
+// A foreign sidecar behind a re-sealed profile: the writer leaves never-routed
+// experts out, so energies for one of them are another run's.
+TEST_F(ProfileSeal, ResealedForeignSidecarIsRefusedNamingTheExpert) {
+  auto j = nlohmann::json::parse(read_text(*dir_ / "c" / "profile.json"));  // 8 tokens: most experts never routed
+  int64_t never = -1;
+  for (size_t e = 0; e < j["layers"][0]["experts"].size() && never < 0; ++e)
+    if (j["layers"][0]["experts"][e]["tokens"] == 0) never = int64_t(e);
+  ASSERT_GE(never, 0);
+  const fs::path foreign = *dir_ / "c" / "foreign.importance.safetensors";
+  fs::copy_file(*dir_ / "b" / "profile.importance.safetensors", foreign, fs::copy_options::overwrite_existing);
+  j["importance_file"] = "foreign.importance.safetensors";
+  j["importance_xxh64"] = hash_hex(xxhash64(read_text(foreign)));
+  plan::seal_profile(j);
+  const std::string path = (*dir_ / "c" / "edited.json").string();
+  write_text(path, j.dump(1));
+  EXPECT_NE(error_of([&] { read_profile(path); })
+                .find("importance file " + foreign.string() + " holds energies of expert "),
+            std::string::npos)
+      << error_of([&] { read_profile(path); });
+}
+
+// Finding: merging a profile without sensitivity into one with it dropped the
+// table silently. Refused, naming both files.
+TEST(ProfileMerge, SensitivityInSomePartsOnlyIsRefusedNamingBoth) {
+  Profile a = calib_profile(128);
+  Profile b = a;
+  b.calibration[0].first_token = 128;  // disjoint slices: only the sensitivity rule can refuse
+  ASSERT_NO_THROW(merge_profiles({a, b}, {"a.json", "b.json"}));
+  a.sensitivity.formats = {"int8_row"};
+  a.sensitivity.proxy_of = {""};
+  for (const auto& ls : a.stats.layers) a.sensitivity.layers.emplace_back(ls.experts.size(), ExpertSensitivity{});
+  ASSERT_FALSE(a.sensitivity.empty());
+  EXPECT_NE(error_of([&] { merge_profiles({a, b}, {"a.json", "b.json"}); })
+                .find("merge: a.json has a sensitivity table, b.json has none"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { merge_profiles({b, a}, {"b.json", "a.json"}); })
+                .find("merge: a.json has a sensitivity table, b.json has none"),
+            std::string::npos);
+  b.sensitivity = a.sensitivity;
+  b.sensitivity.formats = {"fp4_g32"};
+  EXPECT_NE(error_of([&] { merge_profiles({a, b}, {"a.json", "b.json"}); })
+                .find("merge: a.json and b.json measured sensitivity for different formats"),
+            std::string::npos);
 }
 
 }  // namespace

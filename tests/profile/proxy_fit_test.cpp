@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "plan/profile_inputs.h"
 #include "profile/profile.h"
 #include "profile/proxy_fit.h"
 #include "profile/run.h"
@@ -245,6 +246,7 @@ TEST(ProxyFit, BadRecordIsRefusedNamingTheField) {
   // A profile written before proxies were calibrated has no record: read, no fit.
   nlohmann::json old = good;
   old.erase("sensitivity_proxy_fits");
+  plan::seal_profile(old);
   write_text(dir / "old.json", old.dump());
   EXPECT_TRUE(read_profile((dir / "old.json").string()).sensitivity.proxy_fits.empty());
 }
