@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
@@ -31,6 +32,31 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 // Rows of captured inputs / logits processed per step (bounds the float32 copy).
 constexpr int64_t kCapturedRows = 4096;
+
+// A capture's rows are the same tokens at every MoE layer: each tensor must
+// hold at least one and as many as the first. `option` and `path` name the
+// file; `shape` is the shape the model expects ("[tokens, 64]").
+void check_capture_rows(const std::string& option, const std::string& path, const std::string& name, int64_t rows,
+                        const std::string& first_name, int64_t first_rows, const std::string& shape) {
+  if (rows < 1)
+    invalid(option + " " + path + ": tensor " + name + " holds 0 tokens (expected shape " + shape +
+            " with tokens >= 1)");
+  if (rows != first_rows)
+    invalid(option + " " + path + ": tensor " + name + " holds " + std::to_string(rows) + " tokens, " + first_name +
+            " " + std::to_string(first_rows) + " (expected shape " + shape + " with the same tokens at every MoE layer)");
+}
+
+// A NaN or Inf in a capture is the capture's, not the checkpoint's: refused
+// naming the file, tensor and position before it reaches the router.
+void check_capture_finite(const std::string& option, const std::string& path, const std::string& name,
+                          const std::vector<float>& values, int64_t cols) {
+  const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == values.end()) return;
+  const int64_t i = bad - values.begin();
+  invalid(option + " " + path + ": tensor " + name + ": value at [" + std::to_string(i / cols) + ", " +
+          std::to_string(i % cols) + "] is " + (std::isnan(*bad) ? "NaN" : "infinite") +
+          " (a capture must be finite)");
+}
 
 std::vector<std::vector<int32_t>> read_calib_tokens(const ProfileRequest& r, const model::Model& model,
                                                     CalibrationSlice& slice) {
@@ -149,6 +175,7 @@ void run_hidden(const ProfileRequest& r, const model::ModelConfig& c, const mode
   const auto file = io::SafetensorsFile::open(r.input_path);
   slice.kind = "hidden";
   const auto layers = moe_layers(c);
+  const std::string shape = "[tokens, " + std::to_string(c.hidden_size) + "] (the model's hidden_size)";
   int64_t total = 0, done = 0;
   for (int64_t l : layers) {
     const std::string name = "moe_input." + std::to_string(l);
@@ -157,12 +184,16 @@ void run_hidden(const ProfileRequest& r, const model::ModelConfig& c, const mode
     if (t->shape.size() != 2 || t->shape[1] != c.hidden_size)
       invalid("--hidden " + r.input_path + ": tensor " + name + ": shape must be [tokens, " +
               std::to_string(c.hidden_size) + "]");
+    const io::TensorInfo& first = *file->find("moe_input." + std::to_string(layers.front()));
+    check_capture_rows("--hidden", r.input_path, name, t->shape[0], "moe_input." + std::to_string(layers.front()),
+                       first.shape[0], shape);
     total += t->shape[0];
   }
   Xxhash64 h;
   for (int64_t l : layers) {
     const io::TensorInfo& t = *file->find("moe_input." + std::to_string(l));
     const std::vector<float> x = file->view(t).to_f32();
+    check_capture_finite("--hidden", r.input_path, t.name, x, c.hidden_size);
     h.update(x.data(), x.size() * sizeof(float));
     const int64_t T = t.shape[0], H = c.hidden_size, E = c.num_experts;
     const model::LayerRouter router = model::load_router(c, weights, l);
@@ -204,15 +235,25 @@ void run_router_logits(const ProfileRequest& r, const model::ModelConfig& c, con
   }
   const auto file = io::SafetensorsFile::open(r.input_path);
   slice.kind = "router_logits";
-  Xxhash64 h;
-  for (int64_t l : moe_layers(c)) {
+  const auto layers = moe_layers(c);
+  const std::string shape = "[tokens, " + std::to_string(E) + "] (the model's num_experts)";
+  // Every layer's shape before any is routed: a bad last layer costs no pass.
+  for (int64_t l : layers) {
     const std::string name = "router_logits." + std::to_string(l);
     const io::TensorInfo* t = file->find(name);
     if (!t) invalid("--router-logits " + r.input_path + ": tensor " + name + " missing");
     if (t->shape.size() != 2 || t->shape[1] != E)
       invalid("--router-logits " + r.input_path + ": tensor " + name + ": shape must be [tokens, " +
               std::to_string(E) + "]");
+    const std::string first = "router_logits." + std::to_string(layers.front());
+    check_capture_rows("--router-logits", r.input_path, name, t->shape[0], first, file->find(first)->shape[0], shape);
+  }
+  Xxhash64 h;
+  for (int64_t l : layers) {
+    const std::string name = "router_logits." + std::to_string(l);
+    const io::TensorInfo* t = file->find(name);
     const std::vector<float> logits = file->view(*t).to_f32();
+    check_capture_finite("--router-logits", r.input_path, name, logits, E);
     h.update(logits.data(), logits.size() * sizeof(float));
     const int64_t T = t->shape[0];
     const model::LayerRouter router = model::load_router(c, weights, l);
