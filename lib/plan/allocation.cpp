@@ -1,5 +1,7 @@
 #include "plan/allocation.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -143,6 +145,13 @@ void check_allocation(const Allocation& a, const model::ModelConfig& c, const st
       invalid(label + ": field 'layers[layer=" + std::to_string(l) + "].experts': " +
               std::to_string(la->experts.size()) + " entries, the model has " + std::to_string(c.num_experts) +
               " experts per layer");
+    // The packed model routes each token to top_k of the experts kept: a layer
+    // with fewer is refused here, not by every consumer of the pack.
+    const auto kept = std::count_if(la->experts.begin(), la->experts.end(),
+                                    [](const ExpertAssignment& ea) { return ea.cls != ExpertClass::kPruned; });
+    if (kept < c.top_k)
+      invalid(label + ": field 'layers[layer=" + std::to_string(l) + "].experts': " + std::to_string(kept) +
+              " experts not pruned, the model routes each token to top_k = " + std::to_string(c.top_k));
     for (size_t e = 0; e < la->experts.size(); ++e) {
       const auto& ea = la->experts[e];
       if (ea.cls == ExpertClass::kPruned) continue;

@@ -256,6 +256,17 @@ TEST(PackCli, BadInputsFailClearlyWithoutOutput) {
   EXPECT_NE(rc3, 0);
   EXPECT_NE(t3.find("layers[1].experts[3].class"), std::string::npos) << t3;
 
+  // Finding: a layer pruned below top_k (4 in tinymoe) was packed, then
+  // refused by every consumer; pack refuses it first, naming the layer.
+  a = mixed_allocation(4, 32);
+  for (size_t e = 3; e < 32; ++e) a["layers"][2]["experts"][e] = {{"class", "pruned"}};
+  auto [rc3b, t3b] = run(base + " --allocation " + q(write_allocation(dir, a)));
+  EXPECT_EQ(rc3b, 2) << t3b;
+  EXPECT_NE(t3b.find("field 'layers[layer=2].experts': 3 experts not pruned, the model routes each token to "
+                     "top_k = 4"),
+            std::string::npos)
+      << t3b;
+
   auto [rc4, t4] = run(base + " --uniform fp4_g32 --max-memory 64K");
   EXPECT_NE(rc4, 0);
   EXPECT_NE(t4.find("--max-memory"), std::string::npos) << t4;
