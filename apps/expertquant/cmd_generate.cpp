@@ -25,6 +25,7 @@ namespace {
 
 struct GenerateCliOptions {
   std::string model, packed, prompt, prompt_file, tokens_file, dispatch = "auto";
+  bool prompt_given = false;  // --prompt "" is an empty prompt, not none
   ExecFlags exec;
   model::GenerateOptions gen;
   int threads = 0;
@@ -46,7 +47,7 @@ int run_generate(GenerateCliOptions& o) {
     q.runtime = resolve_runtime(o.exec);
   }
   // --prompt decodes C escapes ("import os\nimport"); --raw-prompt sends it byte for byte.
-  q.prompt = o.raw_prompt ? o.prompt : io::unescape_prompt(o.prompt);
+  if (o.prompt_given) q.prompt = o.raw_prompt ? o.prompt : io::unescape_prompt(o.prompt);
   q.prompt_file = o.prompt_file;
   q.tokens_file = o.tokens_file;
   const exec::Generation g = exec::prepare_generation(q);
@@ -103,7 +104,7 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--model", o->model,
                   "Checkpoint to run (with --packed: optional, the source, checked against the packed config)");
   sub->add_option("--packed", o->packed, "Run this packed model folder");
-  sub->add_option("--prompt", o->prompt,
+  auto* prompt = sub->add_option("--prompt", o->prompt,
                   "Prompt text, encoded by the model's tokenizer; C escapes such as \\n and \\xHH are decoded");
   sub->add_flag("--raw-prompt", o->raw_prompt, "Send --prompt byte for byte (no escape decoding)");
   sub->add_option("--prompt-file", o->prompt_file, "Prompt from a text file (.zst ok), encoded by the model's tokenizer");
@@ -120,7 +121,10 @@ Command add_generate(CLI::App& app) {
   sub->add_flag("--no-verify", o->no_verify, "Skip checksum verification of the packed folder");
   add_json_options(sub, o->json, "the tokens, their text and speeds");
   add_threads_option(sub, o->threads);
-  return {sub, [o] { return run_generate(*o); }};
+  return {sub, [o, prompt] {
+            o->prompt_given = prompt->count() > 0;
+            return run_generate(*o);
+          }};
 }
 
 }  // namespace eq::app

@@ -258,7 +258,7 @@ Command add_profile(CLI::App& app) {
   add_json_options(sub, o->json, "a summary");
   add_threads_option(sub, o->threads);
   sub->add_flag("-v,--verbose", o->verbose, "Log progress on stderr even when it is not a terminal");
-  return {sub, [o] {
+  return {sub, [o, slice] {
             // Before any work: no output may replace or sit inside an input.
             std::vector<io::NamedPath> inputs{{"--model", o->request.model_path}, {"--calib", o->calib},
                                               {"--hidden", o->hidden}, {"--router-logits", o->router_logits},
@@ -287,7 +287,7 @@ Command add_profile(CLI::App& app) {
               if (!o->calib.empty()) r.source = profile::SourceKind::kCalib, r.input_path = o->calib;
               if (!o->hidden.empty()) r.source = profile::SourceKind::kHidden, r.input_path = o->hidden;
               if (!o->router_logits.empty()) r.source = profile::SourceKind::kRouterLogits, r.input_path = o->router_logits;
-              if (!o->slice.empty()) parse_slice(o->slice, r.slice_index, r.slice_count);
+              if (slice->count() > 0) parse_slice(o->slice, r.slice_index, r.slice_count);  // '' too
               r.policy = o->policy.empty() ? profile::default_policy() : profile::load_policy(o->policy);
               r.min_tokens = o->min_tokens;
               r.doc_separator = doc_separator(o->doc_separator);

@@ -23,7 +23,7 @@ Generation prepare_generation(const GenerationRequest& q) {
     g.model = g.reference.get();
   }
   const model::ModelConfig& c = g.model->config();
-  const int sources = !q.prompt.empty() + !q.prompt_file.empty() + !q.tokens_file.empty();
+  const int sources = q.prompt.has_value() + !q.prompt_file.empty() + !q.tokens_file.empty();
   if (sources != 1) invalid("give exactly one of --prompt, --prompt-file, --tokens");
   // The packed folder holds the tokenizer files pack copied from the source.
   // Token ids in, and no tokenizer: ids out, as text cannot be made.
@@ -38,7 +38,7 @@ Generation prepare_generation(const GenerationRequest& q) {
     g.prompt = s.sequences[0];
   } else {
     // Files are sent byte for byte.
-    const std::string text = !q.prompt.empty() ? q.prompt : io::read_text_prefix(q.prompt_file, 0);
+    const std::string text = q.prompt ? *q.prompt : io::read_text_prefix(q.prompt_file, 0);
     g.prompt = g.tokenizer->encode(text, /*add_special=*/true);
   }
   if (g.prompt.empty())

@@ -3,6 +3,8 @@
 // prompt as token ids.
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,9 +24,11 @@ struct GenerationRequest {
   bool verify = true;  // the packed folder's checksums at load
   DispatchKind dispatch = DispatchKind::kAuto;  // packed only, as the runtime config below
   RuntimeConfig runtime;
-  // Exactly one prompt source: text as sent (escapes already decoded), a text
-  // file, or a token file of one sequence.
-  std::string prompt, prompt_file, tokens_file;
+  // Exactly one prompt source: text as sent (escapes already decoded; given
+  // but empty is an empty prompt, refused as such), a text file, or a token
+  // file of one sequence.
+  std::optional<std::string> prompt;
+  std::string prompt_file, tokens_file;
 };
 
 struct Generation {

@@ -66,5 +66,14 @@ TEST(SliceCli, HalvesMergeAndOverlapsAreRefused) {
   EXPECT_NE(out.find("--slice: expected I/N with 0 <= I < N (e.g. 0/4), got '2/2'"), std::string::npos) << out;
 }
 
+// Finding: `--slice ''` was taken as no slice (the whole file profiled).
+TEST(SliceCli, EmptySliceIsRefusedNamingTheOption) {
+  const auto dir = test::temp_dir("slice_cli_empty");
+  std::string out;
+  EXPECT_EQ(test::run_command(profile_command(dir / "e.json", "--slice ''"), &out), 2) << out;
+  EXPECT_NE(out.find("--slice: expected I/N with 0 <= I < N (e.g. 0/4), got ''"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "e.json"));
+}
+
 }  // namespace
 }  // namespace eq

@@ -155,6 +155,9 @@ TEST(InputFaults, EmptyTextIsAnErrorNamingTheFile) {
                out, 2, {(dir / "empty.txt").string() + ": empty"});
   expect_error(run("generate --model " + tinymoe() + " --prompt-file " + (dir / "empty.txt").string(), &out), out, 2,
                {(dir / "empty.txt").string() + ": empty prompt"});
+  // Given but empty is an empty prompt, not a missing one (tinymoe's byte
+  // tokenizer adds no special tokens).
+  expect_error(run("generate --model " + tinymoe() + " --prompt ''", &out), out, 2, {"--prompt: empty prompt"});
   EXPECT_FALSE(fs::exists(dir / "p.json"));
 }
 
