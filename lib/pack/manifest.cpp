@@ -12,6 +12,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "io/json_checksum.h"
 #include "io/json_guard.h"
 #include "io/json_node.h"
 #include "io/safetensors.h"
@@ -280,36 +281,6 @@ ordered_json manifest_to_json(const Manifest& m) {
   return j;
 }
 
-namespace {
-
-// Feeds the text json::dump() gives for the object `top` minus "checksum"
-// (keys sorted, no whitespace); an array member is fed one element at a time
-// through `element(key, i)` so that no whole-manifest string is built.
-template <class Size, class Element>
-uint64_t canonical_hash(const json& top, Size size, Element element) {
-  Xxhash64 h;
-  auto feed = [&](const std::string& s) { h.update(s.data(), s.size()); };
-  feed("{");
-  bool first = true;
-  for (auto it = top.begin(); it != top.end(); ++it) {
-    if (it.key() == "checksum") continue;
-    feed((first ? "" : ",") + json(it.key()).dump() + ":");
-    first = false;
-    const size_t n = size(it.key(), it.value());
-    if (n == size_t(-1)) {
-      feed(it.value().dump());
-      continue;
-    }
-    feed("[");
-    for (size_t i = 0; i < n; ++i) feed((i ? "," : "") + element(it.key(), it.value(), i));
-    feed("]");
-  }
-  feed("}");
-  return h.digest();
-}
-
-}  // namespace
-
 uint64_t manifest_checksum(const Manifest& m) {
   Manifest head = m;
   head.tensors.clear();
@@ -323,15 +294,10 @@ uint64_t manifest_checksum(const Manifest& m) {
     const ordered_json e = key == "tensors" ? ordered_json(m.tensors[i]) : ordered_json(m.layers[i]);
     return json::parse(e.dump()).dump();
   };
-  return canonical_hash(top, size, element);
+  return io::canonical_json_xxh64(top, size, element);
 }
 
-uint64_t manifest_checksum(const json& j) {
-  if (!j.is_object()) return 0;
-  auto size = [](const std::string&, const json& v) { return v.is_array() ? v.size() : size_t(-1); };
-  auto element = [](const std::string&, const json& v, size_t i) { return v[i].dump(); };
-  return canonical_hash(j, size, element);
-}
+uint64_t manifest_checksum(const json& j) { return io::canonical_json_xxh64(j); }
 
 void seal_manifest(Manifest& m) { m.checksum = manifest_checksum(m); }
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "io/json_checksum.h"
 #include "io/json_node.h"
 #include "plan/importance.h"
 #include "plan/json_file.h"
@@ -45,28 +46,7 @@ void check_profile_header(const json& j, const std::string& label) {
             " (this reader understands version " + std::to_string(kProfileVersion) + ")");
 }
 
-uint64_t profile_checksum(const json& j) {
-  if (!j.is_object()) return 0;
-  Xxhash64 h;
-  auto feed = [&](const std::string& s) { h.update(s.data(), s.size()); };
-  feed("{");
-  bool first = true;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == "checksum") continue;
-    feed((first ? "" : ",") + json(it.key()).dump() + ":");
-    first = false;
-    if (!it.value().is_array()) {
-      feed(it.value().dump());
-      continue;
-    }
-    // "layers" holds an entry per expert: one element at a time.
-    feed("[");
-    for (size_t i = 0; i < it.value().size(); ++i) feed((i ? "," : "") + it.value()[i].dump());
-    feed("]");
-  }
-  feed("}");
-  return h.digest();
-}
+uint64_t profile_checksum(const json& j) { return io::canonical_json_xxh64(j); }
 
 void seal_profile(json& j) { j["checksum"] = hash_hex(profile_checksum(j)); }
 
