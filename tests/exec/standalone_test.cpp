@@ -181,8 +181,8 @@ TEST(Standalone, RejectsASourceWhoseConfigDiffers) {
 }
 
 // config.json is what the forward is built from: the manifest records its
-// size and checksum (and the side files'); an edited copy is rejected when
-// verifying, and by `verify`.
+// size and checksum (and the side files'); an edited copy is rejected, with or
+// without verification, and by `verify`.
 TEST(Standalone, ConfigJsonIsCheckedAgainstTheManifest) {
   const test::StandalonePacks& p = test::standalone_packs();
   const pack::Manifest m = pack::load_manifest(p.bf16);
@@ -208,7 +208,14 @@ TEST(Standalone, ConfigJsonIsCheckedAgainstTheManifest) {
     EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("manifest.json"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(PackedModel::open(copy.string(), alone(false)));
+  // Without verification too: config.json and the side files are small, and an
+  // edited one runs another model.
+  try {
+    PackedModel::open(copy.string(), alone(false));
+    FAIL() << "an edited config.json was accepted without verification";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((copy / "config.json").string() + ": "), std::string::npos) << e.what();
+  }
   EXPECT_EQ(pack::check_files(pack::load_manifest(copy.string()), copy.string()).size(), 1u);
 }
 
