@@ -1,6 +1,7 @@
 // Captures (`profile --hidden`, `--router-logits`) are validated against the
-// model before any layer is routed: every MoE layer's tensor holds at least
-// one token and the same tokens as the first, and every value is finite. Each
+// model: every MoE layer's tensor holds at least one token and the same tokens
+// as the first (before any layer is routed), and every value is finite (as
+// each layer is read, before it is routed). Each
 // capture here is written by the test for the bundled tinymoe (4 MoE layers,
 // hidden_size 128, 32 experts).
 #include <gtest/gtest.h>
