@@ -12,6 +12,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "io/input_file.h"
 #include "io/json_guard.h"
 #include "io/json_node.h"
 #include "io/safetensors.h"
@@ -48,8 +49,7 @@ std::span<const char* const> side_file_names() {
 
 namespace {
 std::optional<std::string> read_whole(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  if (!io::optional_input_present(path)) return std::nullopt;  // a FIFO or folder there is refused
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorKind::kIo, path + ": cannot open");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -260,6 +260,18 @@ TEST(InputFaults, NanLogitsAreAnErrorNeverAPrintedResult) {
   EXPECT_FALSE(fs::exists(report));
 }
 
+// A side file the pack copies when it ships (generation_config.json) is
+// refused as any other input when it is a FIFO, never taken for absent.
+TEST(InputFaults, FifoSideFileIsRefusedNotSkipped) {
+  const fs::path dir = copy_tinymoe("fifo-generation-config");
+  make_fifo(dir / "generation_config.json");
+  const fs::path packed = dir.parent_path() / "packed";
+  std::string out;
+  expect_error(run("pack --model " + dir.string() + " --uniform int8_row --threads 1 -o " + packed.string(), &out),
+               out, 2, {"generation_config.json: not a regular file"});
+  EXPECT_FALSE(fs::exists(packed));
+}
+
 TEST(InputFaults, ConfigLayerCountMustMatchTheTensors) {
   const fs::path dir = copy_tinymoe("layers");
   auto cfg = nlohmann::json::parse(read_text(dir / "config.json"));
