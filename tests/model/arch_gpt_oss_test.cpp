@@ -286,17 +286,17 @@ TEST(GptOssArch, NonFiniteSinkOrRouterBiasIsRefusedNamingTheTensor) {
       EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
-    const std::string ids = dir + "/ids.json";
+    const std::string ids = dir + "-ids.json", packed = dir + "-packed";
     std::ofstream(ids) << "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]";
     for (const std::string& args :
          {"generate --model " + dir + " --tokens " + ids + " -n 2",
           "perplexity --model " + dir + " --tokens " + ids + " --ctx 8",
-          "pack --model " + dir + " --uniform int8_row --threads 1 -o " + dir + "/packed"}) {
+          "pack --model " + dir + " --uniform int8_row --threads 1 -o " + packed}) {
       std::string out;
       EXPECT_EQ(test::run_command("timeout 60 " + test::binary() + " " + args, &out), 2) << args << "\n" << out;
       EXPECT_NE(out.find(want), std::string::npos) << args << "\n" << out;
     }
-    EXPECT_FALSE(std::filesystem::exists(dir + "/packed"));
+    EXPECT_FALSE(std::filesystem::exists(packed));
   }
 }
 
