@@ -33,6 +33,16 @@ InputFile::InputFile(const std::string& path) : path_(path) {
   size_ = static_cast<uint64_t>(st.st_size);
 }
 
+bool optional_input_present(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    fail(ErrorKind::kIo, path + ": cannot stat: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) InputFile refuse(path);  // throws "not a regular file"
+  return true;
+}
+
 InputFile::~InputFile() {
   if (fd_ >= 0) ::close(fd_);
 }

@@ -35,4 +35,10 @@ class InputFile {
   std::string path_;
 };
 
+// Whether an optional input (a side file that may or may not ship) is there:
+// false when nothing is at `path`, true for a regular file; anything else (a
+// FIFO, a folder, a device) is refused as InputFile refuses it, never taken
+// for an absent file and silently skipped.
+bool optional_input_present(const std::string& path);
+
 }  // namespace eq::io

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/numeric.h"
 #include "core/shape.h"
+#include "io/finite_values.h"
 
 namespace eq::io {
 
@@ -39,17 +40,6 @@ uint64_t product(const std::vector<int64_t>& shape, size_t from = 0, size_t to =
   for (auto it = shape.begin() + static_cast<std::ptrdiff_t>(std::min(from, shape.size())); it < end; ++it)
     n *= static_cast<uint64_t>(*it);
   return n;
-}
-
-// "[i, j, k]" of flat element `flat` of a row-major tensor.
-std::string position(uint64_t flat, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    const uint64_t dim = static_cast<uint64_t>(std::max<int64_t>(shape[d], 1));
-    idx[d] = static_cast<int64_t>(flat % dim);
-    flat /= dim;
-  }
-  return shape_str(idx);
 }
 
 std::string hex(uint8_t v) {
@@ -116,8 +106,10 @@ SourceTensors::SourceTensors(const Checkpoint& ckpt, SourceQuantization q, const
             "x" + std::to_string(quant_.block_cols));
   auto add = [&](Entry e) {
     const std::string name = e.info.name;
+    const std::string data_name = e.data->name;
     if (!entries_.emplace(name, std::move(e)).second)
       invalid(where + ": two stored tensors both read as logical tensor '" + name + "'");
+    logical_of_data_.emplace(data_name, name);
   };
   for (const std::string& name : ckpt_.tensor_names()) {
     const TensorInfo& t = ckpt_.info(name);
@@ -244,12 +236,38 @@ void SourceTensors::decode_fp8(const Entry& e, int64_t first, int64_t count, flo
   const uint64_t scale_begin = static_cast<uint64_t>(first * gr * gc), scale_count = static_cast<uint64_t>(count * gr * gc);
   std::vector<float> scales(scale_count);
   convert_to_f32(e.scale->dtype, sv.data + scale_begin * dtype_size(e.scale->dtype), scales.data(), scale_count);
-  for (uint64_t i = 0; i < scale_count; ++i)
-    if (!std::isfinite(scales[i]))
+  // A block's scale_inv is max|block| / fmax: positive, or 0 for a block of
+  // zeros (the reference quantizer divides by it, so a 0 scale only stands
+  // for zero codes). A negative scale flips the block's signs and a 0 scale
+  // over non-zero codes erases them: neither is a quantized weight.
+  const uint8_t* all_codes = ckpt_.shard_of(e.data->name).view(*e.data).data;
+  for (uint64_t i = 0; i < scale_count; ++i) {
+    const float s = scales[i];
+    if (!std::isfinite(s))
       invalid(ckpt_.path() + ": scale tensor '" + e.scale->name + "' holds a non-finite value at " +
-              position(scale_begin + i, e.scale->shape));
+              flat_position(scale_begin + i, e.scale->shape));
+    if (s < 0)
+      invalid(ckpt_.path() + ": scale tensor '" + e.scale->name + "' holds the negative scale " + std::to_string(s) +
+              " at " + flat_position(scale_begin + i, e.scale->shape) + " (a block scale is > 0)");
+    if (s == 0) {
+      // Block (m, br0, bc0) of the codes must be all (+/-) zero.
+      const uint64_t flat = scale_begin + i;
+      const int64_t m = static_cast<int64_t>(flat / static_cast<uint64_t>(gr * gc));
+      const int64_t bi = static_cast<int64_t>(flat % static_cast<uint64_t>(gr * gc));
+      const int64_t r0 = (bi / gc) * br, c0 = (bi % gc) * bc;
+      for (int64_t r = r0; r < std::min(r0 + br, out); ++r)
+        for (int64_t k = c0; k < std::min(c0 + bc, in); ++k) {
+          const uint8_t code = all_codes[static_cast<uint64_t>((m * out + r) * in + k)];
+          if ((code & 0x7f) != 0)
+            invalid(ckpt_.path() + ": scale tensor '" + e.scale->name + "' holds the scale 0 at " +
+                    flat_position(flat, e.scale->shape) + " but its block of '" + e.info.name + "' holds the code " +
+                    hex(code) + " at " + flat_position(static_cast<uint64_t>((m * out + r) * in + k), shape) +
+                    " (a 0 scale stands only for a block of zeros)");
+        }
+    }
+  }
 
-  const uint8_t* codes = ckpt_.shard_of(e.data->name).view(*e.data).data + static_cast<uint64_t>(first * out * in);
+  const uint8_t* codes = all_codes + static_cast<uint64_t>(first * out * in);
   for (int64_t m = 0; m < count; ++m) {
     for (int64_t r = 0; r < out; ++r) {
       const float* srow = scales.data() + (m * gr + r / br) * gc;
@@ -268,7 +286,7 @@ void SourceTensors::decode_fp8(const Entry& e, int64_t first, int64_t count, flo
         const int64_t k = std::find_if(c, c + in, [&](uint8_t v) { return table.non_finite[v] != 0; }) - c;
         invalid(ckpt_.path() + ": tensor '" + e.info.name + "' holds the non-finite " +
                 std::string(dtype_name(e.info.stored)) + " code " + hex(c[k]) + " at " +
-                position(static_cast<uint64_t>(((first + m) * out + r) * in + k), shape));
+                flat_position(static_cast<uint64_t>(((first + m) * out + r) * in + k), shape));
       }
     }
   }
@@ -299,7 +317,7 @@ void SourceTensors::decode_mxfp4(const Entry& e, int64_t first_row, int64_t rows
     if (bad) {
       const int64_t g = std::find(sr, sr + groups, uint8_t{0xFF}) - sr;
       invalid(ckpt_.path() + ": scale tensor '" + e.scale->name + "' holds the E8M0 NaN byte 0xff at " +
-              position(static_cast<uint64_t>((first_row + r) * groups + g), e.scale->shape));
+              flat_position(static_cast<uint64_t>((first_row + r) * groups + g), e.scale->shape));
     }
   }
 }
@@ -318,6 +336,7 @@ void SourceTensors::to_f32(std::string_view name, float* dst) const {
       decode_mxfp4(e, 0, static_cast<int64_t>(product(e.info.shape, 0, e.info.shape.size() - 1)), dst);
       break;
   }
+  require_finite(dst, static_cast<size_t>(e.info.numel()), ckpt_.path(), e.info.name, e.info.shape);
   release(*e.data, 0, e.data->nbytes());
   if (e.scale) release(*e.scale, 0, e.scale->nbytes());
   bytes_converted_.fetch_add(e.info.stored_bytes, std::memory_order_relaxed);
@@ -347,6 +366,8 @@ void SourceTensors::slice_to_f32(std::string_view name, int64_t index, float* ds
       const TensorView v = ckpt_.shard_of(e.data->name).view(*e.data);
       const uint64_t bytes = slice_numel * dtype_size(e.data->dtype);
       convert_to_f32(e.data->dtype, v.data + static_cast<uint64_t>(index) * bytes, dst, slice_numel);
+      require_finite(dst, static_cast<size_t>(slice_numel), ckpt_.path(), e.info.name, shape,
+                     static_cast<uint64_t>(index) * slice_numel);
       release(*e.data, static_cast<uint64_t>(index) * bytes, bytes);
       if (observer_) observer_(name);
       return;
@@ -362,11 +383,47 @@ void SourceTensors::slice_to_f32(std::string_view name, int64_t index, float* ds
       break;
     }
   }
+  require_finite(dst, static_cast<size_t>(slice_numel), ckpt_.path(), e.info.name, shape,
+                 static_cast<uint64_t>(index) * slice_numel);
   const uint64_t data_bytes = e.data->nbytes() / static_cast<uint64_t>(shape[0]);
   const uint64_t scale_bytes = e.scale->nbytes() / static_cast<uint64_t>(shape[0]);
   release(*e.data, static_cast<uint64_t>(index) * data_bytes, data_bytes);
   release(*e.scale, static_cast<uint64_t>(index) * scale_bytes, scale_bytes);
   if (observer_) observer_(name);
+}
+
+void SourceTensors::check_finite(std::string_view stored) const {
+  const auto it = logical_of_data_.find(stored);
+  if (it == logical_of_data_.end()) return;
+  const Entry& e = entry(it->second);
+  const std::vector<int64_t>& shape = e.info.shape;
+  switch (e.info.encoding) {
+    case Encoding::kPlain:
+      io::require_finite_stored(ckpt_.shard_of(e.data->name).view(*e.data), ckpt_.path());
+      return;
+    case Encoding::kFp8Block: {
+      // One [out, in] matrix at a time.
+      const int64_t per = shape[shape.size() - 2] * shape.back();
+      const int64_t count = static_cast<int64_t>(product(shape, 0, shape.size() - 2));
+      std::vector<float> buf(static_cast<size_t>(per));
+      for (int64_t m = 0; m < count; ++m) {
+        decode_fp8(e, m, 1, buf.data());
+        require_finite(buf.data(), buf.size(), ckpt_.path(), e.info.name, shape, static_cast<uint64_t>(m * per));
+      }
+      return;
+    }
+    case Encoding::kMxfp4: {
+      // One row of blocks at a time.
+      const int64_t per = shape.back();
+      const int64_t rows = static_cast<int64_t>(product(shape, 0, shape.size() - 1));
+      std::vector<float> buf(static_cast<size_t>(per));
+      for (int64_t r = 0; r < rows; ++r) {
+        decode_mxfp4(e, r, 1, buf.data());
+        require_finite(buf.data(), buf.size(), ckpt_.path(), e.info.name, shape, static_cast<uint64_t>(r * per));
+      }
+      return;
+    }
+  }
 }
 
 SourceTensors::Mxfp4Slice SourceTensors::mxfp4_slice(std::string_view name, int64_t index) const {
@@ -383,6 +440,26 @@ SourceTensors::Mxfp4Slice SourceTensors::mxfp4_slice(std::string_view name, int6
   const uint64_t scale_bytes = static_cast<uint64_t>(rows * groups);
   const uint8_t* b = ckpt_.shard_of(e.data->name).view(*e.data).data;
   const uint8_t* s = ckpt_.shard_of(e.scale->name).view(*e.scale).data;
+  // Bytes handed out raw follow the finiteness rule too: only a scale of
+  // 2^126 or 2^127 can overflow an E2M1 code (6 x 2^125 is finite), so only
+  // those blocks are decoded to check.
+  const auto& pairs = e2m1_pairs();
+  const auto& pow2 = e8m0_table();
+  const uint8_t* slice_scales = s + static_cast<uint64_t>(index) * scale_bytes;
+  const uint8_t* slice_blocks = b + static_cast<uint64_t>(index) * block_bytes;
+  for (uint64_t i = 0; i < scale_bytes; ++i) {
+    if (slice_scales[i] != 0xFD && slice_scales[i] != 0xFE) continue;
+    float v[kMxGroup];
+    for (int j = 0; j < kMxBlockBytes; ++j) {
+      const E2m1Pair p = pairs[slice_blocks[i * kMxBlockBytes + static_cast<uint64_t>(j)]];
+      v[2 * j] = p.lo * pow2[slice_scales[i]];
+      v[2 * j + 1] = p.hi * pow2[slice_scales[i]];
+    }
+    const uint64_t row = i / static_cast<uint64_t>(groups), g = i % static_cast<uint64_t>(groups);
+    require_finite(v, kMxGroup, ckpt_.path(), e.info.name, e.info.shape,
+                   (static_cast<uint64_t>(index) * static_cast<uint64_t>(rows) + row) * static_cast<uint64_t>(groups * kMxGroup) +
+                       g * kMxGroup);
+  }
   return {{b + static_cast<uint64_t>(index) * block_bytes, block_bytes},
           {s + static_cast<uint64_t>(index) * scale_bytes, scale_bytes},
           rows,

@@ -61,9 +61,11 @@ SourceQuantization parse_quantization_config(const nlohmann::json& config, const
 // dtypes, an F8 dtype that contradicts the config's fmt, a "_scale_inv" with
 // no F8 weight, two tensors with one logical name -> invalid (exit 2). Every
 // message names the checkpoint and the tensor(s). Values are checked while
-// decoding: a NaN or Inf fp8 code, a non-finite scale_inv or an E8M0 scale
-// byte 0xFF (NaN) is refused naming the tensor and position, since a
-// non-finite weight would only poison everything computed from it.
+// decoding: a NaN or Inf fp8 code, a non-finite or negative scale_inv, a 0
+// scale_inv over a block with a non-zero code, an E8M0 scale byte 0xFF (NaN),
+// and any decoded value that is not finite (io/finite_values.h) are refused
+// naming the tensor and position, since a non-finite weight would only poison
+// everything computed from it.
 class SourceTensors {
  public:
   enum class Encoding : uint8_t { kPlain, kFp8Block, kMxfp4 };
@@ -112,6 +114,13 @@ class SourceTensors {
   // [E, R, C] expert tensor) as float32 [R*C]; releases that slice's pages.
   void slice_to_f32(std::string_view name, int64_t index, float* dst) const;
 
+  // Checks the values of the logical tensor stored as `stored` (its weight,
+  // F8 codes or mxfp4 blocks) by the rule of io/finite_values.h, decoding a
+  // bounded piece at a time, for a tensor copied as stored and never
+  // converted (a pack's copies). A scale tensor is checked with its weight,
+  // and a name that is not a float weight passes.
+  void check_finite(std::string_view stored) const;
+
   // Raw release-layout bytes of one matrix of an MXFP4 tensor: blocks
   // [R, G, 16] and scales [R, G], rows = R, cols = G*32. For [E, R, G*32],
   // `index` picks the expert; for a 2-D [R, G*32] tensor `index` must be 0.
@@ -137,6 +146,7 @@ class SourceTensors {
   const Checkpoint& ckpt_;
   SourceQuantization quant_;
   std::map<std::string, Entry, std::less<>> entries_;
+  std::map<std::string, std::string, std::less<>> logical_of_data_;  // stored weight -> logical name
   mutable std::atomic<uint64_t> bytes_converted_{0};
   mutable std::function<void(std::string_view)> observer_;
 };

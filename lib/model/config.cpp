@@ -139,8 +139,11 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::fields() const {
 
 ModelConfig parse_config(const json& j, const std::string& path) {
   if (!j.is_object()) invalid(path + ": not a JSON object");
-  if (!j.contains("model_type") || !j["model_type"].is_string())
+  if (!j.contains("model_type") || j["model_type"].is_null())
     invalid(path + ": field 'model_type' is missing (supported: " + join(supported_model_types()) + ")");
+  if (!j["model_type"].is_string())
+    invalid(path + ": field 'model_type' is " + j["model_type"].type_name() + ", expected a string (supported: " +
+            join(supported_model_types()) + ")");
   ModelConfig c;
   c.model_type = j["model_type"].get<std::string>();
   c.arch = find_architecture(c.model_type);
@@ -154,7 +157,9 @@ ModelConfig parse_config(const json& j, const std::string& path) {
   if (!c.arch->text_config.empty()) {
     const std::string key(c.arch->text_config);
     const auto it = j.find(key);
-    if (it == j.end() || !it->is_object()) invalid(path + ": field '" + key + "' (the text model's config) is missing");
+    if (it == j.end() || it->is_null()) invalid(path + ": field '" + key + "' (the text model's config) is missing");
+    if (!it->is_object())
+      invalid(path + ": field '" + key + "' (the text model's config) is " + it->type_name() + ", expected an object");
     text = io::JsonNode(*it, path, key);
   }
   arch::parse_decoder_fields(text, c);
@@ -363,6 +368,48 @@ NamedShapes expected_tensors(const ModelConfig& c) {
 }
 
 
+// Tensors of layer l that the config rules out, each with why: present in a
+// checkpoint they would be silently ignored (or applied against the config),
+// running another model than the config describes.
+using RuledOut = std::vector<std::pair<std::string, std::string>>;
+
+RuledOut ruled_out_tensors(const ModelConfig& c, int64_t l) {
+  const SwitchFields& sw = c.arch->switches;
+  const std::string none = "model_type '" + c.model_type + "' has no such tensor";
+  auto by = [&](std::string_view field, const std::string& says) {
+    return field.empty() ? none : "config.json field '" + std::string(field) + "' " + says;
+  };
+  RuledOut out;
+  if (!c.layer_linear(l)) {
+    const std::string a = attn_prefix(l);
+    if (!c.attention_bias) {
+      const std::string why = by(sw.attention_bias, "is false");
+      if (c.attention == AttentionKind::kLatent) {
+        for (const char* n : {"q_a_proj.bias", "kv_a_proj_with_mqa.bias", "o_proj.bias"}) out.push_back({a + n, why});
+      } else {
+        for (const char* n : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) out.push_back({a + n, why});
+      }
+    }
+    if (c.attention == AttentionKind::kGrouped && !c.attention_out_bias)
+      out.push_back({a + "o_proj.bias", c.attention_bias ? none : by(sw.attention_bias, "is false")});
+    if (c.qk_norm == QkNorm::kNone)
+      for (const char* n : {"q_norm.weight", "k_norm.weight"}) out.push_back({a + n, by(sw.qk_norm, "is false")});
+    if (!c.attention_sinks) out.push_back({a + "sinks", none});
+  }
+  if (c.layer_is_moe[static_cast<size_t>(l)]) {
+    const std::string no_shared = by(sw.shared_experts, "gives the shared expert a size of 0");
+    if (c.shared_expert_intermediate_size == 0)
+      for (Proj p : {Proj::kGate, Proj::kUp, Proj::kDown}) out.push_back({shared_expert_name(c, l, p), no_shared});
+    if (!c.shared_expert_gated)
+      out.push_back({shared_expert_gate_name(c, l), none});
+    else if (c.shared_expert_intermediate_size == 0)
+      out.push_back({shared_expert_gate_name(c, l), no_shared});
+    if (!c.router_bias) out.push_back({router_bias_name(c, l), none});
+    if (!c.router_correction_bias) out.push_back({router_correction_bias_name(c, l), none});
+  }
+  return out;
+}
+
 }  // namespace
 
 using io::layer_of;
@@ -395,6 +442,9 @@ void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckp
     check(name, shape);
   };
   for (const auto& [name, shape] : expected_tensors(c)) require(name, shape);
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (const auto& [name, why] : ruled_out_tensors(c, l))
+      if (ckpt.has(name)) invalid(path + ": tensor '" + name + "' is present, but " + why);
   // Routed-expert weights are required unless a packed folder holds them in
   // bit groups; their biases are optional (present = used) either way.
   for (int64_t l = 0; l < c.num_layers; ++l)

@@ -12,6 +12,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "io/input_file.h"
 #include "io/json_checksum.h"
 #include "io/json_guard.h"
 #include "io/json_node.h"
@@ -52,10 +53,10 @@ struct FileDigest {
   uint64_t bytes = 0, xxh64 = 0;
 };
 // Size and XXH64 of a regular file, read in blocks (a side file of any size
-// costs one block of memory); nullopt when there is no regular file.
+// costs one block of memory); nullopt when there is none. A FIFO or folder in
+// its place is refused, never taken for absent.
 std::optional<FileDigest> digest_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  if (!io::optional_input_present(path)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorKind::kIo, path + ": cannot open");
   Xxhash64 h;

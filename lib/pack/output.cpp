@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/commit_rename.h"
+#include "io/input_file.h"
 #include "io/safetensors.h"
 #include "pack/manifest.h"
 
@@ -326,8 +327,7 @@ void write_packed_config(const std::string& source_folder, const std::string& ou
 void copy_side_files(const std::string& source_folder, const std::string& out_folder) {
   for (const char* name : side_file_names()) {
     const fs::path src = fs::path(source_folder) / name;
-    std::error_code ec;
-    if (!fs::is_regular_file(src, ec)) continue;
+    if (!io::optional_input_present(src.string())) continue;  // a FIFO or folder there is refused
     std::ifstream in(src, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();

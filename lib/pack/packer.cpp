@@ -110,6 +110,9 @@ struct PackState {
   void copy(size_t i) {
     const PlannedTensor& t = plan.tensors[i];
     const io::TensorInfo& info = ckpt.info(t.source);
+    // Copied bytes are never converted here, but every command that runs the
+    // pack reads them: a non-finite value is refused now, not there.
+    src.check_finite(t.source);
     const uint64_t h = out.append(i, ckpt.view(t.source).bytes());
     ckpt.shard_of(t.source).release(info);
     {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "io/finite_values.h"
 #include "io/safetensors.h"
 #include "pack/manifest.h"
 #include "quant/format.h"
@@ -81,6 +82,14 @@ TensorLocations check_tensors(const Manifest& m, const ShardFiles& files, Verify
     r.bytes += t.bytes;
     if (xxhash64(file->view(*info).bytes()) != t.xxh64)
       r.problems.push_back("shard " + shard + ": tensor " + t.name + ": checksum mismatch");
+    // A copied tensor is read as float by every command that runs the pack:
+    // its stored values follow the finiteness rule of io/finite_values.h (a
+    // checksum that matches only says the pack wrote them).
+    if (t.kind == "copy") try {
+        io::require_finite_stored(file->view(*info), "shard " + shard);
+      } catch (const Error& e) {
+        r.problems.push_back(e.what());
+      }
     file->release(*info);
   }
   for (size_t s = 0; s < files.size(); ++s)

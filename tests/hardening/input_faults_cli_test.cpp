@@ -242,7 +242,9 @@ void overwrite_tensor(const fs::path& file, const std::string& name, uint16_t bf
 
 TEST(InputFaults, NanLogitsAreAnErrorNeverAPrintedResult) {
   const fs::path dir = copy_tinymoe("nan-model");
-  overwrite_tensor(dir / "model.safetensors", "model.norm.weight", 0x7fc0);  // bf16 NaN
+  // Finite weights (a NaN weight is refused on read, nonfinite_weights_cli_test)
+  // large enough that the logits overflow.
+  overwrite_tensor(dir / "model.safetensors", "model.norm.weight", 0x7f7f);  // bf16 3.4e38
   const fs::path text = dir.parent_path() / "t.txt";
   write_text(text, std::string(300, 'a'));
   std::string out;
@@ -259,6 +261,18 @@ TEST(InputFaults, NanLogitsAreAnErrorNeverAPrintedResult) {
                    &out),
                out, 2, {"bits per token of the packed model is nan"});
   EXPECT_FALSE(fs::exists(report));
+}
+
+// A side file the pack copies when it ships (generation_config.json) is
+// refused as any other input when it is a FIFO, never taken for absent.
+TEST(InputFaults, FifoSideFileIsRefusedNotSkipped) {
+  const fs::path dir = copy_tinymoe("fifo-generation-config");
+  make_fifo(dir / "generation_config.json");
+  const fs::path packed = dir.parent_path() / "packed";
+  std::string out;
+  expect_error(run("pack --model " + dir.string() + " --uniform int8_row --threads 1 -o " + packed.string(), &out),
+               out, 2, {"generation_config.json: not a regular file"});
+  EXPECT_FALSE(fs::exists(packed));
 }
 
 TEST(InputFaults, ConfigLayerCountMustMatchTheTensors) {

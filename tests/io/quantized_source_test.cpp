@@ -238,12 +238,14 @@ std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
   return v;
 }
 
-// Scale bytes 0 .. 254 with the extremes (0, 1, 253, 254) and 127 forced in.
+// Scale bytes 0 .. 252 with the extremes (0, 1, 251, 252) and 127 forced in:
+// every E2M1 code times 2^(252 - 127) is finite (2^125 x 6 < FLT_MAX); larger
+// scales overflow with large codes (SourceTensorsMxfp4.ScaleFeIsReadUntilItsProductOverflows).
 std::vector<uint8_t> random_e8m0(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng() % 255);
-  const uint8_t extremes[] = {0, 1, 127, 253, 254};
+  for (auto& b : v) b = static_cast<uint8_t>(rng() % 253);
+  const uint8_t extremes[] = {0, 1, 127, 251, 252};
   for (size_t i = 0; i < std::size(extremes) && i < n; ++i) v[i * 3 % n] = extremes[i];
   return v;
 }
@@ -323,6 +325,93 @@ TEST(SourceTensorsMxfp4, RefusesTheNanScaleByte) {
                               kMxfp4Config);
   expect_error([&] { SourceTensors(*f.ckpt, f.quant).load_f32("x"); }, ErrorKind::kInvalidInput,
                {f.path, "'x_scales'", "0xff", "[2, 0]"});
+}
+
+// E8M0 0xFE is 2^127: finite times a code up to 1.5, an overflow from 2 up.
+// The decoded value decides (io/finite_values.h), named by its flat index.
+TEST(SourceTensorsMxfp4, ScaleFeIsReadUntilItsProductOverflows) {
+  std::vector<uint8_t> blocks(2 * 16, 0x22);  // every element 1.0 (nibble 2)
+  blocks[16 + 3] = 0x32;                       // row 1, element 7 (high nibble): 1.5
+  const std::vector<uint8_t> scales = {127, 0xFE};
+  {
+    const auto f = write_folder({{"x_blocks", DType::kU8, {2, 1, 16}, blocks}, {"x_scales", DType::kU8, {2, 1}, scales}},
+                                kMxfp4Config);
+    const auto v = SourceTensors(*f.ckpt, f.quant).load_f32("x");
+    EXPECT_EQ(v[0], 1.0f);
+    EXPECT_EQ(v[32 + 7], std::ldexp(1.5f, 127));
+  }
+  blocks[16 + 3] = 0x52;  // element 7: 3.0 x 2^127 overflows
+  const auto f = write_folder({{"x_blocks", DType::kU8, {2, 1, 16}, blocks}, {"x_scales", DType::kU8, {2, 1}, scales}},
+                              kMxfp4Config);
+  expect_error([&] { SourceTensors(*f.ckpt, f.quant).load_f32("x"); }, ErrorKind::kInvalidInput,
+               {f.path, "tensor 'x' holds a non-finite value (+inf) at flat index 39 [1, 7]"});
+  expect_error([&] { SourceTensors(*f.ckpt, f.quant).check_finite("x_blocks"); }, ErrorKind::kInvalidInput,
+               {"flat index 39 [1, 7]"});
+  // Handed out raw (a pack moves MXFP4 bits into an MXFP4 format unchanged).
+  expect_error([&] { SourceTensors(*f.ckpt, f.quant).mxfp4_slice("x", 0); }, ErrorKind::kInvalidInput,
+               {"tensor 'x' holds a non-finite value (+inf) at flat index 39 [1, 7]"});
+}
+
+// A block scale times a finite code that overflows float32 is refused by the
+// decoded value; a negative scale, or a 0 scale over a non-zero code, by the
+// scale (the reference quantizer's scale is max|block| / 448: positive, or 0
+// for an all-zero block).
+TEST(SourceTensorsFp8, RefusesOverflowingNegativeAndZeroScales) {
+  const std::string name = "w.weight";
+  std::vector<uint8_t> codes(4 * 6, 0x38);  // E4M3 1.0
+  codes[1 * 6 + 4] = 0x7E;                  // 448
+  auto folder = [&](const std::vector<float>& scales) {
+    return write_folder({{name, DType::kF8_E4M3, {4, 6}, codes},
+                         {name + "_scale_inv", DType::kF32, {2, 2}, bytes_of(scales)}},
+                        fp8_config(2, 3));
+  };
+  {
+    const auto f = folder({1.0f, 1e36f, 1.0f, 1.0f});  // block (0, 1): 448 x 1e36 = inf
+    expect_error([&] { SourceTensors(*f.ckpt, f.quant).load_f32(name); }, ErrorKind::kInvalidInput,
+                 {f.path, "tensor 'w.weight' holds a non-finite value (+inf) at flat index 10 [1, 4]"});
+    expect_error([&] { SourceTensors(*f.ckpt, f.quant).check_finite(name); }, ErrorKind::kInvalidInput,
+                 {"flat index 10 [1, 4]"});
+  }
+  {
+    const auto f = folder({1.0f, 1.0f, -0.5f, 1.0f});
+    expect_error([&] { SourceTensors(*f.ckpt, f.quant).load_f32(name); }, ErrorKind::kInvalidInput,
+                 {"'w.weight_scale_inv'", "negative scale", "[1, 0]"});
+  }
+  {
+    const auto f = folder({1.0f, 1.0f, 1.0f, 0.0f});  // block (1, 1) holds non-zero codes
+    expect_error([&] { SourceTensors(*f.ckpt, f.quant).load_f32(name); }, ErrorKind::kInvalidInput,
+                 {"'w.weight_scale_inv'", "the scale 0 at [1, 1]", "code 0x38 at [2, 3]"});
+  }
+  // A 0 scale over a block of zeros (+0 and -0 codes) is what the reference
+  // writes for such a block: read as zeros.
+  for (int64_t r = 2; r < 4; ++r)
+    for (int64_t c = 3; c < 6; ++c) codes[static_cast<size_t>(r * 6 + c)] = (r + c) % 2 ? 0x80 : 0x00;
+  const auto f = folder({1.0f, 1.0f, 1.0f, 0.0f});
+  const auto v = SourceTensors(*f.ckpt, f.quant).load_f32(name);
+  EXPECT_EQ(v[2 * 6 + 3], 0.0f);
+  EXPECT_EQ(v[0], 1.0f);
+}
+
+// Plain float tensors follow the same rule, whole or slice by slice (the
+// flat index counts from the start of the whole tensor).
+TEST(SourceTensorsPlain, NonFiniteValuesAreRefusedNamingTheFlatIndex) {
+  std::vector<uint16_t> h(3 * 2 * 4, f32_to_f16(0.25f));
+  h[2 * 8 + 1 * 4 + 2] = 0xFC00;  // F16 -inf in slice 2
+  std::vector<uint16_t> b(5, f32_to_bf16(1.0f));
+  b[4] = 0x7FC1;  // a BF16 NaN
+  const auto f = write_folder({{"stack", DType::kF16, {3, 2, 4}, bytes_of(h)}, {"norm", DType::kBF16, {5}, bytes_of(b)}},
+                              kPlainConfig);
+  const SourceTensors src(*f.ckpt, f.quant);
+  expect_error([&] { src.load_f32("stack"); }, ErrorKind::kInvalidInput,
+               {f.path, "tensor 'stack' holds a non-finite value (-inf) at flat index 22 [2, 1, 2]"});
+  std::vector<float> slice(8);
+  EXPECT_NO_THROW(src.slice_to_f32("stack", 1, slice.data()));
+  EXPECT_EQ(slice[0], 0.25f);
+  expect_error([&] { src.slice_to_f32("stack", 2, slice.data()); }, ErrorKind::kInvalidInput,
+               {"flat index 22 [2, 1, 2]"});
+  expect_error([&] { src.load_f32("norm"); }, ErrorKind::kInvalidInput,
+               {"tensor 'norm' holds a non-finite value (nan) at flat index 4 [4]"});
+  expect_error([&] { src.check_finite("norm"); }, ErrorKind::kInvalidInput, {"flat index 4 [4]"});
 }
 
 // ---------------------------------------------------------------------------

@@ -476,5 +476,52 @@ TEST(MtpLayers, SkippedWhenDeclaredRefusedOtherwise) {
   EXPECT_EQ(without->forward(tokens, 1, 6, c2), a);
 }
 
+// A tensor the config says does not exist is an error naming the field and
+// the tensor: never silently ignored (q/k norms, shared experts) nor applied
+// against the config (biases).
+TEST(ConfigAgainstTensors, ATensorTheConfigRulesOutIsAnErrorNamingFieldAndTensor) {
+  const Spec s = glm4();
+  const Weights w = random_weights(s, 5);
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    std::string tensor;
+  };
+  const Case cases[] = {
+      {"use_qk_norm", false, "model.layers.0.self_attn.q_norm.weight"},
+      {"attention_bias", false, "model.layers.0.self_attn.q_proj.bias"},
+      {"n_shared_experts", 0, "model.layers.1.mlp.shared_experts.gate_proj.weight"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.field);
+    nlohmann::json cfg = config_json(s);
+    cfg[k.field] = k.value;
+    try {
+      Model::open(write_checkpoint(s, w, cfg));
+      ADD_FAILURE() << "expected an error naming " << k.field;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("tensor '" + k.tensor + "' is present, but config.json field '" + k.field + "'"),
+                std::string::npos)
+          << msg;
+    }
+  }
+  // A tensor no config of the architecture has: named with the model_type.
+  Weights extra = w;
+  extra["model.layers.0.self_attn.sinks"] = {{s.nh}, std::vector<float>(static_cast<size_t>(s.nh), 0.0f)};
+  try {
+    Model::open(write_checkpoint(s, extra));
+    ADD_FAILURE() << "expected an error naming the sinks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'model.layers.0.self_attn.sinks' is present, but model_type "
+                                         "'glm4_moe' has no such tensor"),
+              std::string::npos)
+        << e.what();
+  }
+  // The same checkpoint with its own config opens.
+  EXPECT_NO_THROW(Model::open(write_checkpoint(s, w)));
+}
+
 }  // namespace
 }  // namespace eq::model

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <numbers>
@@ -20,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
@@ -252,6 +254,50 @@ TEST(GptOssArch, MatchesFloat64Reference) {
 TEST(GptOssArch, DecodeMatchesPrefillAndThreadsAgree) {
   auto model = Model::open(write_checkpoint(random_weights(3)));
   arch_check::expect_decode_matches_prefill_and_threads_agree(*model, V, 30, 9, 12, "gpt_oss");
+}
+
+// A NaN attention sink or an infinite router bias is refused on read, naming
+// the tensor and the flat index of the value (io/finite_values.h), by the
+// library and by generate, perplexity and pack: never a run on garbage.
+TEST(GptOssArch, NonFiniteSinkOrRouterBiasIsRefusedNamingTheTensor) {
+  struct Case {
+    std::string tensor;
+    size_t index;
+    float value;
+    std::string shown;
+  };
+  const Case cases[] = {
+      {"model.layers.1.self_attn.sinks", 2, std::nanf(""), "(nan) at flat index 2 [2]"},
+      {"model.layers.0.mlp.router.bias", 5, INFINITY, "(+inf) at flat index 5 [5]"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.tensor);
+    Weights w = random_weights(3);
+    w[k.tensor].second[k.index] = k.value;
+    const std::string dir = write_checkpoint(w);
+    const std::string want = "tensor '" + k.tensor + "' holds a non-finite value " + k.shown;
+    try {
+      auto model = Model::open(dir);
+      KvCache cache = model->new_cache(1, 4);
+      const std::vector<int32_t> tokens = {1, 2, 3, 4};
+      model->forward(tokens, 1, 4, cache);
+      ADD_FAILURE() << "expected an error naming " << k.tensor;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    const std::string ids = dir + "-ids.json", packed = dir + "-packed";
+    std::ofstream(ids) << "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]";
+    for (const std::string& args :
+         {"generate --model " + dir + " --tokens " + ids + " -n 2",
+          "perplexity --model " + dir + " --tokens " + ids + " --ctx 8",
+          "pack --model " + dir + " --uniform int8_row --threads 1 -o " + packed}) {
+      std::string out;
+      EXPECT_EQ(test::run_command("timeout 60 " + test::binary() + " " + args, &out), 2) << args << "\n" << out;
+      EXPECT_NE(out.find(want), std::string::npos) << args << "\n" << out;
+    }
+    EXPECT_FALSE(std::filesystem::exists(packed));
+  }
 }
 
 }  // namespace

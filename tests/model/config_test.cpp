@@ -571,5 +571,97 @@ TEST(Config, NumbersOutOfRangeNameTheField) {
   EXPECT_NE(msg.find("max_position_embeddings"), std::string::npos) << msg;
 }
 
+// Fields that hold a value we would silently misread are errors naming the
+// field (and, for an enumeration, the allowed values).
+TEST(Config, UnknownOrContradictoryValuesNameTheField) {
+  auto j = qwen3_json();
+  j["num_experts"] = 16;  // num_local_experts is 8
+  EXPECT_NE(error_of(j).find("fields 'num_experts' (16) and 'num_local_experts' (8) disagree"), std::string::npos)
+      << error_of(j);
+  j["num_experts"] = 8;  // agreeing names are fine
+  EXPECT_EQ(model::parse_config(j, "cfg.json").num_experts, 8);
+
+  j = deepseek_json();
+  j["scoring_func"] = "softmax";
+  EXPECT_NE(error_of(j).find("field 'scoring_func': is 'softmax'; allowed: sigmoid"), std::string::npos)
+      << error_of(j);
+  j["scoring_func"] = "sigmoid";
+  j["topk_method"] = "greedy";
+  EXPECT_NE(error_of(j).find("field 'topk_method': is 'greedy'; allowed: noaux_tc"), std::string::npos)
+      << error_of(j);
+  j["topk_method"] = "noaux_tc";
+  EXPECT_EQ(error_of(j), "");
+
+  // sliding_window 0 leaves a query no key in the reference's mask; only
+  // null means full attention.
+  j = gpt_oss_json();
+  j["sliding_window"] = 0;
+  EXPECT_NE(error_of(j).find("field 'sliding_window': is 0"), std::string::npos) << error_of(j);
+  j["sliding_window"] = nullptr;
+  EXPECT_TRUE(model::parse_config(j, "cfg.json").attention_window.empty());
+  j = qwen3_json();
+  j["model_type"] = "mixtral";
+  j["sliding_window"] = 0;
+  EXPECT_NE(error_of(j).find("field 'sliding_window': is 0"), std::string::npos) << error_of(j);
+  j = qwen3_json();
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 0;
+  EXPECT_NE(error_of(j).find("field 'sliding_window': is 0"), std::string::npos) << error_of(j);
+}
+
+// A field of the wrong type is reported as such, never as missing.
+TEST(Config, WrongTypesAreNotReportedAsMissing) {
+  auto j = qwen3_json();
+  j["model_type"] = 7;
+  EXPECT_NE(error_of(j).find("cfg.json: field 'model_type' is number, expected a string"), std::string::npos)
+      << error_of(j);
+  j.erase("model_type");
+  EXPECT_NE(error_of(j).find("field 'model_type' is missing"), std::string::npos) << error_of(j);
+  j = json{{"model_type", "qwen3_5_moe"}, {"text_config", "qwen3_5_moe_text"}};
+  EXPECT_NE(error_of(j).find("field 'text_config' (the text model's config) is string, expected an object"),
+            std::string::npos)
+      << error_of(j);
+  j.erase("text_config");
+  EXPECT_NE(error_of(j).find("field 'text_config' (the text model's config) is missing"), std::string::npos)
+      << error_of(j);
+}
+
+// Each linear-attention size names its field, and so does a mrope_section
+// that cannot split the rotated pairs.
+TEST(Config, HybridSizesAndMropeSectionNameTheirField) {
+  const json base = json::parse(R"({"model_type":"qwen3_next","vocab_size":256,"hidden_size":64,
+    "num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"num_experts":8,
+    "num_experts_per_tok":2,"moe_intermediate_size":32,"rms_norm_eps":1e-6,
+    "rope_parameters":{"rope_theta":1e7,"rope_type":"default","partial_rotary_factor":0.25},
+    "linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":16,"linear_value_head_dim":8,
+    "linear_conv_kernel_dim":4})");
+  EXPECT_EQ(error_of(base), "");
+  for (const char* field : {"linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                            "linear_value_head_dim", "linear_conv_kernel_dim"}) {
+    json j = base;
+    j[field] = 0;
+    EXPECT_NE(error_of(j).find("field '" + std::string(field) + "': must be positive"), std::string::npos)
+        << error_of(j);
+  }
+  // mrope_section: a list of integers summing to the rotated pairs (head_dim
+  // 16 x partial_rotary_factor 0.25 = 4 dims, 2 pairs).
+  json j = base;
+  j["rope_parameters"]["mrope_section"] = "1,1";
+  EXPECT_NE(error_of(j).find("field 'rope_parameters.mrope_section': must be a list of integers, found string"),
+            std::string::npos)
+      << error_of(j);
+  j["rope_parameters"]["mrope_section"] = {2, 1, 1};
+  EXPECT_NE(error_of(j).find("sums to 4 rotated pairs, the rotated dims per head are 4 (2 pairs)"),
+            std::string::npos)
+      << error_of(j);
+  j["rope_parameters"]["mrope_section"] = {1, 1, 0};
+  EXPECT_EQ(error_of(j), "");
+  j = base;
+  j["linear_num_value_heads"] = 3;
+  EXPECT_NE(error_of(j).find("field 'linear_num_value_heads': 3 must be a multiple of linear_num_key_heads (2)"),
+            std::string::npos)
+      << error_of(j);
+}
+
 }  // namespace
 }  // namespace eq

@@ -75,11 +75,22 @@ struct TensorNaming {
   std::string_view shared_expert_gate = "shared_expert_gate";
 };
 
+// The config.json fields that switch optional tensors on, named in the error
+// when a checkpoint holds a tensor its config switches off (the tensor would
+// otherwise be silently ignored, or applied against the config). Empty: the
+// architecture fixes it, no field switches it.
+struct SwitchFields {
+  std::string_view attention_bias = "attention_bias";  // q/k/v (and a latent layer's) projection biases
+  std::string_view qk_norm = {};                       // q_norm / k_norm
+  std::string_view shared_experts = {};                // the shared expert's size (0 = none)
+};
+
 struct Architecture {
   std::string_view model_type;  // as in config.json
   std::string_view description;  // one line for inspect and docs
   TensorNaming naming;
   ExpertStorage expert_storage = ExpertStorage::kPerExpert;
+  SwitchFields switches = {};
   // A multimodal wrapper: the decoder's config fields are under this key of
   // config.json (its other towers are never read) ...
   std::string_view text_config = {};

@@ -36,14 +36,19 @@ void parse_decoder_fields(const JsonNode& j, ModelConfig& c) {
     j.invalid("num_attention_heads (" + std::to_string(c.num_heads) +
             ") must be a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) + ")");
   if (c.head_dim == 0 || c.head_dim % 2 != 0) j.invalid("head_dim must be even and positive");
-  if (j.has("num_experts"))
-    c.num_experts = get_size(j, "num_experts");
-  else if (j.has("num_local_experts"))
-    c.num_experts = get_size(j, "num_local_experts");
-  else if (j.has("n_routed_experts"))
-    c.num_experts = get_size(j, "n_routed_experts");
-  else
-    j.invalid("none of 'num_experts', 'num_local_experts', 'n_routed_experts' is present");
+  // The expert count under any of its names; two names that disagree are an
+  // error (which one the reference reads depends on the model class).
+  const char* experts_field = nullptr;
+  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"}) {
+    if (!j.has(key)) continue;
+    const int64_t n = get_size(j, key);
+    if (experts_field && n != c.num_experts)
+      j.invalid("fields '" + std::string(experts_field) + "' (" + std::to_string(c.num_experts) + ") and '" + key +
+                "' (" + std::to_string(n) + ") disagree on the number of experts");
+    if (!experts_field) c.num_experts = n;
+    experts_field = key;
+  }
+  if (!experts_field) j.invalid("none of 'num_experts', 'num_local_experts', 'n_routed_experts' is present");
   check_max(j, c.num_experts, kMaxConfigExperts, "the number of experts");
   check_max(j, c.num_experts * c.num_layers, kMaxConfigLayerExperts, "num_hidden_layers x experts");
   c.top_k = get_size(j, "num_experts_per_tok");
@@ -77,6 +82,23 @@ std::optional<JsonNode> rope_source(const JsonNode& j) {
   for (const char* key : {"rope_parameters", "rope_scaling"})
     if (auto d = dict(j, key)) return d;
   return std::nullopt;
+}
+
+// "mrope_section": how a multimodal model splits the rotated pairs between its
+// position axes. A text-only run gives every axis the token's position, so it
+// does not change the result, but a value that cannot be such a split is a
+// config we do not understand: a list of integers >= 0 summing to the
+// rotated pairs (rope_dim / 2), or null.
+void check_mrope_section(const JsonNode& d, int64_t rope_dim) {
+  const auto m = d.find("mrope_section");
+  if (!m) return;
+  if (!m->value().is_array())
+    m->invalid(std::string("must be a list of integers, found ") + m->value().type_name());
+  int64_t sum = 0;
+  for (size_t i = 0; i < m->size(); ++i) sum += m->index(i).integer(0, kMaxConfigDim);
+  if (sum * 2 != rope_dim)
+    m->invalid("sums to " + std::to_string(sum) + " rotated pairs, the rotated dims per head are " +
+               std::to_string(rope_dim) + " (" + std::to_string(rope_dim / 2) + " pairs)");
 }
 
 }  // namespace
@@ -113,6 +135,7 @@ void parse_rope(const JsonNode& j, double fallback_theta, double fallback_partia
   if (!(partial > 0 && partial <= 1))
     j.invalid_member("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(partial));
   c.rope_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);  // truncated, as int() does
+  check_mrope_section(d, c.rope_dim);
   const std::string type = d.str_or("rope_type", d.str_or("type", "default"));
   if (type == "default") return;
   if (type != "yarn") d.unsupported("rope type '" + type + "' is not supported (default, yarn)");
@@ -199,9 +222,17 @@ void set_attention_windows(const JsonNode& j, int64_t window,
   if (window == 0) c.attention_window.clear();  // every layer full
 }
 
+int64_t parse_sliding_window(const JsonNode& j, int64_t absent) {
+  if (j.has_null("sliding_window")) return 0;
+  const int64_t window = get_size(j, "sliding_window", absent);
+  if (j.has("sliding_window") && window == 0)
+    j.invalid_member("sliding_window", "is 0, a window that shows a query no key (null means full attention)");
+  return window;
+}
+
 void parse_qwen_sliding_window(const JsonNode& j, ModelConfig& c) {
   const bool use = j.bool_or("use_sliding_window", false);
-  const int64_t window = use ? get_size(j, "sliding_window", 0) : 0;
+  const int64_t window = use ? parse_sliding_window(j, 0) : 0;
   const int64_t first = get_size(j, "max_window_layers", 28);
   set_attention_windows(j, window, [first](int64_t l) { return l >= first; }, c);
 }
@@ -210,6 +241,12 @@ void parse_grouped_sigmoid_router(const JsonNode& j, const SigmoidRouterDefaults
                                   ModelConfig& c) {
   c.router_scoring = RouterScoring::kSigmoid;
   c.router_correction_bias = true;
+  // The only scoring and selection this family implements: another value
+  // would run a different router than the config describes.
+  if (const auto f = j.find("scoring_func"); f && f->str() != "sigmoid")
+    f->invalid("is '" + f->str() + "'; allowed: sigmoid");
+  if (const auto f = j.find("topk_method"); f && f->str() != "noaux_tc")
+    f->invalid("is '" + f->str() + "'; allowed: noaux_tc");
   c.norm_topk_prob = j.bool_or("norm_topk_prob", d.norm_topk_prob);
   c.router_groups = get_size(j, "n_group", d.n_group);
   c.router_topk_groups = get_size(j, "topk_group", d.topk_group);
@@ -267,10 +304,16 @@ void parse_gated_delta_layers(const JsonNode& j, bool fused, ModelConfig& c) {
   check_max(j, a.key_head_dim, kMaxConfigDim, "linear_key_head_dim");
   check_max(j, a.value_head_dim, kMaxConfigDim, "linear_value_head_dim");
   check_max(j, a.conv_kernel, 1024, "linear_conv_kernel_dim");
-  if (a.num_key_heads == 0 || a.num_value_heads % a.num_key_heads != 0 || a.num_value_heads == 0 ||
-      a.key_head_dim == 0 || a.value_head_dim == 0 || a.conv_kernel == 0)
-    j.invalid("the linear attention sizes must be positive and linear_num_value_heads a multiple of "
-                   "linear_num_key_heads");
+  const std::pair<const char*, int64_t> sizes[] = {{"linear_num_key_heads", a.num_key_heads},
+                                                   {"linear_num_value_heads", a.num_value_heads},
+                                                   {"linear_key_head_dim", a.key_head_dim},
+                                                   {"linear_value_head_dim", a.value_head_dim},
+                                                   {"linear_conv_kernel_dim", a.conv_kernel}};
+  for (const auto& [key, v] : sizes)
+    if (v == 0) j.invalid_member(key, "must be positive");
+  if (a.num_value_heads % a.num_key_heads != 0)
+    j.invalid_member("linear_num_value_heads", std::to_string(a.num_value_heads) + " must be a multiple of " +
+                                                   "linear_num_key_heads (" + std::to_string(a.num_key_heads) + ")");
   c.attention_output_gate = true;
   c.norm_zero_centred = true;
   c.qk_norm = QkNorm::kPerHead;

@@ -67,6 +67,10 @@ std::optional<std::vector<std::string>> read_layer_types(const JsonNode& j, int6
 // window 0 leaves every layer full.
 void set_attention_windows(const JsonNode& j, int64_t window,
                            const std::function<bool(int64_t)>& sliding_by_default, ModelConfig& c);
+// "sliding_window": null gives 0 (every layer full), absent gives `absent`;
+// an explicit 0 is an error naming the field (the reference's window mask
+// would leave a query no key; only null means full attention).
+int64_t parse_sliding_window(const JsonNode& j, int64_t absent);
 // The Qwen2/Qwen3 rule: "sliding_window" applies only with "use_sliding_window"
 // (default false), to the layers from "max_window_layers" (default 28) on
 // unless "layer_types" lists them.

@@ -52,6 +52,7 @@ const Architecture& architecture_deepseek_v3() {
       .description = "DeepSeek-V3: multi-head latent attention with YaRN RoPE, grouped sigmoid router with "
                      "correction bias, ungated shared experts, first layers dense",
       .naming = {.shared_expert = "shared_experts"},
+      .switches = {.shared_experts = "n_shared_experts"},
       .parse = parse,
   };
   return row;

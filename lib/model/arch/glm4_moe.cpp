@@ -30,6 +30,7 @@ const Architecture& architecture_glm4_moe() {
       .description = "GLM-4.5 MoE: GQA with q/k/v bias, optional per-head q/k norm and partial RoPE, grouped "
                      "sigmoid router with correction bias, ungated shared experts, first layers dense",
       .naming = {.shared_expert = "shared_experts"},
+      .switches = {.qk_norm = "use_qk_norm", .shared_experts = "n_shared_experts"},
       .parse = parse,
   };
   return row;

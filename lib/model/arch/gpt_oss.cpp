@@ -30,7 +30,7 @@ nlohmann::json default_rope(const arch::JsonNode& j) {
 // layer_types (default: even layers sliding, odd layers full) with
 // sliding_window (default 128); a null sliding_window leaves every layer full.
 void parse_attention_windows(const arch::JsonNode& j, ModelConfig& c) {
-  const int64_t window = j.has_null("sliding_window") ? 0 : arch::get_size(j, "sliding_window", 128);
+  const int64_t window = arch::parse_sliding_window(j, 128);
   arch::set_attention_windows(j, window, [](int64_t l) { return l % 2 == 0; }, c);
 }
 

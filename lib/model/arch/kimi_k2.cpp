@@ -15,6 +15,7 @@ const Architecture& architecture_kimi_k2() {
                      "experts, first layers dense) under its own model_type",
       .naming = architecture_deepseek_v3().naming,
       .expert_storage = architecture_deepseek_v3().expert_storage,
+      .switches = architecture_deepseek_v3().switches,
       .parse = architecture_deepseek_v3().parse,
   };
   return row;

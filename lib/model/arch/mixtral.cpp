@@ -14,7 +14,7 @@ void parse(const arch::JsonNode& j, ModelConfig& c) {
   c.rms_norm_eps = j.number_or("rms_norm_eps", 1e-5);
   c.attention_bias = j.bool_or("attention_bias", false);
   // A sliding_window (null in the released configs) applies to every layer.
-  const int64_t window = arch::get_size(j, "sliding_window", 0);
+  const int64_t window = arch::parse_sliding_window(j, 0);
   arch::set_attention_windows(j, window, [](int64_t) { return true; }, c);
 }
 

@@ -25,6 +25,7 @@ const Architecture& architecture_qwen2_moe() {
       .model_type = "qwen2_moe",
       .description = "Qwen2-MoE: GQA with q/k/v bias, softmax top-k router, sigmoid-gated shared expert",
       .naming = {},
+      .switches = {.shared_experts = "shared_expert_intermediate_size"},
       .parse = parse,
   };
   return row;

@@ -15,6 +15,7 @@ const Architecture& architecture_qwen3_5_moe() {
       .description = "Qwen3.5-MoE multimodal checkpoint: its text model (qwen3_5_moe_text) under text_config and "
                      "model.language_model.; the vision tower is not read",
       .naming = {},
+      .switches = architecture_qwen3_5_moe_text().switches,
       .text_config = "text_config",
       .language_model_prefix = "model.language_model.",
       .parse = [](const arch::JsonNode& j, ModelConfig& c) {

@@ -27,6 +27,7 @@ const Architecture& architecture_qwen3_5_moe_text() {
       .description = "Qwen3.5-MoE text: gated delta net layers (separate projections) with gated GQA layers, "
                      "partial RoPE, zero-centred norms, softmax top-k router, sigmoid-gated shared expert",
       .naming = {},
+      .switches = {.shared_experts = "shared_expert_intermediate_size"},
       .parse = parse,
   };
   return row;

@@ -31,6 +31,7 @@ const Architecture& architecture_qwen3_next() {
       .description = "Qwen3-Next: gated delta net layers (fused projections) with gated GQA layers, partial RoPE, "
                      "zero-centred norms, softmax top-k router, sigmoid-gated shared expert",
       .naming = {},
+      .switches = {.shared_experts = "shared_expert_intermediate_size"},
       .parse = parse,
   };
   return row;
