@@ -1,7 +1,9 @@
 #include "tokenizer/bpe_model.h"
 
 #include <cstdio>
+#include <functional>
 #include <queue>
+#include <vector>
 
 #include "core/error.h"
 #include "core/utf8.h"
@@ -137,7 +139,11 @@ void BpeModel::merge_all(std::vector<Symbol>& symbols) const {
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
-  std::priority_queue<Candidate> queue;
+  // At most one candidate per pair at first; sized once, so a long word
+  // costs its candidates and no doubling slack.
+  std::vector<Candidate> storage;
+  storage.reserve(symbols.size());
+  std::priority_queue<Candidate> queue(std::less<Candidate>(), std::move(storage));
   for (size_t i = 0; i + 1 < symbols.size(); ++i) {
     auto it = merges_.find(pair_key(symbols[i].id, symbols[i + 1].id));
     if (it != merges_.end()) queue.push({it->second.rank, static_cast<int32_t>(i), it->second.new_id});
@@ -175,11 +181,19 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
       out.push_back(*id);
       return;
     }
+  // Reused across words; a long word's storage is given back after it, so a
+  // thread holds at most kKeptSymbols between words.
+  constexpr size_t kKeptSymbols = size_t{1} << 16;
   thread_local std::vector<Symbol> symbols;
+  if (symbols.capacity() < word.size()) {
+    symbols.clear();
+    symbols.reserve(word.size());  // at most one symbol per byte: no doubling slack
+  }
   initial_symbols(word, symbols);
   merge_all(symbols);
   for (const Symbol& s : symbols)
     if (s.len != 0) out.push_back(s.id);
+  if (symbols.capacity() > kKeptSymbols) std::vector<Symbol>().swap(symbols);
 }
 
 }  // namespace eq::tokenizer

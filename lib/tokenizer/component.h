@@ -2,14 +2,37 @@
 // decoders, ...) through io::JsonNode.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "io/json_node.h"
+#include "tokenizer/tokenizer.h"
 
 namespace eq::tokenizer {
 
 using io::JsonNode;
+
+// The most text any component may produce for one document: the normalized
+// text, the pieces a pre-tokenizer Sequence holds at once, each word handed
+// to the model, and (for decoding) the text of each decoder stage beyond
+// kDecodeGrowth times its input. Twice a document leaves room for the
+// byte-level alphabet (two bytes per non-ASCII byte) and Metaspace's marks;
+// a component that produces more (a chain of Replace, a content longer than
+// what it replaces) is refused, kResource, naming the file and component.
+inline constexpr size_t kMaxComponentBytes = 2 * kMaxDocumentBytes;
+// The special tokens a post-processor may put around one sequence.
+inline constexpr size_t kMaxSpecialTokens = 1024;
+
+// "<file>: field '<path>'": names a component in errors raised while it runs.
+inline std::string component_label(const JsonNode& node) { return node.file() + ": field '" + node.path() + "'"; }
+
+// kResource: the component `label` produced `bytes` of text, more than `limit`.
+[[noreturn]] inline void component_too_large(const std::string& label, size_t bytes, size_t limit) {
+  fail(ErrorKind::kResource, label + ": produces " + std::to_string(bytes) + " bytes of text, more than the bound of " +
+                                 std::to_string(limit) + " for one document");
+}
 
 // The components of a Sequence: each element of node[key] through `make`,
 // null results (components that do nothing) left out.

@@ -1,5 +1,7 @@
 #include "tokenizer/decoder.h"
 
+#include <algorithm>
+
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pattern.h"
 #include "core/utf8.h"
@@ -10,11 +12,12 @@ namespace {
 
 constexpr const char* kReplacementChar = "\xEF\xBF\xBD";
 
+// Stages one after the other in a loop: any number of them costs no stack.
 class SequenceDecoder : public Decoder {
  public:
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
-    for (const auto& p : parts_) p->decode_chain(tokens);
+  void decode_chain(std::vector<std::string>& tokens, size_t max_bytes) const override {
+    for (const auto& p : parts_) p->decode_chain(tokens, max_bytes);
   }
 
  private:
@@ -26,7 +29,7 @@ class SequenceDecoder : public Decoder {
 // sequences becoming U+FFFD.
 class ByteLevelDecoder : public Decoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, size_t /*max_bytes*/) const override {
     std::string bytes;
     std::string mapped;
     for (const std::string& t : tokens) {
@@ -51,7 +54,7 @@ class ByteLevelDecoder : public Decoder {
 class MetaspaceDecoder : public Decoder {
  public:
   MetaspaceDecoder(std::string replacement, bool strip_first) : replacement_(std::move(replacement)), strip_first_(strip_first) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, size_t /*max_bytes*/) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string out;
       const std::string& t = tokens[i];
@@ -76,7 +79,7 @@ class MetaspaceDecoder : public Decoder {
 // UTF-8 becomes one U+FFFD per byte.
 class ByteFallbackDecoder : public Decoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, size_t /*max_bytes*/) const override {
     std::vector<std::string> out;
     std::string run;
     size_t run_len = 0;
@@ -120,7 +123,7 @@ class ByteFallbackDecoder : public Decoder {
 
 class FuseDecoder : public Decoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, size_t /*max_bytes*/) const override {
     std::string all;
     for (const std::string& t : tokens) all += t;
     tokens.assign(1, std::move(all));
@@ -131,7 +134,7 @@ class FuseDecoder : public Decoder {
 class StripDecoder : public Decoder {
  public:
   StripDecoder(std::string content, size_t start, size_t stop) : content_(std::move(content)), start_(start), stop_(stop) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, size_t /*max_bytes*/) const override {
     const size_t c = content_.size();
     for (std::string& t : tokens) {
       size_t b = 0, e = t.size();
@@ -149,8 +152,15 @@ class StripDecoder : public Decoder {
 class ReplaceDecoder : public Decoder {
  public:
   ReplaceDecoder(const JsonNode& pattern, std::string content) : pattern_(pattern), content_(std::move(content)) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
-    for (std::string& t : tokens) t = pattern_.replace_all(t, content_);
+  void decode_chain(std::vector<std::string>& tokens, size_t max_bytes) const override {
+    size_t total = 0;
+    for (const std::string& t : tokens) total += t.size();
+    for (std::string& t : tokens) {
+      // What the other tokens hold now bounds what this one may become.
+      total -= t.size();
+      t = pattern_.replace_all(t, content_, max_bytes - std::min(total, max_bytes));
+      total += t.size();
+    }
   }
 
  private:

@@ -21,9 +21,12 @@ HfTokenizer::HfTokenizer(const JsonNode& root, const TokenizerConfig& config, st
   const JsonNode null_node(kNull, root.file(), "");
   if (auto a = root.find("added_tokens")) added_ = AddedTokens(*a);
   model_ = std::make_unique<BpeModel>(root.at("model"));
+  if (auto a = root.find("added_tokens")) check_added_ids(*a);
   normalizer_ = make_normalizer(or_null(root.find("normalizer"), null_node));
   pre_tokenizer_ = make_pre_tokenizer(or_null(root.find("pre_tokenizer"), null_node));
   decoder_ = make_decoder(or_null(root.find("decoder"), null_node));
+  for (const char* key : {"normalizer", "pre_tokenizer"})
+    labels_.push_back(root.find(key) ? component_label(*root.find(key)) : source_);
   post_ = std::make_unique<PostProcessor>(make_post_processor(or_null(root.find("post_processor"), null_node)));
 
   vocab_size_ = model_->vocab().size();
@@ -45,6 +48,24 @@ HfTokenizer::HfTokenizer(const JsonNode& root, const TokenizerConfig& config, st
     if (id >= vocab_size_) eq::invalid(source_ + ": post_processor: id " + std::to_string(id) + " is outside the vocabulary");
   for (const int32_t id : post_->after())
     if (id >= vocab_size_) eq::invalid(source_ + ": post_processor: id " + std::to_string(id) + " is outside the vocabulary");
+}
+
+// The reference gives an added token the model's id for its content when the
+// vocabulary has it, and otherwise an id past the vocabulary, whatever the
+// file says (it only warns): an id of the file that names another vocabulary
+// token, or a token of the vocabulary listed with another id, would encode
+// and decode differently from it, so both are refused naming the field.
+void HfTokenizer::check_added_ids(const JsonNode& list) const {
+  const Vocab& vocab = model_->vocab();
+  for (size_t i = 0; i < added_.all().size(); ++i) {
+    const AddedToken& t = added_.all()[i];
+    const JsonNode id = list.index(i).at("id");
+    if (const auto vocab_id = vocab.id(t.content); vocab_id && *vocab_id != t.id)
+      id.invalid("\"" + t.content + "\" is id " + std::to_string(*vocab_id) + " of model.vocab, not " +
+                 std::to_string(t.id));
+    if (const std::string* other = vocab.token(t.id); other && *other != t.content)
+      id.invalid("id " + std::to_string(t.id) + " is \"" + *other + "\" in model.vocab, not \"" + t.content + "\"");
+  }
 }
 
 std::optional<int32_t> HfTokenizer::token_id(const std::string& token) const {
@@ -91,10 +112,14 @@ void HfTokenizer::split_section(std::string_view section, bool at_text_start, co
   std::string_view text = section;
   if (normalizer_) {
     normalized.assign(section);
-    normalizer_->normalize(normalized);
+    normalizer_->normalize(normalized, kMaxComponentBytes);
+    if (normalized.size() > kMaxComponentBytes) component_too_large(labels_[0], normalized.size(), kMaxComponentBytes);
     text = normalized;
   }
-  const PieceSink word = [&](std::string_view piece, bool) { sink.word(piece); };
+  const PieceSink word = [&](std::string_view piece, bool) {
+    if (piece.size() > kMaxComponentBytes) component_too_large(labels_[1], piece.size(), kMaxComponentBytes);
+    sink.word(piece);
+  };
   std::vector<Segment> segments;
   if (added_.any(true)) added_.split(text, true, segments);
   else segments.push_back({0, text.size(), -1});
@@ -106,11 +131,15 @@ void HfTokenizer::split_section(std::string_view section, bool at_text_start, co
     const std::string_view part = text.substr(seg.begin, seg.end - seg.begin);
     const bool at_start = at_text_start && seg.begin == 0;
     if (pre_tokenizer_) pre_tokenizer_->split(part, at_start, word);
-    else if (!part.empty()) sink.word(part);
+    else if (!part.empty()) word(part, at_start);
   }
 }
 
 void HfTokenizer::split_words(std::string_view text, const WordSink& sink) const {
+  if (text.size() > kMaxDocumentBytes)
+    fail(ErrorKind::kResource, source_ + ": a text of " + std::to_string(text.size()) +
+                                   " bytes is more than one document may hold (" + std::to_string(kMaxDocumentBytes) +
+                                   " bytes)");
   std::string repaired;  // what is not UTF-8 is read as U+FFFD first
   if (!is_valid_utf8(text)) {
     repaired = valid_utf8(text);
@@ -202,7 +231,9 @@ std::string HfTokenizer::decode(std::span<const int32_t> ids, bool skip_special)
   }
   std::string out;
   if (decoder_) {
-    decoder_->decode_chain(tokens);
+    size_t bytes = 0;
+    for (const std::string& t : tokens) bytes += t.size();
+    decoder_->decode_chain(tokens, kDecodeGrowth * bytes + kMaxComponentBytes);
     for (const std::string& t : tokens) out += t;
   } else {
     for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];

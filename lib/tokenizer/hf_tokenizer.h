@@ -59,6 +59,8 @@ class HfTokenizer : public Tokenizer {
   void encode_word(std::string_view word, WordCache& cache, std::vector<int32_t>& ids) const;
   WordCache& thread_cache() const;
   std::optional<int32_t> token_id(const std::string& token) const;
+  // Added tokens whose id or content the model's vocabulary contradicts (exit 2).
+  void check_added_ids(const JsonNode& list) const;
 
   std::string source_;
   uint64_t serial_;  // names this tokenizer's word caches
@@ -68,6 +70,7 @@ class HfTokenizer : public Tokenizer {
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<PostProcessor> post_;
+  std::vector<std::string> labels_;  // of the normalizer and pre-tokenizer (or the file)
   std::optional<int32_t> eos_id_;
   int64_t vocab_size_ = 0;
 };

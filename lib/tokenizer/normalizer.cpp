@@ -15,15 +15,21 @@ namespace eq::tokenizer {
 
 namespace {
 
+// Stages one after the other in a loop: any number of them costs no stack.
 class SequenceNormalizer : public Normalizer {
  public:
-  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
-  void normalize(std::string& text) const override {
-    for (const auto& p : parts_) p->normalize(text);
+  SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts, std::vector<std::string> labels)
+      : parts_(std::move(parts)), labels_(std::move(labels)) {}
+  void normalize(std::string& text, size_t max_bytes) const override {
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      parts_[i]->normalize(text, max_bytes);
+      if (text.size() > max_bytes) component_too_large(labels_[i], text.size(), max_bytes);
+    }
   }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> parts_;
+  std::vector<std::string> labels_;  // of each part
 };
 
 // Unicode normalization forms through utf8proc (maintained tables, not ours).
@@ -35,7 +41,7 @@ class SequenceNormalizer : public Normalizer {
 class FormNormalizer : public Normalizer {
  public:
   FormNormalizer(utf8proc_option_t options, char32_t stable_below) : options_(options), stable_below_(stable_below) {}
-  void normalize(std::string& text) const override {
+  void normalize(std::string& text, size_t /*max_bytes*/) const override {
     std::string out;
     size_t flushed = 0;       // text[0, flushed) is in `out` already (when `changed`)
     size_t last_stable = 0;   // start of the latest stable code point
@@ -86,24 +92,30 @@ class FormNormalizer : public Normalizer {
 
 class LowercaseNormalizer : public Normalizer {
  public:
-  void normalize(std::string& text) const override { text = to_lowercase(text); }
+  void normalize(std::string& text, size_t /*max_bytes*/) const override { text = to_lowercase(text); }
 };
 
 class PrependNormalizer : public Normalizer {
  public:
-  explicit PrependNormalizer(std::string prefix) : prefix_(std::move(prefix)) {}
-  void normalize(std::string& text) const override {
-    if (!text.empty()) text.insert(0, prefix_);
+  PrependNormalizer(std::string prefix, std::string label) : prefix_(std::move(prefix)), label_(std::move(label)) {}
+  void normalize(std::string& text, size_t max_bytes) const override {
+    if (text.empty()) return;
+    if (prefix_.size() > max_bytes || text.size() > max_bytes - prefix_.size())
+      component_too_large(label_, text.size() + prefix_.size(), max_bytes);
+    text.insert(0, prefix_);
   }
 
  private:
   std::string prefix_;
+  std::string label_;
 };
 
 class ReplaceNormalizer : public Normalizer {
  public:
   ReplaceNormalizer(const JsonNode& pattern, std::string content) : pattern_(pattern), content_(std::move(content)) {}
-  void normalize(std::string& text) const override { text = pattern_.replace_all(text, content_); }
+  void normalize(std::string& text, size_t max_bytes) const override {
+    text = pattern_.replace_all(text, content_, max_bytes);
+  }
 
  private:
   Pattern pattern_;
@@ -113,7 +125,7 @@ class ReplaceNormalizer : public Normalizer {
 class StripNormalizer : public Normalizer {
  public:
   StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
-  void normalize(std::string& text) const override {
+  void normalize(std::string& text, size_t /*max_bytes*/) const override {
     if (right_) text.resize(text.size() - trailing_whitespace_bytes(text));
     if (left_) text.erase(0, leading_whitespace_bytes(text));
   }
@@ -127,7 +139,18 @@ class StripNormalizer : public Normalizer {
 std::unique_ptr<Normalizer> make_normalizer(const JsonNode& node) {
   if (node.is_null()) return nullptr;
   const std::string type = node.type();
-  if (type == "Sequence") return std::make_unique<SequenceNormalizer>(sequence_of(node, "normalizers", make_normalizer));
+  if (type == "Sequence") {
+    const JsonNode list = node.at("normalizers");
+    list.require_array();
+    std::vector<std::unique_ptr<Normalizer>> parts;
+    std::vector<std::string> labels;
+    for (size_t i = 0; i < list.value().size(); ++i)
+      if (auto p = make_normalizer(list.index(i))) {
+        parts.push_back(std::move(p));
+        labels.push_back(component_label(list.index(i)));
+      }
+    return std::make_unique<SequenceNormalizer>(std::move(parts), std::move(labels));
+  }
   if (type == "NFC") return std::make_unique<FormNormalizer>(utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE), 0x300);
   if (type == "NFD") return std::make_unique<FormNormalizer>(utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE), 0x80);
   if (type == "NFKC")
@@ -135,7 +158,7 @@ std::unique_ptr<Normalizer> make_normalizer(const JsonNode& node) {
   if (type == "NFKD")
     return std::make_unique<FormNormalizer>(utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT), 0x80);
   if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
-  if (type == "Prepend") return std::make_unique<PrependNormalizer>(node.at("prepend").str());
+  if (type == "Prepend") return std::make_unique<PrependNormalizer>(node.at("prepend").str(), component_label(node));
   if (type == "Replace") return std::make_unique<ReplaceNormalizer>(node.at("pattern"), node.at("content").str());
   if (type == "Strip") return std::make_unique<StripNormalizer>(node.bool_or("strip_left", true), node.bool_or("strip_right", true));
   refuse_component(node, "normalizer", type);

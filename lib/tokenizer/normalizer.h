@@ -2,6 +2,7 @@
 // between added tokens before it is split into words.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -12,7 +13,10 @@ namespace eq::tokenizer {
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
-  virtual void normalize(std::string& text) const = 0;
+  // Rewrites `text`; a component whose result would pass `max_bytes` (one
+  // that multiplies the text, such as Replace) is refused (kResource) naming
+  // its file and field, before it holds more than that.
+  virtual void normalize(std::string& text, size_t max_bytes) const = 0;
 };
 
 // Sequence, NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Strip. Anything

@@ -4,6 +4,14 @@ namespace eq::tokenizer {
 
 namespace {
 
+// Each sequence is encoded with these around it: the count is bounded, and
+// checked as the ids are gathered, so a template that repeats a long special
+// token is refused before it costs memory.
+[[noreturn]] void too_many_special_tokens(const JsonNode& node) {
+  node.fail(ErrorKind::kResource,
+            "puts more than " + std::to_string(kMaxSpecialTokens) + " special tokens around a sequence");
+}
+
 // TemplateProcessing's "single" template: special tokens around the one
 // sequence ("A"); a template with "B" in it is for pairs only.
 PostProcessor from_template(const JsonNode& node) {
@@ -30,6 +38,7 @@ PostProcessor from_template(const JsonNode& node) {
     for (size_t k = 0; k < ids.value().size(); ++k) {
       const int64_t v = ids.index(k).integer();
       if (v < 0 || v > kMaxTokenId) ids.index(k).invalid("expected an id in [0, " + std::to_string(kMaxTokenId) + "]");
+      if (before.size() + after.size() == kMaxSpecialTokens) too_many_special_tokens(single);
       (seen_sequence ? after : before).push_back(static_cast<int32_t>(v));
     }
   }
@@ -62,6 +71,8 @@ PostProcessor make_post_processor(const JsonNode& node) {
     std::vector<int32_t> before, after;
     for (size_t i = 0; i < list.value().size(); ++i) {
       const PostProcessor p = make_post_processor(list.index(i));
+      if (before.size() + after.size() + p.before().size() + p.after().size() > kMaxSpecialTokens)
+        too_many_special_tokens(list.index(i));
       // Each processor wraps what the previous ones produced.
       before.insert(before.begin(), p.before().begin(), p.before().end());
       after.insert(after.end(), p.after().begin(), p.after().end());

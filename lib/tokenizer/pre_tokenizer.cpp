@@ -1,5 +1,8 @@
 #include "tokenizer/pre_tokenizer.h"
 
+#include <deque>
+#include <utility>
+
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pattern.h"
 #include "tokenizer/regex.h"
@@ -19,20 +22,84 @@ namespace {
 // ByteLevel.use_regex is set.
 constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// Each piece of one stage goes through the later stages before the next
+// piece is cut, in a loop over an explicit stack rather than one call frame
+// per stage: any number of stages costs no stack. levels[k] holds the pieces
+// stage k + 1 cut from the piece of the level above it being worked on (the
+// first stage hands its pieces on as it finds them, the last emits them), so
+// memory is one piece's descendants per stage; the bytes held at once are
+// bounded by kMaxComponentBytes.
 class SequencePreTokenizer : public PreTokenizer {
  public:
-  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts, std::string label)
+      : parts_(std::move(parts)), label_(std::move(label)) {}
   void split(std::string_view text, bool at_text_start, const PieceSink& emit) const override {
-    run(0, text, at_text_start, emit);
+    if (parts_.empty()) return emit(text, at_text_start);
+    if (parts_.size() == 1) return parts_[0]->split(text, at_text_start, emit);
+    std::deque<Level> levels;  // a deque: a level's pieces stay put while deeper levels are added
+    size_t held = 0;
+    parts_[0]->split(text, at_text_start, [&](std::string_view piece, bool at_start) {
+      later_stages(piece, at_start, levels, held, emit);
+    });
   }
 
  private:
-  void run(size_t stage, std::string_view text, bool at_text_start, const PieceSink& emit) const {
-    if (stage == parts_.size()) return emit(text, at_text_start);
-    parts_[stage]->split(text, at_text_start,
-                         [&](std::string_view piece, bool at_start) { run(stage + 1, piece, at_start, emit); });
+  struct Level {
+    std::string bytes;                           // the pieces, one after the other
+    std::vector<std::pair<size_t, bool>> ends;   // each piece's end in `bytes`, and at_text_start
+    size_t next = 0;                             // the next piece to take down
+    std::string_view piece(size_t i) const {
+      const size_t b = i == 0 ? 0 : ends[i - 1].first;
+      return std::string_view(bytes).substr(b, ends[i].first - b);
+    }
+    // Empties the level; the buffers of a long piece are given back, so
+    // levels that are not in use hold at most kKeptBytes each.
+    void clear(size_t& held) {
+      held -= bytes.size();
+      bytes.clear();
+      ends.clear();
+      if (bytes.capacity() > kKeptBytes) std::string().swap(bytes);
+      if (ends.capacity() * sizeof(ends[0]) > kKeptBytes) decltype(ends)().swap(ends);
+      next = 0;
+    }
+    static constexpr size_t kKeptBytes = 1024;
+  };
+
+  // Stages 1.. on one piece of stage 0.
+  void later_stages(std::string_view piece, bool at_start, std::deque<Level>& levels, size_t& held,
+                    const PieceSink& emit) const {
+    const size_t last = parts_.size() - 1;
+    // Runs stage `stage` on `in`: the last stage emits, any other fills levels[stage - 1].
+    const auto run = [&](size_t stage, std::string_view in, bool in_start) {
+      if (stage == last) return parts_[stage]->split(in, in_start, emit);
+      while (levels.size() < stage) levels.emplace_back();
+      Level& out = levels[stage - 1];
+      out.clear(held);
+      parts_[stage]->split(in, in_start, [&](std::string_view p, bool s) {
+        held += p.size();
+        if (held > kMaxComponentBytes) component_too_large(label_, held, kMaxComponentBytes);
+        out.bytes.append(p);
+        out.ends.emplace_back(out.bytes.size(), s);
+      });
+    };
+    run(1, piece, at_start);
+    if (last == 1) return;
+    size_t depth = 1;  // the stage whose pieces levels[depth - 1] holds
+    while (depth > 0) {
+      Level& level = levels[depth - 1];
+      if (level.next == level.ends.size()) {
+        level.clear(held);
+        --depth;
+        continue;
+      }
+      const size_t i = level.next++;
+      run(depth + 1, level.piece(i), level.ends[i].second);
+      if (depth + 1 < last) ++depth;
+    }
   }
+
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
+  std::string label_;
 };
 
 class SplitPreTokenizer : public PreTokenizer {
@@ -171,7 +238,9 @@ PrependScheme metaspace_scheme(const JsonNode& node) {
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonNode& node) {
   if (node.is_null()) return nullptr;
   const std::string type = node.type();
-  if (type == "Sequence") return std::make_unique<SequencePreTokenizer>(sequence_of(node, "pretokenizers", make_pre_tokenizer));
+  if (type == "Sequence")
+    return std::make_unique<SequencePreTokenizer>(sequence_of(node, "pretokenizers", make_pre_tokenizer),
+                                                  component_label(node));
   if (type == "Split")
     return std::make_unique<SplitPreTokenizer>(node.at("pattern"), parse_split_behavior(node.at("behavior")),
                                                node.bool_or("invert", false));

@@ -3,6 +3,7 @@
 // (ByteTokenizer). Callers hold a Tokenizer and never ask which it is.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -16,6 +17,12 @@ class ThreadPool;
 }  // namespace eq
 
 namespace eq::tokenizer {
+
+// The most text one document may hold when a tokenizer.json encodes it
+// (encode refuses more; commands that read text refuse a longer document
+// naming the file): the model's BPE takes about 28 bytes of memory per byte
+// of its longest word, and every component is bounded relative to this.
+inline constexpr size_t kMaxDocumentBytes = size_t{16} << 20;
 
 class Tokenizer {
  public:

@@ -101,7 +101,7 @@ TEST(TokenizerComponents, NormalizationFormsEqualWholeTextNormalization) {
       const size_t len = rng() % 12;
       for (size_t i = 0; i < len; ++i) utf8_append(text, pool[rng() % pool.size()]);
       std::string got = text;
-      norm->normalize(got);
+      norm->normalize(got, tokenizer::kMaxComponentBytes);
       utf8proc_uint8_t* whole = nullptr;
       const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
                                   static_cast<utf8proc_ssize_t>(text.size()), &whole, opt);
