@@ -32,7 +32,8 @@ std::unique_ptr<tokenizer::Tokenizer> open_tokenizer(const TokenizeCliOptions& o
 }
 
 int run_encode(const tokenizer::Tokenizer& tok, const TokenizeCliOptions& o) {
-  const std::string text = io::read_text_prefix(o.text, 0);
+  // The text is one document: read no more of the file than one may hold.
+  const std::string text = io::read_text_prefix(o.text, 0, tokenizer::kMaxDocumentBytes);
   const std::vector<int32_t> ids = tok.encode(text, !o.no_special);
   if (o.json) {
     std::cout << nlohmann::json(ids).dump() << "\n";

@@ -11,6 +11,7 @@
 
 namespace eq::eval {
 
+
 PerplexityRun run_perplexity(const PerplexityRequest& q) {
   if (q.text.empty() == q.tokens.empty()) invalid("give exactly one of --text FILE or --tokens FILE");
   if (!q.doc_separator.empty() && q.text.empty())
@@ -23,7 +24,9 @@ PerplexityRun run_perplexity(const PerplexityRequest& q) {
   run.input = q.text.empty() ? q.tokens : q.text;
   if (!q.text.empty()) {
     const auto tok = pack::load_folder_tokenizer(model->checkpoint().folder(), c.vocab_size);
-    input.sequences = tokenizer::read_text_documents(q.text, *tok, {q.doc_separator, q.max_tokens}).documents;
+    input.sequences =
+        tokenizer::read_text_documents(q.text, *tok, {q.doc_separator, q.max_tokens}, {false, tokenizer::kPassMaxTokens})
+            .documents;
   } else {
     const auto format = io::parse_token_file_format(q.tokens_format);
     if (!format) invalid("--tokens-format: expected auto, json, npy, u32 or i32, got '" + q.tokens_format + "'");

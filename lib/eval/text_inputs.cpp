@@ -37,9 +37,10 @@ std::vector<LabeledTokens> read_text_inputs(const TextInputs& in, const std::str
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (!in.texts.empty()) tok = pack::load_folder_tokenizer(model_folder, vocab_size);
   const tokenizer::TextDocumentOptions to{io::unescape_prompt(in.doc_separator), in.max_tokens};
+  const tokenizer::TextReadOptions read{false, tokenizer::kPassMaxTokens};
   for (const std::string& p : in.texts) {
     LabeledTokens t{domain_label(p), {}, {}};
-    for (auto& d : tokenizer::read_text_documents(p, *tok, to).documents) {
+    for (auto& d : tokenizer::read_text_documents(p, *tok, to, read).documents) {
       t.document_starts.push_back(static_cast<int64_t>(t.tokens.size()));
       t.tokens.insert(t.tokens.end(), d.begin(), d.end());
     }

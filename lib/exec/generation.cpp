@@ -6,6 +6,7 @@
 #include "io/text_file.h"
 #include "io/tokens.h"
 #include "pack/folder_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace eq::exec {
 
@@ -38,7 +39,8 @@ Generation prepare_generation(const GenerationRequest& q) {
     g.prompt = s.sequences[0];
   } else {
     // Files are sent byte for byte.
-    const std::string text = q.prompt ? *q.prompt : io::read_text_prefix(q.prompt_file, 0);
+    // A prompt is one document: read no more of the file than one may hold.
+    const std::string text = q.prompt ? *q.prompt : io::read_text_prefix(q.prompt_file, 0, tokenizer::kMaxDocumentBytes);
     g.prompt = g.tokenizer->encode(text, /*add_special=*/true);
   }
   if (g.prompt.empty())

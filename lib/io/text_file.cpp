@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "core/error.h"
 #include "io/input_file.h"
@@ -114,77 +115,128 @@ constexpr unsigned char kZstdMagic[4] = {0x28, 0xb5, 0x2f, 0xfd};
 constexpr size_t kTextChunk = size_t(1) << 20;
 
 [[noreturn]] void text_too_large(const std::string& path, uint64_t cap) {
-  fail(ErrorKind::kResource, path + ": text larger than the limit of " + std::to_string(cap) +
-                                 " bytes (pass --max-tokens to read only its start)");
-}
-
-// Reads from `in` (whose first `head_bytes` bytes are already in `head`)
-// until `target` bytes of content or the end of the file.
-void read_plain(InputFile& in, const unsigned char* head, size_t head_bytes, uint64_t target, std::string& out) {
-  out.reserve(size_t(std::min<uint64_t>(target, in.size())));
-  out.append(reinterpret_cast<const char*>(head), size_t(std::min<uint64_t>(head_bytes, target)));
-  while (out.size() < target) {
-    const size_t old = out.size();
-    const size_t room = size_t(std::min<uint64_t>(kTextChunk, target - old));
-    out.resize(old + room);
-    const size_t n = in.read(out.data() + old, room);
-    out.resize(old + n);
-    if (n == 0) break;
-  }
-}
-
-void read_zstd(InputFile& in, const unsigned char* head, size_t head_bytes, uint64_t target, std::string& out) {
-  const std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> d(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  if (!d) fail(ErrorKind::kResource, in.path() + ": cannot allocate a zstd decoder");
-  std::vector<unsigned char> buf(std::max<size_t>(ZSTD_DStreamInSize(), head_bytes));
-  std::memcpy(buf.data(), head, head_bytes);
-  ZSTD_inBuffer zin{buf.data(), head_bytes, 0};
-  bool eof = false;
-  size_t last = 1;  // 0 once a frame is complete and flushed
-  while (out.size() < target) {
-    if (zin.pos == zin.size && !eof) {
-      const size_t n = in.read(buf.data(), buf.size());
-      zin = {buf.data(), n, 0};
-      eof = n == 0;
-    }
-    const size_t old = out.size();
-    const size_t room = size_t(std::min<uint64_t>(kTextChunk, target - old));
-    out.resize(old + room);
-    ZSTD_outBuffer zout{out.data() + old, room, 0};
-    const size_t before = zin.pos;
-    const size_t r = ZSTD_decompressStream(d.get(), &zout, &zin);
-    out.resize(old + zout.pos);
-    if (ZSTD_isError(r)) invalid(in.path() + ": corrupt zstd data: " + ZSTD_getErrorName(r));
-    if (zout.pos != 0 || zin.pos != before) {
-      last = r;
-      continue;
-    }
-    // No progress: the file is consumed and the decoder has nothing left to
-    // flush; the text ends well only after a complete frame.
-    if (!eof || zin.pos != zin.size) invalid(in.path() + ": corrupt zstd data (decoder stalled)");
-    if (last != 0) invalid(in.path() + ": truncated zstd data");
-    break;
-  }
+  fail(ErrorKind::kResource, path + ": text larger than the limit of " + std::to_string(cap) + " bytes");
 }
 
 }  // namespace
 
+struct TextReader::Zstd {
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> d{ZSTD_createDCtx(), ZSTD_freeDCtx};
+  std::vector<unsigned char> buf;
+  ZSTD_inBuffer in{nullptr, 0, 0};
+  bool eof = false;
+  size_t last = 1;  // 0 once a frame is complete and flushed
+};
+
+TextReader::TextReader(const std::string& path) : in_(std::make_unique<InputFile>(path)) {
+  head_bytes_ = in_->read_full(head_, sizeof head_);
+  if (head_bytes_ >= 4 && std::memcmp(head_, kZstdMagic, 4) == 0) {
+    zstd_ = std::make_unique<Zstd>();
+    if (!zstd_->d) fail(ErrorKind::kResource, path + ": cannot allocate a zstd decoder");
+    zstd_->buf.resize(std::max<size_t>(ZSTD_DStreamInSize(), head_bytes_));
+    std::memcpy(zstd_->buf.data(), head_, head_bytes_);
+    zstd_->in = {zstd_->buf.data(), head_bytes_, 0};
+    const unsigned long long declared = ZSTD_getFrameContentSize(head_, head_bytes_);
+    if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR) declared_ = declared;
+  } else {
+    declared_ = in_->size();
+  }
+}
+
+TextReader::~TextReader() = default;
+
+const std::string& TextReader::path() const { return in_->path(); }
+
+size_t TextReader::read(std::string& out, size_t n) {
+  const size_t old = out.size();
+  out.resize(old + n);
+  const size_t got = zstd_ ? read_zstd(out.data() + old, n) : read_plain(out.data() + old, n);
+  out.resize(old + got);
+  return got;
+}
+
+size_t TextReader::read_plain(char* dst, size_t n) {
+  size_t got = 0;
+  if (head_used_ < head_bytes_) {
+    got = std::min(n, head_bytes_ - head_used_);
+    std::memcpy(dst, head_ + head_used_, got);
+    head_used_ += got;
+  }
+  while (got < n) {
+    const size_t r = in_->read(dst + got, n - got);
+    if (r == 0) break;
+    got += r;
+  }
+  return got;
+}
+
+// Fills up to n bytes; fewer only at the end of the content.
+size_t TextReader::read_zstd(char* dst, size_t n) {
+  Zstd& z = *zstd_;
+  size_t got = 0;
+  while (got < n) {
+    if (z.in.pos == z.in.size && !z.eof) {
+      const size_t r = in_->read(z.buf.data(), z.buf.size());
+      z.in = {z.buf.data(), r, 0};
+      z.eof = r == 0;
+    }
+    ZSTD_outBuffer zout{dst + got, n - got, 0};
+    const size_t before = z.in.pos;
+    const size_t r = ZSTD_decompressStream(z.d.get(), &zout, &z.in);
+    if (ZSTD_isError(r)) invalid(path() + ": corrupt zstd data: " + ZSTD_getErrorName(r));
+    got += zout.pos;
+    if (zout.pos != 0 || z.in.pos != before) {
+      z.last = r;
+      continue;
+    }
+    // No progress: the file is consumed and the decoder has nothing left to
+    // flush; the text ends well only after a complete frame.
+    if (!z.eof || z.in.pos != z.in.size) invalid(path() + ": corrupt zstd data (decoder stalled)");
+    if (z.last != 0) invalid(path() + ": truncated zstd data");
+    break;
+  }
+  return got;
+}
+
+uint64_t TextReader::hash_rest(uint64_t* bytes) {
+  std::string chunk;
+  uint64_t n = 0;
+  while (true) {
+    chunk.clear();
+    if (read(chunk, kTextChunk) == 0) break;
+    hash_.update(chunk.data(), chunk.size());
+    n += chunk.size();
+  }
+  if (bytes) *bytes += n;
+  return hash_.digest();
+}
+
+uint64_t text_content_xxh64(const std::string& path) { return TextReader(path).hash_rest(nullptr); }
+
+uint64_t text_content_size(const std::string& path, uint64_t stop_after) {
+  TextReader r(path);
+  // A zstd frame's size is a lower bound: more frames may follow it.
+  if (r.declared_size() && (!r.compressed() || *r.declared_size() > stop_after)) return *r.declared_size();
+  std::string chunk;
+  uint64_t n = 0;
+  while (n <= stop_after) {
+    chunk.clear();
+    const size_t got = r.read(chunk, kTextChunk);
+    if (got == 0) break;
+    n += got;
+  }
+  return n;
+}
+
 std::string read_text_prefix(const std::string& path, uint64_t want, uint64_t cap) {
-  InputFile in(path);
+  TextReader in(path);
   // Reading whole (or past the cap): one byte more than the cap tells that it is over.
   const bool whole = want == 0 || want > cap;
   const uint64_t target = whole ? cap + 1 : want;
-  unsigned char head[32];
-  const size_t head_bytes = in.read_full(head, sizeof head);
+  if (whole && in.declared_size() && *in.declared_size() > cap) text_too_large(path, cap);
   std::string out;
-  if (head_bytes >= 4 && std::memcmp(head, kZstdMagic, 4) == 0) {
-    const unsigned long long declared = ZSTD_getFrameContentSize(head, head_bytes);
-    if (whole && declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR && declared > cap)
-      text_too_large(path, cap);
-    read_zstd(in, head, head_bytes, target, out);
-  } else {
-    if (whole && in.size() > cap) text_too_large(path, cap);
-    read_plain(in, head, head_bytes, target, out);
+  if (in.declared_size()) out.reserve(size_t(std::min(target, *in.declared_size())));
+  while (out.size() < target && in.read(out, size_t(std::min<uint64_t>(kTextChunk, target - out.size()))) != 0) {
   }
   if (whole && out.size() > cap) text_too_large(path, cap);
   return out;

@@ -73,10 +73,15 @@ std::vector<std::vector<int32_t>> read_calib_tokens(const ProfileRequest& r, con
         sliced || r.max_tokens <= 0 || r.max_tokens > std::numeric_limits<int64_t>::max() - r.skip_tokens
             ? 0
             : r.skip_tokens + r.max_tokens;
-    tokenizer::TextDocuments text = tokenizer::read_text_documents(path, *tok, {r.doc_separator, cap});
+    // Read whole only without --max-tokens, or for a slice (which --max-tokens does not shorten).
+    const std::string advice = sliced ? " (a --slice reads the whole text)" : tokenizer::kPassMaxTokens;
+    tokenizer::TextDocuments text =
+        tokenizer::read_text_documents(path, *tok, {r.doc_separator, cap}, {/*hash_whole_text=*/true, advice});
     slice.xxh64 = hash_hex(text.xxh64);
-    // The whole file's hash names the source of the tokens (what --merge compares).
-    slice.file_xxh64 = cap == 0 ? slice.xxh64 : hash_hex(xxhash64(io::read_file_bytes(path)));
+    // The whole file's hash names the source of the tokens (what --merge
+    // compares); where only its start was read, the rest is hashed a chunk at a time.
+    const bool read_prefix = tokenizer::is_byte_tokenizer(*tok) && r.doc_separator.empty() && cap > 0;
+    slice.file_xxh64 = read_prefix ? hash_hex(io::text_content_xxh64(path)) : slice.xxh64;
     slice.doc_separator = r.doc_separator;
     slice.kind = "text";
     return std::move(text.documents);
