@@ -76,14 +76,16 @@ TEST(TokenizerBounds, NormalizerDecoderAndPostProcessorSequencesOf100000StagesRu
   EXPECT_EQ(tok->decode(std::vector<int32_t>{2, 1, 0}, false), "abba");
 }
 
-// Each Replace makes 4 bytes of one: 4^40 bytes after 40 stages, refused at
-// the stage that would pass the bound.
+// A tokenizer whose `component` is a Sequence (its stages under `key`) of 40
+// Replace stages that each make 4 bytes of one: 4^40 bytes after them.
+std::string replace_chain(const std::string& tag, const std::string& component, const std::string& key) {
+  const std::string stage = R"({"type": "Replace", "pattern": {"String": "a"}, "content": "aaaa"})";
+  return write_tokenizer(tag, tokenizer_json("\"" + component + "\": " + sequence(key, stage, 40) + ", "));
+}
+
+// Refused at the stage that would pass the bound.
 TEST(TokenizerBounds, ChainedReplaceNormalizersAreRefusedAtTheBound) {
-  const std::string path = write_tokenizer(
-      "replace-chain",
-      tokenizer_json("\"normalizer\": " +
-                     sequence("normalizers", R"({"type": "Replace", "pattern": {"String": "a"}, "content": "aaaa"})", 40) +
-                     ", "));
+  const std::string path = replace_chain("replace-chain", "normalizer", "normalizers");
   const auto tok = tokenizer::load_tokenizer_file(path);
   EXPECT_EQ(tok->encode("b", false), (std::vector<int32_t>{1}));
   const Error e = error_of([&] { tok->encode("a", false); });
@@ -94,11 +96,7 @@ TEST(TokenizerBounds, ChainedReplaceNormalizersAreRefusedAtTheBound) {
 }
 
 TEST(TokenizerBounds, ChainedReplaceDecodersAreRefusedAtTheBound) {
-  const std::string path = write_tokenizer(
-      "replace-dec",
-      tokenizer_json("\"decoder\": " +
-                     sequence("decoders", R"({"type": "Replace", "pattern": {"String": "a"}, "content": "aaaa"})", 40) +
-                     ", "));
+  const std::string path = replace_chain("replace-dec", "decoder", "decoders");
   const auto tok = tokenizer::load_tokenizer_file(path);
   EXPECT_EQ(tok->decode(std::vector<int32_t>{1}, false), "b");
   const Error e = error_of([&] { tok->decode(std::vector<int32_t>{0}, false); });
