@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
+#include "hardening/cli_checks.h"
 #include "test_support.h"
 
 namespace eq {
@@ -29,16 +30,10 @@ namespace fs = std::filesystem;
 
 std::string tinymoe() { return (test::data_dir() / "tinymoe").string(); }
 
-// Commands run under `timeout`: a regression that blocks fails with 124
-// instead of hanging the suite.
-int run(const std::string& args, std::string* out) {
-  return test::run_command("timeout 60 " + test::binary() + " " + args, out);
-}
+int run(const std::string& args, std::string* out) { return test::run_cli(args, out); }
 
 void expect_error(int rc, const std::string& out, int code, const std::vector<std::string>& needles) {
-  EXPECT_EQ(rc, code) << out;
-  EXPECT_NE(out.find("expertquant: error: "), std::string::npos) << out;
-  for (const auto& n : needles) EXPECT_NE(out.find(n), std::string::npos) << "missing '" << n << "' in: " << out;
+  test::expect_cli_error(rc, out, code, needles);
 }
 
 fs::path copy_tinymoe(const std::string& tag) {

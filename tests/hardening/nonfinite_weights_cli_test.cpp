@@ -15,6 +15,7 @@
 
 #include "core/numeric.h"
 #include "io/safetensors.h"
+#include "hardening/cli_checks.h"
 #include "test_support.h"
 
 namespace eq {
@@ -22,14 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int run(const std::string& args, std::string* out) {
-  return test::run_command("timeout 60 " + test::binary() + " " + args, out);
-}
+int run(const std::string& args, std::string* out) { return test::run_cli(args, out); }
 
 void expect_error(int rc, const std::string& out, int code, const std::vector<std::string>& needles) {
-  EXPECT_EQ(rc, code) << out;
-  EXPECT_NE(out.find("expertquant: error: "), std::string::npos) << out;
-  for (const auto& n : needles) EXPECT_NE(out.find(n), std::string::npos) << "missing '" << n << "' in: " << out;
+  test::expect_cli_error(rc, out, code, needles);
 }
 
 struct Stored {
