@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/build_info.h"
+
 namespace eq::test {
 
 std::filesystem::path source_dir() { return EQ_SOURCE_DIR; }
@@ -66,7 +68,14 @@ int run_command(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::string binary() { return EQ_BINARY; }
+// The test objects are linked against the plain and, with EQ_SANITIZER_TESTS,
+// the sanitized library: each runs the binary built like its library.
+std::string binary() {
+#ifdef EQ_SANITIZED_BINARY
+  if (built_with_sanitizers()) return EQ_SANITIZED_BINARY;
+#endif
+  return EQ_BINARY;
+}
 
 std::map<std::string, std::string> snapshot(const std::filesystem::path& path) {
   namespace fs = std::filesystem;

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "core/build_info.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "exec/batch_mlp.h"
@@ -200,11 +201,9 @@ TEST(BatchMlp, TrellisIntegerPathMatchesFloat64) {
   if (!active_int8_batch_kernels().gemm) GTEST_SKIP() << "no integer batch kernel on this ISA";
   for (const char* name : {"trellis2", "trellis3", "trellis4"}) {
     const quant::FormatTraits& f = quant::format_by_name(name);
-#ifdef EQ_SANITIZE  // the trellis quantizer's Viterbi search runs ~10x slower instrumented
-    const int64_t H = 256, I = 128, rows = 37;
-#else
-    const int64_t H = 512, I = 384, rows = 37;
-#endif
+    // The trellis quantizer's Viterbi search runs ~10x slower instrumented.
+    const bool sanitized = eq::built_with_sanitizers();
+    const int64_t H = sanitized ? 256 : 512, I = sanitized ? 128 : 384, rows = 37;
     const Expert e = make_expert(f, H, I, 31);
     const std::vector<float> x = normal(rows * H, 7, 1.0f);
     const std::vector<double> want = reference(e, x, rows, H, I);

@@ -57,7 +57,9 @@ inline nlohmann::json mixed_allocation(
 // change relinks it) and what the fixture asks for (`request`: the allocation
 // or format). A file lock serializes processes that run in parallel.
 inline std::filesystem::path fixture_dir(const std::string& tag) {
-  const std::filesystem::path dir = std::filesystem::path(binary()).parent_path() / "test-packs" / tag;
+  // One set per binary: the plain and the sanitized tests (EQ_SANITIZER_TESTS) each pack with their own library.
+  const std::filesystem::path bin(binary());
+  const std::filesystem::path dir = bin.parent_path() / "test-packs" / bin.filename() / tag;
   std::filesystem::create_directories(dir);
   return dir;
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/build_info.h"
 #include "core/hash.h"
 #include "io/text_file.h"
 #include "support/random_moe.h"
@@ -102,14 +103,10 @@ Child run(const std::vector<std::string>& args) {
 }
 
 void expect_bounded(const Child& c) {
-#ifdef EQ_SANITIZE
-  (void)c;
-  GTEST_SKIP() << "peak RSS is not meaningful under ASan's shadow memory";
-#else
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "peak RSS is not meaningful under ASan's shadow memory";
   std::cout << "peak RSS " << c.max_rss_kib << " KiB\n";
   EXPECT_GT(c.max_rss_kib, 0);
   EXPECT_LT(c.max_rss_kib, kMaxRssKiB) << c.output;
-#endif
 }
 
 void expect_has(const Child& c, const std::string& needle) {

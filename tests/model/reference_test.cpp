@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_info.h"
 #include "eval/perplexity.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
@@ -192,12 +193,12 @@ TEST_P(BitsPerByteTest, MatchesReference) {
 
 std::vector<BpbCase> bpb_cases() {
   std::vector<BpbCase> v;
-#ifdef EQ_SANITIZE
-  // Under ASan+UBSan (5-10x slower) one whole file exercises the same code; the
-  // plain build checks every file.
-  v.push_back({"tinymoe", "eval_python.txt"});
-  return v;
-#endif
+  if (eq::built_with_sanitizers()) {
+    // Under ASan+UBSan (5-10x slower) one whole file exercises the same code; the
+    // plain build checks every file.
+    v.push_back({"tinymoe", "eval_python.txt"});
+    return v;
+  }
   for (const char* f : {"eval_python.txt", "eval_c.txt", "eval_prose.txt", "eval_troff.txt", "calib_mixed.txt"})
     v.push_back({"tinymoe", f});
   // qwen3moe-small is ~2.5x slower per token: one file here, the rest via the CLI

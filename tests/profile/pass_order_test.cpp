@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_info.h"
 #include "profile/profile.h"
 #include "profile/run.h"
 #include "test_support.h"
@@ -79,9 +80,7 @@ TEST(PassOrder, TinyMoeProfileIdentical) {
 
 TEST(PassOrder, Qwen3MoeSmallProfileIdentical) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "two minutes under ASan; tinymoe and qwen3_next-small cover the pass code there, the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "two minutes under ASan; tinymoe and qwen3_next-small cover the pass code there, the plain build runs it";
   check_orders("qwen3moe-small");
 }
 
@@ -94,9 +93,7 @@ TEST(PassOrder, Qwen3NextSmallProfileIdentical) {
 // Multi-head latent attention behind the grouped sigmoid router.
 TEST(PassOrder, DeepseekV3SmallProfileIdentical) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "two minutes under ASan; tinymoe and qwen3_next-small cover the pass code there, the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "two minutes under ASan; tinymoe and qwen3_next-small cover the pass code there, the plain build runs it";
   check_orders("deepseek_v3-small");
 }
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_info.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "model/config.h"
@@ -51,11 +52,8 @@ void expect_near_rel(double a, double b, const std::string& what) {
 TEST(Profile, MergeOfHalvesEqualsWhole) {
   const std::string text = io::read_file_bytes((test::data_dir() / "corpus/calib_small.txt.zst").string());
   // Cut at a window boundary so both runs see the same 512-token windows.
-#ifdef EQ_SANITIZE  // three profiles of 32k tokens take a minute instrumented; 8k cover the same code
-  const size_t limit = std::min<size_t>(text.size(), 16 * 512);
-#else
-  const size_t limit = std::min<size_t>(text.size(), 64 * 512);
-#endif
+  // Three profiles of 32k tokens take a minute instrumented; 8k cover the same code.
+  const size_t limit = std::min<size_t>(text.size(), (eq::built_with_sanitizers() ? 16 : 64) * 512);
   const size_t half = (limit / 2 / 512) * 512;
   const std::string a = slice_file(text, 0, half, "a.txt"), b = slice_file(text, half, limit, "b.txt");
   const std::string whole = slice_file(text, 0, limit, "whole.txt");

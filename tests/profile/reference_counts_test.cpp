@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_info.h"
 #include "io/text_file.h"
 #include "profile/run.h"
 #include "test_support.h"
@@ -65,9 +66,7 @@ void check_counts(const std::string& model_name) {
 
 TEST(ReferenceCounts, TinyMoeCalibMixed) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("tinymoe");
 }
 
@@ -76,17 +75,13 @@ TEST(ReferenceCounts, TinyMoeCalibMixed) {
 // model so that ctest can run them side by side.
 TEST(ReferenceCounts, DeepseekV3SmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("deepseek_v3-small");
 }
 
 TEST(ReferenceCounts, Glm4MoeSmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("glm4_moe-small");
 }
 
@@ -94,17 +89,13 @@ TEST(ReferenceCounts, Glm4MoeSmallCalibMixed) {
 // sliding-window attention (gpt-oss), in bf16 and as the MXFP4 release.
 TEST(ReferenceCounts, GptOssSmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("gpt_oss-small");
 }
 
 TEST(ReferenceCounts, GptOssSmallMxfp4CalibMixed) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("gpt_oss-small-mxfp4");
 }
 
@@ -112,17 +103,13 @@ TEST(ReferenceCounts, GptOssSmallMxfp4CalibMixed) {
 // projections; Qwen3.5-MoE, separate projections).
 TEST(ReferenceCounts, Qwen3NextSmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("qwen3_next-small");
 }
 
 TEST(ReferenceCounts, Qwen35MoeSmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-#ifdef EQ_SANITIZE
-  GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
-#endif
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("qwen3_5_moe-small");
 }
 
