@@ -29,6 +29,24 @@ set(EQ_SLOW_TESTS
 # The sanitized twins' tests (CMakeLists.txt, EQ_SANITIZER_TESTS) have the same
 # names behind the prefix "<variant>:", and every one of them gets the label
 # `<variant>` here.
+# Also `slow` on the sanitized twins only (CMakeLists.txt, EQ_SANITIZER_TESTS):
+# the tests of more than about 25 s under ASan+UBSan on 2 cores, each a whole
+# profile, pack or eval through the command line or a whole corpus file, whose
+# code the faster tests of the same folder run under the sanitizers too. The
+# plain ctest runs them.
+set(EQ_SLOW_SANITIZED_TESTS
+  Corpus/BitsPerByteTest.MatchesReference/tinymoe_eval_python_txt
+  DefaultBudgetCli.NoBudgetOptionAllocatesThePolicyDefaultAndThresholdsOptsOut
+  EvalCli.GenerateRunsThePackedFolderAlone
+  EvalCli.PackedAloneReportsItsOwnBitsAndSkipsTheComparison
+  ExpertShape.EveryPathMatchesFloat64WithBiasesAndClampedSwiGlu
+  PackCli.LayerPartsMergeToTheSinglePack
+  Profile.MergeOfHalvesEqualsWhole
+  ProfileOutputFaults.FailedRenameRollsBackEveryReplacedFile
+  ProgressCli.EvalQualityWindowOrderEndsAt100PercentOfTheTokens
+  ProxyFitCli.SummaryAndJsonShowEachFitAndADamagedRecordIsRefused
+)
+
 foreach(folder IN LISTS EQ_TEST_FOLDERS)
   foreach(variant "" ${EQ_TEST_VARIANTS})
     if(variant)
@@ -45,6 +63,9 @@ foreach(folder IN LISTS EQ_TEST_FOLDERS)
       string(FIND "${name}" "  #" param_comment)
       string(SUBSTRING "${name}" 0 ${param_comment} name)
       list(FIND EQ_SLOW_TESTS "${name}" slow_index)
+      if(variant AND slow_index EQUAL -1)
+        list(FIND EQ_SLOW_SANITIZED_TESTS "${name}" slow_index)
+      endif()
       if(slow_index GREATER -1)
         set_tests_properties("${test}" PROPERTIES LABELS "${labels};slow")
       elseif(variant)
