@@ -29,7 +29,8 @@ std::string eval_command(const std::string& extra) {
 // the checkpoint is read (KiB/s on a slow machine or under a sanitizer): the
 // passes themselves count layers or tokens, never bytes.
 bool has_byte_rate_outside_read_steps(std::string out) {
-  for (size_t at; (at = out.find("iB/s read")) != std::string::npos;) out.erase(at, 9);
+  const std::string read_rate = "iB/s read";
+  for (size_t at; (at = out.find(read_rate)) != std::string::npos;) out.erase(at, read_rate.size());
   return out.find("iB/s") != std::string::npos;
 }
 

@@ -32,7 +32,9 @@
 namespace eq::profile {
 namespace {
 
+// Each test ends with this call, so a skip here skips the test.
 void check_counts(const std::string& model_name) {
+  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   const auto model = test::shared_dir() / "models" / model_name;
   const nlohmann::json ref =
       nlohmann::json::parse(io::read_file_bytes((model / "reference/reference.json").string()))["expert_counts"];
@@ -66,7 +68,6 @@ void check_counts(const std::string& model_name) {
 
 TEST(ReferenceCounts, TinyMoeCalibMixed) {
   EQ_REQUIRE_SHARED();
-  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("tinymoe");
 }
 
@@ -75,13 +76,11 @@ TEST(ReferenceCounts, TinyMoeCalibMixed) {
 // model so that ctest can run them side by side.
 TEST(ReferenceCounts, DeepseekV3SmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("deepseek_v3-small");
 }
 
 TEST(ReferenceCounts, Glm4MoeSmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("glm4_moe-small");
 }
 
@@ -89,13 +88,11 @@ TEST(ReferenceCounts, Glm4MoeSmallCalibMixed) {
 // sliding-window attention (gpt-oss), in bf16 and as the MXFP4 release.
 TEST(ReferenceCounts, GptOssSmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("gpt_oss-small");
 }
 
 TEST(ReferenceCounts, GptOssSmallMxfp4CalibMixed) {
   EQ_REQUIRE_SHARED();
-  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("gpt_oss-small-mxfp4");
 }
 
@@ -103,13 +100,11 @@ TEST(ReferenceCounts, GptOssSmallMxfp4CalibMixed) {
 // projections; Qwen3.5-MoE, separate projections).
 TEST(ReferenceCounts, Qwen3NextSmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("qwen3_next-small");
 }
 
 TEST(ReferenceCounts, Qwen35MoeSmallCalibMixed) {
   EQ_REQUIRE_SHARED();
-  if (eq::built_with_sanitizers()) GTEST_SKIP() << "524 KB through the forward takes minutes under ASan; the plain build runs it";
   check_counts("qwen3_5_moe-small");
 }
 
