@@ -2,24 +2,15 @@
 // and SVG; no scripts, fonts or network), readable offline and in CI logs.
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 
 #include "core/utf8.h"
 #include "core/xml_escape.h"
+#include "core/printf_string.h"
 #include "eval/report.h"
 
 namespace eq::eval {
 namespace {
-
-void add(std::string& out, const char* fmt, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  out += buf;
-}
 
 // A byte-level model's tokens are bytes: shown as the UTF-8 text they spell
 // (invalid sequences as U+FFFD; control bytes other than newline and tab as
@@ -71,15 +62,15 @@ void latency_chart(std::string& out, const LatencyResult& l, const LatencyResult
   const double ly0 = std::floor(std::log10(tmin)), ly1 = std::max(ly0 + 1, std::ceil(std::log10(tmax)));
   auto X = [&](int64_t m) { return left + (std::log2(static_cast<double>(m)) - lx0) / (lx1 - lx0) * (W - left - right); };
   auto Y = [&](double ms) { return top + (ly1 - std::log10(ms)) / (ly1 - ly0) * (Hh - top - bottom); };
-  add(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' class='chart' role='img' aria-label='latency vs M'>\n", W, Hh);
-  add(out, "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='none' stroke='#999'/>\n", left, top, W - left - right, Hh - top - bottom);
+  appendf(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' class='chart' role='img' aria-label='latency vs M'>\n", W, Hh);
+  appendf(out, "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='none' stroke='#999'/>\n", left, top, W - left - right, Hh - top - bottom);
   for (double d = ly0; d <= ly1 + 1e-9; d += 1) {
-    add(out, "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='#eee'/>", left, W - right, Y(std::pow(10, d)), Y(std::pow(10, d)));
-    add(out, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%g ms</text>\n", left - 4, Y(std::pow(10, d)) + 4, std::pow(10, d));
+    appendf(out, "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='#eee'/>", left, W - right, Y(std::pow(10, d)), Y(std::pow(10, d)));
+    appendf(out, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%g ms</text>\n", left - 4, Y(std::pow(10, d)) + 4, std::pow(10, d));
   }
   for (const auto& p : l.strategies.empty() ? std::vector<LatencyPoint>{} : l.strategies[0].points)
-    add(out, "<text x='%.1f' y='%.0f' font-size='11' text-anchor='middle'>%lld</text>\n", X(p.m), Hh - bottom + 14, static_cast<long long>(p.m));
-  add(out, "<text x='%.0f' y='%.0f' font-size='12' text-anchor='middle'>M (tokens per MoE call)</text>\n", (left + W - right) / 2, Hh - 6);
+    appendf(out, "<text x='%.1f' y='%.0f' font-size='11' text-anchor='middle'>%lld</text>\n", X(p.m), Hh - bottom + 14, static_cast<long long>(p.m));
+  appendf(out, "<text x='%.0f' y='%.0f' font-size='12' text-anchor='middle'>M (tokens per MoE call)</text>\n", (left + W - right) / 2, Hh - 6);
   auto lines = [&](const LatencyResult& r, bool dashed, const char* suffix) {
     for (size_t i = 0; i < r.strategies.size(); ++i) {
       const auto& s = r.strategies[i];
@@ -91,12 +82,12 @@ void latency_chart(std::string& out, const LatencyResult& l, const LatencyResult
           pts += b;
         }
       const char* color = kColors[i % 6];
-      add(out, "<polyline fill='none' stroke='%s' stroke-width='2' %s points='%s'/>\n", color,
+      appendf(out, "<polyline fill='none' stroke='%s' stroke-width='2' %s points='%s'/>\n", color,
           dashed ? "stroke-dasharray='5,4'" : "", pts.c_str());
       const double ly = top + 16 * static_cast<double>(i + (dashed ? r.strategies.size() : 0));
-      add(out, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='%s' stroke-width='2' %s/>", W - right + 8,
+      appendf(out, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='%s' stroke-width='2' %s/>", W - right + 8,
           W - right + 28, ly, ly, color, dashed ? "stroke-dasharray='5,4'" : "");
-      add(out, "<text x='%.0f' y='%.1f' font-size='11'>%s%s</text>\n", W - right + 32, ly + 4, xml_escape(s.dispatch).c_str(), suffix);
+      appendf(out, "<text x='%.0f' y='%.1f' font-size='11'>%s%s</text>\n", W - right + 32, ly + 4, xml_escape(s.dispatch).c_str(), suffix);
     }
   };
   lines(l, false, "");
@@ -111,15 +102,15 @@ void layer_error_chart(std::string& out, const std::vector<LayerError>& layers) 
   if (mx <= 0) mx = 1;
   const double W = 640, bar = 18, left = 70, right = 90;
   const double Hh = 10 + bar * 1.4 * static_cast<double>(layers.size());
-  add(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' class='chart' role='img' aria-label='per-layer error'>\n", W, Hh);
+  appendf(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' class='chart' role='img' aria-label='per-layer error'>\n", W, Hh);
   for (size_t i = 0; i < layers.size(); ++i) {
     const double y = 5 + bar * 1.4 * static_cast<double>(i);
     const double w = layers[i].rel_l2 / mx * (W - left - right);
-    add(out, "<text x='%.0f' y='%.1f' font-size='11' text-anchor='end'>layer %lld</text>", left - 6, y + bar * 0.7,
+    appendf(out, "<text x='%.0f' y='%.1f' font-size='11' text-anchor='end'>layer %lld</text>", left - 6, y + bar * 0.7,
         static_cast<long long>(layers[i].layer));
-    add(out, "<rect x='%.0f' y='%.1f' width='%.1f' height='%.0f' fill='#1f77b4'><title>rel L2 %.5f, cosine %.6f</title></rect>",
+    appendf(out, "<rect x='%.0f' y='%.1f' width='%.1f' height='%.0f' fill='#1f77b4'><title>rel L2 %.5f, cosine %.6f</title></rect>",
         left, y, w, bar, layers[i].rel_l2, layers[i].cosine_mean);
-    add(out, "<text x='%.1f' y='%.1f' font-size='11'>%.4f</text>\n", left + w + 4, y + bar * 0.7, layers[i].rel_l2);
+    appendf(out, "<text x='%.1f' y='%.1f' font-size='11'>%.4f</text>\n", left + w + 4, y + bar * 0.7, layers[i].rel_l2);
   }
   out += "</svg>\n";
 }
@@ -140,20 +131,20 @@ void class_heatmap(std::string& out, const PackSummary& p) {
   const double left = 60, top = 24, W = left + cell * static_cast<double>(experts) + 10;
   const double rows_end = top + cell * static_cast<double>(p.classes.size());
   const double Hh = rows_end + 40;  // the expert axis: ticks, numbers, its name
-  add(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' class='chart' role='img' aria-label='class heatmap'>\n", std::max(W, 420.0), Hh);
+  appendf(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' class='chart' role='img' aria-label='class heatmap'>\n", std::max(W, 420.0), Hh);
   for (int c = 0; c < plan::kNumClasses; ++c) {
-    add(out, "<rect x='%d' y='4' width='10' height='10' fill='%s'/><text x='%d' y='13' font-size='11'>%s</text>",
+    appendf(out, "<rect x='%d' y='4' width='10' height='10' fill='%s'/><text x='%d' y='13' font-size='11'>%s</text>",
         static_cast<int>(left) + c * 100, kClassColors[c], static_cast<int>(left) + c * 100 + 14,
         std::string(plan::class_name(static_cast<plan::ExpertClass>(c))).c_str());
   }
   out += "\n";
   for (size_t l = 0; l < p.classes.size(); ++l) {
     const double y = top + cell * static_cast<double>(l);
-    add(out, "<text x='%.0f' y='%.1f' font-size='%.0f' text-anchor='end'>L%lld</text>", left - 4, y + cell * 0.8,
+    appendf(out, "<text x='%.0f' y='%.1f' font-size='%.0f' text-anchor='end'>L%lld</text>", left - 4, y + cell * 0.8,
         std::max(7.0, std::min(11.0, cell)), static_cast<long long>(p.layers[l]));
     for (size_t e = 0; e < p.classes[l].size(); ++e) {
       const int c = std::clamp(p.classes[l][e], 0, plan::kNumClasses - 1);
-      add(out, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>layer %lld expert %zu: %s</title></rect>",
+      appendf(out, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>layer %lld expert %zu: %s</title></rect>",
           left + cell * static_cast<double>(e), y, cell * 0.92, cell * 0.92, kClassColors[c],
           static_cast<long long>(p.layers[l]), e, std::string(plan::class_name(static_cast<plan::ExpertClass>(c))).c_str());
     }
@@ -162,10 +153,10 @@ void class_heatmap(std::string& out, const PackSummary& p) {
   out += "<g class='expert-axis' font-size='10' text-anchor='middle'>";
   for (size_t e = 0; e < experts; e += tick_step(cell, 28)) {
     const double x = left + cell * (static_cast<double>(e) + 0.46);
-    add(out, "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='#999'/><text x='%.1f' y='%.1f'>%zu</text>", x, x,
+    appendf(out, "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='#999'/><text x='%.1f' y='%.1f'>%zu</text>", x, x,
         rows_end, rows_end + 4, x, rows_end + 15, e);
   }
-  add(out, "<text x='%.1f' y='%.1f' font-size='11'>expert</text></g>\n",
+  appendf(out, "<text x='%.1f' y='%.1f' font-size='11'>expert</text></g>\n",
       left + cell * static_cast<double>(experts) / 2, rows_end + 32);
   out += "</svg>\n";
 }
@@ -180,33 +171,33 @@ std::string report_html(const EvalReport& r) {
          "th{background:#f4f4f4}td.l,th.l{text-align:left}pre{white-space:pre-wrap;font-size:12px;background:#f8f8f8;padding:4px;margin:0}"
          ".pass{color:#2a2}.fail{color:#c22;font-weight:bold}.chart{display:block;margin:8px 0}</style></head><body>\n";
   out += "<h1>expertquant eval report</h1>\n";
-  add(out, "<p id='summary'>Packed <code>%s</code> (%s, %.3f bits per expert weight) against <code>%s</code>; %s, %s, %d thread(s).</p>\n",
+  appendf(out, "<p id='summary'>Packed <code>%s</code> (%s, %.3f bits per expert weight) against <code>%s</code>; %s, %s, %d thread(s).</p>\n",
       xml_escape(r.packed.folder).c_str(), xml_escape(r.packed.policy).c_str(), r.packed.avg_bits_per_expert_weight,
       xml_escape(r.model_path.empty() ? std::string("no unquantized model") : r.model_path).c_str(), xml_escape(r.machine.cpu).c_str(),
       xml_escape(r.machine.isa).c_str(), r.machine.threads);
   if (!r.comparison_skipped.empty())
     out += "<p id='comparison'>Comparison skipped: " + xml_escape(r.comparison_skipped) + "</p>\n";
   if (r.baseline)
-    add(out, "<p>Baseline <code>%s</code> (%s, %.3f bits per expert weight).</p>\n", xml_escape(r.baseline->folder).c_str(),
+    appendf(out, "<p>Baseline <code>%s</code> (%s, %.3f bits per expert weight).</p>\n", xml_escape(r.baseline->folder).c_str(),
         xml_escape(r.baseline->policy).c_str(), r.baseline->avg_bits_per_expert_weight);
   const char* unit = r.byte_level ? "bpb" : "bits/token";
   if (r.quality && !r.quality->compared) {
     out += "<h2>Quality</h2>\n<p>" + xml_escape(quality_line(r)) + "</p>\n";
-    add(out, "<table id='quality'><tr><th class='l'>text</th><th>tokens</th><th>%s packed</th></tr>\n", unit);
+    appendf(out, "<table id='quality'><tr><th class='l'>text</th><th>tokens</th><th>%s packed</th></tr>\n", unit);
     std::vector<TextQuality> rows = r.quality->texts;
     if (rows.size() > 1) rows.push_back(r.quality->overall);
     for (const auto& t : rows)
-      add(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.4f</td></tr>\n", xml_escape(t.label).c_str(),
+      appendf(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.4f</td></tr>\n", xml_escape(t.label).c_str(),
           static_cast<long long>(t.scored_tokens), t.bits_packed);
     out += "</table>\n";
   } else if (r.quality) {
     const QualityResult& q = *r.quality;
     out += "<h2>Quality</h2>\n<p>" + xml_escape(quality_line(r)) + "</p>\n";
-    add(out, "<table id='quality'><tr><th class='l'>text</th><th>tokens</th><th>%s reference</th><th>%s packed</th><th>delta</th><th>KL mean</th><th>KL p99</th><th>KL max</th><th>top-1</th></tr>\n", unit, unit);
+    appendf(out, "<table id='quality'><tr><th class='l'>text</th><th>tokens</th><th>%s reference</th><th>%s packed</th><th>delta</th><th>KL mean</th><th>KL p99</th><th>KL max</th><th>top-1</th></tr>\n", unit, unit);
     std::vector<TextQuality> rows = q.texts;
     if (q.texts.size() > 1) rows.push_back(q.overall);
     for (const auto& t : rows)
-      add(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.4f</td><td>%.4f</td><td>%+.2f%%</td><td>%.5f</td><td>%.5f</td><td>%.4f</td><td>%.1f%%</td></tr>\n",
+      appendf(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.4f</td><td>%.4f</td><td>%+.2f%%</td><td>%.5f</td><td>%.5f</td><td>%.4f</td><td>%.1f%%</td></tr>\n",
           xml_escape(t.label).c_str(), static_cast<long long>(t.scored_tokens), t.bits_reference, t.bits_packed,
           t.bits_reference > 0 ? 100.0 * (t.bits_packed / t.bits_reference - 1.0) : 0.0, t.kl_mean, t.kl_p99,
           t.kl_max, 100.0 * t.top1_agreement);
@@ -216,12 +207,12 @@ std::string report_html(const EvalReport& r) {
   if (!r.collapse.empty()) {
     int64_t passed = 0;
     for (const auto& c : r.collapse) passed += c.passed();
-    add(out, "<h2>Collapse checks: %lld/%zu pass</h2>\n<p>loop: repeated n-gram coverage &ge; %.2f and &ge; reference + %.2f; drift: class-histogram JSD &gt; %.2f.</p>\n",
+    appendf(out, "<h2>Collapse checks: %lld/%zu pass</h2>\n<p>loop: repeated n-gram coverage &ge; %.2f and &ge; reference + %.2f; drift: class-histogram JSD &gt; %.2f.</p>\n",
         static_cast<long long>(passed), r.collapse.size(), r.collapse_thresholds.loop_coverage,
         r.collapse_thresholds.loop_margin, r.collapse_thresholds.drift_jsd);
     out += "<table id='collapse'><tr><th class='l'>domain</th><th>offset</th><th>loop ref</th><th>loop packed</th><th>JSD</th><th class='l'>verdict</th><th class='l'>prompt</th><th class='l'>unquantized</th><th class='l'>packed</th></tr>\n";
     for (const auto& c : r.collapse)
-      add(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.2f</td><td>%.2f</td><td>%.3f</td><td class='l %s'>%s</td>",
+      appendf(out, "<tr><td class='l'>%s</td><td>%lld</td><td>%.2f</td><td>%.2f</td><td>%.3f</td><td class='l %s'>%s</td>",
           xml_escape(c.domain).c_str(), static_cast<long long>(c.offset), c.loop_reference, c.loop_packed, c.drift_jsd,
           c.passed() ? "pass" : "fail", c.verdict().c_str()),
           out += "<td class='l'><pre>" + tokens_text(c.prompt, r.byte_level) + "</pre></td><td class='l'><pre>" +
@@ -244,25 +235,25 @@ std::string report_html(const EvalReport& r) {
       if (s.dispatch == "sorted") so = &s;
     }
     for (size_t i = 0; !st.empty() && i < st[0].points.size(); ++i) {
-      add(out, "<tr><td>%lld</td>", static_cast<long long>(st[0].points[i].m));
-      for (const auto& s : st) add(out, "<td>%.3f</td>", s.points[i].moe_step.median * 1e3);
+      appendf(out, "<tr><td>%lld</td>", static_cast<long long>(st[0].points[i].m));
+      for (const auto& s : st) appendf(out, "<td>%.3f</td>", s.points[i].moe_step.median * 1e3);
       for (const auto& s : st)
-        s.points[i].model_step.reps ? add(out, "<td>%.3f</td>", s.points[i].model_step.median * 1e3) : add(out, "<td>-</td>");
+        s.points[i].model_step.reps ? appendf(out, "<td>%.3f</td>", s.points[i].model_step.median * 1e3) : appendf(out, "<td>-</td>");
       if (mc && so && so->points[i].moe_step.median > 0)
-        add(out, "<td>%.2f&times;</td>", mc->points[i].moe_step.median / so->points[i].moe_step.median);
+        appendf(out, "<td>%.2f&times;</td>", mc->points[i].moe_step.median / so->points[i].moe_step.median);
       else
         out += "<td>-</td>";
       out += "</tr>\n";
     }
     out += "</table>\n<table id='speed'><tr><th class='l'>dispatch</th><th>decode tok/s</th><th>prefill tok/s</th></tr>\n";
     for (const auto& s : st)
-      add(out, "<tr><td class='l'>%s</td><td>%.1f</td><td>%.1f</td></tr>\n", xml_escape(s.dispatch).c_str(),
+      appendf(out, "<tr><td class='l'>%s</td><td>%.1f</td><td>%.1f</td></tr>\n", xml_escape(s.dispatch).c_str(),
           s.decode_tokens_per_second, s.prefill_tokens_per_second);
     out += "</table>\n";
   }
   out += "<h2>Expert classes</h2>\n";
   class_heatmap(out, r.packed);
-  add(out, "<p>Generated by expertquant %s in %.1f s.</p>\n</body></html>\n", xml_escape(r.tool_version).c_str(), r.seconds);
+  appendf(out, "<p>Generated by expertquant %s in %.1f s.</p>\n</body></html>\n", xml_escape(r.tool_version).c_str(), r.seconds);
   return out;
 }
 

@@ -17,7 +17,7 @@ namespace {
 
 // Rows of one batch per pool task: the weights are dequantized once per task,
 // so more rows amortize that better; fewer split a hot expert across cores.
-constexpr int64_t kRowChunk = 128;
+constexpr int64_t kBatchRowsPerTask = 128;
 // Block sizes (targets; rounded to what the format accepts, format.h):
 constexpr int64_t kIBlock = 128;  // intermediate features per block: the SwiGLU tile is rows x 128
 constexpr int64_t kKBlock = 256;  // hidden (input) features per gate/up panel: 2 x 128 x 256 floats = 256 KB
@@ -395,7 +395,7 @@ void run_batch_mlp(std::span<const ExpertBatch> batches, const BatchOptions& opt
       serial.push_back({&b, 0, b.rows});
       continue;
     }
-    for (int64_t r = 0; r < b.rows; r += kRowChunk) pooled.push_back({&b, r, std::min(b.rows, r + kRowChunk)});
+    for (int64_t r = 0; r < b.rows; r += kBatchRowsPerTask) pooled.push_back({&b, r, std::min(b.rows, r + kBatchRowsPerTask)});
   }
   const int64_t H = batches.empty() ? 0 : batches.front().weights->down.rows;
   auto run_task = [H, &options](const Task& t) {

@@ -1,23 +1,11 @@
 #include "model/describe.h"
 
-#include <cstdarg>
-#include <cstdio>
 #include <map>
+
+#include "core/printf_string.h"
 
 namespace eq::model {
 namespace {
-
-std::string printed(const char* format, ...) {
-  va_list args, again;
-  va_start(args, format);
-  va_copy(again, args);
-  const int n = std::vsnprintf(nullptr, 0, format, args);
-  va_end(args);
-  std::string s(static_cast<size_t>(n > 0 ? n : 0), '\0');
-  std::vsnprintf(s.data(), s.size() + 1, format, again);
-  va_end(again);
-  return s;
-}
 
 void add_latent(const nlohmann::ordered_json& a, std::vector<std::string>& out) {
   if (!a.contains("latent_attention")) return;

@@ -13,7 +13,7 @@ namespace eq::quant {
 
 namespace {
 
-constexpr int kGroup = 32;
+constexpr int kMxGroup = 32;
 constexpr int kEmptyScaleByte = 127;  // an all-zero block stores 2^0 and codes 0
 
 
@@ -22,7 +22,7 @@ QuantizedMatrix quantize_mx(const FormatTraits& format, const float* w, int64_t 
   check_quantize_input(format, w, rows, cols, options);
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   uint8_t* scales = out.parts[1].bytes.data();
-  quantize_e2m1_stream(w, rows, cols, kGroup, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
+  quantize_e2m1_stream(w, rows, cols, kMxGroup, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
     int e = 0;
     if (!e2m1_ops::mx_exponent(wg, h, search_neighbours, &e)) {
       scales[g * rows + n] = kEmptyScaleByte;
@@ -46,7 +46,7 @@ QuantizedMatrix quantize_mxfp4_floor_rule(const float* w, int64_t rows, int64_t 
 }
 
 std::vector<PartSpec> mxfp4_part_specs(const FormatTraits&, int64_t rows, int64_t cols) {
-  return {{"qweight", DType::kU32, {cols / 8, rows}}, {"scales", DType::kF8_E8M0, {cols / kGroup, rows}}};
+  return {{"qweight", DType::kU32, {cols / 8, rows}}, {"scales", DType::kF8_E8M0, {cols / kMxGroup, rows}}};
 }
 
 // Release block (r, g) holds elements 32g .. 32g+31 of row r, two per byte,
@@ -57,10 +57,10 @@ QuantizedMatrix import_mxfp4(const uint8_t* blocks, const uint8_t* scales, int64
                              std::string_view tensor_name) {
   static const FormatTraits& format = format_by_name("mxfp4");
   const std::string name = tensor_name.empty() ? std::string("<unnamed>") : std::string(tensor_name);
-  if (rows <= 0 || cols <= 0 || cols % kGroup != 0)
+  if (rows <= 0 || cols <= 0 || cols % kMxGroup != 0)
     invalid("tensor '" + name + "': cannot import [" + std::to_string(rows) + ", " + std::to_string(cols) +
             "] as mxfp4: needs a non-empty shape with columns a multiple of 32");
-  const int64_t groups = cols / kGroup;
+  const int64_t groups = cols / kMxGroup;
   QuantizedMatrix out = allocate_quantized(format, rows, cols);
   uint32_t* qweight = reinterpret_cast<uint32_t*>(out.parts[0].bytes.data());
   uint8_t* our_scales = out.parts[1].bytes.data();

@@ -13,7 +13,7 @@ namespace eq::quant {
 
 namespace {
 
-constexpr int kGroup = 16;
+constexpr int kNvGroup = 16;
 
 }  // namespace
 
@@ -27,8 +27,8 @@ QuantizedMatrix quantize_nvfp4(const FormatTraits& format, const float* w, int64
   std::memcpy(out.parts[2].bytes.data(), &ts, sizeof(float));
   uint8_t* scales = out.parts[1].bytes.data();
   const auto round_to_e4m3 = [ts](float s) { return fp8_e4m3_to_f32(f32_to_fp8_e4m3(s / ts, true)) * ts; };
-  quantize_e2m1_stream(w, rows, cols, kGroup, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
-    const float s = e2m1_ops::search_scale(wg, h, kGroup, round_to_e4m3);
+  quantize_e2m1_stream(w, rows, cols, kNvGroup, options, out, [&](const float* wg, const float* h, int64_t g, int64_t n) {
+    const float s = e2m1_ops::search_scale(wg, h, kNvGroup, round_to_e4m3);
     scales[g * rows + n] = f32_to_fp8_e4m3(s / ts, true);  // exact: s / ts is an E4M3 value
     return s;
   });
@@ -37,7 +37,7 @@ QuantizedMatrix quantize_nvfp4(const FormatTraits& format, const float* w, int64
 
 std::vector<PartSpec> nvfp4_part_specs(const FormatTraits&, int64_t rows, int64_t cols) {
   return {{"qweight", DType::kU32, {cols / 8, rows}},
-          {"scales", DType::kF8_E4M3, {cols / kGroup, rows}},
+          {"scales", DType::kF8_E4M3, {cols / kNvGroup, rows}},
           {"tensor_scale", DType::kF32, {1}}};
 }
 

@@ -19,22 +19,22 @@ namespace eq::quant::trellis {
 
 namespace {
 
-std::string tensor_label(const QuantizeOptions& o) {
+std::string quoted_tensor_name(const QuantizeOptions& o) {
   return o.tensor_name.empty() ? std::string("<unnamed tensor>") : "'" + o.tensor_name + "'";
 }
 
 void check_input(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& o, int bits) {
   if (rows <= 0 || cols <= 0 || rows % kTileDim != 0 || cols % kTileDim != 0)
-    invalid("trellis" + std::to_string(bits) + ": tensor " + tensor_label(o) + " has shape [" + std::to_string(rows) +
+    invalid("trellis" + std::to_string(bits) + ": tensor " + quoted_tensor_name(o) + " has shape [" + std::to_string(rows) +
             ", " + std::to_string(cols) + "]; both dimensions must be positive multiples of 16 (16x16 tiles)");
   for (int64_t i = 0; i < rows * cols; ++i)
     if (!std::isfinite(w[i]))
-      invalid("trellis" + std::to_string(bits) + ": tensor " + tensor_label(o) + " has a non-finite weight (" +
+      invalid("trellis" + std::to_string(bits) + ": tensor " + quoted_tensor_name(o) + " has a non-finite weight (" +
               std::to_string(w[i]) + ") at [" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + "]");
   if (o.importance)
     for (int64_t k = 0; k < cols; ++k)
       if (!std::isfinite(o.importance[k]) || o.importance[k] < 0)
-        invalid("trellis" + std::to_string(bits) + ": tensor " + tensor_label(o) + " has importance " +
+        invalid("trellis" + std::to_string(bits) + ": tensor " + quoted_tensor_name(o) + " has importance " +
                 std::to_string(o.importance[k]) + " at input channel " + std::to_string(k) +
                 " (must be finite and >= 0)");
 }
