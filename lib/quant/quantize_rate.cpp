@@ -51,19 +51,31 @@ double measure_quantize_rate(const FormatTraits& format, int64_t cols, Device de
   o.importance = weighted ? importance.data() : nullptr;
   o.tensor_name = "rate probe";
   const bool cpu_time = device == Device::kCpu;
-  int64_t reps = 0;
-  double elapsed = 0;
-  // Inside one pool task, as pack quantizes an expert: a quantizer that
-  // spreads its own work over the pool (trellis) runs it inline, in one thread.
-  default_pool().run(1, [&](size_t) {
+  // On the CPU, one probe per thread of the pool, all at once, as pack keeps
+  // every thread busy with an expert of its own: what the threads share (the
+  // caches, a core's sibling, the memory) slows each as it slows pack. At least
+  // two tasks, so that each is a pool job and a quantizer that spreads its own
+  // work over the pool (trellis) runs it inline, in its one thread: the
+  // thread's CPU time is then the whole work's. A GPU probe runs once.
+  ThreadPool& pool = default_pool();
+  const size_t tasks = cpu_time ? static_cast<size_t>(std::max(2, pool.size())) : 1;
+  std::vector<int64_t> reps(tasks, 0);
+  std::vector<double> elapsed(tasks, 0.0);
+  pool.run(tasks, [&](size_t i) {
     const double start = now(cpu_time);
     do {
       QuantizedMatrix q = format.quantize(w.data(), rows, cols, o);
-      ++reps;
-      elapsed = now(cpu_time) - start;
-    } while (elapsed < min_seconds);
+      ++reps[i];
+      elapsed[i] = now(cpu_time) - start;
+    } while (elapsed[i] < min_seconds);
   });
-  return double(reps * rows * cols) / std::max(elapsed, 1e-9);
+  int64_t total_reps = 0;
+  double total_seconds = 0;
+  for (size_t i = 0; i < tasks; ++i) {
+    total_reps += reps[i];
+    total_seconds += elapsed[i];
+  }
+  return double(total_reps * rows * cols) / std::max(total_seconds, 1e-9);
 }
 
 }  // namespace eq::quant

@@ -21,11 +21,13 @@ int64_t rate_probe_rows(int64_t cols);
 
 // Quantizes a [rate_probe_rows(cols), cols] block of random weights
 // repeatedly (at least once, until about `min_seconds` have passed: CPU time
-// of the thread on the CPU, wall time on a GPU) on `device` in one thread (one
-// task of the default pool, as pack runs each expert) and returns weights per
-// second. `weighted`: with a per-column importance, as pack quantizes the
-// routed experts of a profile (the trellis search then takes its slower,
-// error-feedback path). `cols` must be a multiple of the format's col_multiple.
+// of the thread on the CPU, wall time on a GPU) on `device` and returns
+// weights per second of one thread. On the CPU every thread of the default
+// pool quantizes at once, each in one thread, as pack runs one expert per
+// thread; the rate is theirs while all are busy. `weighted`: with a per-column
+// importance, as pack quantizes the routed experts of a profile (the trellis
+// search then takes its slower, error-feedback path). `cols` must be a
+// multiple of the format's col_multiple.
 double measure_quantize_rate(const FormatTraits& format, int64_t cols, Device device, bool weighted,
                              double min_seconds = 0.02);
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -38,6 +39,24 @@ TEST(ThreadPool, NestedRunExecutesInline) {
     pool.run(8, [&](size_t inner) { hits[outer * 8 + inner].fetch_add(1); });
   });
   for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+// What a per-thread measurement relies on (quant/quantize_rate.cpp): inside a
+// job of two or more chunks, a nested run's chunks all execute on the thread
+// of the chunk that started it, however long they take.
+TEST(ThreadPool, NestedRunStaysOnItsChunksThread) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> elsewhere(2);
+  pool.run(2, [&](size_t outer) {
+    const std::thread::id own = std::this_thread::get_id();
+    pool.run(64, [&](size_t) {
+      volatile double x = 0;
+      for (int i = 0; i < 20000; ++i) x = x + 1.0;
+      if (std::this_thread::get_id() != own) elsewhere[outer].fetch_add(1);
+    });
+  });
+  EXPECT_EQ(elsewhere[0].load(), 0);
+  EXPECT_EQ(elsewhere[1].load(), 0);
 }
 
 TEST(ThreadPool, ExceptionsReachTheCaller) {
