@@ -74,9 +74,10 @@ Command add_export(CLI::App& app) {
   auto* keep = sub->add_option("--keep-experts", o->keep_experts, "Keep N experts in every MoE layer");
   fraction->excludes(keep);
   sub->add_option("--rank-by", o->rank_by,
-                  "What ranks the experts of a layer: reap (default: mean gate x expert output norm) or usage "
-                  "(share of routed tokens); the lowest go. Without --prune-fraction and --keep-experts the "
-                  "profile's pruned class goes");
+                  "What ranks the experts of a layer: reap (default: mean gate x expert output norm), usage "
+                  "(share of routed tokens) or random (a seeded shuffle, a baseline); the lowest go. Without "
+                  "--prune-fraction and --keep-experts the profile's pruned class goes");
+  sub->add_option("--seed", o->request.selection.seed, "Seed of --rank-by random (default 0)");
   sub->add_option("--shard-size", o->shard_size, "Maximum bytes per output shard (default 4G)");
   sub->add_flag("--force", o->request.force, "Replace an existing output folder");
   sub->add_flag("--summary", o->summary, "Print per layer what was kept and the usage share dropped");

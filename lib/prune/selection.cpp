@@ -10,12 +10,23 @@
 
 namespace eq::prune {
 
-std::string_view rank_by_name(RankBy r) { return r == RankBy::kReap ? "reap" : "usage"; }
+std::string_view rank_by_name(RankBy r) {
+  switch (r) {
+    case RankBy::kReap:
+      return "reap";
+    case RankBy::kUsage:
+      return "usage";
+    case RankBy::kRandom:
+      return "random";
+  }
+  return "?";
+}
 
 RankBy parse_rank_by(std::string_view text, const std::string& option) {
   if (text == "reap") return RankBy::kReap;
   if (text == "usage") return RankBy::kUsage;
-  invalid(option + ": '" + std::string(text) + "' is not a ranking (reap, usage)");
+  if (text == "random") return RankBy::kRandom;
+  invalid(option + ": '" + std::string(text) + "' is not a ranking (reap, usage, random)");
 }
 
 namespace {
@@ -78,6 +89,15 @@ void drop_lowest(const Group& g, int64_t count, const std::vector<double>& prima
   for (int64_t i = 0; i < count; ++i) drop[ids[i]] = 1;
 }
 
+// A uniform value in [0, 1) per (seed, layer, expert): splitmix64.
+double random_rank(uint64_t seed, int64_t layer, int64_t expert) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(layer) * 65537u + static_cast<uint64_t>(expert) + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
 }  // namespace
 
 Selection select_experts(const model::ModelConfig& c, const profile::Profile& p, const SelectionOptions& o,
@@ -118,11 +138,15 @@ Selection select_experts(const model::ModelConfig& c, const profile::Profile& p,
     std::vector<char> drop(E, 0);
     if (by_count) {
       const int64_t per_group = removed / static_cast<int64_t>(groups.size());
+      std::vector<double> random(E);
+      for (int64_t e = 0; e < E; ++e) random[e] = random_rank(o.seed, l, e);
       for (const Group& g : groups)
         if (o.rank_by == RankBy::kReap)
           drop_lowest(g, per_group, reap, usage, drop);
-        else
+        else if (o.rank_by == RankBy::kUsage)
           drop_lowest(g, per_group, usage, reap, drop);
+        else
+          drop_lowest(g, per_group, random, random, drop);
     } else {
       if (li >= p.classification.layers.size())
         invalid(profile_label + ": has no classification for MoE layer " + std::to_string(l));

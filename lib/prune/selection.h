@@ -21,15 +21,17 @@ struct Profile;
 
 namespace eq::prune {
 
-enum class RankBy : uint8_t { kReap, kUsage };
+// kRandom: a seeded shuffle per layer, the baseline a saliency must beat.
+enum class RankBy : uint8_t { kReap, kUsage, kRandom };
 std::string_view rank_by_name(RankBy r);
-// "reap" or "usage"; anything else is invalid, naming `option`.
+// "reap", "usage" or "random"; anything else is invalid, naming `option`.
 RankBy parse_rank_by(std::string_view text, const std::string& option);
 
 struct SelectionOptions {
   std::optional<double> prune_fraction;  // remove floor(F × experts) per layer, 0 <= F < 1
   std::optional<int64_t> keep_experts;   // keep this many per layer
   RankBy rank_by = RankBy::kReap;
+  uint64_t seed = 0;  // kRandom
 };
 
 // What one MoE layer keeps.
@@ -43,7 +45,7 @@ struct LayerChoice {
 };
 
 struct Selection {
-  // "reap", "usage" or "profile" (the profile's pruned class).
+  // "reap", "usage", "random" or "profile" (the profile's pruned class).
   std::string rule;
   int64_t experts_before = 0, experts_after = 0, top_k = 0;
   std::vector<LayerChoice> layers;  // the MoE layers, ascending
