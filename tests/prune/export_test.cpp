@@ -107,11 +107,12 @@ void expect_tensors_cut_from_source(const fs::path& source, const fs::path& expo
   EXPECT_EQ(index["weight_map"].size(), out.checkpoint->tensor_names().size());
 }
 
-void check_export_matches_masked_source(const fs::path& model, const SelectionOptions& sel, uint64_t shard_size) {
+// Returns the export's folder.
+fs::path check_export_matches_masked_source(const fs::path& model, const SelectionOptions& sel, uint64_t shard_size) {
   const fs::path out = test::temp_dir("export") / model.filename();
   const ExportSummary s = export_model(model, out, sel, shard_size);
-  ASSERT_LT(s.selection.experts_after, s.selection.experts_before);
-  ASSERT_GE(s.selection.experts_after, s.selection.top_k);
+  EXPECT_LT(s.selection.experts_after, s.selection.experts_before);
+  EXPECT_GE(s.selection.experts_after, s.selection.top_k);
   expect_tensors_cut_from_source(model, out, s);
   const std::vector<float> exported = test::forward_logits(out, {});
   const std::vector<float> masked = test::forward_logits(model, s.selection.layers);
@@ -123,6 +124,7 @@ void check_export_matches_masked_source(const fs::path& model, const SelectionOp
   EXPECT_LE(diff, 1e-5);
   // The masks matter: the unmasked source computes something else.
   EXPECT_GT(test::max_abs_diff(exported, whole), 1e-3);
+  return out;
 }
 
 TEST(ExportForward, TinymoeMatchesMaskedSource) {
@@ -162,6 +164,41 @@ TEST_P(SharedExport, MatchesMaskedSource) {
   SelectionOptions sel;
   sel.prune_fraction = 0.25;
   check_export_matches_masked_source(test::shared_dir() / "models" / GetParam(), sel, 4ull << 30);
+}
+
+// A multimodal wrapper (model_type qwen3_5_moe: the text model's config under
+// text_config, its tensors under model.language_model., a vision tower
+// beside): the expert count changes under text_config, the stored names keep
+// their prefix, the vision tensor is copied.
+TEST(ExportForward, MultimodalWrapperMatchesMaskedSource) {
+  EQ_REQUIRE_SHARED();
+  const fs::path text_model = test::shared_dir() / "models" / "qwen3_5_moe-small";
+  const fs::path dir = test::temp_dir("export-wrapper") / "qwen3_5_moe-wrapper";
+  fs::create_directories(dir);
+  nlohmann::json text = nlohmann::json::parse(read_text(text_model / "config.json"));
+  nlohmann::json wrapper = {{"model_type", "qwen3_5_moe"},
+                            {"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+                            {"text_config", text},
+                            {"vision_config", {{"depth", 1}, {"hidden_size", 8}}}};
+  std::ofstream(dir / "config.json") << wrapper.dump(2);
+  auto ckpt = io::Checkpoint::open(text_model.string());
+  std::vector<io::TensorToWrite> tensors;
+  for (const std::string& n : ckpt->tensor_names()) {
+    const io::TensorView v = ckpt->view(n);
+    const std::string to = n.rfind("model.", 0) == 0 ? "model.language_model." + n.substr(6) : n;
+    tensors.push_back({to, v.info->dtype, v.info->shape, v.bytes()});
+  }
+  static const std::vector<uint8_t> vision(4 * 8 * 2, 0);
+  tensors.push_back({"model.visual.blocks.0.attn.qkv.weight", DType::kBF16, {4, 8}, vision});
+  io::write_safetensors((dir / "model.safetensors").string(), tensors);
+  SelectionOptions sel;
+  sel.keep_experts = 8;
+  const fs::path out = check_export_matches_masked_source(dir, sel, 4ull << 30);
+  auto exported = io::Checkpoint::open(out.string());
+  EXPECT_TRUE(exported->has("model.visual.blocks.0.attn.qkv.weight"));
+  EXPECT_TRUE(exported->has("model.language_model.layers.0.mlp.experts.7.gate_proj.weight"));
+  EXPECT_FALSE(exported->has("model.language_model.layers.0.mlp.experts.8.gate_proj.weight"));
+  EXPECT_EQ(nlohmann::json::parse(read_text(out / "config.json"))["text_config"]["num_experts"], 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SharedExport,
