@@ -9,6 +9,7 @@ std::vector<Command> add_all_commands(CLI::App& app) {
   c.push_back(add_pack(app));
   c.push_back(add_verify(app));
   c.push_back(add_merge(app));
+  c.push_back(add_export(app));
   c.push_back(add_perplexity(app));
   c.push_back(add_generate(app));
   c.push_back(add_eval(app));

@@ -24,6 +24,7 @@ Command add_profile(CLI::App& app);
 Command add_pack(CLI::App& app);
 Command add_verify(CLI::App& app);
 Command add_merge(CLI::App& app);
+Command add_export(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_eval(CLI::App& app);

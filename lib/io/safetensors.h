@@ -163,6 +163,9 @@ class SafetensorsWriter {
   ~SafetensorsWriter();  // removes the temporary file unless finish() succeeded
   // Appends the next tensor's bytes; must match the declared size.
   void append(std::string_view name, std::span<const uint8_t> bytes);
+  // The same for a tensor given as consecutive pieces (rows gathered from a
+  // mapped source without copying them first).
+  void append(std::string_view name, std::span<const std::span<const uint8_t>> pieces);
   // fsync + rename; throws if a declared tensor is missing.
   void finish();
 

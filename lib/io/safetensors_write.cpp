@@ -78,16 +78,23 @@ SafetensorsWriter::~SafetensorsWriter() {
 }
 
 void SafetensorsWriter::append(std::string_view name, std::span<const uint8_t> bytes) {
+  const std::span<const uint8_t> one[1] = {bytes};
+  append(name, std::span<const std::span<const uint8_t>>(one));
+}
+
+void SafetensorsWriter::append(std::string_view name, std::span<const std::span<const uint8_t>> pieces) {
+  uint64_t size = 0;
+  for (const auto& piece : pieces) size += piece.size();
   if (finished_ || fd_ < 0) fail(ErrorKind::kInternal, path_ + ": append after finish");
   if (next_ >= decls_.size())
     fail(ErrorKind::kInternal, path_ + ": tensor '" + std::string(name) + "' was not declared");
   const Decl& d = decls_[next_];
   if (d.name != name)
     fail(ErrorKind::kInternal, path_ + ": expected tensor '" + d.name + "' next, got '" + std::string(name) + "'");
-  if (bytes.size() != decl_bytes(d))
-    fail(ErrorKind::kInternal, path_ + ": tensor '" + d.name + "' has " + std::to_string(bytes.size()) +
+  if (size != decl_bytes(d))
+    fail(ErrorKind::kInternal, path_ + ": tensor '" + d.name + "' has " + std::to_string(size) +
                                    " bytes, declared " + std::to_string(decl_bytes(d)));
-  write_all(fd_, bytes.data(), bytes.size(), tmp_path_);
+  for (const auto& piece : pieces) write_all(fd_, piece.data(), piece.size(), tmp_path_);
   ++next_;
 }
 

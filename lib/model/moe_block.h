@@ -10,9 +10,11 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/config.h"
 #include "model/moe_observer.h"
+#include "model/routing.h"
 #include "model/weights.h"
 
 namespace eq::model {
@@ -33,12 +35,19 @@ class MoeBlock {
 
 class ReferenceMoeBlock : public MoeBlock {
  public:
-  ReferenceMoeBlock(const ModelConfig& c, const WeightStore& weights) : c_(c), w_(weights) {}
+  // `allowed` [num_experts] (empty = all): experts with 0 are masked in the
+  // router (route_tokens), the model a checkpoint with those experts removed
+  // computes (lib/prune).
+  ReferenceMoeBlock(const ModelConfig& c, const WeightStore& weights, std::vector<uint8_t> allowed = {});
   void forward(const MoeCall& call, const float* x, float* out) override;
 
  private:
+  // logits [n, E] of the allowed experts (the others -inf).
+  void masked_router_logits(const LayerRouter& r, const float* x, int64_t n, float* logits) const;
+
   const ModelConfig& c_;
   const WeightStore& w_;
+  std::vector<uint8_t> allowed_;
 };
 
 }  // namespace eq::model

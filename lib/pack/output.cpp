@@ -70,7 +70,8 @@ Leftover leftover_kind(std::string_view entry, const std::string& name) {
 }
 
 // Runs while holding the lock, so no live run owns any of these folders.
-void recover_leftovers(const fs::path& dir, const std::string& name, const std::string& target) {
+void recover_leftovers(const fs::path& dir, const std::string& name, const std::string& target,
+                       const std::string& marker, const std::string& staged_marker) {
   std::vector<std::string> staging, aside;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -89,8 +90,8 @@ void recover_leftovers(const fs::path& dir, const std::string& name, const std::
   }
   // A commit killed before the manifest's final rename: the folder is complete
   // (the staged manifest is written last), so the rename is finished here.
-  const std::string final_manifest = target + "/" + std::string(kManifestFile);
-  const std::string staged_manifest = target + "/" + std::string(kStagedManifestFile);
+  const std::string final_manifest = target + "/" + marker;
+  const std::string staged_manifest = target + "/" + staged_marker;
   if (!path_exists(final_manifest) && path_exists(staged_manifest) &&
       std::rename(staged_manifest.c_str(), final_manifest.c_str()) != 0)
     fail(ErrorKind::kIo, "cannot rename " + staged_manifest + " to " + final_manifest + ": " + std::strerror(errno));
@@ -103,7 +104,8 @@ void recover_leftovers(const fs::path& dir, const std::string& name, const std::
 
 }  // namespace
 
-OutputFolder::OutputFolder(const std::string& out, bool force) : out_(out) {
+OutputFolder::OutputFolder(const std::string& out, bool force, std::string_view marker)
+    : out_(out), marker_(marker), staged_marker_(std::string(marker) + ".staged") {
   if (out.empty()) invalid("output folder: empty path");
   fs::path p = fs::absolute(out).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "packed/"
@@ -128,7 +130,7 @@ OutputFolder::OutputFolder(const std::string& out, bool force) : out_(out) {
     fail(ErrorKind::kIo, "cannot lock " + lock_path_ + ": " + std::strerror(e));
   }
   try {
-    recover_leftovers(dir, name, target_);
+    recover_leftovers(dir, name, target_, marker_, staged_marker_);
     if (path_exists(target_) && !force) invalid("output " + out + " already exists (use --force to replace it)");
     for (int attempt = 0;; ++attempt) {
       const std::string staging = target_ + ".partial-" + run_suffix();
@@ -154,13 +156,16 @@ OutputFolder::~OutputFolder() {
 }
 
 void OutputFolder::write_manifest(const Manifest& m) const {
+  EQ_CHECK(marker_ == kManifestFile, "OutputFolder::write_manifest on a folder whose marker is " + marker_);
   pack::write_manifest(staging_, m, kStagedManifestFile);
 }
 
+std::string OutputFolder::staged_marker_path() const { return staging_ + "/" + staged_marker_; }
+
 void OutputFolder::commit() {
-  const std::string final_manifest = target_ + "/" + std::string(kManifestFile);
-  const std::string staged_manifest = target_ + "/" + std::string(kStagedManifestFile);
-  EQ_CHECK(path_exists(staging_ + "/" + std::string(kStagedManifestFile)), "OutputFolder::commit before write_manifest");
+  const std::string final_manifest = target_ + "/" + marker_;
+  const std::string staged_manifest = target_ + "/" + staged_marker_;
+  EQ_CHECK(path_exists(staging_ + "/" + staged_marker_), "OutputFolder::commit before the staged " + marker_);
   io::fsync_dir(staging_);
   auto failed = [&](const std::string& what, int e) {
     fail(ErrorKind::kIo, "cannot " + what + ": " + std::strerror(e) + " (" + out_ + " left as it was)");
@@ -234,10 +239,17 @@ ShardedOutput::ShardedOutput(std::string folder, std::vector<OutputTensor> tenso
 ShardedOutput::~ShardedOutput() = default;
 
 uint64_t ShardedOutput::append(size_t index, std::span<const uint8_t> bytes) {
+  const std::span<const uint8_t> one[1] = {bytes};
+  return append(index, std::span<const std::span<const uint8_t>>(one));
+}
+
+uint64_t ShardedOutput::append(size_t index, std::span<const std::span<const uint8_t>> pieces) {
   EQ_CHECK(index == next_ && index < tensors_.size(), "tensors must be appended in planned order");
   const OutputTensor& t = tensors_[index];
-  EQ_CHECK(bytes.size() == t.nbytes, "tensor " + t.name + ": " + std::to_string(bytes.size()) +
-                                         " bytes, planned " + std::to_string(t.nbytes));
+  uint64_t size = 0;
+  for (const auto& piece : pieces) size += piece.size();
+  EQ_CHECK(size == t.nbytes, "tensor " + t.name + ": " + std::to_string(size) +
+                                 " bytes, planned " + std::to_string(t.nbytes));
   if (open_shard_ != t.shard) {
     if (writer_) close_shard();
     open_shard_ = t.shard;
@@ -248,11 +260,15 @@ uint64_t ShardedOutput::append(size_t index, std::span<const uint8_t> bytes) {
                                                       std::move(decls));
     data_hash_ = std::make_unique<Xxhash64>();
   }
-  writer_->append(t.name, bytes);
-  data_hash_->update(bytes);
+  writer_->append(t.name, pieces);
+  Xxhash64 tensor_hash;
+  for (const auto& piece : pieces) {
+    data_hash_->update(piece);
+    tensor_hash.update(piece);
+  }
   ++next_;
   if (next_ == tensors_.size() || tensors_[next_].shard != t.shard) close_shard();
-  return xxhash64(bytes);
+  return tensor_hash.digest();
 }
 
 void ShardedOutput::close_shard() {

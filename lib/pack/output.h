@@ -38,8 +38,10 @@ inline constexpr std::string_view kStagedManifestFile = "manifest.json.staged";
 class OutputFolder {
  public:
   // Locks OUT, recovers what killed runs left, checks OUT (exists without
-  // force = error, exit 2) and creates this run's staging folder.
-  OutputFolder(const std::string& out, bool force);
+  // force = error, exit 2) and creates this run's staging folder. `marker`:
+  // the file that makes the folder usable, staged as "<marker>.staged" and
+  // renamed last (a packed folder's manifest.json; an export's config.json).
+  OutputFolder(const std::string& out, bool force, std::string_view marker = kManifestFile);
   // Not committed (the run failed): removes the staging folder. Always
   // releases the lock. Declare it before the ShardedOutput writing into the
   // folder, so that one closes its files first.
@@ -50,8 +52,11 @@ class OutputFolder {
   const std::string& staging() const { return staging_; }
   // Streams the manifest into the staging folder as manifest.json.staged.
   void write_manifest(const Manifest& m) const;
+  // "<staging>/<marker>.staged": where a caller writes the marker itself.
+  std::string staged_marker_path() const;
   // fsyncs the staging folder and makes it OUT, replacing an existing OUT in
-  // one step; on failure OUT is as it was. Needs write_manifest first.
+  // one step; on failure OUT is as it was. Needs the staged marker first
+  // (write_manifest for a packed folder).
   void commit();
 
  private:
@@ -59,6 +64,7 @@ class OutputFolder {
   std::string target_;   // canonical parent + name: what is renamed
   std::string staging_;
   std::string lock_path_;
+  std::string marker_, staged_marker_;  // file names inside the folder
   int lock_fd_ = -1;
   bool committed_ = false;
 };
@@ -79,6 +85,8 @@ class ShardedOutput {
   ~ShardedOutput();
   // Appends tensor `index` (must be the next one); returns the xxh64 of its bytes.
   uint64_t append(size_t index, std::span<const uint8_t> bytes);
+  // The same for a tensor given as consecutive pieces.
+  uint64_t append(size_t index, std::span<const std::span<const uint8_t>> pieces);
   // After the last tensor: the index file; returns the shard records.
   std::vector<ManifestShard> finish();
 

@@ -66,6 +66,8 @@ std::vector<Case> every_command(const fs::path& dir) {
                    " --max-tokens 200 --ctx 64 --no-latency --no-collapse --threads 1"},
       {"profile", "profile --model " + tinymoe() + " --calib " + corpus("calib_small.txt.zst") +
                       " --max-tokens 1024 --ctx 128 --no-sensitivity --threads 1 -o " + (dir / "profile.json").string()},
+      {"export", "export --model " + tinymoe() + " --profile " + (dir / "profile.json").string() +
+                     " --keep-experts 16 -o " + (dir / "exported").string()},
       {"pack", "pack --model " + tinymoe() + " --uniform int8_row --layers 0-1 --threads 1 -o " + (dir / "a").string()},
       {"pack-b", "pack --model " + tinymoe() + " --uniform int8_row --layers 2-3 --threads 1 -o " + (dir / "b").string()},
       {"merge", "merge " + (dir / "a").string() + " " + (dir / "b").string() + " -o " + (dir / "merged").string()},

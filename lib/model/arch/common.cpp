@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/expert_axis.h"
 
 namespace eq::model::arch {
 
@@ -38,17 +39,18 @@ void parse_decoder_fields(const JsonNode& j, ModelConfig& c) {
   if (c.head_dim == 0 || c.head_dim % 2 != 0) j.invalid("head_dim must be even and positive");
   // The expert count under any of its names; two names that disagree are an
   // error (which one the reference reads depends on the model class).
-  const char* experts_field = nullptr;
-  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"}) {
-    if (!j.has(key)) continue;
-    const int64_t n = get_size(j, key);
-    if (experts_field && n != c.num_experts)
-      j.invalid("fields '" + std::string(experts_field) + "' (" + std::to_string(c.num_experts) + ") and '" + key +
+  std::string experts_field;
+  for (const std::string_view field : kExpertCountFields) {
+    const std::string key(field);
+    if (!j.has(key.c_str())) continue;
+    const int64_t n = get_size(j, key.c_str());
+    if (!experts_field.empty() && n != c.num_experts)
+      j.invalid("fields '" + experts_field + "' (" + std::to_string(c.num_experts) + ") and '" + key +
                 "' (" + std::to_string(n) + ") disagree on the number of experts");
-    if (!experts_field) c.num_experts = n;
+    if (experts_field.empty()) c.num_experts = n;
     experts_field = key;
   }
-  if (!experts_field) j.invalid("none of 'num_experts', 'num_local_experts', 'n_routed_experts' is present");
+  if (experts_field.empty()) j.invalid("none of 'num_experts', 'num_local_experts', 'n_routed_experts' is present");
   check_max(j, c.num_experts, kMaxConfigExperts, "the number of experts");
   check_max(j, c.num_experts * c.num_layers, kMaxConfigLayerExperts, "num_hidden_layers x experts");
   c.top_k = get_size(j, "num_experts_per_tok");

@@ -1,0 +1,36 @@
+#include "model/expert_axis.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "io/layer_names.h"
+
+namespace eq::model {
+
+ExpertAxis expert_axis(const ModelConfig& c, std::string_view name) {
+  ExpertAxis a;
+  const auto layer = io::layer_of(name);
+  if (!layer || *layer >= c.num_layers || !c.layer_is_moe[static_cast<size_t>(*layer)]) return a;
+  const int64_t l = *layer;
+  const std::string moe = io::layer_prefix(l) + std::string(c.arch->naming.moe) + ".";
+  const std::string router_stem = moe + std::string(c.arch->naming.router) + ".";
+  if (name.starts_with(router_stem)) {
+    if (name != router_name(c, l) && name != router_bias_name(c, l) && name != router_correction_bias_name(c, l))
+      invalid("tensor '" + std::string(name) + "': a router tensor other than its weight, bias and " +
+              "e_score_correction_bias cannot be cut by expert");
+    return {ExpertAxisKind::kStacked, l};
+  }
+  const std::string experts = moe + "experts.";
+  if (!name.starts_with(experts)) return a;
+  const size_t pos = experts.size();
+  size_t end = pos;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9' && end - pos < 12) ++end;
+  if (end == pos || end >= name.size() || name[end] != '.') return {ExpertAxisKind::kStacked, l};
+  const int64_t e = std::stoll(std::string(name.substr(pos, end - pos)));
+  if (e >= c.num_experts)
+    invalid("tensor '" + std::string(name) + "': expert " + std::to_string(e) + " of a layer of " +
+            std::to_string(c.num_experts) + " experts (config.json)");
+  return {ExpertAxisKind::kOneExpert, l, e, pos, end - pos};
+}
+
+}  // namespace eq::model
