@@ -63,7 +63,9 @@ def load(path, dequantize_mxfp4, device):
     messages = handler.messages + [str(w.message) for w in caught]
     problems = {k: sorted(map(str, v)) for k, v in (info or {}).items() if hasattr(v, "__len__") and len(v)}
     load_warnings = [m for m in messages if any(w in m.lower() for w in LOAD_WARNING_WORDS)]
-    return model.to(device).eval(), problems, load_warnings
+    # The MXFP4 dequantizer writes its experts in bf16 whatever dtype was
+    # asked; the reference outputs are float32 of the dequantized weights.
+    return model.float().to(device).eval(), problems, load_warnings
 
 
 def bits_per_byte(model, data, ctx, device, batch=8):
