@@ -282,10 +282,14 @@ double predicted_sum(const Search& s) {
   return sum;
 }
 
-double pack_seconds(const Search& s) {
-  double sum = 0;
-  for (const auto& x : s.experts) sum += x.hull[x.at].seconds;
-  return sum;
+// The allocation's predicted pack time, as pack schedules it (groups per
+// layer and format; profile/pack_time.h). The per-expert seconds of the
+// options are only the price of time in the allocation's cost.
+double pack_seconds(const Search& s, const model::ModelConfig& c, const Limits& l) {
+  std::vector<std::pair<size_t, std::string>> layer_formats;
+  layer_formats.reserve(s.experts.size());
+  for (const auto& x : s.experts) layer_formats.emplace_back(x.li, x.hull[x.at].format);
+  return predicted_pack_seconds(layer_formats, c, *l.rates);
 }
 
 // The allocation within a pack-time limit: the smallest price of time `mu`
@@ -297,13 +301,13 @@ Search allocate_within_time(const RoutingStats& stats, const SensitivityTable& s
                             const model::ModelConfig& c, Limits& l, double max_seconds) {
   l.mu = 0;
   Search s = allocate(stats, sens, p, c, l);
-  const double unpriced = pack_seconds(s);
+  const double unpriced = pack_seconds(s, c, l);
   if (unpriced <= max_seconds) return s;
   const double scale = predicted_sum(s) > 0 ? predicted_sum(s) / unpriced : 1.0 / unpriced;
   double lo = 0, hi = scale * 1e-6;
   for (;;) {
     l.mu = hi;
-    if (pack_seconds(allocate(stats, sens, p, c, l)) <= max_seconds) break;
+    if (pack_seconds(allocate(stats, sens, p, c, l), c, l) <= max_seconds) break;
     lo = hi;
     hi *= 8;
     if (hi > scale * 1e12) {
@@ -311,14 +315,14 @@ Search allocate_within_time(const RoutingStats& stats, const SensitivityTable& s
       std::snprintf(b, sizeof b,
                     "bit budget: the pack-time limit of %.3g s is below the fastest allocation the byte budget "
                     "allows (predicted %.3g s on %d thread(s))",
-                    max_seconds, pack_seconds(allocate(stats, sens, p, c, l)), l.rates->threads);
+                    max_seconds, pack_seconds(allocate(stats, sens, p, c, l), c, l), l.rates->threads);
       invalid(b);
     }
   }
   for (int step = 0; step < 60 && hi > lo * (1 + 1e-9); ++step) {
     const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 8;
     l.mu = mid;
-    if (pack_seconds(allocate(stats, sens, p, c, l)) <= max_seconds) hi = mid;
+    if (pack_seconds(allocate(stats, sens, p, c, l), c, l) <= max_seconds) hi = mid;
     else lo = mid;
   }
   l.mu = hi;

@@ -1,6 +1,7 @@
 #include "profile/pack_time.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 #include "profile/classify.h"
@@ -8,13 +9,28 @@
 
 namespace eq::profile {
 
+namespace {
+
+// Seconds one thread takes to quantize one expert in `format`.
+double one_thread_seconds(const PackRates& r, const model::ModelConfig& c, const std::string& format) {
+  const auto it = std::find_if(r.per_thread.begin(), r.per_thread.end(), [&](const auto& x) { return x.first == format; });
+  if (it == r.per_thread.end() || !(it->second > 0))
+    fail(ErrorKind::kInternal, "pack time: no quantize rate measured for " + format);
+  return 3.0 * double(c.hidden_size) * double(c.moe_intermediate_size) / it->second;
+}
+
+}  // namespace
+
 double PackRates::expert_seconds(const model::ModelConfig& c, const std::string& format) const {
   if (format.empty()) return 0.0;
-  const auto it = std::find_if(per_thread.begin(), per_thread.end(), [&](const auto& r) { return r.first == format; });
-  if (it == per_thread.end() || !(it->second > 0))
-    fail(ErrorKind::kInternal, "pack time: no quantize rate measured for " + format);
-  const double weights = 3.0 * double(c.hidden_size) * double(c.moe_intermediate_size);
-  return weights / (it->second * double(std::max(1, threads)));
+  return one_thread_seconds(*this, c, format) / double(std::max(1, threads));
+}
+
+double PackRates::group_seconds(const model::ModelConfig& c, const std::string& format, int64_t n) const {
+  if (format.empty() || n <= 0) return 0.0;
+  const int64_t t = std::max(1, threads);
+  const double one = one_thread_seconds(*this, c, format);
+  return n == 1 ? one / double(t) : double((n + t - 1) / t) * one;
 }
 
 nlohmann::ordered_json PackRates::json() const {
@@ -38,11 +54,21 @@ PackRates measure_pack_rates(const std::vector<std::string>& formats, const mode
   return r;
 }
 
-double predicted_pack_seconds(const Classification& cls, const model::ModelConfig& c, const PackRates& rates) {
+double predicted_pack_seconds(const std::vector<std::pair<size_t, std::string>>& layer_formats,
+                              const model::ModelConfig& c, const PackRates& rates) {
+  std::map<std::pair<size_t, std::string>, int64_t> groups;
+  for (const auto& lf : layer_formats)
+    if (!lf.second.empty()) ++groups[lf];
   double s = 0;
-  for (const auto& row : cls.layers)
-    for (const ExpertDecision& d : row) s += rates.expert_seconds(c, d.format);
+  for (const auto& [group, n] : groups) s += rates.group_seconds(c, group.second, n);
   return s;
+}
+
+double predicted_pack_seconds(const Classification& cls, const model::ModelConfig& c, const PackRates& rates) {
+  std::vector<std::pair<size_t, std::string>> layer_formats;
+  for (size_t li = 0; li < cls.layers.size(); ++li)
+    for (const ExpertDecision& d : cls.layers[li]) layer_formats.emplace_back(li, d.format);
+  return predicted_pack_seconds(layer_formats, c, rates);
 }
 
 }  // namespace eq::profile

@@ -1,7 +1,7 @@
 // What an allocation is predicted to cost to pack, and a bit budget under a
 // pack-time limit: on a tiny random model profiled once, with quantize rates
 // fixed by the test (the allocation depends on nothing else), the format mix
-// counts the decisions, the prediction is the hand sum, a limit is respected
+// counts the decisions, the prediction follows pack's schedule (by hand), a limit is respected
 // at the same byte budget and changes nothing when the allocation already
 // fits, and a limit below the fastest allocation is an error.
 #include <gtest/gtest.h>
@@ -51,13 +51,22 @@ std::vector<std::string> most_used_formats(const Profile& tiny) {
   return out;
 }
 
+// Pack's schedule by hand: per layer one group per format, its experts dealt
+// round-robin to the threads; a lone expert spread over all of them.
 double seconds_by_hand(const Classification& c, const PackRates& r) {
   const double weights = 3.0 * 64 * 64;
   double s = 0;
-  for (const auto& row : c.layers)
+  for (const auto& row : c.layers) {
+    std::map<std::string, int64_t> group;
     for (const auto& d : row)
+      if (!d.format.empty()) ++group[d.format];
+    for (const auto& [format, n] : group)
       for (const auto& [f, rate] : r.per_thread)
-        if (f == d.format) s += weights / (rate * r.threads);
+        if (f == format) {
+          const int64_t rounds = (n + r.threads - 1) / r.threads;
+          s += n == 1 ? weights / (rate * r.threads) : double(rounds) * weights / rate;
+        }
+  }
   return s;
 }
 
@@ -91,7 +100,26 @@ TEST(PackTime, FormatMixCountsTheDecisions) {
   EXPECT_EQ(j[0]["experts"].get<int64_t>(), counts[0].experts);
 }
 
-TEST(PackTime, PredictionIsTheSumOverExperts) {
+TEST(PackTime, GroupsTakeRoundsOfOneExpertPerThread) {
+  model::ModelConfig c;
+  c.hidden_size = 64;
+  c.moe_intermediate_size = 32;
+  PackRates r;
+  r.threads = 2;
+  r.per_thread = {{"trellis4", 1e4}};
+  const double one = 3.0 * 64 * 32 / 1e4;  // one expert, one thread
+  EXPECT_DOUBLE_EQ(r.group_seconds(c, "trellis4", 1), one / 2);
+  EXPECT_DOUBLE_EQ(r.group_seconds(c, "trellis4", 2), one);
+  EXPECT_DOUBLE_EQ(r.group_seconds(c, "trellis4", 3), 2 * one);
+  EXPECT_DOUBLE_EQ(r.group_seconds(c, "trellis4", 4), 2 * one);
+  EXPECT_DOUBLE_EQ(r.group_seconds(c, "", 5), 0.0);
+  // Three experts in one layer take two rounds; one in each of three layers, half a round each.
+  EXPECT_DOUBLE_EQ(predicted_pack_seconds({{0, "trellis4"}, {0, "trellis4"}, {0, "trellis4"}}, c, r), 2 * one);
+  EXPECT_DOUBLE_EQ(predicted_pack_seconds({{0, "trellis4"}, {1, "trellis4"}, {2, "trellis4"}, {2, ""}}, c, r),
+                   1.5 * one);
+}
+
+TEST(PackTime, PredictionFollowsPacksSchedule) {
   Profile p = tiny_profile();
   p.pack_rates = fixed_rates(p);
   reclassify(p, 4.0, 0);
