@@ -5,15 +5,12 @@
 // tensors, it must give that model's logits bit for bit.
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/safetensors.h"
-#include "io/text_file.h"
 #include "model/forward.h"
 #include "model/summary.h"
+#include "support/multimodal_wrapper.h"
 #include "test_support.h"
 
 namespace eq::model {
@@ -21,33 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path make_wrapper(const fs::path& text_model) {
-  const fs::path dir = test::temp_dir("qwen3_5_moe-wrapper");
-  nlohmann::json text = nlohmann::json::parse(io::read_file_bytes((text_model / "config.json").string()));
-  nlohmann::json wrapper = {{"model_type", "qwen3_5_moe"},
-                            {"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
-                            {"text_config", text},
-                            {"vision_config", {{"depth", 1}, {"hidden_size", 8}}}};
-  std::ofstream(dir / "config.json") << wrapper.dump(2);
-  auto ckpt = io::Checkpoint::open(text_model.string());
-  std::vector<std::string> names;
-  std::vector<io::TensorToWrite> tensors;
-  for (const std::string& n : ckpt->tensor_names()) {
-    const io::TensorView v = ckpt->view(n);
-    const std::string to = n.rfind("model.", 0) == 0 ? "model.language_model." + n.substr(6) : n;
-    tensors.push_back({to, v.info->dtype, v.info->shape, v.bytes()});
-  }
-  // A vision tensor that no reader may take for a decoder weight.
-  static const std::vector<uint8_t> vision(4 * 8 * 2, 0);
-  tensors.push_back({"model.visual.blocks.0.attn.qkv.weight", DType::kBF16, {4, 8}, vision});
-  io::write_safetensors((dir / "model.safetensors").string(), tensors);
-  return dir;
-}
-
 TEST(MultimodalWrapper, ReadsTheTextModel) {
   EQ_REQUIRE_SHARED();
   const fs::path text_model = test::shared_dir() / "models" / "qwen3_5_moe-small";
-  const fs::path wrapper = make_wrapper(text_model);
+  const fs::path wrapper = test::make_multimodal_wrapper(text_model, test::temp_dir("qwen3_5_moe-wrapper"));
   auto a = Model::open(text_model.string());
   auto b = Model::open(wrapper.string());
   EXPECT_EQ(b->config().model_type, "qwen3_5_moe");

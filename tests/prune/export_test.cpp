@@ -17,6 +17,7 @@
 #include "model/open_checkpoint.h"
 #include "prune/config_text.h"
 #include "prune/export.h"
+#include "support/multimodal_wrapper.h"
 #include "test_support.h"
 
 namespace eq::prune {
@@ -173,29 +174,13 @@ TEST_P(SharedExport, MatchesMaskedSource) {
 TEST(ExportForward, MultimodalWrapperMatchesMaskedSource) {
   EQ_REQUIRE_SHARED();
   const fs::path text_model = test::shared_dir() / "models" / "qwen3_5_moe-small";
-  const fs::path dir = test::temp_dir("export-wrapper") / "qwen3_5_moe-wrapper";
-  fs::create_directories(dir);
-  nlohmann::json text = nlohmann::json::parse(read_text(text_model / "config.json"));
-  nlohmann::json wrapper = {{"model_type", "qwen3_5_moe"},
-                            {"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
-                            {"text_config", text},
-                            {"vision_config", {{"depth", 1}, {"hidden_size", 8}}}};
-  std::ofstream(dir / "config.json") << wrapper.dump(2);
-  auto ckpt = io::Checkpoint::open(text_model.string());
-  std::vector<io::TensorToWrite> tensors;
-  for (const std::string& n : ckpt->tensor_names()) {
-    const io::TensorView v = ckpt->view(n);
-    const std::string to = n.rfind("model.", 0) == 0 ? "model.language_model." + n.substr(6) : n;
-    tensors.push_back({to, v.info->dtype, v.info->shape, v.bytes()});
-  }
-  static const std::vector<uint8_t> vision(4 * 8 * 2, 0);
-  tensors.push_back({"model.visual.blocks.0.attn.qkv.weight", DType::kBF16, {4, 8}, vision});
-  io::write_safetensors((dir / "model.safetensors").string(), tensors);
+  const fs::path dir =
+      test::make_multimodal_wrapper(text_model, test::temp_dir("export-wrapper") / "qwen3_5_moe-wrapper");
   SelectionOptions sel;
   sel.keep_experts = 8;
   const fs::path out = check_export_matches_masked_source(dir, sel, 4ull << 30);
   auto exported = io::Checkpoint::open(out.string());
-  EXPECT_TRUE(exported->has("model.visual.blocks.0.attn.qkv.weight"));
+  EXPECT_TRUE(exported->has(test::kWrapperVisionTensor));
   EXPECT_TRUE(exported->has("model.language_model.layers.0.mlp.experts.7.gate_proj.weight"));
   EXPECT_FALSE(exported->has("model.language_model.layers.0.mlp.experts.8.gate_proj.weight"));
   EXPECT_EQ(nlohmann::json::parse(read_text(out / "config.json"))["text_config"]["num_experts"], 8);
