@@ -50,7 +50,7 @@ int64_t removed_per_layer(const model::ModelConfig& c, const SelectionOptions& o
   if (o.prune_fraction) {
     const double f = *o.prune_fraction;
     if (!(f >= 0 && f < 1)) invalid("--prune-fraction: " + std::to_string(f) + " is outside [0, 1)");
-    // As the reference implementation counts: floor(F × experts) removed.
+    // floor(F × experts) removed: a fraction never removes more than asked.
     return static_cast<int64_t>(std::floor(f * static_cast<double>(E) + 1e-9));
   }
   const int64_t keep = *o.keep_experts;
