@@ -12,7 +12,7 @@ namespace {
   t.int8_rows = kernels::gemv_int8_rows_##isa;        \
   t.bf16_rows = kernels::gemv_bf16_rows_##isa;
 
-GemvIsaKernels make_table(Isa isa) {
+GemvIsaKernels make_gemv_table(Isa isa) {
   GemvIsaKernels t;
   EQ_FILL_GEMV(t, generic)
   if (isa >= Isa::kAvx2) {
@@ -38,8 +38,8 @@ StreamGemvChoice stream_gemv_int8_for(const GemvIsaKernels& table, const FormatT
 }
 
 const GemvIsaKernels& gemv_isa_kernels(Isa isa) {
-  static const GemvIsaKernels tables[3] = {make_table(Isa::kGeneric), make_table(Isa::kAvx2),
-                                           make_table(Isa::kAvx512)};
+  static const GemvIsaKernels tables[3] = {make_gemv_table(Isa::kGeneric), make_gemv_table(Isa::kAvx2),
+                                           make_gemv_table(Isa::kAvx512)};
   const Isa usable = isa < detected_isa() ? isa : detected_isa();
   return tables[static_cast<int>(usable)];
 }

@@ -42,7 +42,7 @@ float nl4_value(uint32_t code) { return kValues[code]; }
 DecodePanelFn nl4_panel_decoder(const QuantKernels& k, int) { return k.decode_table4; }
 
 // The nearest fp16 scale, kept finite and signed.
-float round_to_f16(float s) { return f16_to_f32(f32_to_f16(std::clamp(s, -65504.0f, 65504.0f))); }
+float round_signed_to_f16(float s) { return f16_to_f32(f32_to_f16(std::clamp(s, -65504.0f, 65504.0f))); }
 
 // Weighted squared error of one group quantized with decoded scale s.
 float group_error(const float* w, const float* h, int n, float s) {
@@ -85,7 +85,7 @@ float search_nl4_scale(const float* w, const float* h, int n) {
   float best_s = 0.0f;
   float best_err = group_error(w, h, n, 0.0f);
   auto consider = [&](float s) {
-    const float r = round_to_f16(s);
+    const float r = round_signed_to_f16(s);
     if (r == 0.0f || !std::isfinite(r)) return;
     const float e = group_error(w, h, n, r);
     if (e < best_err) {

@@ -38,7 +38,7 @@ namespace {
   t.panel_to_rows = kernels::panel_to_rows_##isa; \
   t.int8_to_f32 = kernels::int8_to_f32_##isa;
 
-QuantKernels make_table(Isa isa) {
+QuantKernels make_quant_table(Isa isa) {
   QuantKernels t;
   EQ_FILL(t, generic)
   if (isa >= Isa::kAvx2) {
@@ -64,8 +64,8 @@ DecodePanelFn QuantKernels::decode_uint(int bits) const {
 }
 
 const QuantKernels& quant_kernels(Isa isa) {
-  static const QuantKernels tables[3] = {make_table(Isa::kGeneric), make_table(Isa::kAvx2),
-                                         make_table(Isa::kAvx512)};
+  static const QuantKernels tables[3] = {make_quant_table(Isa::kGeneric), make_quant_table(Isa::kAvx2),
+                                         make_quant_table(Isa::kAvx512)};
   // Never run a kernel the CPU (or OS) cannot execute, whatever the caller asks.
   const Isa usable = isa < detected_isa() ? isa : detected_isa();
   return tables[static_cast<int>(usable)];
