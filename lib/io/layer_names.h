@@ -11,17 +11,28 @@
 
 namespace eq::io {
 
+// The decimal index at name[pos] (at most 12 digits) followed by '.', and
+// the position of that '.'; nullopt otherwise.
+struct IndexAt {
+  int64_t value = 0;
+  size_t end = 0;
+};
+inline std::optional<IndexAt> index_at(std::string_view name, size_t pos) {
+  IndexAt r{0, pos};
+  while (r.end < name.size() && name[r.end] >= '0' && name[r.end] <= '9' && r.end - pos < 12)
+    r.value = r.value * 10 + (name[r.end++] - '0');
+  if (r.end == pos || r.end >= name.size() || name[r.end] != '.') return std::nullopt;
+  return r;
+}
+
 // N of "model.layers.N.<rest>"; nullopt for other names (and for an index of
 // more than 12 digits).
 inline std::optional<int64_t> layer_of(std::string_view name) {
   constexpr std::string_view kPrefix = "model.layers.";
   if (!name.starts_with(kPrefix)) return std::nullopt;
-  int64_t n = 0;
-  size_t i = kPrefix.size();
-  const size_t start = i;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i - start < 12) n = n * 10 + (name[i++] - '0');
-  if (i == start || i >= name.size() || name[i] != '.') return std::nullopt;
-  return n;
+  const auto index = index_at(name, kPrefix.size());
+  if (!index) return std::nullopt;
+  return index->value;
 }
 
 // "model.layers.N.", the prefix of layer N's tensors.

@@ -198,12 +198,9 @@ ModelConfig load_config(const std::string& folder) {
 std::string attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".self_attn."; }
 std::string linear_attn_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + ".linear_attn."; }
 
-namespace {
-std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 std::string moe_prefix(const ModelConfig& c, int64_t layer) {
-  return layer_prefix(layer) + std::string(c.arch->naming.moe) + ".";
+  return io::layer_prefix(layer) + std::string(c.arch->naming.moe) + ".";
 }
-}  // namespace
 
 std::string router_name(const ModelConfig& c, int64_t layer) {
   return moe_prefix(c, layer) + std::string(c.arch->naming.router) + ".weight";
@@ -223,7 +220,7 @@ std::string expert_weight_name(const ModelConfig& c, int64_t layer, int64_t expe
 }
 
 std::string dense_mlp_name(const ModelConfig& c, int64_t layer, Proj p) {
-  return layer_prefix(layer) + "mlp." + std::string(c.arch->naming.dense_proj[static_cast<size_t>(p)]) + ".weight";
+  return io::layer_prefix(layer) + "mlp." + std::string(c.arch->naming.dense_proj[static_cast<size_t>(p)]) + ".weight";
 }
 
 std::string shared_expert_name(const ModelConfig& c, int64_t layer, Proj p) {

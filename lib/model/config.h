@@ -157,6 +157,8 @@ inline constexpr int64_t kMaxConfigDim = 1 << 24;          // vocab, hidden and 
 std::vector<std::string> supported_model_types();
 
 // ---- tensor naming (the architecture's TensorNaming) ----
+// "model.layers.N.<moe>.", the prefix of layer N's router and experts.
+std::string moe_prefix(const ModelConfig& c, int64_t layer);
 std::string router_name(const ModelConfig& c, int64_t layer);
 // The router's bias and selection-only correction bias (when the config has them).
 std::string router_bias_name(const ModelConfig& c, int64_t layer);

@@ -12,7 +12,7 @@ ExpertAxis expert_axis(const ModelConfig& c, std::string_view name) {
   const auto layer = io::layer_of(name);
   if (!layer || *layer >= c.num_layers || !c.layer_is_moe[static_cast<size_t>(*layer)]) return a;
   const int64_t l = *layer;
-  const std::string moe = io::layer_prefix(l) + std::string(c.arch->naming.moe) + ".";
+  const std::string moe = moe_prefix(c, l);
   const std::string router_stem = moe + std::string(c.arch->naming.router) + ".";
   if (name.starts_with(router_stem)) {
     if (name != router_name(c, l) && name != router_bias_name(c, l) && name != router_correction_bias_name(c, l))
@@ -23,14 +23,13 @@ ExpertAxis expert_axis(const ModelConfig& c, std::string_view name) {
   const std::string experts = moe + "experts.";
   if (!name.starts_with(experts)) return a;
   const size_t pos = experts.size();
-  size_t end = pos;
-  while (end < name.size() && name[end] >= '0' && name[end] <= '9' && end - pos < 12) ++end;
-  if (end == pos || end >= name.size() || name[end] != '.') return {ExpertAxisKind::kStacked, l};
-  const int64_t e = std::stoll(std::string(name.substr(pos, end - pos)));
+  const auto index = io::index_at(name, pos);
+  if (!index) return {ExpertAxisKind::kStacked, l};
+  const int64_t e = index->value;
   if (e >= c.num_experts)
     invalid("tensor '" + std::string(name) + "': expert " + std::to_string(e) + " of a layer of " +
             std::to_string(c.num_experts) + " experts (config.json)");
-  return {ExpertAxisKind::kOneExpert, l, e, pos, end - pos};
+  return {ExpertAxisKind::kOneExpert, l, e, pos, index->end - pos};
 }
 
 }  // namespace eq::model

@@ -16,7 +16,7 @@ using Encoding = io::SourceTensors::Encoding;
 bool fused(const ModelConfig& c) { return c.arch->expert_storage == ExpertStorage::kStackedFusedInterleaved; }
 
 std::string experts_prefix(const ModelConfig& c, int64_t layer) {
-  return "model.layers." + std::to_string(layer) + "." + std::string(c.arch->naming.moe) + ".experts.";
+  return moe_prefix(c, layer) + "experts.";
 }
 
 // kStackedFusedInterleaved: gate and up share "gate_up_proj".
