@@ -2,11 +2,13 @@
 // small trellises (every ISA), tail-biting consistency, SIMD step == scalar.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -150,6 +152,35 @@ TEST(TrellisKernels, SimdStepEqualsScalarBitForBit) {
       EXPECT_EQ(next, ref_next) << isa_name(isa) << " K=" << K;
       EXPECT_TRUE(std::equal(planes.begin(), planes.begin() + K * ((1 << (L - K)) / 8), ref_planes.begin()))
           << isa_name(isa) << " K=" << K;
+    }
+  }
+}
+
+// Two steps at once (fused in blocks on AVX-512) equal two scalar steps bit
+// for bit: costs and both steps' argmin planes, with ties, for every K the
+// formats use and the shapes on both sides of two_steps_fused.
+TEST(TrellisKernels, TwoStepsEqualTwoScalarStepsBitForBit) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  for (const auto& [L, K] : std::vector<std::pair<int, int>>{{16, 1}, {16, 2}, {16, 3}, {16, 4}, {16, 5}, {12, 4}, {11, 4}, {8, 2}}) {
+    std::vector<float> prev(size_t{1} << L), codes(size_t{1} << L);
+    for (auto& c : prev) c = std::abs(nd(rng)) * 1000.0f;
+    for (auto& c : codes) c = std::round(nd(rng) * 147.0f);
+    for (int i = 0; i < 200; ++i) prev[rng() % prev.size()] = prev[rng() % prev.size()];  // ties
+    const size_t plane_bytes = std::max<size_t>(1, (size_t{1} << (L - K)) / 8) * size_t(K);
+    std::vector<float> middle(prev.size()), ref_next(prev.size()), next(prev.size());
+    std::vector<uint8_t> ref_planes(2 * plane_bytes), planes(2 * plane_bytes);
+    viterbi_step_generic(prev.data(), middle.data(), ref_planes.data(), codes.data(), L, K, 37.5f, 0.75f);
+    viterbi_step_generic(middle.data(), ref_next.data(), ref_planes.data() + plane_bytes, codes.data(), L, K, -12.25f,
+                         1.5f);
+    for (Isa isa : supported_isas()) {
+      const Kernels& k = isa == Isa::kAvx512 ? avx512_kernels() : isa == Isa::kAvx2 ? avx2_kernels() : generic_kernels();
+      std::fill(next.begin(), next.end(), -1.0f);
+      std::fill(planes.begin(), planes.end(), uint8_t{0xA5});
+      k.viterbi_two_steps(prev.data(), next.data(), planes.data(), planes.data() + plane_bytes, codes.data(), L, K,
+                          37.5f, 0.75f, -12.25f, 1.5f);
+      EXPECT_EQ(next, ref_next) << isa_name(isa) << " L=" << L << " K=" << K;
+      EXPECT_EQ(planes, ref_planes) << isa_name(isa) << " L=" << L << " K=" << K;
     }
   }
 }

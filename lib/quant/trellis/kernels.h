@@ -44,7 +44,18 @@ struct Kernels {
   void (*decode_tile_lut)(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
   void (*decode_tile_panel_lut)(const uint8_t* tile, int K, const float* row_factor, float* out);
   void (*decode_tile_int8_lut)(const uint8_t* tile, int K, uint8_t* out);
+  // Steps t and t+1 at once: viterbi_step(prev -> middle, planes0, target0,
+  // weight0) then viterbi_step(middle -> next, planes1, target1, weight1), bit
+  // for bit, without a middle array where two_steps_fused(L, K) (the AVX-512
+  // variant keeps each block of the middle step in the cache).
+  void (*viterbi_two_steps)(const float* prev, float* next, uint8_t* planes0, uint8_t* planes1, const float* codes,
+                            int L, int K, float target0, float weight0, float target1, float weight1);
 };
+
+// Symbols of up to this many bits have SIMD steps (larger K: the scalar one).
+inline constexpr int kMaxSimdSymbolBits = 4;
+// Whether viterbi_two_steps runs fused: blocks of 16 groups two steps deep.
+inline constexpr bool two_steps_fused(int L, int K) { return K <= kMaxSimdSymbolBits && L - 2 * K >= 4; }
 
 // The kernels for the active ISA (re-read on each call, so tests can force one).
 const Kernels& kernels();
@@ -57,6 +68,13 @@ const Kernels& avx512_kernels();
 // Scalar functions, also used by the SIMD tables for shapes they do not cover.
 void viterbi_step_generic(const float* prev, float* next, uint8_t* planes, const float* codes, int L, int K,
                           float target, float weight);
+void viterbi_two_steps_generic(const float* prev, float* next, uint8_t* planes0, uint8_t* planes1, const float* codes,
+                               int L, int K, float target0, float weight0, float target1, float weight1);
+// viterbi_two_steps as two calls of `step` through a thread-local middle array.
+using ViterbiStepFn = void (*)(const float* prev, float* next, uint8_t* planes, const float* codes, int L, int K,
+                               float target, float weight);
+void two_single_steps(ViterbiStepFn step, const float* prev, float* next, uint8_t* planes0, uint8_t* planes1,
+                      const float* codes, int L, int K, float target0, float weight0, float target1, float weight1);
 void decode_tile_generic(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride);
 void decode_tile_panel_generic(const uint8_t* tile, int K, const float* row_factor, float* out);
 void decode_tile_int8_generic(const uint8_t* tile, int K, uint8_t* out);

@@ -25,7 +25,13 @@ double Viterbi::run(const TrellisProblem& p, int64_t overlap, uint32_t* states) 
   const Kernels& k = kernels();
   float* prev = cost_a_.data();
   float* next = cost_b_.data();
-  for (int t = 0; t < p.T; ++t) {
+  int t = 0;
+  for (; t + 1 < p.T; t += 2) {
+    k.viterbi_two_steps(prev, next, planes_.data() + step_bytes * t, planes_.data() + step_bytes * (t + 1), p.codes,
+                        p.L, p.K, p.target[t], p.weight[t], p.target[t + 1], p.weight[t + 1]);
+    std::swap(prev, next);
+  }
+  if (t < p.T) {
     k.viterbi_step(prev, next, planes_.data() + step_bytes * t, p.codes, p.L, p.K, p.target[t], p.weight[t]);
     std::swap(prev, next);
   }

@@ -17,6 +17,13 @@ void viterbi_step_avx2(const float* prev, float* next, uint8_t* planes, const fl
                        float target, float weight);
 
 namespace {
+void viterbi_two_steps_avx2(const float* prev, float* next, uint8_t* planes0, uint8_t* planes1, const float* codes,
+                            int L, int K, float target0, float weight0, float target1, float weight1) {
+  two_single_steps(viterbi_step_avx2, prev, next, planes0, planes1, codes, L, K, target0, weight0, target1, weight1);
+}
+}  // namespace
+
+namespace {
 
 inline __m256 code_1mad_x8(__m256i state) {
   __m256i x = _mm256_add_epi32(_mm256_mullo_epi32(state, _mm256_set1_epi32(static_cast<int>(k1madMul))),
@@ -161,7 +168,8 @@ const Kernels& avx2_kernels() {
   static const Kernels table{viterbi_step_avx2,  decode_tile_avx2,      decode_tile_panel_avx2,
                              hadamard_rows_avx2, hadamard_columns_avx2, strip_matmul_avx2,
                              decode_tile_int8_generic,   decode_tile_lut_generic,
-                             decode_tile_panel_lut_generic, decode_tile_int8_lut_generic};  // no int8 batch kernel on AVX2 (int8_panel_gemm.h)
+                             decode_tile_panel_lut_generic, decode_tile_int8_lut_generic,  // no int8 batch kernel on AVX2 (int8_panel_gemm.h)
+                             viterbi_two_steps_avx2};
   return table;
 }
 

@@ -11,13 +11,13 @@ namespace eq::quant::trellis {
 void viterbi_step_avx2(const float* prev, float* next, uint8_t* planes, const float* codes, int L, int K,
                        float target, float weight) {
   const uint32_t groups = 1u << (L - K);
-  if (groups < 8) return viterbi_step_generic(prev, next, planes, codes, L, K, target, weight);
+  if (groups < 8 || K > kMaxSimdSymbolBits) return viterbi_step_generic(prev, next, planes, codes, L, K, target, weight);
   const uint32_t fan = 1u << K;
   const size_t plane_bytes = groups / 8;
   const __m256 vlinear = _mm256_set1_ps(-2.0f * weight * target);
   const __m256 vweight = _mm256_set1_ps(weight);
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256i expand[16];
+  __m256i expand[1u << kMaxSimdSymbolBits];
   for (uint32_t q = 0; q < fan; ++q)
     expand[q] = _mm256_srli_epi32(_mm256_add_epi32(iota, _mm256_set1_epi32(static_cast<int>(8 * q))), K);
 

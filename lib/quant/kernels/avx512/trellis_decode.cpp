@@ -25,6 +25,8 @@ namespace eq::quant::trellis {
 
 void viterbi_step_avx512(const float* prev, float* next, uint8_t* planes, const float* codes, int L, int K,
                          float target, float weight);
+void viterbi_two_steps_avx512(const float* prev, float* next, uint8_t* planes0, uint8_t* planes1, const float* codes,
+                              int L, int K, float target0, float weight0, float target1, float weight1);
 
 void decode_tile_avx512(const uint8_t* tile, int K, const float* row_factor, float* out, int64_t out_stride) {
   switch (K) {
@@ -138,7 +140,8 @@ const Kernels& avx512_kernels() {
                              vbmi ? decode_tile_int8_avx512_vbmi : decode_tile_int8_avx512,
                              vbmi ? decode_tile_lut_avx512_vbmi : decode_tile_lut_generic,
                              vbmi ? decode_tile_panel_lut_avx512_vbmi : decode_tile_panel_lut_generic,
-                             vbmi ? decode_tile_int8_lut_avx512_vbmi : decode_tile_int8_lut_generic};
+                             vbmi ? decode_tile_int8_lut_avx512_vbmi : decode_tile_int8_lut_generic,
+                             viterbi_two_steps_avx512};
   return table;
 }
 

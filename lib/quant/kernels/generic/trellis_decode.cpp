@@ -89,7 +89,8 @@ const Kernels& generic_kernels() {
   static const Kernels table{viterbi_step_generic,     decode_tile_generic,      decode_tile_panel_generic,
                              hadamard_rows_generic,    hadamard_columns_generic, strip_matmul_generic,
                              decode_tile_int8_generic, decode_tile_lut_generic,
-                             decode_tile_panel_lut_generic, decode_tile_int8_lut_generic};
+                             decode_tile_panel_lut_generic, decode_tile_int8_lut_generic,
+                             viterbi_two_steps_generic};
   return table;
 }
 

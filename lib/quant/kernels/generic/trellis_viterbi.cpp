@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "quant/trellis/kernels.h"
 
@@ -32,6 +33,20 @@ void viterbi_step_generic(const float* prev, float* next, uint8_t* planes, const
       next[s] = std::fma(codes[s], std::fma(codes[s], weight, linear), best);
     }
   }
+}
+
+void two_single_steps(ViterbiStepFn step, const float* prev, float* next, uint8_t* planes0, uint8_t* planes1,
+                      const float* codes, int L, int K, float target0, float weight0, float target1, float weight1) {
+  thread_local std::vector<float> middle;
+  middle.resize(size_t{1} << L);
+  step(prev, middle.data(), planes0, codes, L, K, target0, weight0);
+  step(middle.data(), next, planes1, codes, L, K, target1, weight1);
+}
+
+void viterbi_two_steps_generic(const float* prev, float* next, uint8_t* planes0, uint8_t* planes1, const float* codes,
+                               int L, int K, float target0, float weight0, float target1, float weight1) {
+  two_single_steps(viterbi_step_generic, prev, next, planes0, planes1, codes, L, K, target0, weight0, target1,
+                   weight1);
 }
 
 }  // namespace eq::quant::trellis
