@@ -20,6 +20,7 @@
 #include "quant/gemv.h"
 #include "quant/int8_panels.h"
 #include "quant/packed_stream.h"
+#include "quant/quant_kernels.h"
 #include "quant/quantize_common.h"
 
 namespace eq::quant {
@@ -78,6 +79,7 @@ AffineGroup search_affine_group(const float* w, const float* h, int n, int bits,
     std::fill(codes, codes + n, uint8_t{0});
     return {0.0f, to_f16(lo)};
   }
+  std::fill(codes, codes + n, uint8_t{0});  // kept where no candidate's error is finite
   std::vector<uint8_t> trial(static_cast<size_t>(n));
   Scored best;
   auto score = [&](float scale, float bias) {
@@ -152,15 +154,18 @@ QuantizedMatrix quantize_affine(const FormatTraits& format, const float* w, int6
   uint32_t* qweight = reinterpret_cast<uint32_t*>(out.parts[0].bytes.data());
   uint16_t* scales = reinterpret_cast<uint16_t*>(out.parts[1].bytes.data());
   uint16_t* biases = reinterpret_cast<uint16_t*>(out.parts[2].bytes.data());
-  std::vector<float> h(static_cast<size_t>(G));
-  std::vector<uint8_t> codes(static_cast<size_t>(G));
+  std::vector<float> h(static_cast<size_t>(G)), group_scales(static_cast<size_t>(rows)),
+      group_biases(static_cast<size_t>(rows));
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * G));
+  const QuantKernels& kernels = active_quant_kernels();
   for (int64_t g = 0; g < cols / G; ++g) {
     group_importance(options.importance, g * G, G, h.data());
+    kernels.search_affine_groups(w + g * G, cols, rows, h.data(), G, B, group_scales.data(), group_biases.data(),
+                                 codes.data());
     for (int64_t n = 0; n < rows; ++n) {
-      const AffineGroup p = search_affine_group(w + n * cols + g * G, h.data(), G, B, codes.data());
-      scales[g * rows + n] = f32_to_f16(p.scale);
-      biases[g * rows + n] = f32_to_f16(p.bias);
-      for (int i = 0; i < G; ++i) stream_put(qweight, rows, B, g * G + i, n, codes[i]);
+      scales[g * rows + n] = f32_to_f16(group_scales[n]);
+      biases[g * rows + n] = f32_to_f16(group_biases[n]);
+      for (int i = 0; i < G; ++i) stream_put(qweight, rows, B, g * G + i, n, codes[n * G + i]);
     }
   }
   return out;

@@ -18,6 +18,8 @@ namespace kernels {
   float dot_##isa(const float*, const float*, int64_t);                                        \
   void panel_to_rows_##isa(const float*, int64_t, int64_t, float*, int64_t);                    \
   void int8_to_f32_##isa(const int8_t*, float, float*, int64_t);
+void search_affine_groups_generic(const float*, int64_t, int64_t, const float*, int, int, float*, float*, uint8_t*);
+void search_affine_groups_avx512(const float*, int64_t, int64_t, const float*, int, int, float*, float*, uint8_t*);
 EQ_DECLARE_ISA(generic)
 EQ_DECLARE_ISA(avx2)
 EQ_DECLARE_ISA(avx512)
@@ -41,11 +43,13 @@ namespace {
 QuantKernels make_quant_table(Isa isa) {
   QuantKernels t;
   EQ_FILL(t, generic)
+  t.search_affine_groups = kernels::search_affine_groups_generic;  // AVX2: the scalar search
   if (isa >= Isa::kAvx2) {
     EQ_FILL(t, avx2)
   }
   if (isa >= Isa::kAvx512) {
     EQ_FILL(t, avx512)
+    t.search_affine_groups = kernels::search_affine_groups_avx512;
   }
   return t;
 }

@@ -44,6 +44,12 @@ struct QuantKernels {
   // out[i] = q[i] * scale.
   void (*int8_to_f32)(const int8_t* q, float scale, float* out, int64_t n) = nullptr;
 
+  // affine.h's search_affine_group of `count` groups of n weights that share
+  // the importance h[0..n): group r at w[r * ld .. + n), its results at
+  // scales[r], biases[r] and codes[r * n .. + n). Bit-identical in every variant.
+  void (*search_affine_groups)(const float* w, int64_t ld, int64_t count, const float* h, int n, int bits,
+                               float* scales, float* biases, uint8_t* codes) = nullptr;
+
   DecodePanelFn decode_uint(int bits) const;
 };
 

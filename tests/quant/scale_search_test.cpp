@@ -6,15 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/numeric.h"
 #include "quant/affine.h"
 #include "quant/fp4_common.h"
 #include "quant/quant_kernels.h"
+#include "quant_test_util.h"
 
 namespace eq::quant {
 namespace {
@@ -237,6 +240,52 @@ TEST(ScaleSearch, AffineZeroAndConstantGroupsStayExact) {
   for (int i = 0; i < 64; ++i) w[i] = i % 3 == 0 ? 0.25f + 15 * 0.0625f : 0.25f;
   const AffineGroup p = search_affine_group(w.data(), h.data(), 64, 4, codes.data());
   EXPECT_EQ(affine_error(w, h, p, codes), 0.0);
+}
+
+// Every ISA's batch search (16 groups a vector on AVX-512) returns the scalar
+// search's scale, bias and codes bit for bit: rows of mixed magnitudes (down to
+// fp16-subnormal scales), constant and zero groups, outliers, zero importance,
+// a row count that leaves a partial vector, and a row stride wider than n.
+TEST(ScaleSearch, AffineBatchSearchEqualsTheScalarSearchBitForBit) {
+  using test::supported_isas;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> exponent(-2.0f, 2.0f);
+  for (int bits : {2, 3, 4, 8}) {
+    for (int n : {16, 32, 64, 128}) {
+      const int64_t rows = 1029, ld = n + 5;
+      std::vector<float> w(static_cast<size_t>(rows * ld)), h(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) h[i] = i % 7 == 3 ? 0.0f : std::pow(10.0f, exponent(rng));
+      for (int64_t r = 0; r < rows; ++r) {
+        const float magnitude = std::pow(10.0f, float(int(r % 9) - 7));  // 1e-7 .. 10
+        for (int i = 0; i < n; ++i)
+          w[r * ld + i] = r % 11 == 4 ? 0.0f
+                          : r % 11 == 7 ? -0.375f
+                                        : normal(rng) * magnitude * (rng() % 16 == 0 ? 8.0f : 1.0f);
+      }
+      std::vector<float> ref_scales(static_cast<size_t>(rows)), ref_biases(static_cast<size_t>(rows));
+      std::vector<uint8_t> ref_codes(static_cast<size_t>(rows * n));
+      for (int64_t r = 0; r < rows; ++r) {
+        const AffineGroup p = search_affine_group(w.data() + r * ld, h.data(), n, bits, ref_codes.data() + r * n);
+        ref_scales[size_t(r)] = p.scale;
+        ref_biases[size_t(r)] = p.bias;
+      }
+      for (Isa isa : supported_isas()) {
+        SCOPED_TRACE(std::string(isa_name(isa)) + " int" + std::to_string(bits) + " n=" + std::to_string(n));
+        std::vector<float> scales(static_cast<size_t>(rows), -1.0f), biases(static_cast<size_t>(rows), -1.0f);
+        std::vector<uint8_t> codes(static_cast<size_t>(rows * n), 0xEE);
+        quant_kernels(isa).search_affine_groups(w.data(), ld, rows, h.data(), n, bits, scales.data(), biases.data(),
+                                                codes.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          EXPECT_EQ(std::bit_cast<uint32_t>(scales[size_t(r)]), std::bit_cast<uint32_t>(ref_scales[size_t(r)]))
+              << "row " << r;
+          EXPECT_EQ(std::bit_cast<uint32_t>(biases[size_t(r)]), std::bit_cast<uint32_t>(ref_biases[size_t(r)]))
+              << "row " << r;
+        }
+        EXPECT_EQ(codes, ref_codes);
+      }
+    }
+  }
 }
 
 }  // namespace

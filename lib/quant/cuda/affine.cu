@@ -77,7 +77,7 @@ __global__ void quantize_affine_kernel(const float* w, const float* h, int64_t r
   if (idx >= groups * rows) return;
   const int64_t g = idx / rows, n = idx % rows;
   const float* wg = w + n * cols + g * group;
-  uint8_t codes[kMaxGroup];
+  uint8_t codes[kMaxGroup] = {};  // zero where no candidate is finite, as on the CPU
   const int nmax = (1 << bits) - 1;
   float lo = wg[0], hi = wg[0];
   for (int i = 1; i < group; ++i) {

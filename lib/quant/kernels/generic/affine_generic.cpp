@@ -1,4 +1,5 @@
 // Scalar unsigned-integer panel decoders (value = code * scale + bias).
+#include "quant/affine.h"
 #include "quant/packed_stream.h"
 #include "quant/quant_kernels.h"
 
@@ -32,6 +33,15 @@ void decode_uint4_generic(const uint32_t* q, int64_t ld, int64_t k, const float*
 void decode_uint8_generic(const uint32_t* q, int64_t ld, int64_t k, const float* s, const float* b, const float*, int g,
                          float* o) {
   decode_uint<8>(q, ld, k, s, b, g, o);
+}
+
+void search_affine_groups_generic(const float* w, int64_t ld, int64_t count, const float* h, int n, int bits,
+                                  float* scales, float* biases, uint8_t* codes) {
+  for (int64_t r = 0; r < count; ++r) {
+    const AffineGroup p = search_affine_group(w + r * ld, h, n, bits, codes + r * n);
+    scales[r] = p.scale;
+    biases[r] = p.bias;
+  }
 }
 
 }  // namespace eq::quant::kernels
