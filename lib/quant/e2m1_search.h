@@ -7,6 +7,10 @@
 
 #include <cmath>
 #include <cstdint>
+#if !defined(__CUDA_ARCH__)
+#include <algorithm>
+#include <cstring>
+#endif
 
 #include "core/host_device.h"
 
@@ -87,6 +91,24 @@ EQ_HOST_DEVICE inline void sort_events(Event* ev, int n) {
   }
 }
 
+#if !defined(__CUDA_ARCH__)
+// The same order on the host, as one integer sort: for s >= 0 the float's bits
+// rise with s, so (~bits(s), order) ascending is before()'s order (a total
+// order: any sort gives the same sequence). Several times the heap sort's speed.
+inline void sort_events_host(Event* ev, int n) {
+  uint64_t keys[7 * kMaxGroup];
+  for (int k = 0; k < n; ++k) {
+    uint32_t bits;
+    std::memcpy(&bits, &ev[k].s, sizeof bits);
+    keys[k] = (static_cast<uint64_t>(~bits) << 32) | static_cast<uint32_t>(k);
+  }
+  std::sort(keys, keys + n);
+  Event sorted[7 * kMaxGroup];
+  for (int k = 0; k < n; ++k) sorted[k] = ev[static_cast<uint32_t>(keys[k])];
+  std::memcpy(ev, sorted, static_cast<size_t>(n) * sizeof(Event));
+}
+#endif
+
 // Between consecutive scales where some code changes (|w_i| / edge), the codes
 // are fixed, so the weighted error is sum h w^2 - 2 s num + s^2 den with
 // num = sum h |w| |v|, den = sum h v^2, minimal at num / den clamped to the
@@ -107,7 +129,11 @@ EQ_HOST_DEVICE inline int interval_optima(const float* w, const float* h, int n,
         ev[m] = {fabsf(w[i]) / kEdges[k], i, m};
         ++m;
       }
+#if defined(__CUDA_ARCH__)
   sort_events(ev, m);
+#else
+  sort_events_host(ev, m);
+#endif
   for (int i = 0; i < n; ++i) level[i] = 0;
   double num = 0.0, den = 0.0;
   // The best (error minus the constant sum h w^2, s) pairs, ascending.

@@ -15,6 +15,7 @@
 #include "core/cpu_features.h"
 #include "core/numeric.h"
 #include "quant/affine.h"
+#include "quant/e2m1_search.h"
 #include "quant/fp4_common.h"
 #include "quant/quant_kernels.h"
 #include "quant_test_util.h"
@@ -240,6 +241,28 @@ TEST(ScaleSearch, AffineZeroAndConstantGroupsStayExact) {
   for (int i = 0; i < 64; ++i) w[i] = i % 3 == 0 ? 0.25f + 15 * 0.0625f : 0.25f;
   const AffineGroup p = search_affine_group(w.data(), h.data(), 64, 4, codes.data());
   EXPECT_EQ(affine_error(w, h, p, codes), 0.0);
+}
+
+// The host's integer sort of the sweep's events gives the heap sort's order
+// (the device's) exactly, ties among equal scales included.
+TEST(ScaleSearch, HostEventSortEqualsTheHeapSort) {
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int t = 0; t < 200; ++t) {
+    const int n = 1 + int(rng() % (7 * e2m1_ops::kMaxGroup));
+    std::vector<e2m1_ops::Event> a(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+      const float s = rng() % 4 == 0 ? 0.5f : rng() % 50 == 0 ? 0.0f : std::abs(normal(rng)) * 1e-3f;  // ties
+      a[size_t(k)] = {s, int(rng() % 128), k};
+    }
+    std::vector<e2m1_ops::Event> b = a;
+    e2m1_ops::sort_events(a.data(), n);
+    e2m1_ops::sort_events_host(b.data(), n);
+    for (int k = 0; k < n; ++k) {
+      ASSERT_EQ(a[size_t(k)].order, b[size_t(k)].order) << "trial " << t << " position " << k;
+      ASSERT_EQ(a[size_t(k)].i, b[size_t(k)].i);
+    }
+  }
 }
 
 // Every ISA's batch search (16 groups a vector on AVX-512) returns the scalar
