@@ -13,8 +13,9 @@
 // (gamma(n) = n u / (1 - n u), u = 2^-24; Higham, "Accuracy and Stability of
 // Numerical Algorithms", 3.1). So |gpu - cpu| <= 2 gamma(n) * envelope, with
 //   plain formats:   envelope = sum_k (|W[n,k]| + 2 |bias of (n,k)'s group|) |x[k]|
-//                    (the GPU factors the group's scale and bias out of the
-//                    sum), n = K + K/G + 16 (group and slice partial sums);
+//                    (the GPU factors the group's scale and bias out of
+//                    sums over chunks of 16 or 32 k), n = K + K/16 + 16 (the
+//                    chunk and slice partial sums);
 //   rotated formats: W = diag(sv) H_N W' H_K diag(su) is computed as rotations
 //                    of x and z = W' x~, so the envelope is that of z, taken
 //                    through the output rotation: (1/sqrt(B_N)) sum over n's
@@ -102,8 +103,7 @@ std::vector<double> envelope(const quant::PackedMatrix& m, const std::vector<flo
   f.dequantize(m, w.data());
   const bool biased = f.stream != nullptr && f.stream->has_biases;
   const quant::StreamLayout layout = f.stream != nullptr ? quant::stream_layout_of(f) : quant::StreamLayout{};
-  const int64_t groups = f.group_size > 0 ? K / f.group_size : 1;
-  *g = 2.0 * gamma(static_cast<double>(K + groups + 16));
+  *g = 2.0 * gamma(static_cast<double>(K + K / 16 + 16));
   for (int i = 0; i < m_rows; ++i)
     for (int64_t n = 0; n < N; ++n) {
       double s = 0.0;

@@ -2,6 +2,7 @@
 // matrices, the call through FormatTraits::device_gemv, the decode expert MLP.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -18,15 +19,6 @@ namespace {
 
 cudaStream_t stream_of(void* stream) {
   return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;
-}
-
-// h = silu(g) * u over n floats (model/activation.h's kSwiGlu; expf, IEEE division).
-__global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) {
-    const float a = g[i];
-    h[i] = a / (1.0f + expf(-a)) * u[i];
-  }
 }
 
 }  // namespace
@@ -90,11 +82,27 @@ DeviceMatrix upload(const quant::PackedMatrix& m) {
   return d;
 }
 
+namespace {
+size_t scratch_of(const quant::FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) {
+  const quant::DeviceGemv& d = *format.device_gemv;
+  return d.scratch_bytes ? d.scratch_bytes(format, rows, cols, n_jobs, m_rows) : 0;
+}
+}  // namespace
+
 void gemv(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::span<const quant::DeviceGemvJob> jobs,
-          int m_rows, void* stream) {
+          int m_rows, void* stream, DeviceBuffer* scratch) {
   if (format.device_gemv == nullptr) unsupported("GPU decode: format " + std::string(format.name) + " has no GPU kernel");
   if (jobs.empty()) return;
-  format.device_gemv->run(format, rows, cols, jobs.data(), static_cast<int>(jobs.size()), m_rows, stream);
+  const int n = static_cast<int>(jobs.size());
+  const size_t need = scratch_of(format, rows, cols, n, m_rows);
+  DeviceBuffer local;
+  DeviceBuffer& buf = scratch ? *scratch : local;
+  if (buf.size() < need) {
+    if (buf.size() > 0) synchronize(stream);  // the old buffer may be in use
+    buf = DeviceBuffer(need);
+  }
+  format.device_gemv->run(format, rows, cols, jobs.data(), n, m_rows, need ? buf.data() : nullptr, stream);
+  if (!scratch && need) synchronize(stream);
 }
 
 void synchronize(void* stream) { check(cudaStreamSynchronize(stream_of(stream)), "synchronize"); }
@@ -110,19 +118,29 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
   if (experts.empty()) return;
   const int64_t I = experts[0]->gate.rows, H = experts[0]->gate.cols;
   const int64_t n = static_cast<int64_t>(experts.size());
-  const size_t need = static_cast<size_t>(3 * n * m_rows * I) * sizeof(float);
-  if (scratch.size() < need) scratch = DeviceBuffer(need);
+  // scratch: g and u [n][m_rows][I], then the largest scratch of a grouped call.
+  const size_t gu_bytes = (static_cast<size_t>(2 * n * m_rows * I) * sizeof(float) + 255) / 256 * 256;
+  size_t call_bytes = 0;
+  for (const DeviceExpert* e : experts)
+    for (const DeviceMatrix* m : {&e->gate, &e->up, &e->down})
+      call_bytes = std::max(call_bytes, scratch_of(*m->format, m->rows, m->cols, static_cast<int>(2 * n), m_rows));
+  const size_t need = gu_bytes + (call_bytes + 255) / 256 * 256;
+  if (scratch.size() < need) {
+    if (scratch.size() > 0) synchronize(stream);
+    scratch = DeviceBuffer(need);
+  }
   float* g = scratch.floats();
   float* u = g + n * m_rows * I;
-  float* h = u + n * m_rows * I;
+  void* call_scratch = static_cast<char*>(scratch.data()) + gu_bytes;
   // One grouped call per (format, shape): gate and up of every expert in one
-  // launch when they share a format, then down.
+  // launch when they share a format, then down, whose kernels read
+  // silu(gate) * up (DeviceGemvJob::x_up: u = g + n * m_rows * I).
   struct Product {
     const DeviceMatrix* m;
     const float* x;
     float* y;
   };
-  auto run = [&](const std::vector<Product>& products) {
+  auto run = [&](const std::vector<Product>& products, bool swiglu_input) {
     std::vector<bool> done(products.size(), false);
     for (size_t a = 0; a < products.size(); ++a) {
       if (done[a]) continue;
@@ -131,10 +149,14 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
       for (size_t b = a; b < products.size(); ++b) {
         const DeviceMatrix& m = *products[b].m;
         if (done[b] || m.format != first.format || m.rows != first.rows || m.cols != first.cols) continue;
-        jobs.push_back(m.job(products[b].x, products[b].y));
+        quant::DeviceGemvJob job = m.job(products[b].x, products[b].y);
+        // down: SwiGLU of the expert's gate and up outputs, formed as the kernel reads its input.
+        if (swiglu_input) job.x_up = products[b].x + n * m_rows * I;
+        jobs.push_back(job);
         done[b] = true;
       }
-      gemv(*first.format, first.rows, first.cols, jobs, m_rows, stream);
+      first.format->device_gemv->run(*first.format, first.rows, first.cols, jobs.data(), static_cast<int>(jobs.size()),
+                                     m_rows, call_scratch, stream);
     }
   };
   std::vector<Product> gate_up, down;
@@ -144,13 +166,10 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
              "GPU decode: the experts of one call differ in shape");
     gate_up.push_back({&experts[j]->gate, x, g + j * m_rows * I});
     gate_up.push_back({&experts[j]->up, x, u + j * m_rows * I});
-    down.push_back({&experts[j]->down, h + j * m_rows * I, out + j * m_rows * H});
+    down.push_back({&experts[j]->down, g + j * m_rows * I, out + j * m_rows * H});
   }
-  run(gate_up);
-  const int64_t count = n * m_rows * I;
-  swiglu_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream_of(stream)>>>(g, u, h, count);
-  quant::cuda::check_launch("swiglu kernel");
-  run(down);
+  run(gate_up, false);
+  run(down, true);
 }
 
 }  // namespace eq::exec::cuda

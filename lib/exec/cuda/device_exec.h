@@ -62,9 +62,12 @@ struct DeviceMatrix {
 DeviceMatrix upload(const quant::PackedMatrix& m);
 
 // y_j = x_j W_j^T for each job (all of `format`, one shape [rows, cols]),
-// 1 <= m_rows <= quant::kMaxDeviceGemvRows; enqueued, not synchronized.
+// 1 <= m_rows <= quant::kMaxDeviceGemvRows; enqueued, not synchronized. The
+// format's scratch (DeviceGemv::scratch_bytes) comes from `scratch`, grown
+// (synchronously) when too small; without one, a temporary buffer is
+// allocated and the call synchronizes before it returns.
 void gemv(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::span<const quant::DeviceGemvJob> jobs,
-          int m_rows, void* stream = nullptr);
+          int m_rows, void* stream = nullptr, DeviceBuffer* scratch = nullptr);
 
 // Waits for everything enqueued on `stream`.
 void synchronize(void* stream = nullptr);
@@ -81,7 +84,8 @@ DeviceExpert upload(const ExpertWeights& w);
 // of formats), out[j] [m_rows, H] = down_j(silu(gate_j x) * up_j x) for
 // x [m_rows, H] (device arrays; out holds experts.size() * m_rows * H
 // floats): each pair's unweighted output, as the CPU dispatch's slot_out.
-// Experts of one format run as one grouped launch per projection. `scratch`
+// Experts of one format run as one grouped launch per projection (gate and
+// up together), SwiGLU inside down's launch (DeviceGemvJob::x_up). `scratch`
 // grows as needed; enqueued, not synchronized.
 void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
                        DeviceBuffer& scratch, void* stream = nullptr);

@@ -35,7 +35,9 @@ quant::DeviceGemvJob DeviceMatrix::job(const float* x, float* y) const {
   return j;
 }
 DeviceMatrix upload(const quant::PackedMatrix&) { refuse(); }
-void gemv(const quant::FormatTraits&, int64_t, int64_t, std::span<const quant::DeviceGemvJob>, int, void*) { refuse(); }
+void gemv(const quant::FormatTraits&, int64_t, int64_t, std::span<const quant::DeviceGemvJob>, int, void*, DeviceBuffer*) {
+  refuse();
+}
 void synchronize(void*) { refuse(); }
 DeviceExpert upload(const ExpertWeights&) { refuse(); }
 void expert_mlp_decode(std::span<const DeviceExpert* const>, const float*, int, float*, DeviceBuffer&, void*) {

@@ -11,6 +11,7 @@
 // EQ_CUDA.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/format.h"
@@ -22,22 +23,29 @@ inline constexpr int kMaxDeviceGemvRows = 8;
 
 // One product of a grouped call: W's parts in device memory, in
 // FormatTraits::parts order (as stored), x [m_rows, cols] and y [m_rows, rows]
-// row-major float32 device arrays.
+// row-major float32 device arrays. With x_up (also [m_rows, cols]) the input
+// is SwiGLU's silu(x) * x_up, formed as x is read (an expert's down
+// projection straight from its gate and up outputs).
 struct DeviceGemvJob {
   static constexpr int kMaxParts = 4;
   const void* parts[kMaxParts] = {};
   const float* x = nullptr;
   float* y = nullptr;
+  const float* x_up = nullptr;
 };
 
 struct DeviceGemv {
   // Enqueues y_j = x_j W_j^T (overwriting y_j) for the n_jobs jobs, all of
   // `format` and of one shape [rows, cols] (the experts of one projection), on
   // `stream` (a cudaStream_t; null: the calling thread's default stream);
-  // 1 <= m_rows <= kMaxDeviceGemvRows. Nothing is synchronized. Results depend
-  // only on (W, x): not on n_jobs, the other jobs or the launch.
+  // 1 <= m_rows <= kMaxDeviceGemvRows. `scratch`: device memory of
+  // scratch_bytes() bytes, used in stream order (null when that is 0).
+  // Nothing is synchronized and nothing is allocated. Results depend only on
+  // (W, x): not on n_jobs, the other jobs or the launch.
   void (*run)(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
-              int m_rows, void* stream) = nullptr;
+              int m_rows, void* scratch, void* stream) = nullptr;
+  // The scratch bytes run() needs for such a call (null: none).
+  size_t (*scratch_bytes)(const FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) = nullptr;
 };
 
 namespace cuda {

@@ -16,6 +16,9 @@ namespace eq::quant::cuda {
 // Jobs per launch (kernel parameters hold them; larger calls launch again).
 inline constexpr int kJobsPerLaunch = 32;
 
+// Kernels take it as `const __grid_constant__ LaunchJobs`: a block indexes
+// its job (blockIdx) in the parameter space itself; a plain by-value
+// parameter indexed at run time would be copied to each thread's local memory.
 struct LaunchJobs {
   DeviceGemvJob job[kJobsPerLaunch];
 };
@@ -43,6 +46,26 @@ inline void check_call(const FormatTraits& format, int m_rows, const char* what)
   EQ_CHECK(m_rows >= 1 && m_rows <= kMaxDeviceGemvRows,
            std::string(what) + ": " + std::string(format.name) + " with " + std::to_string(m_rows) +
                " rows of x (1 to " + std::to_string(kMaxDeviceGemvRows) + ")");
+}
+
+// SwiGLU of one element, as model/activation.h's kSwiGlu: silu(g) * u with
+// silu(g) = g / (1 + exp(-g)).
+__device__ inline float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// Four consecutive inputs at `at` of a job's row: x, or silu(x) * x_up.
+__device__ inline float4 load_x4(const float* x, const float* x_up, int64_t at) {
+  float4 a = __ldg(reinterpret_cast<const float4*>(x + at));
+  if (x_up != nullptr) {
+    const float4 u = __ldg(reinterpret_cast<const float4*>(x_up + at));
+    a.x = swiglu(a.x, u.x);
+    a.y = swiglu(a.y, u.y);
+    a.z = swiglu(a.z, u.z);
+    a.w = swiglu(a.w, u.w);
+  }
+  return a;
+}
+__device__ inline float load_x(const float* x, const float* x_up, int64_t at) {
+  return x_up != nullptr ? swiglu(__ldg(x + at), __ldg(x_up + at)) : __ldg(x + at);
 }
 
 // Butterfly sum over the 32 lanes: every lane gets the same, order fixed.

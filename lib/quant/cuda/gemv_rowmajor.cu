@@ -49,7 +49,8 @@ __device__ inline float element_at<uint16_t>(const uint16_t* row, int64_t k) {
 
 // E: int8_t (scaled by parts[1][n]) or uint16_t (bf16, unscaled).
 template <typename E, bool kScaled, int MB>
-__global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowParams p, const LaunchJobs jobs) {
+__global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowParams p,
+                                                                       const __grid_constant__ LaunchJobs jobs) {
   constexpr int kPer = 16 / sizeof(E);  // elements per 16-byte piece
   const DeviceGemvJob& job = jobs.job[blockIdx.y];
   const int64_t N = p.rows, K = p.cols;
@@ -58,30 +59,44 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
   const int lane = threadIdx.x;
   const E* row = static_cast<const E*>(job.parts[0]) + n * K;
   const float* xrow[MB];
-  for (int m = 0; m < MB; ++m) xrow[m] = job.x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
+  const float* uprow[MB];
+  for (int m = 0; m < MB; ++m) {
+    const int64_t at = static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
+    xrow[m] = job.x + at;
+    uprow[m] = job.x_up != nullptr ? job.x_up + at : nullptr;
+  }
   float acc[MB];
   for (int m = 0; m < MB; ++m) acc[m] = 0.0f;
 
   int64_t k_done = 0;
-  // Vector part: the row (and x) 16-byte aligned.
+  // Vector part: the row (and x) 16-byte aligned; kBatch pieces per lane in
+  // flight together before any is used.
   if ((n * K * static_cast<int64_t>(sizeof(E))) % 16 == 0 && K % 4 == 0) {
+    constexpr int kBatch = 8;
     const int64_t pieces = K / kPer;
     const uint4* src = reinterpret_cast<const uint4*>(row);
-    for (int64_t i = lane; i < pieces; i += 32) {
-      const uint4 piece = __ldg(src + i);
-      float w[kPer];
+    for (int64_t i0 = lane; i0 < pieces; i0 += 32 * kBatch) {
+      uint4 piece[kBatch];
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) w[e] = element<E>(piece, e);
+      for (int b = 0; b < kBatch; ++b)
+        if (i0 + 32 * b < pieces) piece[b] = __ldg(src + i0 + 32 * b);
 #pragma unroll
-      for (int m = 0; m < MB; ++m) {
-        const float4* x4 = reinterpret_cast<const float4*>(xrow[m] + i * kPer);
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t i = i0 + 32 * b;
+        if (i >= pieces) break;
+        float w[kPer];
 #pragma unroll
-        for (int q = 0; q < kPer / 4; ++q) {
-          const float4 x = __ldg(x4 + q);
-          acc[m] = fmaf(w[4 * q], x.x, acc[m]);
-          acc[m] = fmaf(w[4 * q + 1], x.y, acc[m]);
-          acc[m] = fmaf(w[4 * q + 2], x.z, acc[m]);
-          acc[m] = fmaf(w[4 * q + 3], x.w, acc[m]);
+        for (int e = 0; e < kPer; ++e) w[e] = element<E>(piece[b], e);
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+#pragma unroll
+          for (int q = 0; q < kPer / 4; ++q) {
+            const float4 x = load_x4(xrow[m], uprow[m], i * kPer + 4 * q);
+            acc[m] = fmaf(w[4 * q], x.x, acc[m]);
+            acc[m] = fmaf(w[4 * q + 1], x.y, acc[m]);
+            acc[m] = fmaf(w[4 * q + 2], x.z, acc[m]);
+            acc[m] = fmaf(w[4 * q + 3], x.w, acc[m]);
+          }
         }
       }
     }
@@ -89,7 +104,7 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
   }
   for (int64_t k = k_done + lane; k < K; k += 32) {
     const float w = element_at<E>(row, k);
-    for (int m = 0; m < MB; ++m) acc[m] = fmaf(w, __ldg(xrow[m] + k), acc[m]);
+    for (int m = 0; m < MB; ++m) acc[m] = fmaf(w, load_x(xrow[m], uprow[m], k), acc[m]);
   }
   const float scale = kScaled ? __ldg(static_cast<const float*>(job.parts[1]) + n) : 1.0f;
   for (int m = 0; m < MB; ++m) {
@@ -100,7 +115,7 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
 
 template <typename E, bool kScaled>
 void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
-                  int m_rows, void* stream) {
+                  int m_rows, void*, void* stream) {
   check_call(format, m_rows, "GPU decode");
   RowParams p;
   p.rows = rows;

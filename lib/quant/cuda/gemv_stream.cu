@@ -6,9 +6,10 @@
 // One thread per output column n and slice of K: a warp reads 32 adjacent
 // words of a word row (128 bytes, coalesced), so the layout needs no repack.
 // A block is 32 columns x kSlices slices of K (whole groups each); the slices'
-// sums meet in shared memory and are added in slice order. Per group:
+// sums meet in shared memory and are added in slice order. Per chunk of k:
 //   dot[m] = sum_k value(code_k) * x[m, k]          (value: the row's code table)
 //   acc[m] = fma(scale, dot[m], acc[m]);  affine: acc[m] = fma(bias, sum_k x[m, k], acc[m])
+// (the scale and bias are applied per chunk of 32 k, or 16 for groups of 16).
 // Everything the kernel knows of the format comes from the row: bits, group,
 // and its StreamEncoding (code values, scale kind, biases, tensor scale).
 #include <cuda_runtime.h>
@@ -52,8 +53,10 @@ __device__ inline float decode_scale(const StreamParams& p, const void* scales, 
 // BITS-bit codes, CHUNK consecutive k (CHUNK * BITS / 32 whole words) at a
 // time; MB accumulators (rows of x).
 template <int BITS, int CHUNK, int MB>
-__global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const StreamParams p, const LaunchJobs jobs) {
+__global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __grid_constant__ StreamParams p,
+                                                                      const __grid_constant__ LaunchJobs jobs) {
   constexpr int kWords = CHUNK * BITS / 32;
+  constexpr int kBatch = kWords >= 8 ? 4 : 8;  // chunks whose loads are in flight together
   constexpr uint32_t kMask = BITS == 32 ? 0xffffffffu : (1u << BITS) - 1u;
   __shared__ float table[1 << BITS];
   __shared__ float partial[kSlices][MB][kCols];
@@ -70,23 +73,45 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const Strea
   const uint16_t* biases = p.has_biases ? static_cast<const uint16_t*>(job.parts[2]) : nullptr;
   const float tensor_scale = p.has_tensor_scale ? *static_cast<const float*>(job.parts[2]) : 1.0f;
   const float* xrow[MB];
-  for (int m = 0; m < MB; ++m) xrow[m] = job.x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
+  const float* uprow[MB];
+  for (int m = 0; m < MB; ++m) {
+    const int64_t at = static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
+    xrow[m] = job.x + at;
+    uprow[m] = job.x_up != nullptr ? job.x_up + at : nullptr;
+  }
 
   float acc[MB];
   for (int m = 0; m < MB; ++m) acc[m] = 0.0f;
+  // The slice: whole groups, as chunks of CHUNK k.
   const int64_t groups = K / p.group;
   const int64_t per_slice = (groups + kSlices - 1) / kSlices;
   const int64_t g_begin = threadIdx.y * per_slice;
   const int64_t g_end = g_begin + per_slice < groups ? g_begin + per_slice : groups;
+  const int64_t c_begin = g_begin * p.group / CHUNK, c_end = g_end > g_begin ? g_end * p.group / CHUNK : c_begin;
   if (live) {
-    for (int64_t g = g_begin; g < g_end; ++g) {
-      float dot[MB], xs[MB];
-      for (int m = 0; m < MB; ++m) dot[m] = xs[m] = 0.0f;
-      for (int64_t k0 = g * p.group; k0 < (g + 1) * p.group; k0 += CHUNK) {
-        uint32_t w[kWords];
-        const uint32_t* src = qweight + (k0 * BITS / 32) * N + n;
+    // kBatch chunks' words (and their groups' scales) are loaded before any is
+    // used: the loads of a batch are in flight together (a thread reads a few
+    // hundred bytes; one at a time, DRAM latency set the pace).
+    for (int64_t c0 = c_begin; c0 < c_end; c0 += kBatch) {
+      uint32_t w[kBatch][kWords];
+      float s[kBatch], b[kBatch];
 #pragma unroll
-        for (int i = 0; i < kWords; ++i) w[i] = __ldg(src + i * N);
+      for (int i = 0; i < kBatch; ++i) {
+        if (c0 + i < c_end) {
+          const int64_t k0 = (c0 + i) * CHUNK, g = k0 / p.group;
+          const uint32_t* src = qweight + (k0 * BITS / 32) * N + n;
+#pragma unroll
+          for (int q = 0; q < kWords; ++q) w[i][q] = __ldg(src + q * N);
+          s[i] = decode_scale(p, scales, tensor_scale, g * N + n);
+          b[i] = p.has_biases ? f16_to_f32_device(__ldg(biases + g * N + n)) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        if (c0 + i >= c_end) break;
+        const int64_t k0 = (c0 + i) * CHUNK;
+        float dot[MB], xs[MB];
+        for (int m = 0; m < MB; ++m) dot[m] = xs[m] = 0.0f;
 #pragma unroll
         for (int j4 = 0; j4 < CHUNK; j4 += 4) {
           float v[4];
@@ -94,13 +119,13 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const Strea
           for (int jj = 0; jj < 4; ++jj) {
             const int bit = (j4 + jj) * BITS;
             const int word = bit >> 5, shift = bit & 31;
-            uint32_t c = w[word] >> shift;
-            if (shift + BITS > 32) c |= w[word + 1] << (32 - shift);
+            uint32_t c = w[i][word] >> shift;
+            if (shift + BITS > 32) c |= w[i][word + 1] << (32 - shift);
             v[jj] = table[c & kMask];
           }
 #pragma unroll
           for (int m = 0; m < MB; ++m) {
-            const float4 x4 = __ldg(reinterpret_cast<const float4*>(xrow[m] + k0 + j4));
+            const float4 x4 = load_x4(xrow[m], uprow[m], k0 + j4);
             dot[m] = fmaf(v[0], x4.x, dot[m]);
             dot[m] = fmaf(v[1], x4.y, dot[m]);
             dot[m] = fmaf(v[2], x4.z, dot[m]);
@@ -108,12 +133,10 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const Strea
             if (p.has_biases) xs[m] += (x4.x + x4.y) + (x4.z + x4.w);
           }
         }
-      }
-      const float s = decode_scale(p, scales, tensor_scale, g * N + n);
-      const float b = p.has_biases ? f16_to_f32_device(biases[g * N + n]) : 0.0f;
-      for (int m = 0; m < MB; ++m) {
-        acc[m] = fmaf(s, dot[m], acc[m]);
-        if (p.has_biases) acc[m] = fmaf(b, xs[m], acc[m]);
+        for (int m = 0; m < MB; ++m) {
+          acc[m] = fmaf(s[i], dot[m], acc[m]);
+          if (p.has_biases) acc[m] = fmaf(b[i], xs[m], acc[m]);
+        }
       }
     }
   }
@@ -140,7 +163,7 @@ void launch_bits(const StreamParams& p, const LaunchJobs& jobs, int n_jobs, cuda
 }
 
 void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
-                int m_rows, void* stream) {
+                int m_rows, void*, void* stream) {
   check_call(format, m_rows, "GPU decode");
   const StreamLayout l = stream_layout_of(format);
   StreamParams p;

@@ -14,6 +14,7 @@
 // warp order.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -30,6 +31,7 @@ namespace {
 using trellis::Code;
 constexpr int kWarps = 8;        // warps per block (slices of K) in step 2
 constexpr int kHadThreads = 64;  // threads of a Hadamard block
+constexpr int kTileBatch = 16;   // tiles a lane loads before decoding them
 
 // The parts of a trellis row, in FormatTraits::parts order.
 enum Part { kTiles = 0, kSu = 1, kSv = 2, kScales = 3 };
@@ -45,7 +47,7 @@ struct TrellisParams {
 // row blockIdx.y). Input side: x~ = H(su o x) from job.x into `scratch`
 // [job][m][dim]; output side: y = sv o H z from `scratch` into job.y.
 template <bool kInput>
-__global__ void __launch_bounds__(kHadThreads) hadamard_kernel(const LaunchJobs jobs, float* scratch, int64_t dim,
+__global__ void __launch_bounds__(kHadThreads) hadamard_kernel(const __grid_constant__ LaunchJobs jobs, float* scratch, int64_t dim,
                                                                 int block, int m_rows, float norm) {
   __shared__ float v[kMaxHadamardBlock];
   const DeviceGemvJob& job = jobs.job[blockIdx.z];
@@ -55,7 +57,7 @@ __global__ void __launch_bounds__(kHadThreads) hadamard_kernel(const LaunchJobs 
   if (kInput) {
     const int8_t* su = static_cast<const int8_t*>(job.parts[kSu]);
     for (int i = threadIdx.x; i < block; i += kHadThreads)
-      v[i] = job.x[m * dim + base + i] * static_cast<float>(su[base + i]);
+      v[i] = load_x(job.x, job.x_up, m * dim + base + i) * static_cast<float>(su[base + i]);
   } else {
     for (int i = threadIdx.x; i < block; i += kHadThreads) v[i] = row[base + i];
   }
@@ -95,7 +97,8 @@ __device__ inline uint32_t lane_bytes(const uint8_t* tile, int lane) {
 // Step 2 for the strip of output rows 16 * blockIdx.x .., job blockIdx.y:
 // x~ from `xt` [job][m][K], z into `z` [job][m][N] (row scales applied).
 template <int BITS, bool kLut, int MB>
-__global__ void __launch_bounds__(32 * kWarps) tile_gemv_kernel(const TrellisParams p, const LaunchJobs jobs,
+__global__ void __launch_bounds__(32 * kWarps) tile_gemv_kernel(const __grid_constant__ TrellisParams p,
+                                                                 const __grid_constant__ LaunchJobs jobs,
                                                                  const float* xt, float* z) {
   constexpr int kTileBytes = trellis::kTileSize * BITS / 8;
   __shared__ int8_t lut[2 * trellis::kLutEntries];
@@ -120,33 +123,40 @@ __global__ void __launch_bounds__(32 * kWarps) tile_gemv_kernel(const TrellisPar
   const int64_t per = (KT + kWarps - 1) / kWarps;
   const int64_t kt_begin = threadIdx.y * per;
   const int64_t kt_end = kt_begin + per < KT ? kt_begin + per : KT;
-  for (int64_t kt = kt_begin; kt < kt_end; ++kt) {
-    const uint8_t* tile = tiles + (kt * NT + nt) * kTileBytes;
-    const uint32_t own = lane_bytes<BITS>(tile, lane);
-    const uint32_t prev = __shfl_sync(0xffffffffu, own, (lane + 31) & 31);
-    const uint64_t window = (static_cast<uint64_t>(prev & 0xffffu) << (8 * BITS)) | own;
-    float v[8];
+  // kTileBatch tiles' bytes are loaded before any is decoded (in flight together).
+  for (int64_t kt0 = kt_begin; kt0 < kt_end; kt0 += kTileBatch) {
+    uint32_t own[kTileBatch];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const uint32_t state = static_cast<uint32_t>(window >> ((7 - j) * BITS)) & 0xffffu;
-      v[j] = static_cast<float>(kLut ? trellis::code_lut_with(lut, lut + trellis::kLutEntries, state)
-                                     : trellis::code_1mad(state));
-    }
-    const int64_t k0 = kt * trellis::kTileDim + (lane & 1) * 8;
+    for (int i = 0; i < kTileBatch; ++i)
+      if (kt0 + i < kt_end) own[i] = lane_bytes<BITS>(tiles + ((kt0 + i) * NT + nt) * kTileBytes, lane);
 #pragma unroll
-    for (int m = 0; m < MB; ++m) {
-      const float4 a = __ldg(reinterpret_cast<const float4*>(xm[m] + k0));
-      const float4 b = __ldg(reinterpret_cast<const float4*>(xm[m] + k0 + 4));
-      float s = acc[m];
-      s = fmaf(v[0], a.x, s);
-      s = fmaf(v[1], a.y, s);
-      s = fmaf(v[2], a.z, s);
-      s = fmaf(v[3], a.w, s);
-      s = fmaf(v[4], b.x, s);
-      s = fmaf(v[5], b.y, s);
-      s = fmaf(v[6], b.z, s);
-      s = fmaf(v[7], b.w, s);
-      acc[m] = s;
+    for (int i = 0; i < kTileBatch; ++i) {
+      if (kt0 + i >= kt_end) break;  // the same for the whole warp
+      const uint32_t prev = __shfl_sync(0xffffffffu, own[i], (lane + 31) & 31);
+      const uint64_t window = (static_cast<uint64_t>(prev & 0xffffu) << (8 * BITS)) | own[i];
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t state = static_cast<uint32_t>(window >> ((7 - j) * BITS)) & 0xffffu;
+        v[j] = static_cast<float>(kLut ? trellis::code_lut_with(lut, lut + trellis::kLutEntries, state)
+                                       : trellis::code_1mad(state));
+      }
+      const int64_t k0 = (kt0 + i) * trellis::kTileDim + (lane & 1) * 8;
+#pragma unroll
+      for (int m = 0; m < MB; ++m) {
+        const float4 a = __ldg(reinterpret_cast<const float4*>(xm[m] + k0));
+        const float4 b = __ldg(reinterpret_cast<const float4*>(xm[m] + k0 + 4));
+        float s = acc[m];
+        s = fmaf(v[0], a.x, s);
+        s = fmaf(v[1], a.y, s);
+        s = fmaf(v[2], a.z, s);
+        s = fmaf(v[3], a.w, s);
+        s = fmaf(v[4], b.x, s);
+        s = fmaf(v[5], b.y, s);
+        s = fmaf(v[6], b.z, s);
+        s = fmaf(v[7], b.w, s);
+        acc[m] = s;
+      }
     }
   }
   for (int m = 0; m < MB; ++m) {
@@ -190,9 +200,15 @@ void launch_tiles_bits(int bits, const TrellisParams& p, const LaunchJobs& jobs,
   }
 }
 
+// x~ [jobs][m][K] and z [jobs][m][N] of one launch (at most kJobsPerLaunch jobs).
+size_t trellis_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int n_jobs, int m_rows) {
+  return static_cast<size_t>(std::min(n_jobs, kJobsPerLaunch)) * m_rows * (rows + cols) * sizeof(float);
+}
+
 void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
-                 int m_rows, void* stream) {
+                 int m_rows, void* scratch, void* stream) {
   check_call(format, m_rows, "GPU decode");
+  EQ_CHECK(scratch != nullptr, "GPU decode: " + std::string(format.name) + " without scratch");
   EQ_CHECK(rows % trellis::kTileDim == 0 && cols % trellis::kTileDim == 0,
            "GPU decode: " + std::string(format.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
   TrellisParams p;
@@ -209,14 +225,10 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   const float norm_n = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_n)));
   const cudaStream_t s = stream_of(stream);
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
-    // Per-call scratch from the stream-ordered pool: x~ [n][m][K] and z [n][m][N].
-    float* scratch = nullptr;
+    // The caller's scratch: x~ [n][m][K] and z [n][m][N], reused launch after launch in stream order.
     const size_t xt_floats = static_cast<size_t>(n) * m_rows * cols;
-    check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), (xt_floats + static_cast<size_t>(n) * m_rows * rows) *
-                                                                   sizeof(float), s),
-          "allocate trellis scratch");
-    float* xt = scratch;
-    float* z = scratch + xt_floats;
+    float* xt = static_cast<float*>(scratch);
+    float* z = xt + xt_floats;
     hadamard_kernel<true><<<dim3(static_cast<unsigned>(cols / block_k), m_rows, n), kHadThreads, 0, s>>>(
         batch, xt, cols, static_cast<int>(block_k), m_rows, norm_k);
     if (lut)
@@ -226,12 +238,11 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
     hadamard_kernel<false><<<dim3(static_cast<unsigned>(rows / block_n), m_rows, n), kHadThreads, 0, s>>>(
         batch, z, rows, static_cast<int>(block_n), m_rows, norm_n);
     check_launch("trellis decode kernels");
-    check(cudaFreeAsync(scratch, s), "free trellis scratch");
   });
 }
 
 }  // namespace
 
-const DeviceGemv kTrellisDeviceGemv{run_trellis};
+const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes};
 
 }  // namespace eq::quant::cuda

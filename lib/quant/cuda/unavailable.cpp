@@ -43,7 +43,7 @@ void search_tiles_half(int, const float*, int64_t, const float*, const float*, u
 }
 
 namespace {
-void refuse_gemv(const FormatTraits&, int64_t, int64_t, const DeviceGemvJob*, int, int, void*) {
+void refuse_gemv(const FormatTraits&, int64_t, int64_t, const DeviceGemvJob*, int, int, void*, void*) {
   unsupported(std::string("--device cuda: ") + kWhy);
 }
 }  // namespace
