@@ -11,7 +11,9 @@
 // per step, microseconds per step, GB/s of packed bytes read, and that as a
 // share of the copy kernel's GB/s (bytes read + written: the DRAM traffic a
 // copy moves). Different experts each step keep most reads out of the 50 MB L2
-// (a layer's experts are 170 MB to 1.2 GB).
+// (a layer's experts are 170 MB to 1.2 GB). Also printed: the launch floor,
+// steps of as many dependent empty kernels as a decode step launches (3: gate
+// and up, SwiGLU, down; trellis 7: each product adds two rotations).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -75,6 +77,38 @@ double copy_gbps(size_t mib, cudaStream_t s) {
   return best;
 }
 
+__global__ void empty_kernel() {}
+
+// Microseconds per step of `kernels` dependent empty kernels, `iters` steps in
+// one graph: the launch floor under a decode step of as many kernels.
+double floor_us(int kernels, int iters, cudaStream_t s) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec_graph;
+  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int t = 0; t < iters * kernels; ++t) empty_kernel<<<1, 32, 0, s>>>();
+  check(cudaStreamEndCapture(s, &graph), "end capture");
+  check(cudaGraphInstantiate(&exec_graph, graph, 0), "instantiate");
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  check(cudaGraphLaunch(exec_graph, s), "graph");
+  float best = 1e30f;
+  for (int rep = 0; rep < 3; ++rep) {
+    cudaEventRecord(e0, s);
+    check(cudaGraphLaunch(exec_graph, s), "graph");
+    cudaEventRecord(e1, s);
+    check(cudaEventSynchronize(e1), "graph run");
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = std::min(best, ms);
+  }
+  cudaGraphExecDestroy(exec_graph);
+  cudaGraphDestroy(graph);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return best * 1e3 / iters;
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   size_t p = 0;
@@ -126,7 +160,11 @@ int main(int argc, char** argv) {
     std::printf("shape %s: %lld experts, top-%lld, hidden %lld, intermediate %lld; M = 1; %d steps in one graph\n",
                 shape->name.c_str(), static_cast<long long>(shape->experts), static_cast<long long>(shape->top_k),
                 static_cast<long long>(shape->hidden), static_cast<long long>(shape->intermediate), iters);
-    std::printf("copy kernel (%zu MiB -> %zu MiB): %.0f GB/s read + written\n\n", copy_mib, copy_mib, copy);
+    std::printf("copy kernel (%zu MiB -> %zu MiB): %.0f GB/s read + written\n", copy_mib, copy_mib, copy);
+    std::printf("launch floor: 3 dependent empty kernels %.2f us/step, 7 (a trellis step) %.2f us/step\n",
+                floor_us(3, iters, s), floor_us(7, iters, s));
+    if (const char* b = std::getenv("EXPERTQUANT_GPU_LOAD_BATCH")) std::printf("EXPERTQUANT_GPU_LOAD_BATCH=%s\n", b);
+    std::printf("\n");
     std::printf("%-12s %10s %12s %10s %10s %9s\n", "format", "layer MB", "MB/step", "us/step", "GB/s", "of copy");
 
     const std::vector<int32_t> ids = exec::random_expert_ids(shape->experts, shape->top_k, iters, 42);

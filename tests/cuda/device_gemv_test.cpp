@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -217,6 +218,42 @@ TEST(DeviceGemv, TrellisExpertShape) {
     check_format(*f, 768, 256, {1, 8}, c);
     std::printf("%-12s %6lld outputs, worst |gpu - cpu| = %.3g of the tolerance\n", name,
                 static_cast<long long>(c.outputs), c.worst_ratio);
+  }
+}
+
+// A grouped call (several experts in one launch) gives each job exactly the
+// bits of a call of its own, for every row, at M = 1 and 3.
+TEST(DeviceGemv, GroupedCallEqualsSingleCalls) {
+  SKIP_WITHOUT_GPU();
+  for (const quant::FormatTraits& f : quant::all_formats()) {
+    if (f.device_gemv == nullptr) continue;
+    const int64_t rows = round_up(48, f.row_multiple), cols = f.col_multiple > 1 ? f.col_multiple * 3 : 96;
+    std::vector<quant::QuantizedMatrix> q;
+    std::vector<DeviceMatrix> d;
+    for (int j = 0; j < 3; ++j) {
+      const std::vector<float> w = normal(static_cast<size_t>(rows * cols), 0.02f, 500 + j);
+      q.push_back(f.quantize(w.data(), rows, cols, {}));
+      d.push_back(upload(q.back().view()));
+    }
+    for (int m : {1, 3}) {
+      const std::vector<float> x = normal(static_cast<size_t>(3 * m * cols), 1.0f, 77 + m);
+      const size_t out = static_cast<size_t>(m * rows);
+      DeviceBuffer dx(x.size() * sizeof(float)), grouped(3 * out * sizeof(float)), single(3 * out * sizeof(float));
+      dx.upload(x.data(), x.size() * sizeof(float));
+      std::vector<quant::DeviceGemvJob> jobs;
+      for (int j = 0; j < 3; ++j)
+        jobs.push_back(d[j].job(dx.floats() + j * m * cols, grouped.floats() + j * out));
+      gemv(f, rows, cols, jobs, m);
+      for (int j = 0; j < 3; ++j) {
+        const quant::DeviceGemvJob one = d[j].job(dx.floats() + j * m * cols, single.floats() + j * out);
+        gemv(f, rows, cols, {&one, 1}, m);
+      }
+      synchronize();
+      std::vector<float> a(3 * out), b(3 * out);
+      grouped.download(a.data(), a.size() * sizeof(float));
+      single.download(b.data(), b.size() * sizeof(float));
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << f.name << " M=" << m;
+    }
   }
 }
 

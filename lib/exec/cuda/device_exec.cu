@@ -21,6 +21,15 @@ cudaStream_t stream_of(void* stream) {
   return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;
 }
 
+// h = silu(g) * u over n floats (model/activation.h's kSwiGlu).
+__global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float a = g[i];
+    h[i] = a / (1.0f + expf(-a)) * u[i];
+  }
+}
+
 }  // namespace
 
 std::string unavailable_reason() { return quant::cuda::unavailable_reason(); }
@@ -118,8 +127,8 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
   if (experts.empty()) return;
   const int64_t I = experts[0]->gate.rows, H = experts[0]->gate.cols;
   const int64_t n = static_cast<int64_t>(experts.size());
-  // scratch: g and u [n][m_rows][I], then the largest scratch of a grouped call.
-  const size_t gu_bytes = (static_cast<size_t>(2 * n * m_rows * I) * sizeof(float) + 255) / 256 * 256;
+  // scratch: g, u and h [n][m_rows][I], then the largest scratch of a grouped call.
+  const size_t gu_bytes = (static_cast<size_t>(3 * n * m_rows * I) * sizeof(float) + 255) / 256 * 256;
   size_t call_bytes = 0;
   for (const DeviceExpert* e : experts)
     for (const DeviceMatrix* m : {&e->gate, &e->up, &e->down})
@@ -131,16 +140,16 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
   }
   float* g = scratch.floats();
   float* u = g + n * m_rows * I;
+  float* h = u + n * m_rows * I;
   void* call_scratch = static_cast<char*>(scratch.data()) + gu_bytes;
   // One grouped call per (format, shape): gate and up of every expert in one
-  // launch when they share a format, then down, whose kernels read
-  // silu(gate) * up (DeviceGemvJob::x_up: u = g + n * m_rows * I).
+  // launch when they share a format; SwiGLU over all experts; down.
   struct Product {
     const DeviceMatrix* m;
     const float* x;
     float* y;
   };
-  auto run = [&](const std::vector<Product>& products, bool swiglu_input) {
+  auto run = [&](const std::vector<Product>& products) {
     std::vector<bool> done(products.size(), false);
     for (size_t a = 0; a < products.size(); ++a) {
       if (done[a]) continue;
@@ -149,10 +158,7 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
       for (size_t b = a; b < products.size(); ++b) {
         const DeviceMatrix& m = *products[b].m;
         if (done[b] || m.format != first.format || m.rows != first.rows || m.cols != first.cols) continue;
-        quant::DeviceGemvJob job = m.job(products[b].x, products[b].y);
-        // down: SwiGLU of the expert's gate and up outputs, formed as the kernel reads its input.
-        if (swiglu_input) job.x_up = products[b].x + n * m_rows * I;
-        jobs.push_back(job);
+        jobs.push_back(m.job(products[b].x, products[b].y));
         done[b] = true;
       }
       first.format->device_gemv->run(*first.format, first.rows, first.cols, jobs.data(), static_cast<int>(jobs.size()),
@@ -166,10 +172,15 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
              "GPU decode: the experts of one call differ in shape");
     gate_up.push_back({&experts[j]->gate, x, g + j * m_rows * I});
     gate_up.push_back({&experts[j]->up, x, u + j * m_rows * I});
-    down.push_back({&experts[j]->down, g + j * m_rows * I, out + j * m_rows * H});
+    down.push_back({&experts[j]->down, h + j * m_rows * I, out + j * m_rows * H});
   }
-  run(gate_up, false);
-  run(down, true);
+  run(gate_up);
+  // (Forming SwiGLU inside down's input loads instead was measured slower: those
+  // kernels read each input element once per output column or row.)
+  const int64_t count = n * m_rows * I;
+  swiglu_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream_of(stream)>>>(g, u, h, count);
+  quant::cuda::check_launch("swiglu kernel");
+  run(down);
 }
 
 }  // namespace eq::exec::cuda

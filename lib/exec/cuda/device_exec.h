@@ -85,7 +85,7 @@ DeviceExpert upload(const ExpertWeights& w);
 // x [m_rows, H] (device arrays; out holds experts.size() * m_rows * H
 // floats): each pair's unweighted output, as the CPU dispatch's slot_out.
 // Experts of one format run as one grouped launch per projection (gate and
-// up together), SwiGLU inside down's launch (DeviceGemvJob::x_up). `scratch`
+// up together); SwiGLU is one launch over all experts. `scratch`
 // grows as needed; enqueued, not synchronized.
 void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
                        DeviceBuffer& scratch, void* stream = nullptr);

@@ -23,15 +23,12 @@ inline constexpr int kMaxDeviceGemvRows = 8;
 
 // One product of a grouped call: W's parts in device memory, in
 // FormatTraits::parts order (as stored), x [m_rows, cols] and y [m_rows, rows]
-// row-major float32 device arrays. With x_up (also [m_rows, cols]) the input
-// is SwiGLU's silu(x) * x_up, formed as x is read (an expert's down
-// projection straight from its gate and up outputs).
+// row-major float32 device arrays.
 struct DeviceGemvJob {
   static constexpr int kMaxParts = 4;
   const void* parts[kMaxParts] = {};
   const float* x = nullptr;
   float* y = nullptr;
-  const float* x_up = nullptr;
 };
 
 struct DeviceGemv {

@@ -48,25 +48,11 @@ inline void check_call(const FormatTraits& format, int m_rows, const char* what)
                " rows of x (1 to " + std::to_string(kMaxDeviceGemvRows) + ")");
 }
 
-// SwiGLU of one element, as model/activation.h's kSwiGlu: silu(g) * u with
-// silu(g) = g / (1 + exp(-g)).
-__device__ inline float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
-// Four consecutive inputs at `at` of a job's row: x, or silu(x) * x_up.
-__device__ inline float4 load_x4(const float* x, const float* x_up, int64_t at) {
-  float4 a = __ldg(reinterpret_cast<const float4*>(x + at));
-  if (x_up != nullptr) {
-    const float4 u = __ldg(reinterpret_cast<const float4*>(x_up + at));
-    a.x = swiglu(a.x, u.x);
-    a.y = swiglu(a.y, u.y);
-    a.z = swiglu(a.z, u.z);
-    a.w = swiglu(a.w, u.w);
-  }
-  return a;
-}
-__device__ inline float load_x(const float* x, const float* x_up, int64_t at) {
-  return x_up != nullptr ? swiglu(__ldg(x + at), __ldg(x_up + at)) : __ldg(x + at);
-}
+// Chunks of weights a thread loads before using any (its loads are in flight
+// together; one at a time, DRAM latency sets the pace of these small
+// kernels): `max_batch`, or what EXPERTQUANT_GPU_LOAD_BATCH (1 ..) says, for
+// measurement. Read once.
+int load_batch(int max_batch);
 
 // Butterfly sum over the 32 lanes: every lane gets the same, order fixed.
 __device__ inline float warp_sum(float v) {

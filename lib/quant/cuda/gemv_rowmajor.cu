@@ -17,10 +17,12 @@ namespace eq::quant::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // output rows per block
+constexpr int kBatch = 8;  // 16-byte pieces a lane loads before using any
 
 struct RowParams {
   int64_t rows = 0, cols = 0;
   int m_rows = 1;
+  int batch = 1;  // <= kBatch
 };
 
 // Element i of a 16-byte piece, as float (before the row scale).
@@ -59,31 +61,25 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
   const int lane = threadIdx.x;
   const E* row = static_cast<const E*>(job.parts[0]) + n * K;
   const float* xrow[MB];
-  const float* uprow[MB];
-  for (int m = 0; m < MB; ++m) {
-    const int64_t at = static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
-    xrow[m] = job.x + at;
-    uprow[m] = job.x_up != nullptr ? job.x_up + at : nullptr;
-  }
+  for (int m = 0; m < MB; ++m) xrow[m] = job.x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
   float acc[MB];
   for (int m = 0; m < MB; ++m) acc[m] = 0.0f;
 
   int64_t k_done = 0;
-  // Vector part: the row (and x) 16-byte aligned; kBatch pieces per lane in
-  // flight together before any is used.
+  // Vector part: the row (and x) 16-byte aligned; p.batch pieces per lane
+  // loaded before any is used.
   if ((n * K * static_cast<int64_t>(sizeof(E))) % 16 == 0 && K % 4 == 0) {
-    constexpr int kBatch = 8;
     const int64_t pieces = K / kPer;
     const uint4* src = reinterpret_cast<const uint4*>(row);
-    for (int64_t i0 = lane; i0 < pieces; i0 += 32 * kBatch) {
+    for (int64_t i0 = lane; i0 < pieces; i0 += 32 * p.batch) {
       uint4 piece[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
-        if (i0 + 32 * b < pieces) piece[b] = __ldg(src + i0 + 32 * b);
+        if (b < p.batch && i0 + 32 * b < pieces) piece[b] = __ldg(src + i0 + 32 * b);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int64_t i = i0 + 32 * b;
-        if (i >= pieces) break;
+        if (b >= p.batch || i >= pieces) break;
         float w[kPer];
 #pragma unroll
         for (int e = 0; e < kPer; ++e) w[e] = element<E>(piece[b], e);
@@ -91,7 +87,7 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
         for (int m = 0; m < MB; ++m) {
 #pragma unroll
           for (int q = 0; q < kPer / 4; ++q) {
-            const float4 x = load_x4(xrow[m], uprow[m], i * kPer + 4 * q);
+            const float4 x = __ldg(reinterpret_cast<const float4*>(xrow[m] + i * kPer) + q);
             acc[m] = fmaf(w[4 * q], x.x, acc[m]);
             acc[m] = fmaf(w[4 * q + 1], x.y, acc[m]);
             acc[m] = fmaf(w[4 * q + 2], x.z, acc[m]);
@@ -104,7 +100,7 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
   }
   for (int64_t k = k_done + lane; k < K; k += 32) {
     const float w = element_at<E>(row, k);
-    for (int m = 0; m < MB; ++m) acc[m] = fmaf(w, load_x(xrow[m], uprow[m], k), acc[m]);
+    for (int m = 0; m < MB; ++m) acc[m] = fmaf(w, __ldg(xrow[m] + k), acc[m]);
   }
   const float scale = kScaled ? __ldg(static_cast<const float*>(job.parts[1]) + n) : 1.0f;
   for (int m = 0; m < MB; ++m) {
@@ -121,6 +117,7 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
   p.rows = rows;
   p.cols = cols;
   p.m_rows = m_rows;
+  p.batch = load_batch(kBatch);
   const cudaStream_t s = stream_of(stream);
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
     const dim3 grid(static_cast<unsigned>((rows + kWarps - 1) / kWarps), static_cast<unsigned>(n));

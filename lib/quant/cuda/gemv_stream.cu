@@ -34,6 +34,7 @@ struct StreamParams {
   int scale_kind = 0;  // ScaleKind
   bool has_biases = false;
   bool has_tensor_scale = false;
+  int batch = 1;       // chunks loaded before use, <= the kernel's kBatch
   float values[256];   // value(code) before the group's scale (and bias), code < 2^bits
 };
 
@@ -73,12 +74,7 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __gri
   const uint16_t* biases = p.has_biases ? static_cast<const uint16_t*>(job.parts[2]) : nullptr;
   const float tensor_scale = p.has_tensor_scale ? *static_cast<const float*>(job.parts[2]) : 1.0f;
   const float* xrow[MB];
-  const float* uprow[MB];
-  for (int m = 0; m < MB; ++m) {
-    const int64_t at = static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
-    xrow[m] = job.x + at;
-    uprow[m] = job.x_up != nullptr ? job.x_up + at : nullptr;
-  }
+  for (int m = 0; m < MB; ++m) xrow[m] = job.x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
 
   float acc[MB];
   for (int m = 0; m < MB; ++m) acc[m] = 0.0f;
@@ -89,15 +85,14 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __gri
   const int64_t g_end = g_begin + per_slice < groups ? g_begin + per_slice : groups;
   const int64_t c_begin = g_begin * p.group / CHUNK, c_end = g_end > g_begin ? g_end * p.group / CHUNK : c_begin;
   if (live) {
-    // kBatch chunks' words (and their groups' scales) are loaded before any is
-    // used: the loads of a batch are in flight together (a thread reads a few
-    // hundred bytes; one at a time, DRAM latency set the pace).
-    for (int64_t c0 = c_begin; c0 < c_end; c0 += kBatch) {
+    // p.batch (<= kBatch) chunks' words (and their groups' scales) are loaded
+    // before any is used, so that they are in flight together.
+    for (int64_t c0 = c_begin; c0 < c_end; c0 += p.batch) {
       uint32_t w[kBatch][kWords];
       float s[kBatch], b[kBatch];
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
-        if (c0 + i < c_end) {
+        if (i < p.batch && c0 + i < c_end) {
           const int64_t k0 = (c0 + i) * CHUNK, g = k0 / p.group;
           const uint32_t* src = qweight + (k0 * BITS / 32) * N + n;
 #pragma unroll
@@ -108,7 +103,7 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __gri
       }
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
-        if (c0 + i >= c_end) break;
+        if (i >= p.batch || c0 + i >= c_end) break;
         const int64_t k0 = (c0 + i) * CHUNK;
         float dot[MB], xs[MB];
         for (int m = 0; m < MB; ++m) dot[m] = xs[m] = 0.0f;
@@ -125,7 +120,7 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __gri
           }
 #pragma unroll
           for (int m = 0; m < MB; ++m) {
-            const float4 x4 = load_x4(xrow[m], uprow[m], k0 + j4);
+            const float4 x4 = __ldg(reinterpret_cast<const float4*>(xrow[m] + k0 + j4));
             dot[m] = fmaf(v[0], x4.x, dot[m]);
             dot[m] = fmaf(v[1], x4.y, dot[m]);
             dot[m] = fmaf(v[2], x4.z, dot[m]);
@@ -180,6 +175,7 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   EQ_CHECK(l.group % 16 == 0 && (!chunk16 || l.bits == 4) && cols % l.group == 0,
            "GPU decode: " + std::string(format.name) + ": " + std::to_string(l.bits) + "-bit codes in groups of " +
                std::to_string(l.group) + " over " + std::to_string(cols) + " columns");
+  p.batch = load_batch(l.bits == 8 ? 4 : 8);  // the kernels' kBatch
   const cudaStream_t s = stream_of(stream);
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
     switch (l.bits) {

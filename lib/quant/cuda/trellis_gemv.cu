@@ -39,6 +39,7 @@ enum Part { kTiles = 0, kSu = 1, kSv = 2, kScales = 3 };
 struct TrellisParams {
   int64_t rows = 0, cols = 0;
   int m_rows = 1;
+  int batch = 1;  // tiles loaded before decoding, <= kTileBatch
   int8_t lut_a[trellis::kLutEntries];
   int8_t lut_b[trellis::kLutEntries];
 };
@@ -57,7 +58,7 @@ __global__ void __launch_bounds__(kHadThreads) hadamard_kernel(const __grid_cons
   if (kInput) {
     const int8_t* su = static_cast<const int8_t*>(job.parts[kSu]);
     for (int i = threadIdx.x; i < block; i += kHadThreads)
-      v[i] = load_x(job.x, job.x_up, m * dim + base + i) * static_cast<float>(su[base + i]);
+      v[i] = job.x[m * dim + base + i] * static_cast<float>(su[base + i]);
   } else {
     for (int i = threadIdx.x; i < block; i += kHadThreads) v[i] = row[base + i];
   }
@@ -123,15 +124,15 @@ __global__ void __launch_bounds__(32 * kWarps) tile_gemv_kernel(const __grid_con
   const int64_t per = (KT + kWarps - 1) / kWarps;
   const int64_t kt_begin = threadIdx.y * per;
   const int64_t kt_end = kt_begin + per < KT ? kt_begin + per : KT;
-  // kTileBatch tiles' bytes are loaded before any is decoded (in flight together).
-  for (int64_t kt0 = kt_begin; kt0 < kt_end; kt0 += kTileBatch) {
+  // p.batch tiles' bytes are loaded before any is decoded (in flight together).
+  for (int64_t kt0 = kt_begin; kt0 < kt_end; kt0 += p.batch) {
     uint32_t own[kTileBatch];
 #pragma unroll
     for (int i = 0; i < kTileBatch; ++i)
-      if (kt0 + i < kt_end) own[i] = lane_bytes<BITS>(tiles + ((kt0 + i) * NT + nt) * kTileBytes, lane);
+      if (i < p.batch && kt0 + i < kt_end) own[i] = lane_bytes<BITS>(tiles + ((kt0 + i) * NT + nt) * kTileBytes, lane);
 #pragma unroll
     for (int i = 0; i < kTileBatch; ++i) {
-      if (kt0 + i >= kt_end) break;  // the same for the whole warp
+      if (i >= p.batch || kt0 + i >= kt_end) break;  // the same for the whole warp
       const uint32_t prev = __shfl_sync(0xffffffffu, own[i], (lane + 31) & 31);
       const uint64_t window = (static_cast<uint64_t>(prev & 0xffffu) << (8 * BITS)) | own[i];
       float v[8];
@@ -215,6 +216,7 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   p.rows = rows;
   p.cols = cols;
   p.m_rows = m_rows;
+  p.batch = load_batch(kTileBatch);
   const bool lut = trellis::code_of(format) == Code::kLut;
   for (int i = 0; i < trellis::kLutEntries; ++i) {
     p.lut_a[i] = trellis::kLutA[i];
