@@ -12,6 +12,7 @@ set(EQ_SLOW_TESTS
   Corpus/BitsPerByteTest.MatchesReference/qwen3moe_small_eval_python_txt
   Corpus/BitsPerByteTest.MatchesReference/tinymoe_calib_mixed_txt
   DecodeMlp.StrategiesAgreeAndDecodeIsCloseToBatch
+  DeviceGemv.ExpertShapesMatchCpuMatmul
   PackCli.TrellisLutPacksVerifiesAndScoresLikeOneMad
   PassOrder.DeepseekV3SmallProfileIdentical
   PassOrder.Qwen3MoeSmallProfileIdentical

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/numeric.h"
 #include "quant/affine_group_ops.h"
+#include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/gemv.h"
 #include "quant/int8_panels.h"
@@ -51,7 +52,8 @@ FormatTraits affine_row(int B, int G, std::string_view name, std::string_view de
                          : B == 4    ? &kAffine4Int8Panels
                          : B == 8    ? &kAffine8Int8Panels
                                      : nullptr,
-          .device_quantizer = cuda::quantize_affine};
+          .device_quantizer = cuda::quantize_affine,
+          .device_gemv = &cuda::kStreamDeviceGemv};
 }
 
 namespace {

@@ -41,6 +41,7 @@ struct GemvKernel;  // lib/quant/gemv.h
 struct Int8Panels;  // lib/quant/int8_panels.h
 struct StreamEncoding;  // lib/quant/packed_stream.h
 struct RotatedBasis;  // lib/quant/rotated_basis.h
+struct DeviceGemv;  // lib/quant/cuda/cuda_gemv.h
 
 // The declared name, dtype and shape of one stored part for a given [rows, cols].
 struct PartSpec {
@@ -180,6 +181,10 @@ struct FormatTraits {
   // Chosen by QuantizeOptions::device; null: the CPU quantizer serves both.
   QuantizedMatrix (*device_quantizer)(const FormatTraits& format, const float* w, int64_t rows, int64_t cols,
                                       const QuantizeOptions& options) = nullptr;
+  // Optional: the decode (few tokens, M <= kMaxDeviceGemvRows) product y = x W^T
+  // on a CUDA GPU straight from the stored parts (lib/quant/cuda/cuda_gemv.h),
+  // as `gemv` is the CPU's. Null: the format has no GPU kernel.
+  const DeviceGemv* device_gemv = nullptr;
 
   QuantizedMatrix quantize(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) const {
     if (options.device == Device::kCuda && device_quantizer != nullptr)

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/numeric.h"
+#include "quant/cuda/cuda_gemv.h"
 #include "quant/gemv.h"
 #include "quant/int8_panels.h"
 #include "quant/quant_kernels.h"
@@ -139,7 +140,8 @@ FormatTraits nl4_row(int G, std::string_view name, std::string_view description)
           .stream = &kNl4Stream,
           .dequantize_block = stream_dequantize_block,
           // Integer batch path: scales per 32 k (smaller groups stay on fp32).
-          .int8_panels = G % 32 == 0 ? &kOffset128Table4Int8Panels : nullptr};
+          .int8_panels = G % 32 == 0 ? &kOffset128Table4Int8Panels : nullptr,
+          .device_gemv = &cuda::kStreamDeviceGemv};
 }
 
 std::vector<PartSpec> nl4_part_specs(const FormatTraits& f, int64_t rows, int64_t cols) {

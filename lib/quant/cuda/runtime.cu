@@ -1,8 +1,10 @@
 // The GPU's presence, and the helpers of cuda_common.cuh that run on the host.
+#include <cstdlib>
 #include <mutex>
 
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_gpus.h"
+#include "quant/cuda/gemv_common.cuh"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/quantize_common.h"
 
@@ -66,6 +68,14 @@ void use_gpu(size_t worker) {
 void require_gpu() {
   const std::string why = unavailable_reason();
   if (!why.empty()) unsupported("--device cuda: " + why);
+}
+
+int load_batch(int max_batch) {
+  static const int chosen = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_LOAD_BATCH");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  return chosen >= 1 && chosen < max_batch ? chosen : max_batch;
 }
 
 std::vector<float> importance_by_group(const float* importance, int64_t cols, int group) {

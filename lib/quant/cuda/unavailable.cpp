@@ -1,6 +1,7 @@
 // The GPU quantizers in a build without CUDA (EQ_CUDA off; CMake leaves
 // this file out otherwise): they say so.
 #include "core/error.h"
+#include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/cuda_quantize.h"
 
@@ -40,5 +41,15 @@ void search_tiles(int, const float*, int64_t, const float*, const float*, uint16
 void search_tiles_half(int, const float*, int64_t, const float*, const float*, uint16_t*) {
   unsupported(std::string("--device cuda: ") + kWhy);
 }
+
+namespace {
+void refuse_gemv(const FormatTraits&, int64_t, int64_t, const DeviceGemvJob*, int, int, void*, void*) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
+}  // namespace
+const DeviceGemv kStreamDeviceGemv{refuse_gemv};
+const DeviceGemv kInt8RowDeviceGemv{refuse_gemv};
+const DeviceGemv kBf16DeviceGemv{refuse_gemv};
+const DeviceGemv kTrellisDeviceGemv{refuse_gemv};
 
 }  // namespace eq::quant::cuda

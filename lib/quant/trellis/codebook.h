@@ -27,6 +27,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/host_device.h"
+
 namespace eq::quant::trellis {
 
 inline constexpr int kStateBits = 16;  // L: the state is a 16-bit window of the stream
@@ -36,8 +38,9 @@ inline constexpr uint32_t k1madMul = 34038481u;
 inline constexpr uint32_t k1madAdd = 76625530u;
 inline constexpr double k1madStd = 147.800537109375;
 
-// y(s) of the 1MAD code (integer before normalization).
-inline int code_1mad(uint32_t state) {
+// y(s) of the 1MAD code (integer before normalization); the GPU decode
+// kernel (quant/cuda/trellis_gemv.cu) runs the same lines.
+EQ_HOST_DEVICE inline int code_1mad(uint32_t state) {
   uint32_t x = state * k1madMul + k1madAdd;
   uint32_t pairs = (x & 0x00FF00FFu) + ((x >> 8) & 0x00FF00FFu);  // byte0+byte1 | byte2+byte3
   return static_cast<int>((pairs & 0xFFFFu) + (pairs >> 16)) - 510;
@@ -49,12 +52,14 @@ extern const int8_t kLutA[kLutEntries];
 extern const int8_t kLutB[kLutEntries];
 inline constexpr double kLutStd = 30.747967412;
 
-// y(s) of the LUT code.
-inline int code_lut(uint32_t state) {
+// y(s) of the LUT code over tables A and B (kLutA, kLutB, or a copy of them
+// in GPU memory: quant/cuda/trellis_gemv.cu runs these lines).
+EQ_HOST_DEVICE inline int code_lut_with(const int8_t* A, const int8_t* B, uint32_t state) {
   const uint32_t a = (state ^ (state >> 10)) & 63u;
-  const uint32_t b = (static_cast<uint8_t>(kLutA[a]) ^ (state >> 6)) & 63u;
-  return kLutA[a] + kLutB[b];
+  const uint32_t b = (static_cast<uint8_t>(A[a]) ^ (state >> 6)) & 63u;
+  return A[a] + B[b];
 }
+inline int code_lut(uint32_t state) { return code_lut_with(kLutA, kLutB, state); }
 
 // The code of a trellis format (its row's FormatTraits::code): 1MAD or LUT.
 enum class Code : uint8_t { k1mad, kLut };

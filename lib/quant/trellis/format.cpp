@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/gemv.h"
 #include "quant/hadamard.h"
@@ -258,7 +259,8 @@ FormatTraits make_traits(int bits, Code code, std::string_view name, std::string
           .matmul_uses_pool = true,  // over 16-row tiles
           .slow_quantizer = true,
           .dequantize_block = dequantize_block_row,
-          .device_quantizer = cuda::quantize_trellis};
+          .device_quantizer = cuda::quantize_trellis,
+          .device_gemv = &cuda::kTrellisDeviceGemv};
 }
 
 }  // namespace

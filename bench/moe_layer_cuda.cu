@@ -1,0 +1,235 @@
+// The GPU decode of one MoE layer's routed experts (lib/exec/cuda, issue #41),
+// against a device-to-device copy kernel in the same run:
+//   bench/moe_layer_cuda [--shape qwen3-30b-a3b] [--formats f1,f2,...] [--iters N] [--copy-mib N]
+// For each format (default: every registered row): a synthetic layer of the
+// shape (lib/exec/synthetic_layer.h, random codes and valid scales: the
+// kernels do a real pack's work) copied to the GPU, then `iters` decode steps
+// of one token (M = 1), each through top_k experts drawn at random
+// (expert_mlp_decode: gate and up in one grouped launch, SwiGLU, down), all
+// captured in one CUDA graph so that launch costs on the host do not set the
+// pace; timed with events. Printed: the packed bytes the routed experts read
+// per step, microseconds per step, GB/s of packed bytes read, and that as a
+// share of the copy kernel's GB/s (bytes read + written: the DRAM traffic a
+// copy moves). Different experts each step keep most reads out of the 50 MB L2
+// (a layer's experts are 170 MB to 1.2 GB). Also printed: the launch floor,
+// steps of as many dependent empty kernels as a decode step launches (3: gate
+// and up, SwiGLU, down; trellis 7: each product adds two rotations).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "exec/cuda/device_exec.h"
+#include "exec/synthetic_layer.h"
+#include "quant/format.h"
+
+namespace {
+
+using namespace eq;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+__global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__ dst, size_t n) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+// GB/s of bytes read + written by the copy kernel over `mib` MiB, best of 5 of 10 copies each.
+double copy_gbps(size_t mib, cudaStream_t s) {
+  const size_t bytes = mib << 20, n = bytes / sizeof(float4);
+  float4 *a = nullptr, *b = nullptr;
+  check(cudaMalloc(&a, bytes), "allocate");
+  check(cudaMalloc(&b, bytes), "allocate");
+  check(cudaMemsetAsync(a, 1, bytes, s), "memset");
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attribute");
+  const unsigned blocks = static_cast<unsigned>(sms * 8);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  copy_kernel<<<blocks, 256, 0, s>>>(a, b, n);
+  double best = 0.0;
+  for (int rep = 0; rep < 5; ++rep) {
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < 10; ++i) copy_kernel<<<blocks, 256, 0, s>>>(i % 2 ? b : a, i % 2 ? a : b, n);
+    cudaEventRecord(e1, s);
+    check(cudaEventSynchronize(e1), "copy");
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = std::max(best, 2.0 * bytes * 10 / (ms * 1e-3) / 1e9);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return best;
+}
+
+__global__ void empty_kernel() {}
+
+// Microseconds per step of `kernels` dependent empty kernels, `iters` steps in
+// one graph: the launch floor under a decode step of as many kernels.
+double floor_us(int kernels, int iters, cudaStream_t s) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec_graph;
+  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int t = 0; t < iters * kernels; ++t) empty_kernel<<<1, 32, 0, s>>>();
+  check(cudaStreamEndCapture(s, &graph), "end capture");
+  check(cudaGraphInstantiate(&exec_graph, graph, 0), "instantiate");
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  check(cudaGraphLaunch(exec_graph, s), "graph");
+  float best = 1e30f;
+  for (int rep = 0; rep < 3; ++rep) {
+    cudaEventRecord(e0, s);
+    check(cudaGraphLaunch(exec_graph, s), "graph");
+    cudaEventRecord(e1, s);
+    check(cudaEventSynchronize(e1), "graph run");
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = std::min(best, ms);
+  }
+  cudaGraphExecDestroy(exec_graph);
+  cudaGraphDestroy(graph);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return best * 1e3 / iters;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= s.size()) {
+    const size_t q = std::min(s.find(',', p), s.size());
+    if (q > p) out.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shape_name = "qwen3-30b-a3b", formats_arg;
+  int iters = 200;
+  size_t copy_mib = 1024;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--shape") shape_name = argv[i + 1];
+    else if (a == "--formats") formats_arg = argv[i + 1];
+    else if (a == "--iters") iters = std::atoi(argv[i + 1]);
+    else if (a == "--copy-mib") copy_mib = static_cast<size_t>(std::atol(argv[i + 1]));
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    const std::string why = exec::cuda::unavailable_reason();
+    if (!why.empty()) {
+      std::printf("no GPU: %s\n", why.c_str());
+      return 0;
+    }
+    const exec::LayerShape* shape = exec::find_layer_shape(shape_name);
+    EQ_CHECK(shape != nullptr, "unknown shape " + shape_name);
+    std::vector<const quant::FormatTraits*> formats;
+    if (formats_arg.empty())
+      for (const quant::FormatTraits& f : quant::all_formats()) formats.push_back(&f);
+    else
+      for (const std::string& n : split(formats_arg)) formats.push_back(&quant::format_by_name(n));
+
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, 0), "properties");
+    cudaStream_t s;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+    const double copy = copy_gbps(copy_mib, s);
+    std::printf("GPU: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    std::printf("shape %s: %lld experts, top-%lld, hidden %lld, intermediate %lld; M = 1; %d steps in one graph\n",
+                shape->name.c_str(), static_cast<long long>(shape->experts), static_cast<long long>(shape->top_k),
+                static_cast<long long>(shape->hidden), static_cast<long long>(shape->intermediate), iters);
+    std::printf("copy kernel (%zu MiB -> %zu MiB): %.0f GB/s read + written\n", copy_mib, copy_mib, copy);
+    std::printf("launch floor: 3 dependent empty kernels %.2f us/step, 7 (a trellis step) %.2f us/step\n",
+                floor_us(3, iters, s), floor_us(7, iters, s));
+    if (const char* b = std::getenv("EXPERTQUANT_GPU_LOAD_BATCH")) std::printf("EXPERTQUANT_GPU_LOAD_BATCH=%s\n", b);
+    std::printf("\n");
+    std::printf("%-12s %10s %12s %10s %10s %9s\n", "format", "layer MB", "MB/step", "us/step", "GB/s", "of copy");
+
+    const std::vector<int32_t> ids = exec::random_expert_ids(shape->experts, shape->top_k, iters, 42);
+    for (const quant::FormatTraits* f : formats) {
+      exec::FormatMix mix{std::string(f->name), {{f, 1.0}}};
+      const std::unique_ptr<exec::SyntheticLayer> layer = exec::make_synthetic_layer(*shape, mix, 7);
+      const exec::PackedLayer& L = layer->layer();
+      std::vector<exec::cuda::DeviceExpert> experts(static_cast<size_t>(shape->experts));
+      for (int64_t e = 0; e < shape->experts; ++e) {
+        const exec::ExpertLocation loc = L.experts[static_cast<size_t>(e)];
+        experts[static_cast<size_t>(e)] = exec::cuda::upload(L.groups[loc.group].slots[loc.slot]);
+      }
+      std::vector<float> x(static_cast<size_t>(shape->hidden));
+      std::mt19937 rng(3);
+      std::normal_distribution<float> nd;
+      for (float& v : x) v = nd(rng);
+      exec::cuda::DeviceBuffer dx(x.size() * sizeof(float)),
+          dout(static_cast<size_t>(shape->top_k * shape->hidden) * sizeof(float)), scratch;
+      dx.upload(x.data(), x.size() * sizeof(float));
+      double bytes = 0.0;
+      std::vector<std::vector<const exec::cuda::DeviceExpert*>> steps(static_cast<size_t>(iters));
+      for (int t = 0; t < iters; ++t)
+        for (int64_t j = 0; j < shape->top_k; ++j) {
+          const exec::cuda::DeviceExpert& e = experts[static_cast<size_t>(ids[static_cast<size_t>(t * shape->top_k + j)])];
+          steps[static_cast<size_t>(t)].push_back(&e);
+          bytes += static_cast<double>(e.gate.nbytes + e.up.nbytes + e.down.nbytes);
+        }
+      // Warm up (sizes the scratch), then capture every step in one graph.
+      exec::cuda::expert_mlp_decode(steps[0], dx.floats(), 1, dout.floats(), scratch, s);
+      exec::cuda::synchronize(s);
+      cudaGraph_t graph;
+      cudaGraphExec_t exec_graph;
+      check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+      for (int t = 0; t < iters; ++t)
+        exec::cuda::expert_mlp_decode(steps[static_cast<size_t>(t)], dx.floats(), 1, dout.floats(), scratch, s);
+      check(cudaStreamEndCapture(s, &graph), "end capture");
+      check(cudaGraphInstantiate(&exec_graph, graph, 0), "instantiate");
+      cudaEvent_t e0, e1;
+      cudaEventCreate(&e0);
+      cudaEventCreate(&e1);
+      check(cudaGraphLaunch(exec_graph, s), "graph");
+      float best_ms = 1e30f;
+      for (int rep = 0; rep < 3; ++rep) {
+        cudaEventRecord(e0, s);
+        check(cudaGraphLaunch(exec_graph, s), "graph");
+        cudaEventRecord(e1, s);
+        check(cudaEventSynchronize(e1), "graph run");
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, e0, e1);
+        best_ms = std::min(best_ms, ms);
+      }
+      const double us = best_ms * 1e3 / iters, per_step = bytes / iters;
+      const double gbps = per_step / (us * 1e-6) / 1e9;
+      std::printf("%-12s %10.1f %12.2f %10.2f %10.0f %8.1f%%\n", std::string(f->name).c_str(),
+                  static_cast<double>(layer->packed_bytes()) / 1e6, per_step / 1e6, us, gbps, 100.0 * gbps / copy);
+      std::fflush(stdout);
+      cudaGraphExecDestroy(exec_graph);
+      cudaGraphDestroy(graph);
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+    }
+    cudaStreamDestroy(s);
+  } catch (const eq::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,186 @@
+// The CUDA executor's first slice (device_exec.h): device copies of packed
+// matrices, the call through FormatTraits::device_gemv, the decode expert MLP.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "exec/cuda/device_exec.h"
+#include "quant/cuda/cuda_common.cuh"
+#include "quant/cuda/cuda_quantize.h"
+
+namespace eq::exec::cuda {
+
+using quant::cuda::check;
+
+namespace {
+
+cudaStream_t stream_of(void* stream) {
+  return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;
+}
+
+// h = silu(g) * u over n floats (model/activation.h's kSwiGlu).
+__global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float a = g[i];
+    h[i] = a / (1.0f + expf(-a)) * u[i];
+  }
+}
+
+}  // namespace
+
+std::string unavailable_reason() { return quant::cuda::unavailable_reason(); }
+
+DeviceBuffer::DeviceBuffer(size_t size) : size_(size) {
+  if (size_ > 0) check(cudaMalloc(&p_, size_), "allocate");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (p_) cudaFree(p_);
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p_) cudaFree(p_);
+    p_ = o.p_;
+    size_ = o.size_;
+    o.p_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
+  EQ_CHECK(offset + bytes <= size_, "device upload past the end of the buffer");
+  if (bytes > 0) check(cudaMemcpy(static_cast<char*>(p_) + offset, host, bytes, cudaMemcpyHostToDevice), "copy to GPU");
+}
+
+void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
+  EQ_CHECK(offset + bytes <= size_, "device download past the end of the buffer");
+  if (bytes > 0)
+    check(cudaMemcpy(host, static_cast<const char*>(p_) + offset, bytes, cudaMemcpyDeviceToHost), "copy from GPU");
+}
+
+quant::DeviceGemvJob DeviceMatrix::job(const float* x, float* y) const {
+  quant::DeviceGemvJob j;
+  for (size_t p = 0; p < parts.size(); ++p) j.parts[p] = parts[p].data();
+  j.x = x;
+  j.y = y;
+  return j;
+}
+
+DeviceMatrix upload(const quant::PackedMatrix& m) {
+  EQ_CHECK(m.format != nullptr, "device upload of a matrix without a format");
+  if (m.format->device_gemv == nullptr)
+    unsupported("GPU decode: format " + std::string(m.format->name) + " has no GPU kernel");
+  EQ_CHECK(m.parts.size() <= quant::DeviceGemvJob::kMaxParts,
+           "GPU decode: " + std::string(m.format->name) + " has " + std::to_string(m.parts.size()) + " parts");
+  quant::cuda::require_gpu();
+  DeviceMatrix d;
+  d.format = m.format;
+  d.rows = m.rows;
+  d.cols = m.cols;
+  for (const quant::PartView& p : m.parts) {
+    d.parts.emplace_back(p.nbytes);
+    d.parts.back().upload(p.data, p.nbytes);
+    d.nbytes += p.nbytes;
+  }
+  return d;
+}
+
+namespace {
+size_t scratch_of(const quant::FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) {
+  const quant::DeviceGemv& d = *format.device_gemv;
+  return d.scratch_bytes ? d.scratch_bytes(format, rows, cols, n_jobs, m_rows) : 0;
+}
+}  // namespace
+
+void gemv(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::span<const quant::DeviceGemvJob> jobs,
+          int m_rows, void* stream, DeviceBuffer* scratch) {
+  if (format.device_gemv == nullptr) unsupported("GPU decode: format " + std::string(format.name) + " has no GPU kernel");
+  if (jobs.empty()) return;
+  const int n = static_cast<int>(jobs.size());
+  const size_t need = scratch_of(format, rows, cols, n, m_rows);
+  DeviceBuffer local;
+  DeviceBuffer& buf = scratch ? *scratch : local;
+  if (buf.size() < need) {
+    if (buf.size() > 0) synchronize(stream);  // the old buffer may be in use
+    buf = DeviceBuffer(need);
+  }
+  format.device_gemv->run(format, rows, cols, jobs.data(), n, m_rows, need ? buf.data() : nullptr, stream);
+  if (!scratch && need) synchronize(stream);
+}
+
+void synchronize(void* stream) { check(cudaStreamSynchronize(stream_of(stream)), "synchronize"); }
+
+DeviceExpert upload(const ExpertWeights& w) {
+  if (w.act != model::Activation{} || w.gate_bias || w.up_bias || w.down_bias)
+    unsupported("GPU decode: only SwiGLU experts without biases run on the GPU so far");
+  return {upload(w.gate), upload(w.up), upload(w.down)};
+}
+
+void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
+                       DeviceBuffer& scratch, void* stream) {
+  if (experts.empty()) return;
+  const int64_t I = experts[0]->gate.rows, H = experts[0]->gate.cols;
+  const int64_t n = static_cast<int64_t>(experts.size());
+  // scratch: g, u and h [n][m_rows][I], then the largest scratch of a grouped call.
+  const size_t gu_bytes = (static_cast<size_t>(3 * n * m_rows * I) * sizeof(float) + 255) / 256 * 256;
+  size_t call_bytes = 0;
+  for (const DeviceExpert* e : experts)
+    for (const DeviceMatrix* m : {&e->gate, &e->up, &e->down})
+      call_bytes = std::max(call_bytes, scratch_of(*m->format, m->rows, m->cols, static_cast<int>(2 * n), m_rows));
+  const size_t need = gu_bytes + (call_bytes + 255) / 256 * 256;
+  if (scratch.size() < need) {
+    if (scratch.size() > 0) synchronize(stream);
+    scratch = DeviceBuffer(need);
+  }
+  float* g = scratch.floats();
+  float* u = g + n * m_rows * I;
+  float* h = u + n * m_rows * I;
+  void* call_scratch = static_cast<char*>(scratch.data()) + gu_bytes;
+  // One grouped call per (format, shape): gate and up of every expert in one
+  // launch when they share a format; SwiGLU over all experts; down.
+  struct Product {
+    const DeviceMatrix* m;
+    const float* x;
+    float* y;
+  };
+  auto run = [&](const std::vector<Product>& products) {
+    std::vector<bool> done(products.size(), false);
+    for (size_t a = 0; a < products.size(); ++a) {
+      if (done[a]) continue;
+      const DeviceMatrix& first = *products[a].m;
+      std::vector<quant::DeviceGemvJob> jobs;
+      for (size_t b = a; b < products.size(); ++b) {
+        const DeviceMatrix& m = *products[b].m;
+        if (done[b] || m.format != first.format || m.rows != first.rows || m.cols != first.cols) continue;
+        jobs.push_back(m.job(products[b].x, products[b].y));
+        done[b] = true;
+      }
+      first.format->device_gemv->run(*first.format, first.rows, first.cols, jobs.data(), static_cast<int>(jobs.size()),
+                                     m_rows, call_scratch, stream);
+    }
+  };
+  std::vector<Product> gate_up, down;
+  for (int64_t j = 0; j < n; ++j) {
+    EQ_CHECK(experts[j]->gate.rows == I && experts[j]->gate.cols == H && experts[j]->up.rows == I &&
+                 experts[j]->up.cols == H && experts[j]->down.rows == H && experts[j]->down.cols == I,
+             "GPU decode: the experts of one call differ in shape");
+    gate_up.push_back({&experts[j]->gate, x, g + j * m_rows * I});
+    gate_up.push_back({&experts[j]->up, x, u + j * m_rows * I});
+    down.push_back({&experts[j]->down, h + j * m_rows * I, out + j * m_rows * H});
+  }
+  run(gate_up);
+  // (Forming SwiGLU inside down's input loads instead was measured slower: those
+  // kernels read each input element once per output column or row.)
+  const int64_t count = n * m_rows * I;
+  swiglu_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream_of(stream)>>>(g, u, h, count);
+  quant::cuda::check_launch("swiglu kernel");
+  run(down);
+}
+
+}  // namespace eq::exec::cuda

@@ -1,0 +1,93 @@
+// The CUDA executor, first slice (issue #41): packed matrices copied to the
+// GPU as stored, the decode product of every format through its row's
+// FormatTraits::device_gemv, and the decode expert MLP (gate and up, SwiGLU,
+// down) of a set of routed experts. docs/design.md, "GPU decode kernels".
+//
+// Device pointers are plain pointers and streams are `void*` (a cudaStream_t;
+// null: the calling thread's default stream), so this header needs no CUDA
+// header. In a build without EQ_CUDA (unavailable.cpp) every call throws
+// eq::Error (unsupported) and unavailable_reason() says why.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "exec/bit_group.h"
+#include "quant/cuda/cuda_gemv.h"
+#include "quant/format.h"
+
+namespace eq::exec::cuda {
+
+// Empty when a CUDA GPU can run the kernels; otherwise one line saying why.
+std::string unavailable_reason();
+
+// An owning device allocation of `size` bytes (256-byte aligned).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t size);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), size_(o.size_) { o.p_ = nullptr, o.size_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return p_; }
+  float* floats() const { return static_cast<float*>(p_); }
+  size_t size() const { return size_; }
+  // Synchronous copies of `bytes` bytes at byte `offset`.
+  void upload(const void* host, size_t bytes, size_t offset = 0);
+  void download(void* host, size_t bytes, size_t offset = 0) const;
+
+ private:
+  void* p_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A packed matrix on the GPU: each part's bytes as stored (no repack).
+struct DeviceMatrix {
+  const quant::FormatTraits* format = nullptr;
+  int64_t rows = 0, cols = 0;
+  std::vector<DeviceBuffer> parts;
+  size_t nbytes = 0;  // the packed bytes (sum of the parts)
+  // The job y = x W^T for device arrays x [m, cols], y [m, rows].
+  quant::DeviceGemvJob job(const float* x, float* y) const;
+};
+
+// Copies m's parts to the GPU. Throws eq::Error (unsupported) when the format
+// has no device_gemv, or for more parts than DeviceGemvJob holds.
+DeviceMatrix upload(const quant::PackedMatrix& m);
+
+// y_j = x_j W_j^T for each job (all of `format`, one shape [rows, cols]),
+// 1 <= m_rows <= quant::kMaxDeviceGemvRows; enqueued, not synchronized. The
+// format's scratch (DeviceGemv::scratch_bytes) comes from `scratch`, grown
+// (synchronously) when too small; without one, a temporary buffer is
+// allocated and the call synchronizes before it returns.
+void gemv(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::span<const quant::DeviceGemvJob> jobs,
+          int m_rows, void* stream = nullptr, DeviceBuffer* scratch = nullptr);
+
+// Waits for everything enqueued on `stream`.
+void synchronize(void* stream = nullptr);
+
+// One routed expert's matrices on the GPU (SwiGLU, no biases).
+struct DeviceExpert {
+  DeviceMatrix gate, up, down;
+};
+// Throws eq::Error (unsupported) for an activation other than SwiGLU or
+// biases, which the first slice does not run on the GPU.
+DeviceExpert upload(const ExpertWeights& w);
+
+// The decode expert MLP: for each expert j (the experts of one layer, any mix
+// of formats), out[j] [m_rows, H] = down_j(silu(gate_j x) * up_j x) for
+// x [m_rows, H] (device arrays; out holds experts.size() * m_rows * H
+// floats): each pair's unweighted output, as the CPU dispatch's slot_out.
+// Experts of one format run as one grouped launch per projection (gate and
+// up together); SwiGLU is one launch over all experts. `scratch`
+// grows as needed; enqueued, not synchronized.
+void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
+                       DeviceBuffer& scratch, void* stream = nullptr);
+
+}  // namespace eq::exec::cuda

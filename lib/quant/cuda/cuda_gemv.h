@@ -1,0 +1,64 @@
+// The decode (few tokens) matrix products on a CUDA GPU, one per layout
+// family, reached through FormatTraits::device_gemv as the CPU's `gemv`
+// kernels are through FormatTraits::gemv: y = x W^T for M <= 8 rows of x,
+// computed straight from the parts as the CPU quantizer stores them
+// (docs/formats.md; no repack), in float32 (the activations are not
+// quantized, unlike the CPU's int8 decode kernels), so the result equals the
+// format's `matmul` to float32 rounding. docs/design.md, "GPU decode kernels".
+//
+// This header includes no CUDA header: the rows and the (CUDA-less) tests
+// name these tables; unavailable.cpp defines them to throw in builds without
+// EQ_CUDA.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/format.h"
+
+namespace eq::quant {
+
+// Rows of x one device call takes (the decode path's M).
+inline constexpr int kMaxDeviceGemvRows = 8;
+
+// One product of a grouped call: W's parts in device memory, in
+// FormatTraits::parts order (as stored), x [m_rows, cols] and y [m_rows, rows]
+// row-major float32 device arrays.
+struct DeviceGemvJob {
+  static constexpr int kMaxParts = 4;
+  const void* parts[kMaxParts] = {};
+  const float* x = nullptr;
+  float* y = nullptr;
+};
+
+struct DeviceGemv {
+  // Enqueues y_j = x_j W_j^T (overwriting y_j) for the n_jobs jobs, all of
+  // `format` and of one shape [rows, cols] (the experts of one projection), on
+  // `stream` (a cudaStream_t; null: the calling thread's default stream);
+  // 1 <= m_rows <= kMaxDeviceGemvRows. `scratch`: device memory of
+  // scratch_bytes() bytes, used in stream order (null when that is 0).
+  // Nothing is synchronized and nothing is allocated. Results depend only on
+  // (W, x): not on n_jobs, the other jobs or the launch.
+  void (*run)(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
+              int m_rows, void* scratch, void* stream) = nullptr;
+  // The scratch bytes run() needs for such a call (null: none).
+  size_t (*scratch_bytes)(const FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) = nullptr;
+};
+
+namespace cuda {
+
+// The column bit-stream formats (fp4_gG, mxfp4, nvfp4, nl4, affine intB_gG):
+// everything format-specific comes from the row's bits, group and
+// StreamEncoding (packed_stream.h). gemv_stream.cu.
+extern const DeviceGemv kStreamDeviceGemv;
+// int8_row (int8 [N, K] with an fp32 scale per row) and bf16 ([N, K]).
+// gemv_rowmajor.cu.
+extern const DeviceGemv kInt8RowDeviceGemv;
+extern const DeviceGemv kBf16DeviceGemv;
+// The trellis rows, both codes (the row's code): input rotation, tile decode,
+// output rotation. trellis_gemv.cu.
+extern const DeviceGemv kTrellisDeviceGemv;
+
+}  // namespace cuda
+
+}  // namespace eq::quant

@@ -1,0 +1,334 @@
+// The GPU decode products (FormatTraits::device_gemv, lib/quant/cuda/gemv_*.cu
+// and trellis_gemv.cu, through lib/exec/cuda) against the CPU executor's
+// (FormatTraits::matmul), ctest label `cuda`: every registered row, on random
+// weights quantized by the CPU quantizer, odd shapes (rows and columns not
+// multiples of the kernels' tiles where the format allows), M = 1, 3 and 8
+// rows of x; and the decode expert MLP of a mix of formats against
+// exec::run_expert. Builds without EQ_CUDA and machines without a GPU skip
+// with a message.
+//
+// Tolerance, per output element, derived from the reduction: both sides
+// compute the same real number in float32 with different orders, and each
+// float32 sum of n products is within gamma(n) * sum |terms| of it
+// (gamma(n) = n u / (1 - n u), u = 2^-24; Higham, "Accuracy and Stability of
+// Numerical Algorithms", 3.1). So |gpu - cpu| <= 2 gamma(n) * envelope, with
+//   plain formats:   envelope = sum_k (|W[n,k]| + 2 |bias of (n,k)'s group|) |x[k]|
+//                    (the GPU factors the group's scale and bias out of
+//                    sums over chunks of 16 or 32 k), n = K + K/16 + 16 (the
+//                    chunk and slice partial sums);
+//   rotated formats: W = diag(sv) H_N W' H_K diag(su) is computed as rotations
+//                    of x and z = W' x~, so the envelope is that of z, taken
+//                    through the output rotation: (1/sqrt(B_N)) sum over n's
+//                    Hadamard block of sum_k |W'[i,k]| xbar[k], with
+//                    xbar[k] = (1/sqrt(B_K)) sum over k's block of |x| (a bound
+//                    of |x~[k]| and of its rounding), n = K + log2 B_K + log2 B_N + 16.
+// 2 gamma(n) is 2.6e-4 of the envelope at K = 2048, and the envelope of a
+// random row is about 0.6 sqrt(K) |W x|: the bound is under 1% of |W x|,
+// while a wrong scale moves an output by its group's share of it (12% for
+// groups of 32 at K = 2048) and a wrong code table, sign or index by all of
+// it. The measured differences stay under 3% of the bound. The grouped-call
+// test asks for equal bits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exec/bit_group.h"
+#include "exec/cuda/device_exec.h"
+#include "exec/expert_mlp.h"
+#include "model/float_buffer.h"
+#include "quant/cuda/cuda_gemv.h"
+#include "quant/format.h"
+#include "quant/hadamard.h"
+#include "quant/packed_stream.h"
+#include "quant/rotated_basis.h"
+
+namespace eq::exec::cuda {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                            \
+    const std::string why = unavailable_reason();                                 \
+    if (!why.empty()) GTEST_SKIP() << "no GPU for the decode kernels: " << why;   \
+  } while (0)
+
+constexpr double kUnit = 0x1p-24;
+double gamma(double n) { return n * kUnit / (1.0 - n * kUnit); }
+
+std::vector<float> normal(size_t n, float sigma, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// The envelope of y = x W^T (see the top of the file), [m_rows, rows], for
+// x [m_rows, cols]: an upper bound of sum_k |W[n, k]| |x[k]| (exactly, in
+// real numbers) that the float32 errors of both products are measured
+// against; *g = 2 gamma(n) of the format's reduction, so the tolerance is
+// *g times the envelope.
+std::vector<double> envelope(const quant::PackedMatrix& m, const std::vector<float>& x, int m_rows, double* g) {
+  const quant::FormatTraits& f = *m.format;
+  const int64_t N = m.rows, K = m.cols;
+  std::vector<double> env(static_cast<size_t>(m_rows * N), 0.0);
+  if (f.rotated != nullptr) {
+    const int64_t bk = f.rotated->block(K), bn = f.rotated->block(N);
+    std::vector<float> panels(static_cast<size_t>(N * K));
+    f.rotated->decode_panels(m, 0, N, 0, K, panels.data());
+    auto w_rot = [&](int64_t r, int64_t c) { return panels[static_cast<size_t>((r / 16) * K * 16 + c * 16 + r % 16)]; };
+    const double log2_bk = std::log2(static_cast<double>(bk)), log2_bn = std::log2(static_cast<double>(bn));
+    *g = 2.0 * gamma(static_cast<double>(K) + log2_bk + log2_bn + 16.0);
+    for (int i = 0; i < m_rows; ++i) {
+      std::vector<double> xbar(static_cast<size_t>(K)), a(static_cast<size_t>(N));
+      for (int64_t b = 0; b < K; b += bk) {
+        double s = 0.0;
+        for (int64_t k = b; k < b + bk; ++k) s += std::fabs(x[static_cast<size_t>(i * K + k)]);
+        for (int64_t k = b; k < b + bk; ++k) xbar[static_cast<size_t>(k)] = s / std::sqrt(static_cast<double>(bk));
+      }
+      for (int64_t r = 0; r < N; ++r) {
+        double s = 0.0;
+        for (int64_t k = 0; k < K; ++k) s += std::fabs(w_rot(r, k)) * xbar[static_cast<size_t>(k)];
+        a[static_cast<size_t>(r)] = s;
+      }
+      for (int64_t b = 0; b < N; b += bn) {
+        double s = 0.0;
+        for (int64_t r = b; r < b + bn; ++r) s += a[static_cast<size_t>(r)];
+        for (int64_t r = b; r < b + bn; ++r) env[static_cast<size_t>(i * N + r)] = s / std::sqrt(static_cast<double>(bn));
+      }
+    }
+    return env;
+  }
+  std::vector<float> w(static_cast<size_t>(N * K));
+  f.dequantize(m, w.data());
+  const bool biased = f.stream != nullptr && f.stream->has_biases;
+  const quant::StreamLayout layout = f.stream != nullptr ? quant::stream_layout_of(f) : quant::StreamLayout{};
+  *g = 2.0 * gamma(static_cast<double>(K + K / 16 + 16));
+  for (int i = 0; i < m_rows; ++i)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        double wk = std::fabs(w[static_cast<size_t>(n * K + k)]);
+        if (biased) wk += 2.0 * std::fabs(quant::stream_bias(m, layout, k / layout.group, n));
+        s += wk * std::fabs(x[static_cast<size_t>(i * K + k)]);
+      }
+      env[static_cast<size_t>(i * N + n)] = s;
+    }
+  return env;
+}
+
+struct Checked {
+  double worst_ratio = 0.0;  // max |gpu - cpu| / tolerance
+  int64_t outputs = 0;
+};
+
+// Quantizes random weights on the CPU, runs both products for each m_rows,
+// and checks every output.
+void check_format(const quant::FormatTraits& f, int64_t rows, int64_t cols, const std::vector<int>& ms,
+                  Checked& c) {
+  const std::string what = std::string(f.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+  const std::vector<float> w = normal(static_cast<size_t>(rows * cols), 0.02f, 7 + rows * 31 + cols);
+  quant::QuantizeOptions o;
+  o.tensor_name = what;
+  const quant::QuantizedMatrix q = f.quantize(w.data(), rows, cols, o);
+  const quant::PackedMatrix view = q.view();
+  const DeviceMatrix d = upload(view);
+  ASSERT_EQ(d.nbytes, f.packed_bytes(rows, cols)) << what;
+  const int max_m = *std::max_element(ms.begin(), ms.end());
+  std::vector<float> x = normal(static_cast<size_t>(max_m * cols), 1.0f, 99 + cols);
+  x[0] = 8.0f;  // an outlier channel, as activations have
+  DeviceBuffer dx(x.size() * sizeof(float)), dy(static_cast<size_t>(max_m * rows) * sizeof(float));
+  dx.upload(x.data(), x.size() * sizeof(float));
+  for (int m : ms) {
+    std::vector<float> cpu(static_cast<size_t>(m * rows)), gpu(cpu.size(), std::nanf(""));
+    f.matmul(view, x.data(), m, cpu.data(), false);
+    // A poisoned output buffer: every element must be written.
+    std::vector<float> poison(cpu.size(), std::nanf(""));
+    dy.upload(poison.data(), poison.size() * sizeof(float));
+    const quant::DeviceGemvJob job = d.job(dx.floats(), dy.floats());
+    gemv(f, rows, cols, {&job, 1}, m);
+    synchronize();
+    dy.download(gpu.data(), gpu.size() * sizeof(float));
+    double g = 0.0;
+    const std::vector<double> env = envelope(view, x, m, &g);
+    int bad = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
+      const double tol = g * env[i] + 1e-30;
+      c.worst_ratio = std::max(c.worst_ratio, std::isfinite(diff) ? diff / tol : INFINITY);
+      if (!(diff <= tol) && bad++ < 5)
+        ADD_FAILURE() << what << " M=" << m << " output [" << i / rows << ", " << i % rows << "]: gpu " << gpu[i]
+                      << " cpu " << cpu[i] << " |diff| " << diff << " > tolerance " << tol;
+    }
+    EXPECT_EQ(bad, 0) << what << " M=" << m << ": " << bad << " of " << cpu.size() << " outputs off";
+    c.outputs += static_cast<int64_t>(cpu.size());
+  }
+}
+
+int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+TEST(DeviceGemv, EveryRowHasAGpuKernel) {
+  for (const quant::FormatTraits& f : quant::all_formats())
+    EXPECT_NE(f.device_gemv, nullptr) << f.name << " has no device_gemv";
+}
+
+// Every row, odd shapes: rows not a multiple of 32 (the stream kernel's
+// columns per block) or 8 (the row-major kernel's), columns an odd number of
+// groups or, for formats that allow any, neither a multiple of 16 nor 4.
+TEST(DeviceGemv, EveryFormatOddShapesMatchesCpuMatmul) {
+  SKIP_WITHOUT_GPU();
+  for (const quant::FormatTraits& f : quant::all_formats()) {
+    if (f.device_gemv == nullptr) continue;
+    const int64_t rm = f.row_multiple, cm = f.col_multiple;
+    std::vector<std::pair<int64_t, int64_t>> shapes;
+    if (cm > 1) {
+      shapes = {{round_up(45, rm), cm * 3}, {round_up(200, rm), cm * 11}};
+      if (f.rotated) shapes.push_back({round_up(100, rm), 48 * cm / 16 * 5});  // Hadamard blocks of 16 along K
+    } else {
+      shapes = {{45, 100}, {37, 333}, {200, 256}};
+    }
+    Checked c;
+    for (auto [rows, cols] : shapes) check_format(f, rows, cols, {1, 3, 8}, c);
+    std::printf("%-10s %6lld outputs, worst |gpu - cpu| = %.3g of the tolerance\n", std::string(f.name).c_str(),
+                static_cast<long long>(c.outputs), c.worst_ratio);
+  }
+}
+
+// A Qwen3-30B-A3B expert shape, [768, 2048] and [2048, 768], for the formats
+// whose CPU quantizer is quick (the trellis rows' Viterbi takes minutes here).
+TEST(DeviceGemv, ExpertShapesMatchCpuMatmul) {
+  SKIP_WITHOUT_GPU();
+  for (const quant::FormatTraits& f : quant::all_formats()) {
+    if (f.device_gemv == nullptr || f.slow_quantizer) continue;
+    Checked c;
+    check_format(f, 768, 2048, {1, 8}, c);
+    check_format(f, 2048, 768, {1}, c);
+    std::printf("%-10s %6lld outputs, worst |gpu - cpu| = %.3g of the tolerance\n", std::string(f.name).c_str(),
+                static_cast<long long>(c.outputs), c.worst_ratio);
+  }
+}
+
+TEST(DeviceGemv, TrellisExpertShape) {
+  SKIP_WITHOUT_GPU();
+  for (const char* name : {"trellis2", "trellis3_lut"}) {
+    const quant::FormatTraits* f = quant::find_format(name);
+    ASSERT_NE(f, nullptr);
+    Checked c;
+    check_format(*f, 768, 256, {1, 8}, c);
+    std::printf("%-12s %6lld outputs, worst |gpu - cpu| = %.3g of the tolerance\n", name,
+                static_cast<long long>(c.outputs), c.worst_ratio);
+  }
+}
+
+// A grouped call (several experts in one launch) gives each job exactly the
+// bits of a call of its own, for every row, at M = 1 and 3.
+TEST(DeviceGemv, GroupedCallEqualsSingleCalls) {
+  SKIP_WITHOUT_GPU();
+  for (const quant::FormatTraits& f : quant::all_formats()) {
+    if (f.device_gemv == nullptr) continue;
+    const int64_t rows = round_up(48, f.row_multiple), cols = f.col_multiple > 1 ? f.col_multiple * 3 : 96;
+    std::vector<quant::QuantizedMatrix> q;
+    std::vector<DeviceMatrix> d;
+    for (int j = 0; j < 3; ++j) {
+      const std::vector<float> w = normal(static_cast<size_t>(rows * cols), 0.02f, 500 + j);
+      q.push_back(f.quantize(w.data(), rows, cols, {}));
+      d.push_back(upload(q.back().view()));
+    }
+    for (int m : {1, 3}) {
+      const std::vector<float> x = normal(static_cast<size_t>(3 * m * cols), 1.0f, 77 + m);
+      const size_t out = static_cast<size_t>(m * rows);
+      DeviceBuffer dx(x.size() * sizeof(float)), grouped(3 * out * sizeof(float)), single(3 * out * sizeof(float));
+      dx.upload(x.data(), x.size() * sizeof(float));
+      std::vector<quant::DeviceGemvJob> jobs;
+      for (int j = 0; j < 3; ++j)
+        jobs.push_back(d[j].job(dx.floats() + j * m * cols, grouped.floats() + j * out));
+      gemv(f, rows, cols, jobs, m);
+      for (int j = 0; j < 3; ++j) {
+        const quant::DeviceGemvJob one = d[j].job(dx.floats() + j * m * cols, single.floats() + j * out);
+        gemv(f, rows, cols, {&one, 1}, m);
+      }
+      synchronize();
+      std::vector<float> a(3 * out), b(3 * out);
+      grouped.download(a.data(), a.size() * sizeof(float));
+      single.download(b.data(), b.size() * sizeof(float));
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << f.name << " M=" << m;
+    }
+  }
+}
+
+// The decode expert MLP of 4 experts in 3 formats (two share one, so a
+// grouped launch holds several experts) against the CPU's run_expert.
+// Tolerance per output: the product bound of down around the CPU's h, plus
+// the bounds of gate and up carried through SwiGLU (|d silu / dg| <= 1.1)
+// and 16 ulps of each h for expf and the division.
+TEST(DeviceGemv, ExpertMlpMatchesCpuRunExpert) {
+  SKIP_WITHOUT_GPU();
+  const int64_t H = 256, I = 128;
+  const int m_rows = 3;
+  const char* formats[] = {"fp4_g32", "int3_g64", "fp4_g32", "trellis2_lut"};
+  std::vector<quant::QuantizedMatrix> q;
+  std::vector<ExpertWeights> cpu_experts;
+  std::vector<DeviceExpert> gpu_experts;
+  for (int e = 0; e < 4; ++e) {
+    const quant::FormatTraits& f = quant::format_by_name(formats[e]);
+    for (int p = 0; p < 3; ++p) {
+      const int64_t r = p == 2 ? H : I, c = p == 2 ? I : H;
+      const std::vector<float> w = normal(static_cast<size_t>(r * c), 0.05f, 1000 + 3 * e + p);
+      q.push_back(f.quantize(w.data(), r, c, {}));
+    }
+  }
+  for (int e = 0; e < 4; ++e) {
+    ExpertWeights w{.gate = q[3 * e].view(), .up = q[3 * e + 1].view(), .down = q[3 * e + 2].view()};
+    cpu_experts.push_back(w);
+    gpu_experts.push_back(upload(w));
+  }
+  std::vector<float> x = normal(static_cast<size_t>(m_rows * H), 1.0f, 5);
+  DeviceBuffer dx(x.size() * sizeof(float)), dout(static_cast<size_t>(4 * m_rows * H) * sizeof(float)), scratch;
+  dx.upload(x.data(), x.size() * sizeof(float));
+  std::vector<const DeviceExpert*> ptrs;
+  for (const DeviceExpert& e : gpu_experts) ptrs.push_back(&e);
+  expert_mlp_decode(ptrs, dx.floats(), m_rows, dout.floats(), scratch);
+  synchronize();
+  std::vector<float> gpu(static_cast<size_t>(4 * m_rows * H));
+  dout.download(gpu.data(), gpu.size() * sizeof(float));
+
+  model::FloatBuffer buf;
+  for (int e = 0; e < 4; ++e) {
+    const ExpertWeights& w = cpu_experts[e];
+    std::vector<float> y(static_cast<size_t>(m_rows * H)), g(static_cast<size_t>(m_rows * I)), u(g.size()), h(g.size());
+    run_expert(w, x.data(), m_rows, y.data(), buf);
+    w.gate.format->matmul(w.gate, x.data(), m_rows, g.data(), false);
+    w.up.format->matmul(w.up, x.data(), m_rows, u.data(), false);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    double gg = 0.0, gu = 0.0, gd = 0.0, unused = 0.0;
+    const std::vector<double> eg = envelope(w.gate, x, m_rows, &gg), eu = envelope(w.up, x, m_rows, &gu);
+    std::vector<float> dh(h.size());  // bound of |h_gpu - h_cpu|
+    for (size_t i = 0; i < h.size(); ++i) {
+      const double silu = std::fabs(g[i] / (1.0 + std::exp(-g[i])));
+      dh[i] = static_cast<float>((1.1 * std::fabs(u[i]) * gg * eg[i] + silu * gu * eu[i] + 16 * kUnit * std::fabs(h[i])) *
+                                 1.001);
+    }
+    const std::vector<double> ed = envelope(w.down, h, m_rows, &gd);
+    // The down product's reaction to h's error: at most sum_i |D[n, i]| dh[i],
+    // which the envelope bounds.
+    const std::vector<double> carried = envelope(w.down, dh, m_rows, &unused);
+    int bad = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double tol = gd * ed[i] + carried[i] * 1.001 + 1e-30;
+      const double diff = std::fabs(static_cast<double>(gpu[static_cast<size_t>(e * m_rows * H) + i]) - y[i]);
+      if (!(diff <= tol) && bad++ < 5)
+        ADD_FAILURE() << formats[e] << " expert " << e << " output " << i << ": gpu "
+                      << gpu[static_cast<size_t>(e * m_rows * H) + i] << " cpu " << y[i] << " |diff| " << diff
+                      << " > " << tol;
+    }
+    EXPECT_EQ(bad, 0) << formats[e];
+  }
+}
+
+}  // namespace
+}  // namespace eq::exec::cuda
