@@ -52,8 +52,8 @@ __device__ inline float decode_scale(const StreamParams& p, const void* scales, 
 }
 
 // BITS-bit codes, CHUNK consecutive k (CHUNK * BITS / 32 whole words) at a
-// time; MB accumulators (rows of x).
-template <int BITS, int CHUNK, int MB>
+// time; MB accumulators (rows of x); HAS_BIASES: affine (value + bias).
+template <int BITS, int CHUNK, int MB, bool HAS_BIASES>
 __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __grid_constant__ StreamParams p,
                                                                       const __grid_constant__ LaunchJobs jobs) {
   constexpr int kWords = CHUNK * BITS / 32;
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __gri
   const bool live = n < N;
   const uint32_t* qweight = static_cast<const uint32_t*>(job.parts[0]);
   const void* scales = job.parts[1];
-  const uint16_t* biases = p.has_biases ? static_cast<const uint16_t*>(job.parts[2]) : nullptr;
+  const uint16_t* biases = HAS_BIASES ? static_cast<const uint16_t*>(job.parts[2]) : nullptr;
   const float tensor_scale = p.has_tensor_scale ? *static_cast<const float*>(job.parts[2]) : 1.0f;
   const float* xrow[MB];
   for (int m = 0; m < MB; ++m) xrow[m] = job.x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __gri
 #pragma unroll
           for (int q = 0; q < kWords; ++q) w[i][q] = __ldg(src + q * N);
           s[i] = decode_scale(p, scales, tensor_scale, g * N + n);
-          b[i] = p.has_biases ? f16_to_f32_device(__ldg(biases + g * N + n)) : 0.0f;
+          b[i] = HAS_BIASES ? f16_to_f32_device(__ldg(biases + g * N + n)) : 0.0f;
         }
       }
 #pragma unroll
@@ -125,12 +125,12 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __gri
             dot[m] = fmaf(v[1], x4.y, dot[m]);
             dot[m] = fmaf(v[2], x4.z, dot[m]);
             dot[m] = fmaf(v[3], x4.w, dot[m]);
-            if (p.has_biases) xs[m] += (x4.x + x4.y) + (x4.z + x4.w);
+            if constexpr (HAS_BIASES) xs[m] += (x4.x + x4.y) + (x4.z + x4.w);
           }
         }
         for (int m = 0; m < MB; ++m) {
           acc[m] = fmaf(s[i], dot[m], acc[m]);
-          if (p.has_biases) acc[m] = fmaf(b[i], xs[m], acc[m]);
+          if constexpr (HAS_BIASES) acc[m] = fmaf(b[i], xs[m], acc[m]);
         }
       }
     }
@@ -145,15 +145,15 @@ __global__ void __launch_bounds__(kCols* kSlices) stream_gemv_kernel(const __gri
   }
 }
 
-template <int BITS, int CHUNK>
+template <int BITS, int CHUNK, bool HAS_BIASES>
 void launch_bits(const StreamParams& p, const LaunchJobs& jobs, int n_jobs, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((p.rows + kCols - 1) / kCols), static_cast<unsigned>(n_jobs));
   const dim3 block(kCols, kSlices);
   switch (rows_bucket(p.m_rows)) {
-    case 1: stream_gemv_kernel<BITS, CHUNK, 1><<<grid, block, 0, stream>>>(p, jobs); break;
-    case 2: stream_gemv_kernel<BITS, CHUNK, 2><<<grid, block, 0, stream>>>(p, jobs); break;
-    case 4: stream_gemv_kernel<BITS, CHUNK, 4><<<grid, block, 0, stream>>>(p, jobs); break;
-    default: stream_gemv_kernel<BITS, CHUNK, 8><<<grid, block, 0, stream>>>(p, jobs); break;
+    case 1: stream_gemv_kernel<BITS, CHUNK, 1, HAS_BIASES><<<grid, block, 0, stream>>>(p, jobs); break;
+    case 2: stream_gemv_kernel<BITS, CHUNK, 2, HAS_BIASES><<<grid, block, 0, stream>>>(p, jobs); break;
+    case 4: stream_gemv_kernel<BITS, CHUNK, 4, HAS_BIASES><<<grid, block, 0, stream>>>(p, jobs); break;
+    default: stream_gemv_kernel<BITS, CHUNK, 8, HAS_BIASES><<<grid, block, 0, stream>>>(p, jobs); break;
   }
 }
 
@@ -178,17 +178,19 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   p.batch = load_batch(l.bits == 8 ? 4 : 8);  // the kernels' kBatch
   const cudaStream_t s = stream_of(stream);
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
-    switch (l.bits) {
-      case 2: launch_bits<2, 32>(p, batch, n, s); break;
-      case 3: launch_bits<3, 32>(p, batch, n, s); break;
-      case 4:
-        if (chunk16)
-          launch_bits<4, 16>(p, batch, n, s);
-        else
-          launch_bits<4, 32>(p, batch, n, s);
-        break;
-      case 8: launch_bits<8, 32>(p, batch, n, s); break;
-      default: fail(ErrorKind::kInternal, "GPU decode: no kernel for " + std::to_string(l.bits) + "-bit stream codes");
+    // Affine rows (biases) come in 2, 3, 4 and 8 bits, the table-code rows
+    // (fp4 family, nl4) in 4 bits, in groups of 16 or more.
+    const int kind = (l.has_biases ? 100 : 0) + l.bits * (chunk16 ? -1 : 1);
+    switch (kind) {
+      case 102: launch_bits<2, 32, true>(p, batch, n, s); break;
+      case 103: launch_bits<3, 32, true>(p, batch, n, s); break;
+      case 104: launch_bits<4, 32, true>(p, batch, n, s); break;
+      case 108: launch_bits<8, 32, true>(p, batch, n, s); break;
+      case 4: launch_bits<4, 32, false>(p, batch, n, s); break;
+      case -4: launch_bits<4, 16, false>(p, batch, n, s); break;
+      default:
+        fail(ErrorKind::kInternal, "GPU decode: no kernel for " + std::to_string(l.bits) + "-bit stream codes" +
+                                       (l.has_biases ? " with biases" : "") + (chunk16 ? " in groups of 16" : ""));
     }
     check_launch("stream decode kernel");
   });
