@@ -77,15 +77,14 @@ double copy_gbps(size_t mib, cudaStream_t s) {
   return best;
 }
 
-__global__ void empty_kernel() {}
-
-// Microseconds per step of `kernels` dependent empty kernels, `iters` steps in
-// one graph: the launch floor under a decode step of as many kernels.
-double floor_us(int kernels, int iters, cudaStream_t s) {
+// Milliseconds of the fastest of 3 runs of the graph that `enqueue` captures
+// on s (run once before, untimed).
+template <typename Enqueue>
+float best_graph_ms(cudaStream_t s, const Enqueue& enqueue) {
   cudaGraph_t graph;
   cudaGraphExec_t exec_graph;
   check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
-  for (int t = 0; t < iters * kernels; ++t) empty_kernel<<<1, 32, 0, s>>>();
+  enqueue();
   check(cudaStreamEndCapture(s, &graph), "end capture");
   check(cudaGraphInstantiate(&exec_graph, graph, 0), "instantiate");
   cudaEvent_t e0, e1;
@@ -106,7 +105,18 @@ double floor_us(int kernels, int iters, cudaStream_t s) {
   cudaGraphDestroy(graph);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  return best * 1e3 / iters;
+  return best;
+}
+
+__global__ void empty_kernel() {}
+
+// Microseconds per step of `kernels` dependent empty kernels, `iters` steps in
+// one graph: the launch floor under a decode step of as many kernels.
+double floor_us(int kernels, int iters, cudaStream_t s) {
+  const float ms = best_graph_ms(s, [&] {
+    for (int t = 0; t < iters * kernels; ++t) empty_kernel<<<1, 32, 0, s>>>();
+  });
+  return ms * 1e3 / iters;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -195,36 +205,15 @@ int main(int argc, char** argv) {
       // Warm up (sizes the scratch), then capture every step in one graph.
       exec::cuda::expert_mlp_decode(steps[0], dx.floats(), 1, dout.floats(), scratch, s);
       exec::cuda::synchronize(s);
-      cudaGraph_t graph;
-      cudaGraphExec_t exec_graph;
-      check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
-      for (int t = 0; t < iters; ++t)
-        exec::cuda::expert_mlp_decode(steps[static_cast<size_t>(t)], dx.floats(), 1, dout.floats(), scratch, s);
-      check(cudaStreamEndCapture(s, &graph), "end capture");
-      check(cudaGraphInstantiate(&exec_graph, graph, 0), "instantiate");
-      cudaEvent_t e0, e1;
-      cudaEventCreate(&e0);
-      cudaEventCreate(&e1);
-      check(cudaGraphLaunch(exec_graph, s), "graph");
-      float best_ms = 1e30f;
-      for (int rep = 0; rep < 3; ++rep) {
-        cudaEventRecord(e0, s);
-        check(cudaGraphLaunch(exec_graph, s), "graph");
-        cudaEventRecord(e1, s);
-        check(cudaEventSynchronize(e1), "graph run");
-        float ms = 0.0f;
-        cudaEventElapsedTime(&ms, e0, e1);
-        best_ms = std::min(best_ms, ms);
-      }
+      const float best_ms = best_graph_ms(s, [&] {
+        for (int t = 0; t < iters; ++t)
+          exec::cuda::expert_mlp_decode(steps[static_cast<size_t>(t)], dx.floats(), 1, dout.floats(), scratch, s);
+      });
       const double us = best_ms * 1e3 / iters, per_step = bytes / iters;
       const double gbps = per_step / (us * 1e-6) / 1e9;
       std::printf("%-12s %10.1f %12.2f %10.2f %10.0f %8.1f%%\n", std::string(f->name).c_str(),
                   static_cast<double>(layer->packed_bytes()) / 1e6, per_step / 1e6, us, gbps, 100.0 * gbps / copy);
       std::fflush(stdout);
-      cudaGraphExecDestroy(exec_graph);
-      cudaGraphDestroy(graph);
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
     }
     cudaStreamDestroy(s);
   } catch (const eq::Error& e) {
