@@ -137,19 +137,18 @@ struct LaneSearch {
       __m512 s, b;
       for (int j = 0; j < n; ++j)
         put(trial, j, clamp_code(round_to_int(_mm512_mul_ps(iscale, _mm512_sub_ps(w_at(j), lo))), nmax));
-      current = trial;  // fit reads `current`; score overwrites `trial`
       score_fit(m, &s, &b);
       if (!both_ends) continue;
       for (int j = 0; j < n; ++j)
         put(trial, j,
             clamp_code(_mm512_sub_epi32(nmax, round_to_int(_mm512_mul_ps(iscale, _mm512_sub_ps(hi, w_at(j))))), nmax));
-      current = trial;
       score_fit(m, &s, &b);
     }
   }
 
+  // The fit of the codes in `trial`, scored (which then overwrites `trial`).
   void score_fit(__mmask16 m, __m512* s, __m512* b) {
-    const __mmask16 ok = m & fit(current, s, b);
+    const __mmask16 ok = m & fit(trial, s, b);
     score(*s, *b, ok);
   }
 };
