@@ -47,6 +47,7 @@
 #include "quant/hadamard.h"
 #include "quant/packed_stream.h"
 #include "quant/rotated_basis.h"
+#include "../quant/quant_test_util.h"
 
 namespace eq::exec::cuda {
 namespace {
@@ -60,12 +61,9 @@ namespace {
 constexpr double kUnit = 0x1p-24;
 double gamma(double n) { return n * kUnit / (1.0 - n * kUnit); }
 
+// n values of N(0, sigma^2), seeded.
 std::vector<float> normal(size_t n, float sigma, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
+  return quant::test::normal_matrix(1, static_cast<int64_t>(n), seed, sigma);
 }
 
 // The envelope of y = x W^T (see the top of the file), [m_rows, rows], for

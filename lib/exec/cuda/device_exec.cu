@@ -10,16 +10,14 @@
 #include "exec/cuda/device_exec.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_quantize.h"
+#include "quant/cuda/gemv_common.cuh"
 
 namespace eq::exec::cuda {
 
 using quant::cuda::check;
+using quant::cuda::stream_of;
 
 namespace {
-
-cudaStream_t stream_of(void* stream) {
-  return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;
-}
 
 // h = silu(g) * u over n floats (model/activation.h's kSwiGlu).
 __global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t n) {
@@ -29,6 +27,10 @@ __global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t 
     h[i] = a / (1.0f + expf(-a)) * u[i];
   }
 }
+
+// Makes buf at least `bytes` long; an old buffer may still be read by work
+// queued on the stream, so that work finishes before it is freed.
+void grow(DeviceBuffer& buf, size_t bytes, void* stream);
 
 }  // namespace
 
@@ -106,15 +108,20 @@ void gemv(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::sp
   const size_t need = scratch_of(format, rows, cols, n, m_rows);
   DeviceBuffer local;
   DeviceBuffer& buf = scratch ? *scratch : local;
-  if (buf.size() < need) {
-    if (buf.size() > 0) synchronize(stream);  // the old buffer may be in use
-    buf = DeviceBuffer(need);
-  }
+  grow(buf, need, stream);
   format.device_gemv->run(format, rows, cols, jobs.data(), n, m_rows, need ? buf.data() : nullptr, stream);
   if (!scratch && need) synchronize(stream);
 }
 
 void synchronize(void* stream) { check(cudaStreamSynchronize(stream_of(stream)), "synchronize"); }
+
+namespace {
+void grow(DeviceBuffer& buf, size_t bytes, void* stream) {
+  if (buf.size() >= bytes) return;
+  if (buf.size() > 0) synchronize(stream);
+  buf = DeviceBuffer(bytes);
+}
+}  // namespace
 
 DeviceExpert upload(const ExpertWeights& w) {
   if (w.act != model::Activation{} || w.gate_bias || w.up_bias || w.down_bias)
@@ -134,10 +141,7 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
     for (const DeviceMatrix* m : {&e->gate, &e->up, &e->down})
       call_bytes = std::max(call_bytes, scratch_of(*m->format, m->rows, m->cols, static_cast<int>(2 * n), m_rows));
   const size_t need = gu_bytes + (call_bytes + 255) / 256 * 256;
-  if (scratch.size() < need) {
-    if (scratch.size() > 0) synchronize(stream);
-    scratch = DeviceBuffer(need);
-  }
+  grow(scratch, need, stream);
   float* g = scratch.floats();
   float* u = g + n * m_rows * I;
   float* h = u + n * m_rows * I;
