@@ -37,9 +37,10 @@ class EvalProgress : public eval::EvalObserver {
   EvalProgress(const EvalCliOptions& o, const exec::RuntimeConfig& rt) : o_(o), rt_(rt) {}
   void on_loaded(const exec::PackedModel& pm) override {
     if (o_.verbose)
-      std::fprintf(stderr, "eval: loaded %s in %.2f s (%s verified); auto sort_cutoff %lld from %s\n",
+      std::fprintf(stderr, "eval: loaded %s in %.2f s (%s verified); experts on the %s, auto sort_cutoff %lld from %s\n",
                    o_.request.packed.c_str(), pm.load_stats().seconds, format_bytes(pm.load_stats().verified_bytes).c_str(),
-                   static_cast<long long>(rt_.sort_cutoff), rt_.source.c_str());
+                   rt_.device == quant::Device::kCuda ? "GPU" : "CPU",
+                   static_cast<long long>(exec::active_sort_cutoff(rt_)), rt_.source.c_str());
   }
   void on_stage_start(eval::EvalStage stage, const std::string& model) override {
     view_.reset();

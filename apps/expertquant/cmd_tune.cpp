@@ -3,6 +3,7 @@
 // (lib/exec/tune.h) to a runtime config: -o, else the user's
 // (exec::default_runtime_config_path), never a file of the source tree.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "commands.h"
@@ -19,6 +20,7 @@ namespace {
 
 struct TuneCliOptions {
   std::string packed, model, out, sweep;  // out: "" = the default location
+  std::string device = "cpu";
   eval::TextInputs inputs;
   JsonOutput json;
   int reps = 7, warmup = 1, threads = 0;
@@ -36,7 +38,18 @@ std::string output_path(const TuneCliOptions& o) {
   return path;
 }
 
+void print_gpu_table(const exec::TuneResult& r) {
+  std::printf("%6s %14s %14s %9s\n", "M", "per-token ms", "sorted ms", "ratio");
+  for (const auto& p : r.points)
+    std::printf("%6lld %14.3f %14.3f %8.2fx%s\n", static_cast<long long>(p.m), p.per_token.median * 1e3,
+                p.sorted.median * 1e3, p.sorted.median > 0 ? p.per_token.median / p.sorted.median : 0.0,
+                p.m == r.sort_cutoff ? "  <- sort_cutoff" : "");
+  std::printf("cuda sort_cutoff = %lld (on the GPU, auto sorts when M > %lld)\n", static_cast<long long>(r.sort_cutoff),
+              static_cast<long long>(r.sort_cutoff));
+}
+
 void print_table(const exec::TuneResult& r) {
+  if (r.config.device == quant::Device::kCuda) return print_gpu_table(r);
   std::printf("%6s %14s %14s %9s %12s %14s %12s\n", "M", "per-token ms", "sorted ms", "ratio", "decode ms",
               "small-batch ms", "batch ms");
   for (const auto& p : r.points)
@@ -71,6 +84,10 @@ int run_tune(TuneCliOptions& o) {
   q.inputs = o.inputs;
   q.ctx = o.ctx;
   q.options.reps = o.reps;
+  q.options.device = quant::parse_device(o.device);
+  // A GPU tune replaces only the "cuda" section of the config it writes.
+  if (q.options.device == quant::Device::kCuda && !out.empty() && std::filesystem::exists(out))
+    q.options.base = exec::load_runtime_config(out);
   q.options.warmup = o.warmup;
   Progress bar("tune", o.verbose);
   q.measuring = [&] { bar.phase("", ProgressUnit::kMeasurements); };
@@ -102,6 +119,9 @@ Command add_tune(CLI::App& app) {
   sub->add_option("-o,--out", o->out,
                   "Runtime config to write (default: $EXPERTQUANT_RUNTIME_CONFIG, else "
                   "$XDG_CONFIG_HOME/expertquant/runtime.json or ~/.config/expertquant/runtime.json)");
+  sub->add_option("--device", o->device,
+                  "cpu (default): the CPU's crossovers; cuda: the GPU's sort cutoff, written to the config's \"cuda\" "
+                  "section (its other settings kept)");
   sub->add_option("--sweep", o->sweep, "Token counts M to time (default 1,2,4,...,256)");
   sub->add_option("--reps", o->reps, "Timed repetitions per point and branch (default 7)")
       ->check(integer_in(1, kMaxRepetitions));

@@ -48,13 +48,18 @@ void add_exec_options(CLI::App* sub, ExecFlags& f) {
                   "(the decode kernels on up to 4 rows of an expert per weight pass); larger calls run the batch "
                   "kernel (overrides the runtime config's mlp_kernels)")
       ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
+  sub->add_option("--device", f.device,
+                  "Where the routed experts run: cpu (default) or cuda (a CUDA GPU: the packed experts are copied to "
+                  "it, layer by layer as memory allows; router, attention and combine stay on the CPU; auto dispatch "
+                  "uses the runtime config's \"cuda\" sort cutoff)");
 }
 
 exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {
   exec::RuntimeConfig r =
       f.runtime_config.empty() ? exec::default_runtime_config() : exec::load_runtime_config(f.runtime_config);
+  r.device = quant::parse_device(f.device);
   if (f.sort_cutoff >= 0) {
-    r.sort_cutoff = f.sort_cutoff;
+    (r.device == quant::Device::kCuda ? r.cuda_sort_cutoff : r.sort_cutoff) = f.sort_cutoff;
     r.source = "--sort-cutoff";
   }
   if (f.decode_max_tokens >= 0) r.mlp_kernels.decode_max_tokens = f.decode_max_tokens;

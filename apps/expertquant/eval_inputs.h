@@ -30,6 +30,7 @@ struct ExecFlags {
   int64_t sort_cutoff = -1;  // -1: from the runtime config
   int64_t decode_max_tokens = -1;  // -1: from the runtime config
   int64_t small_batch_max_tokens = -1;  // -1: from the runtime config
+  std::string device = "cpu";  // where the routed experts run
 };
 void add_exec_options(CLI::App* sub, ExecFlags& f);
 exec::RuntimeConfig resolve_runtime(const ExecFlags& f);

@@ -57,7 +57,7 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
   for (const auto& d : dispatches) {
     StrategyLatency s;
     s.dispatch = d->name();
-    if (d->kind() == exec::DispatchKind::kAuto) s.sort_cutoff = static_cast<const exec::AutoDispatch&>(*d).sort_cutoff();
+    if (d->kind() == exec::DispatchKind::kAuto) s.sort_cutoff = d->sort_cutoff();
     r.strategies.push_back(std::move(s));
   }
 
@@ -110,7 +110,7 @@ LatencyResult measure_latency(exec::PackedModel& pm, const exec::MoeInputs& inpu
       const exec::Dispatch& disp = *dispatches[d];
       p.sorted_branch = disp.kind() == exec::DispatchKind::kSorted ||
                         (disp.kind() == exec::DispatchKind::kAuto &&
-                         static_cast<const exec::AutoDispatch&>(disp).sorts(m));
+                         disp.sorts(m));
       // Bytes from the routing of these inputs (router run once, outside the timing).
       for (const exec::PackedLayer& l : pm.layers()) {
         const float* x = inputs.by_layer.at(l.layer).data();

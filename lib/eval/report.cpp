@@ -169,7 +169,13 @@ nlohmann::ordered_json report_to_json(const EvalReport& r) {
   j["machine"] = {{"cpu", r.machine.cpu},
                   {"isa", r.machine.isa},
                   {"threads", r.machine.threads},
-                  {"peak_rss_bytes", r.machine.peak_rss_bytes}};
+                  {"peak_rss_bytes", r.machine.peak_rss_bytes},
+                  {"experts_device", r.machine.experts_device}};
+  if (r.machine.experts_device == "cuda")
+    j["machine"]["gpu"] = {{"name", r.machine.gpu},
+                           {"layer_uploads", r.machine.gpu_layer_uploads},
+                           {"layer_evictions", r.machine.gpu_layer_evictions},
+                           {"streamed", r.machine.gpu_layer_evictions > 0}};
   ojson phases = ojson::array();
   for (const PhaseUsage& p : r.phases)
     phases.push_back({{"name", p.name},

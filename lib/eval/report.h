@@ -27,6 +27,11 @@ struct MachineInfo {
   std::string cpu, isa;
   int threads = 1;
   uint64_t peak_rss_bytes = 0;
+  // Where the routed experts ran ("cpu" or "cuda"), the GPU's name, and how
+  // the packed layers reached it: copies made and copies freed to make room
+  // (more copies than layers: the weights streamed layer by layer).
+  std::string experts_device = "cpu", gpu;
+  int64_t gpu_layer_uploads = 0, gpu_layer_evictions = 0;
 };
 
 // What was evaluated: a packed folder and the manifest facts the report shows.

@@ -71,6 +71,12 @@ std::string report_table(const EvalReport& r) {
   pack_line(out, "packed", r.packed);
   if (r.baseline) pack_line(out, "baseline", *r.baseline);
   appendf(out, "machine   %s, %s, %d thread(s)\n", r.machine.cpu.c_str(), r.machine.isa.c_str(), r.machine.threads);
+  if (r.machine.experts_device == "cuda")
+    appendf(out, "experts   on the GPU (%s): %lld layer copies, %s\n", r.machine.gpu.c_str(),
+            static_cast<long long>(r.machine.gpu_layer_uploads),
+            r.machine.gpu_layer_evictions > 0
+                ? ("streamed layer by layer (" + std::to_string(r.machine.gpu_layer_evictions) + " freed to make room)").c_str()
+                : "all resident");
   const char* unit = r.byte_level ? "bpb" : "bits/tok";
   if (!r.comparison_skipped.empty()) appendf(out, "compare   skipped: %s\n", r.comparison_skipped.c_str());
   if (r.quality && !r.quality->compared) {

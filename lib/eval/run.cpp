@@ -9,6 +9,7 @@
 #include "core/process_usage.h"
 #include "core/thread_pool.h"
 #include "eval/quality.h"
+#include "exec/cuda/cuda_dispatch.h"
 #include "exec/moe_inputs.h"
 #include "exec/open_for_run.h"
 
@@ -108,7 +109,7 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
     lo.ctx = q.ctx;
     std::vector<std::shared_ptr<const exec::Dispatch>> dispatches;
     for (const exec::DispatchKind kind : exec::parse_dispatch_option(q.dispatch, /*list=*/true))
-      dispatches.push_back(exec::make_dispatch(kind, q.runtime.sort_cutoff));
+      dispatches.push_back(exec::make_dispatch_on(q.runtime, kind));
     r.latency = time_model(*pm, texts, dispatches, lo, "packed", obs);
     if (!q.baseline.empty()) {
       exec::PackedModelOptions bo = po;
@@ -120,6 +121,13 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
       r.baseline_latency = time_model(*base, texts, dispatches, lo, "baseline", obs);
     }
     meter.stop();
+  }
+  if (q.runtime.device == quant::Device::kCuda) {
+    const exec::cuda::CudaDispatchStats gs = exec::cuda::cuda_dispatch_stats();
+    r.machine.experts_device = "cuda";
+    r.machine.gpu = exec::cuda::gpu_name();
+    r.machine.gpu_layer_uploads = gs.layer_uploads;
+    r.machine.gpu_layer_evictions = gs.layer_evictions;
   }
   r.phases = meter.phases();
   r.machine.peak_rss_bytes = meter.peak_rss_bytes();

@@ -63,6 +63,10 @@ class Dispatch {
   virtual DispatchKind kind() const = 0;
   virtual std::string name() const = 0;
   virtual void run(const MoeWork& work, DispatchScratch& scratch) const = 0;
+  // Auto's cutoff: calls of more tokens run sorted (-1 for the other kinds).
+  virtual int64_t sort_cutoff() const { return -1; }
+  // For auto: true when a call with `tokens` rows takes the sorted branch.
+  bool sorts(int64_t tokens) const { return tokens > sort_cutoff(); }
 };
 
 class MaskCombineDispatch : public Dispatch {
@@ -84,9 +88,7 @@ class AutoDispatch : public Dispatch {
   explicit AutoDispatch(int64_t sort_cutoff) : sort_cutoff_(sort_cutoff) {}
   DispatchKind kind() const override { return DispatchKind::kAuto; }
   std::string name() const override { return "auto"; }
-  int64_t sort_cutoff() const { return sort_cutoff_; }
-  // True when a call with `tokens` rows takes the sorted branch (M > cutoff).
-  bool sorts(int64_t tokens) const { return tokens > sort_cutoff_; }
+  int64_t sort_cutoff() const override { return sort_cutoff_; }
   void run(const MoeWork& work, DispatchScratch& scratch) const override;
 
  private:

@@ -32,7 +32,7 @@ BytesRead estimate_bytes_read(const Dispatch& dispatch, const PackedLayer& layer
     return w;
   };
   bool sorted = dispatch.kind() == DispatchKind::kSorted;
-  if (dispatch.kind() == DispatchKind::kAuto) sorted = static_cast<const AutoDispatch&>(dispatch).sorts(tokens);
+  if (dispatch.kind() == DispatchKind::kAuto) sorted = dispatch.sorts(tokens);
   if (dispatch.kind() == DispatchKind::kMaskCombine) {
     for (const BitGroup& g : layer.groups) {
       if (g.expert_ids.empty()) continue;

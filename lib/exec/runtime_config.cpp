@@ -27,6 +27,11 @@ RuntimeConfig parse_runtime_config(const nlohmann::json& j, const std::string& l
         k->integer_or("small_batch_max_tokens", r.mlp_kernels.small_batch_max_tokens, 0);
   }
   if (j.contains("tuned")) r.tuned = j["tuned"];
+  if (const auto k = root.find("cuda")) {
+    k->require_object();
+    r.cuda_sort_cutoff = k->integer_or("sort_cutoff", r.cuda_sort_cutoff, 0);
+    if (j["cuda"].contains("tuned")) r.cuda_tuned = j["cuda"]["tuned"];
+  }
   return r;
 }
 
@@ -89,6 +94,10 @@ nlohmann::ordered_json runtime_config_to_json(const RuntimeConfig& r) {
   j["mlp_kernels"] = {{"decode_max_tokens", r.mlp_kernels.decode_max_tokens},
                       {"small_batch_max_tokens", r.mlp_kernels.small_batch_max_tokens}};
   if (!r.tuned.is_null()) j["tuned"] = r.tuned;
+  if (r.cuda_sort_cutoff != kDefaultCudaSortCutoff || !r.cuda_tuned.is_null()) {
+    j["cuda"] = {{"sort_cutoff", r.cuda_sort_cutoff}};
+    if (!r.cuda_tuned.is_null()) j["cuda"]["tuned"] = r.cuda_tuned;
+  }
   return j;
 }
 

@@ -7,7 +7,10 @@
 //
 //   {"schema": "expertquant.runtime", "version": 1, "sort_cutoff": 8,
 //    "mlp_kernels": {"decode_max_tokens": 8, "small_batch_max_tokens": 64},
-//    "tuned": {...how it was measured...}}
+//    "tuned": {...how it was measured...},
+//    "cuda": {"sort_cutoff": 4, "tuned": {...}}}
+// "cuda" (optional; written by `tune --device cuda`) holds the GPU's own
+// crossover, used when the routed experts run on the GPU (--device cuda).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/mlp_kernel.h"
+#include "quant/device.h"
 
 namespace eq::exec {
 
@@ -35,8 +39,17 @@ inline constexpr int64_t kDefaultDecodeMaxTokens = 8;
 // an expert per weight pass); docs/benchmarks.md, "Kernel selection by M".
 inline constexpr int64_t kDefaultSmallBatchMaxTokens = 64;
 
+// Used when runtime.json has no "cuda" section: on the GPU, auto dispatch
+// runs calls of up to this many tokens as one-row jobs without a sort
+// (docs/benchmarks.md, "GPU MoE layer"; `tune --device cuda` measures it).
+inline constexpr int64_t kDefaultCudaSortCutoff = 8;
+
 struct RuntimeConfig {
   int64_t sort_cutoff = kDefaultSortCutoff;
+  // Where the routed experts run: set from --device, never read from the file.
+  quant::Device device = quant::Device::kCpu;
+  int64_t cuda_sort_cutoff = kDefaultCudaSortCutoff;
+  nlohmann::json cuda_tuned;   // how the "cuda" section was measured, if it was
   MlpKernelThresholds mlp_kernels{.decode_max_tokens = kDefaultDecodeMaxTokens,
                                   .small_batch_max_tokens = kDefaultSmallBatchMaxTokens};
   std::string source;          // the file read, or "built-in default"
@@ -60,6 +73,10 @@ std::string find_runtime_config();
 // load_runtime_config(find_runtime_config()), or the built-in default.
 RuntimeConfig default_runtime_config();
 nlohmann::ordered_json runtime_config_to_json(const RuntimeConfig& r);
+// Auto dispatch's sort cutoff where the experts run (r.device).
+inline int64_t active_sort_cutoff(const RuntimeConfig& r) {
+  return r.device == quant::Device::kCuda ? r.cuda_sort_cutoff : r.sort_cutoff;
+}
 // Writes `r` to `path` atomically, creating its folder (the user config
 // folder may not exist yet); errors name the path.
 void write_runtime_config(const RuntimeConfig& r, const std::string& path);

@@ -5,6 +5,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "exec/cuda/cuda_dispatch.h"
 #include "exec/packed_model.h"
 #include "exec/packed_moe_block.h"
 
@@ -16,8 +17,11 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
   if (max_m > inputs.rows) invalid("tune: M up to " + std::to_string(max_m) + " needs that many captured rows");
   const int64_t H = inputs.hidden;
   // Per-token = auto with an infinite cutoff; sorted = auto with cutoff 0.
-  auto per_token = std::make_shared<AutoDispatch>(INT64_MAX);
-  auto sorted = std::make_shared<SortedDispatch>();
+  const bool gpu = options.device == quant::Device::kCuda;
+  const std::shared_ptr<const Dispatch> per_token =
+      gpu ? cuda::make_cuda_dispatch(DispatchKind::kAuto, INT64_MAX) : std::make_shared<AutoDispatch>(INT64_MAX);
+  const std::shared_ptr<const Dispatch> sorted =
+      gpu ? cuda::make_cuda_dispatch(DispatchKind::kSorted, 0) : std::make_shared<SortedDispatch>();
   const std::shared_ptr<const Dispatch> saved = pm.dispatch_ptr();
   std::vector<float> out;
   auto step = [&](int64_t m) {
@@ -28,8 +32,8 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
     }
   };
   TuneResult r;
-  // Two passes over the sweep: dispatch crossover, then kernel crossovers.
-  const int64_t points = 2 * static_cast<int64_t>(options.sweep.size());
+  // Two passes over the sweep: dispatch crossover, then kernel crossovers (CPU only).
+  const int64_t points = (gpu ? 1 : 2) * static_cast<int64_t>(options.sweep.size());
   int64_t done = 0;
   for (int64_t m : options.sweep) {
     if (options.progress) options.progress(done++, points, "sorted/per-token M=" + std::to_string(m));
@@ -47,6 +51,26 @@ TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const Tune
   for (const TunePoint& p : r.points) {
     if (p.sorted.median * (1.0 + options.tie_margin) < p.per_token.median) break;
     r.sort_cutoff = p.m;
+  }
+  if (gpu) {
+    pm.set_dispatch(saved);
+    if (options.progress) options.progress(points, points, "done");
+    r.config = options.base;
+    r.config.device = quant::Device::kCuda;
+    r.config.cuda_sort_cutoff = r.sort_cutoff;
+    r.config.source = "tune";
+    nlohmann::json rec;
+    rec["packed"] = pm.folder();
+    rec["gpu"] = cuda::gpu_name();
+    rec["rule"] = "largest M before the first M where sorted is faster by more than tie_margin (medians of one MoE "
+                  "step, experts on the GPU)";
+    rec["tie_margin"] = options.tie_margin;
+    nlohmann::json pts = nlohmann::json::array();
+    for (const TunePoint& p : r.points)
+      pts.push_back({{"m", p.m}, {"per_token_ms", p.per_token.median * 1e3}, {"sorted_ms", p.sorted.median * 1e3}});
+    rec["points"] = pts;
+    r.config.cuda_tuned = rec;
+    return r;
   }
   // Decode vs small-batch vs batch expert-MLP kernel, under auto dispatch at
   // that cutoff, interleaved so drifting load hits all three alike.

@@ -29,6 +29,11 @@ struct TuneOptions {
   // Sorted must beat per-token by this fraction to count as faster: within
   // the noise the unsorted branch wins (it needs no sort or gather buffer).
   double tie_margin = 0.05;
+  // Where the routed experts run. On the GPU only the dispatch crossover is
+  // measured (the expert-MLP kernel thresholds are the CPU's): the result is
+  // `base` with its "cuda" section replaced.
+  quant::Device device = quant::Device::kCpu;
+  RuntimeConfig base;
   // Called before each timed point: done and total points, and what is timed.
   std::function<void(int64_t done, int64_t total, const std::string& step)> progress;
 };
@@ -54,6 +59,8 @@ struct TuneResult {
   RuntimeConfig config;  // sort_cutoff, mlp_kernels + the measurement record
 };
 
+// On the GPU (options.device), sort_cutoff is the GPU's and the kernel
+// fields of the points stay empty.
 TuneResult tune_sort_cutoff(PackedModel& pm, const MoeInputs& inputs, const TuneOptions& options);
 
 }  // namespace eq::exec

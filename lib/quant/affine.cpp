@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/numeric.h"
 #include "quant/affine_group_ops.h"
+#include "quant/cuda/cuda_gemm.h"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/gemv.h"
@@ -53,7 +54,7 @@ FormatTraits affine_row(int B, int G, std::string_view name, std::string_view de
                          : B == 8    ? &kAffine8Int8Panels
                                      : nullptr,
           .device_quantizer = cuda::quantize_affine,
-          .device_gemv = &cuda::kStreamDeviceGemv};
+          .device_gemv = &cuda::kStreamDeviceGemv, .device_gemm = &cuda::kStreamDeviceGemm};
 }
 
 namespace {

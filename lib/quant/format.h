@@ -42,6 +42,7 @@ struct Int8Panels;  // lib/quant/int8_panels.h
 struct StreamEncoding;  // lib/quant/packed_stream.h
 struct RotatedBasis;  // lib/quant/rotated_basis.h
 struct DeviceGemv;  // lib/quant/cuda/cuda_gemv.h
+struct DeviceGemm;  // lib/quant/cuda/cuda_gemm.h
 
 // The declared name, dtype and shape of one stored part for a given [rows, cols].
 struct PartSpec {
@@ -185,6 +186,10 @@ struct FormatTraits {
   // on a CUDA GPU straight from the stored parts (lib/quant/cuda/cuda_gemv.h),
   // as `gemv` is the CPU's. Null: the format has no GPU kernel.
   const DeviceGemv* device_gemv = nullptr;
+  // Optional: the prefill (many tokens) product y = x W^T on a CUDA GPU's
+  // tensor cores, W dequantized from the stored parts into bf16 scratch
+  // (lib/quant/cuda/cuda_gemm.h). Null: the format has no GPU prefill.
+  const DeviceGemm* device_gemm = nullptr;
 
   QuantizedMatrix quantize(const float* w, int64_t rows, int64_t cols, const QuantizeOptions& options) const {
     if (options.device == Device::kCuda && device_quantizer != nullptr)

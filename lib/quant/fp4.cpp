@@ -6,6 +6,7 @@
 
 #include "core/numeric.h"
 #include "core/error.h"
+#include "quant/cuda/cuda_gemm.h"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/fp4_common.h"
@@ -37,7 +38,7 @@ FormatTraits fp4_row(int G, std::string_view name, std::string_view description)
           // Integer batch path: scales per 32 k (smaller groups stay on fp32).
           .int8_panels = G % 32 == 0 ? &kFp4Int8Panels : nullptr,
           .device_quantizer = cuda::quantize_fp4,
-          .device_gemv = &cuda::kStreamDeviceGemv};
+          .device_gemv = &cuda::kStreamDeviceGemv, .device_gemm = &cuda::kStreamDeviceGemm};
 }
 
 std::vector<PartSpec> fp4_part_specs(const FormatTraits& f, int64_t rows, int64_t cols) {

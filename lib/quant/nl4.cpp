@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/numeric.h"
+#include "quant/cuda/cuda_gemm.h"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/gemv.h"
 #include "quant/int8_panels.h"
@@ -141,7 +142,7 @@ FormatTraits nl4_row(int G, std::string_view name, std::string_view description)
           .dequantize_block = stream_dequantize_block,
           // Integer batch path: scales per 32 k (smaller groups stay on fp32).
           .int8_panels = G % 32 == 0 ? &kOffset128Table4Int8Panels : nullptr,
-          .device_gemv = &cuda::kStreamDeviceGemv};
+          .device_gemv = &cuda::kStreamDeviceGemv, .device_gemm = &cuda::kStreamDeviceGemm};
 }
 
 std::vector<PartSpec> nl4_part_specs(const FormatTraits& f, int64_t rows, int64_t cols) {

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "quant/affine.h"
+#include "quant/cuda/cuda_gemm.h"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/format.h"
@@ -40,7 +41,7 @@ std::vector<FormatTraits> registry_rows() { return {
      .quantizer = quantize_mxfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
      .part_specs_of = mxfp4_part_specs, .gemv = &kStreamGemvInt8, .stream = &kMxfp4Stream,
      .dequantize_block = stream_dequantize_block, .int8_panels = &kFp4Int8Panels, .import_mxfp4 = import_mxfp4,
-     .device_quantizer = cuda::quantize_mxfp4, .device_gemv = &cuda::kStreamDeviceGemv},
+     .device_quantizer = cuda::quantize_mxfp4, .device_gemv = &cuda::kStreamDeviceGemv, .device_gemm = &cuda::kStreamDeviceGemm},
     {.name = "nvfp4", .family = "nvfp4",
      .description = "NVFP4: E2M1, E4M3 scale per 16 weights times an fp32 tensor scale (4.5 bits)",
      .weight_bits = 4, .bits_per_weight = 4.5, .group_size = 16, .row_multiple = 1, .col_multiple = 16,
@@ -48,7 +49,7 @@ std::vector<FormatTraits> registry_rows() { return {
      .quantizer = quantize_nvfp4, .dequantize = stream_dequantize, .matmul = stream_matmul,
      .part_specs_of = nvfp4_part_specs, .gemv = &kStreamGemvInt8, .stream = &kNvfp4Stream,
      .dequantize_block = stream_dequantize_block, .device_quantizer = cuda::quantize_nvfp4,
-     .device_gemv = &cuda::kStreamDeviceGemv},
+     .device_gemv = &cuda::kStreamDeviceGemv, .device_gemm = &cuda::kStreamDeviceGemm},
     // ---- a fixed non-uniform 16-level grid with an fp16 scale per group of G along K: lib/quant/nl4.cpp
     nl4_row(32, "nl4_g32", "4-bit non-uniform grid (16 levels), fp16 scale per 32 weights along K (4.5 bits)"),
     // ---- affine integers q * scale + bias, fp16 scale and bias per group: lib/quant/affine.cpp
@@ -72,14 +73,14 @@ std::vector<FormatTraits> registry_rows() { return {
      .quantizer = quantize_int8_row, .dequantize = dequantize_int8_row, .matmul = matmul_int8_row,
      .part_specs_of = int8_row_part_specs, .gemv = &kInt8RowGemv,
      .dequantize_block = dequantize_block_int8_row, .int8_panels = &kInt8RowInt8Panels,
-     .device_gemv = &cuda::kInt8RowDeviceGemv},
+     .device_gemv = &cuda::kInt8RowDeviceGemv, .device_gemm = &cuda::kInt8RowDeviceGemm},
     {.name = "bf16", .family = "bf16",
      .description = "bfloat16 passthrough (16 bits)",
      .weight_bits = 16, .bits_per_weight = 16.0, .group_size = 0, .row_multiple = 1, .col_multiple = 1,
      .parts = {{"weight", PartRole::kCodes}},
      .quantizer = quantize_bf16, .dequantize = dequantize_bf16, .matmul = matmul_bf16,
      .part_specs_of = bf16_part_specs, .gemv = &kBf16Gemv,
-     .dequantize_block = dequantize_block_bf16, .device_gemv = &cuda::kBf16DeviceGemv},
+     .dequantize_block = dequantize_block_bf16, .device_gemv = &cuda::kBf16DeviceGemv, .device_gemm = &cuda::kBf16DeviceGemm},
     // ---- trellis (QTIP-style): lib/quant/trellis*.cpp (rows added by the trellis implementation)
     trellis_row(2),
     trellis_row(3),

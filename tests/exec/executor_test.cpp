@@ -272,12 +272,41 @@ TEST(RuntimeConfig, ParsesAndRejects) {
   EXPECT_EQ(parse_runtime_config(runtime_config_to_json(wide), "round trip").sort_cutoff, (int64_t(1) << 40) + 3);
 }
 
+// The GPU's section: its cutoff and record read back, the CPU's values
+// untouched; a negative cutoff named with its field; absent, the default.
+TEST(RuntimeConfig, CudaSectionRoundTrips) {
+  const RuntimeConfig r = parse_runtime_config(
+      nlohmann::json::parse(R"({"version":1,"sort_cutoff":8,"cuda":{"sort_cutoff":3,"tuned":{"gpu":"G"}}})"), "x.json");
+  EXPECT_EQ(r.sort_cutoff, 8);
+  EXPECT_EQ(r.cuda_sort_cutoff, 3);
+  EXPECT_EQ(r.cuda_tuned, nlohmann::json::parse(R"({"gpu":"G"})"));
+  EXPECT_EQ(r.device, quant::Device::kCpu);  // never from the file
+  const RuntimeConfig back = parse_runtime_config(runtime_config_to_json(r), "round trip");
+  EXPECT_EQ(back.cuda_sort_cutoff, 3);
+  EXPECT_EQ(back.cuda_tuned, r.cuda_tuned);
+  EXPECT_EQ(parse_runtime_config(nlohmann::json::parse(R"({"version":1,"sort_cutoff":2})"), "x.json").cuda_sort_cutoff,
+            kDefaultCudaSortCutoff);
+  EXPECT_FALSE(runtime_config_to_json(RuntimeConfig{}).contains("cuda"));
+  try {
+    parse_runtime_config(nlohmann::json::parse(R"({"version":1,"sort_cutoff":1,"cuda":{"sort_cutoff":-2}})"), "x.json");
+    FAIL() << "a negative cuda sort_cutoff was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("sort_cutoff"), std::string::npos) << e.what();
+  }
+  RuntimeConfig gpu = r;
+  gpu.device = quant::Device::kCuda;
+  EXPECT_EQ(active_sort_cutoff(gpu), 3);
+  EXPECT_EQ(active_sort_cutoff(r), 8);
+}
+
 TEST(Dispatch, AutoBranchFollowsTheCutoff) {
   AutoDispatch a(4);
   EXPECT_FALSE(a.sorts(1));
   EXPECT_FALSE(a.sorts(4));
   EXPECT_TRUE(a.sorts(5));
   EXPECT_TRUE(AutoDispatch(0).sorts(1));
+  EXPECT_EQ(SortedDispatch().sort_cutoff(), -1);  // only auto has a cutoff
   EXPECT_EQ(parse_dispatch_kind("mask-combine"), DispatchKind::kMaskCombine);
   EXPECT_FALSE(parse_dispatch_kind("masked").has_value());
 }

@@ -3,7 +3,9 @@
 #include <string>
 
 #include "core/error.h"
+#include "exec/cuda/cuda_dispatch.h"
 #include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_moe.h"
 
 namespace eq::exec::cuda {
 
@@ -41,6 +43,25 @@ void gemv(const quant::FormatTraits&, int64_t, int64_t, std::span<const quant::D
 void synchronize(void*) { refuse(); }
 DeviceExpert upload(const ExpertWeights&) { refuse(); }
 void expert_mlp_decode(std::span<const DeviceExpert* const>, const float*, int, float*, DeviceBuffer&, void*) {
+  refuse();
+}
+
+quant::DeviceGemmJob gemm_job(const DeviceMatrix&, const float* x, float* y, int64_t m_rows) {
+  quant::DeviceGemmJob j;
+  j.x = x;
+  j.y = y;
+  j.m_rows = m_rows;
+  return j;
+}
+void gemm(const quant::FormatTraits&, int64_t, int64_t, std::span<const quant::DeviceGemmJob>, DeviceBuffer&, void*) {
+  refuse();
+}
+DeviceMoeLayer upload(const PackedLayer&) { refuse(); }
+std::shared_ptr<const Dispatch> make_cuda_dispatch(DispatchKind, int64_t) { refuse(); }
+CudaDispatchStats cuda_dispatch_stats() { return {}; }
+std::string gpu_name() { return ""; }
+void run_moe(const DeviceMoeLayer&, DispatchKind, int64_t, const float*, int64_t, int64_t, const int32_t*, float*,
+             DeviceMoeScratch&, void*) {
   refuse();
 }
 

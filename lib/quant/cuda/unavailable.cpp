@@ -1,6 +1,7 @@
 // The GPU quantizers in a build without CUDA (EQ_CUDA off; CMake leaves
 // this file out otherwise): they say so.
 #include "core/error.h"
+#include "quant/cuda/cuda_gemm.h"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/cuda_quantize.h"
@@ -51,5 +52,15 @@ const DeviceGemv kStreamDeviceGemv{refuse_gemv};
 const DeviceGemv kInt8RowDeviceGemv{refuse_gemv};
 const DeviceGemv kBf16DeviceGemv{refuse_gemv};
 const DeviceGemv kTrellisDeviceGemv{refuse_gemv};
+
+namespace {
+void refuse_gemm(const FormatTraits&, int64_t, int64_t, const DeviceGemmJob*, int, void*, void*) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
+}  // namespace
+const DeviceGemm kStreamDeviceGemm{refuse_gemm};
+const DeviceGemm kInt8RowDeviceGemm{refuse_gemm};
+const DeviceGemm kBf16DeviceGemm{refuse_gemm};
+const DeviceGemm kTrellisDeviceGemm{refuse_gemm};
 
 }  // namespace eq::quant::cuda

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "quant/cuda/cuda_gemm.h"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/gemv.h"
@@ -260,7 +261,7 @@ FormatTraits make_traits(int bits, Code code, std::string_view name, std::string
           .slow_quantizer = true,
           .dequantize_block = dequantize_block_row,
           .device_quantizer = cuda::quantize_trellis,
-          .device_gemv = &cuda::kTrellisDeviceGemv};
+          .device_gemv = &cuda::kTrellisDeviceGemv, .device_gemm = &cuda::kTrellisDeviceGemm};
 }
 
 }  // namespace

@@ -1,0 +1,133 @@
+// The GPU dispatch (cuda_dispatch.h): a registry of layers on the GPU shared
+// by every CUDA dispatch of the process, and the Dispatch around run_moe.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <list>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "exec/cuda/cuda_dispatch.h"
+#include "exec/cuda/device_moe.h"
+#include "quant/cuda/cuda_common.cuh"
+#include "quant/cuda/cuda_quantize.h"
+
+namespace eq::exec::cuda {
+
+namespace {
+
+// Free memory kept beside the layers for the calls' scratch (gathered rows,
+// the prefill's bf16 operands).
+constexpr size_t kHeadroom = size_t{1} << 30;
+
+uint64_t layer_bytes(const PackedLayer& l) {
+  uint64_t b = 0;
+  for (const BitGroup& g : l.groups)
+    for (const ExpertWeights& w : g.slots)
+      for (const quant::PackedMatrix* m : {&w.gate, &w.up, &w.down})
+        for (const quant::PartView& p : m->parts) b += p.nbytes;
+  return b;
+}
+
+class Registry {
+ public:
+  static Registry& get() {
+    static Registry r;
+    return r;
+  }
+  std::mutex mu;
+
+  // The layer's GPU copy, uploaded (evicting least recently used layers when
+  // it does not fit) on first use. Caller holds mu.
+  const DeviceMoeLayer& layer(const PackedLayer& l) {
+    auto it = resident_.find(&l);
+    if (it != resident_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.pos);
+      return it->second.layer;
+    }
+    const uint64_t need = layer_bytes(l) + kHeadroom;
+    size_t free_bytes = 0, total = 0;
+    quant::cuda::check(cudaMemGetInfo(&free_bytes, &total), "free GPU memory");
+    while (free_bytes < need && !lru_.empty()) {
+      resident_.erase(lru_.back());
+      lru_.pop_back();
+      ++stats_.layer_evictions;
+      scratch.work = DeviceBuffer();  // the scratch regrows as needed
+      quant::cuda::check(cudaMemGetInfo(&free_bytes, &total), "free GPU memory");
+    }
+    lru_.push_front(&l);
+    Entry e{upload(l), lru_.begin()};
+    ++stats_.layer_uploads;
+    stats_.bytes_uploaded += e.layer.nbytes;
+    return resident_.emplace(&l, std::move(e)).first->second.layer;
+  }
+  CudaDispatchStats stats() {
+    CudaDispatchStats s = stats_;
+    s.layers_resident = static_cast<int64_t>(resident_.size());
+    return s;
+  }
+
+  DeviceMoeScratch scratch;
+  DeviceBuffer x, out;
+
+ private:
+  struct Entry {
+    DeviceMoeLayer layer;
+    std::list<const PackedLayer*>::iterator pos;
+  };
+  std::unordered_map<const PackedLayer*, Entry> resident_;
+  std::list<const PackedLayer*> lru_;  // most recently used first
+  CudaDispatchStats stats_;
+};
+
+void grow(DeviceBuffer& b, size_t bytes) {
+  if (b.size() < bytes) b = DeviceBuffer(bytes);
+}
+
+class CudaDispatch : public Dispatch {
+ public:
+  CudaDispatch(DispatchKind kind, int64_t sort_cutoff) : kind_(kind), sort_cutoff_(sort_cutoff) {}
+  DispatchKind kind() const override { return kind_; }
+  std::string name() const override { return std::string(dispatch_kind_name(kind_)); }
+  int64_t sort_cutoff() const override { return kind_ == DispatchKind::kAuto ? sort_cutoff_ : -1; }
+  void run(const MoeWork& work, DispatchScratch&) const override {
+    Registry& r = Registry::get();
+    std::lock_guard<std::mutex> lock(r.mu);
+    const DeviceMoeLayer& d = r.layer(*work.layer);
+    const size_t in = static_cast<size_t>(work.tokens * work.hidden) * sizeof(float);
+    const size_t out = static_cast<size_t>(work.tokens * work.top_k * work.hidden) * sizeof(float);
+    grow(r.x, in);
+    grow(r.out, out);
+    r.x.upload(work.x, in);
+    run_moe(d, kind_, sort_cutoff_, r.x.floats(), work.tokens, work.top_k, work.expert_ids, r.out.floats(), r.scratch);
+    r.out.download(work.slot_out, out);  // waits for the stream's work
+  }
+
+ private:
+  DispatchKind kind_;
+  int64_t sort_cutoff_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Dispatch> make_cuda_dispatch(DispatchKind kind, int64_t sort_cutoff) {
+  quant::cuda::require_gpu();
+  return std::make_shared<CudaDispatch>(kind, sort_cutoff);
+}
+
+std::string gpu_name() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "";
+  return prop.name;
+}
+
+CudaDispatchStats cuda_dispatch_stats() {
+  Registry& r = Registry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.stats();
+}
+
+}  // namespace eq::exec::cuda

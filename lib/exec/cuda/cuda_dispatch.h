@@ -1,0 +1,37 @@
+// A Dispatch (exec/dispatch.h) whose routed experts run on the GPU: the
+// packed model's router, attention and combine stay where they are (the
+// CPU), each MoE call's token rows go to the GPU, run_moe (device_moe.h)
+// computes the pairs' slot rows with the same strategy on the GPU, and the
+// rows come back. So every command that runs a packed model through its
+// dispatch (eval's quality pass and latency sweep, perplexity, generate,
+// tune) runs its experts on the GPU with `--device cuda`.
+//
+// Layers are copied to the GPU on first use and stay; when the next layer
+// does not fit in the GPU's free memory, the least recently used layers are
+// freed first (the weights then stream layer by layer: cuda_dispatch_stats()
+// says how many copies that took).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "exec/dispatch.h"
+
+namespace eq::exec::cuda {
+
+std::shared_ptr<const Dispatch> make_cuda_dispatch(DispatchKind kind, int64_t sort_cutoff);
+
+struct CudaDispatchStats {
+  int64_t layers_resident = 0;  // layers on the GPU now
+  int64_t layer_uploads = 0;    // layer copies to the GPU so far (more than the layers: streamed)
+  int64_t layer_evictions = 0;  // layers freed to make room
+  uint64_t bytes_uploaded = 0;
+};
+// The current GPU's name ("" without one).
+std::string gpu_name();
+
+// Over every CUDA dispatch of the process (they share the GPU's copies).
+CudaDispatchStats cuda_dispatch_stats();
+
+}  // namespace eq::exec::cuda

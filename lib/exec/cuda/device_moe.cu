@@ -1,0 +1,362 @@
+// The MoE layer on the GPU (device_moe.h): the three dispatch strategies
+// over expert batches, each batch through its format's decode or prefill
+// product.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "exec/cuda/device_moe.h"
+#include "quant/cuda/cuda_common.cuh"
+#include "quant/cuda/cuda_gemv.h"
+#include "quant/cuda/gemv_common.cuh"
+
+namespace eq::exec::cuda {
+
+using quant::cuda::check;
+using quant::cuda::check_launch;
+using quant::cuda::stream_of;
+
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// out[i, :] = x[token[i], :] for `rows` rows of H floats.
+__global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ token, int64_t rows,
+                                   int64_t H, float* __restrict__ out) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* src = x + static_cast<int64_t>(token[r]) * H;
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) out[r * H + i] = src[i];
+  }
+}
+
+// out[slot[i], :] = in[i, :].
+__global__ void scatter_rows_kernel(const float* __restrict__ in, const int32_t* __restrict__ slot, int64_t rows,
+                                    int64_t H, float* __restrict__ out) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float* dst = out + static_cast<int64_t>(slot[r]) * H;
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) dst[i] = in[r * H + i];
+  }
+}
+
+// out[s, :] += in[s, :] * mask[s] (members get their exact value, others an exact zero).
+__global__ void mask_add_kernel(const float* __restrict__ in, const float* __restrict__ mask, int64_t pairs, int64_t H,
+                                float* __restrict__ out) {
+  for (int64_t r = blockIdx.x; r < pairs; r += gridDim.x) {
+    const float m = mask[r];
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) out[r * H + i] += in[r * H + i] * m;
+  }
+}
+
+// h = silu(g) * u over n floats (model/activation.h's kSwiGlu), as the decode MLP's.
+__global__ void swiglu_rows_kernel(const float* g, const float* u, float* h, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float a = g[i];
+    h[i] = a / (1.0f + expf(-a)) * u[i];
+  }
+}
+
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 65535)); }
+
+// One expert batch: m rows of x (device, contiguous) into m rows of y, its
+// intermediates in rows [row0, row0 + m) of g, u, h.
+struct Batch {
+  int32_t expert = 0;
+  const float* x = nullptr;
+  float* y = nullptr;
+  int64_t m = 0, row0 = 0;
+};
+
+// The calls of one projection step: the jobs of one (format, shape, rows of
+// x) per decode call, of one (format, shape) per prefill call (m = 0).
+struct Calls {
+  using Key = std::tuple<const quant::FormatTraits*, int64_t, int64_t, int64_t>;
+  struct Call {
+    std::vector<quant::DeviceGemvJob> gemv;
+    std::vector<quant::DeviceGemmJob> gemm;
+    int64_t max_m = 0;
+  };
+  std::map<Key, Call> calls;
+
+  void add(const DeviceMatrix& w, const float* x, float* y, int64_t m) {
+    const bool decode = m <= quant::kMaxDeviceGemvRows;
+    Call& c = calls[{w.format, w.rows, w.cols, decode ? m : 0}];
+    if (decode) c.gemv.push_back(w.job(x, y));
+    else c.gemm.push_back(gemm_job(w, x, y, m));
+    c.max_m = std::max(c.max_m, m);
+  }
+  size_t scratch_bytes() const {
+    size_t need = 0;
+    for (const auto& [key, c] : calls) {
+      const auto& [f, rows, cols, m] = key;
+      if (m > 0 && f->device_gemv->scratch_bytes)
+        need = std::max(need, f->device_gemv->scratch_bytes(*f, rows, cols, static_cast<int>(c.gemv.size()),
+                                                            static_cast<int>(m)));
+      if (m == 0 && f->device_gemm->scratch_bytes)
+        need = std::max(need, f->device_gemm->scratch_bytes(*f, rows, cols, c.max_m));
+    }
+    return need;
+  }
+  void run(void* scratch, void* stream) const {
+    for (const auto& [key, c] : calls) {
+      const auto& [f, rows, cols, m] = key;
+      if (m > 0)
+        f->device_gemv->run(*f, rows, cols, c.gemv.data(), static_cast<int>(c.gemv.size()), static_cast<int>(m),
+                            scratch, stream);
+      else
+        f->device_gemm->run(*f, rows, cols, c.gemm.data(), static_cast<int>(c.gemm.size()), scratch, stream);
+    }
+  }
+};
+
+void grow(DeviceBuffer& buf, size_t bytes, void* stream) {
+  if (buf.size() >= bytes) return;
+  if (buf.size() > 0) synchronize(stream);
+  buf = DeviceBuffer(bytes);
+}
+
+// The device regions of one call, carved from scratch.work.
+struct Regions {
+  float *rows_in = nullptr, *g = nullptr, *u = nullptr, *h = nullptr, *rows_out = nullptr, *group_out = nullptr,
+        *mask = nullptr;
+  int32_t *token = nullptr, *slot = nullptr;
+  void* call = nullptr;
+};
+
+Regions carve(DeviceMoeScratch& s, int64_t pairs, int64_t H, int64_t I, size_t call_bytes, void* stream) {
+  const size_t ph = aligned(static_cast<size_t>(pairs * H) * 4), pi = aligned(static_cast<size_t>(pairs * I) * 4),
+               p4 = aligned(static_cast<size_t>(pairs) * 4);
+  grow(s.work, 3 * ph + 3 * pi + 3 * p4 + aligned(call_bytes), stream);
+  char* at = static_cast<char*>(s.work.data());
+  Regions r;
+  auto take = [&](size_t bytes) {
+    char* p = at;
+    at += bytes;
+    return p;
+  };
+  r.rows_in = reinterpret_cast<float*>(take(ph));
+  r.rows_out = reinterpret_cast<float*>(take(ph));
+  r.group_out = reinterpret_cast<float*>(take(ph));
+  r.g = reinterpret_cast<float*>(take(pi));
+  r.u = reinterpret_cast<float*>(take(pi));
+  r.h = reinterpret_cast<float*>(take(pi));
+  r.mask = reinterpret_cast<float*>(take(p4));
+  r.token = reinterpret_cast<int32_t*>(take(p4));
+  r.slot = reinterpret_cast<int32_t*>(take(p4));
+  r.call = call_bytes ? take(aligned(call_bytes)) : nullptr;
+  return r;
+}
+
+// The scratch a set of batches needs for its products (both steps).
+size_t products_bytes(const DeviceMoeLayer& L, const std::vector<Batch>& batches) {
+  Calls up, down;
+  for (const Batch& b : batches) {
+    const DeviceExpert& e = L.experts[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
+    up.add(e.gate, b.x, nullptr, b.m);
+    up.add(e.up, b.x, nullptr, b.m);
+    down.add(e.down, nullptr, b.y, b.m);
+  }
+  return std::max(up.scratch_bytes(), down.scratch_bytes());
+}
+
+// gate and up of every batch (one call per format, shape and row count),
+// SwiGLU over rows [0, total_rows) of g and u, down.
+void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int64_t total_rows, const Regions& r,
+                 void* stream) {
+  const int64_t I = L.inter;
+  Calls up, down;
+  for (const Batch& b : batches) {
+    const DeviceExpert& e = L.experts[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
+    up.add(e.gate, b.x, r.g + b.row0 * I, b.m);
+    up.add(e.up, b.x, r.u + b.row0 * I, b.m);
+    down.add(e.down, r.h + b.row0 * I, b.y, b.m);
+  }
+  up.run(r.call, stream);
+  const int64_t n = total_rows * I;
+  if (n > 0) {
+    swiglu_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)), 256, 0, stream_of(stream)>>>(
+        r.g, r.u, r.h, n);
+    check_launch("swiglu kernel");
+  }
+  down.run(r.call, stream);
+}
+
+void check_ids(const DeviceMoeLayer& L, const int32_t* ids, int64_t pairs) {
+  for (int64_t s = 0; s < pairs; ++s) {
+    const int32_t id = ids[s];
+    if (id < 0 || id >= L.num_experts || L.index_of[static_cast<size_t>(id)] < 0)
+      invalid("GPU MoE layer: pair " + std::to_string(s) + " is routed to expert " + std::to_string(id) +
+              (id >= 0 && id < L.num_experts ? ", which was pruned" : " of " + std::to_string(L.num_experts)));
+  }
+}
+
+// Counting sort of the pairs by `ids` into batches of gathered rows
+// (rows_in -> rows_out), the pairs' rows scattered into `out` after.
+void grouped(const DeviceMoeLayer& L, const float* x, int64_t tokens, int64_t top_k, const int32_t* ids, float* out,
+             DeviceMoeScratch& s, void* stream, bool plan_only, size_t* call_bytes, const Regions* r) {
+  const int64_t pairs = tokens * top_k, H = L.hidden, E = L.num_experts;
+  s.offsets.assign(static_cast<size_t>(E + 1), 0);
+  for (int64_t p = 0; p < pairs; ++p) ++s.offsets[static_cast<size_t>(ids[p]) + 1];
+  for (int64_t e = 0; e < E; ++e) s.offsets[e + 1] += s.offsets[e];
+  s.order.resize(static_cast<size_t>(pairs));
+  std::vector<int64_t> next(s.offsets.begin(), s.offsets.end() - 1);
+  for (int64_t p = 0; p < pairs; ++p) s.order[static_cast<size_t>(next[static_cast<size_t>(ids[p])]++)] = p;
+  std::vector<Batch> batches;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = s.offsets[e], end = s.offsets[e + 1];
+    if (b == end) continue;
+    Batch bt;
+    bt.expert = static_cast<int32_t>(e);
+    bt.m = end - b;
+    bt.row0 = b;
+    bt.x = r ? r->rows_in + b * H : nullptr;
+    bt.y = r ? r->rows_out + b * H : nullptr;
+    batches.push_back(bt);
+  }
+  if (plan_only) {
+    *call_bytes = std::max(*call_bytes, products_bytes(L, batches));
+    return;
+  }
+  const cudaStream_t st = stream_of(stream);
+  s.order32.resize(static_cast<size_t>(2 * pairs));
+  for (int64_t i = 0; i < pairs; ++i) {
+    s.order32[static_cast<size_t>(i)] = static_cast<int32_t>(s.order[static_cast<size_t>(i)] / top_k);
+    s.order32[static_cast<size_t>(pairs + i)] = static_cast<int32_t>(s.order[static_cast<size_t>(i)]);
+  }
+  check(cudaMemcpyAsync(r->token, s.order32.data(), static_cast<size_t>(pairs) * 4, cudaMemcpyHostToDevice, st),
+        "copy the gather order");
+  check(cudaMemcpyAsync(r->slot, s.order32.data() + pairs, static_cast<size_t>(pairs) * 4, cudaMemcpyHostToDevice, st),
+        "copy the scatter order");
+  gather_rows_kernel<<<row_blocks(pairs), 256, 0, st>>>(x, r->token, pairs, H, r->rows_in);
+  check_launch("gather kernel");
+  run_batches(L, batches, pairs, *r, stream);
+  scatter_rows_kernel<<<row_blocks(pairs), 256, 0, st>>>(r->rows_out, r->slot, pairs, H, out);
+  check_launch("scatter kernel");
+}
+
+std::vector<Batch> per_pair_batches(const float* x, int64_t tokens, int64_t top_k, int64_t H, const int32_t* ids,
+                                    float* slot_out) {
+  std::vector<Batch> batches(static_cast<size_t>(tokens * top_k));
+  for (int64_t p = 0; p < tokens * top_k; ++p) {
+    Batch& b = batches[static_cast<size_t>(p)];
+    b.expert = ids[p];
+    b.x = x + (p / top_k) * H;
+    b.y = slot_out + p * H;
+    b.m = 1;
+    b.row0 = p;
+  }
+  return batches;
+}
+
+}  // namespace
+
+quant::DeviceGemmJob gemm_job(const DeviceMatrix& m, const float* x, float* y, int64_t m_rows) {
+  quant::DeviceGemmJob j;
+  for (size_t p = 0; p < m.parts.size(); ++p) j.parts[p] = m.parts[p].data();
+  j.x = x;
+  j.y = y;
+  j.m_rows = m_rows;
+  return j;
+}
+
+void gemm(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::span<const quant::DeviceGemmJob> jobs,
+          DeviceBuffer& scratch, void* stream) {
+  if (format.device_gemm == nullptr)
+    unsupported("GPU prefill: format " + std::string(format.name) + " has no GPU kernel");
+  if (jobs.empty()) return;
+  int64_t max_m = 0;
+  for (const auto& j : jobs) max_m = std::max(max_m, j.m_rows);
+  const size_t need = format.device_gemm->scratch_bytes ? format.device_gemm->scratch_bytes(format, rows, cols, max_m) : 0;
+  grow(scratch, need, stream);
+  format.device_gemm->run(format, rows, cols, jobs.data(), static_cast<int>(jobs.size()), need ? scratch.data() : nullptr,
+                          stream);
+}
+
+DeviceMoeLayer upload(const PackedLayer& layer) {
+  DeviceMoeLayer d;
+  d.num_experts = layer.num_experts;
+  d.index_of.assign(static_cast<size_t>(layer.num_experts), -1);
+  d.group_of.assign(static_cast<size_t>(layer.num_experts), -1);
+  for (const BitGroup& g : layer.groups) {
+    if (g.expert_ids.empty()) continue;
+    const int32_t gi = static_cast<int32_t>(d.groups.size());
+    d.groups.emplace_back();
+    for (size_t slot = 0; slot < g.expert_ids.size(); ++slot) {
+      const ExpertWeights& w = g.slots[slot];
+      if (g.format->device_gemm == nullptr)
+        unsupported("GPU prefill: format " + std::string(g.format->name) + " has no GPU kernel");
+      const int32_t id = static_cast<int32_t>(g.expert_ids[slot]);
+      d.index_of[static_cast<size_t>(id)] = static_cast<int32_t>(d.experts.size());
+      d.group_of[static_cast<size_t>(id)] = gi;
+      d.groups.back().push_back(id);
+      d.experts.push_back(upload(w));
+      const DeviceExpert& e = d.experts.back();
+      if (d.experts.size() == 1) {
+        d.hidden = e.gate.cols;
+        d.inter = e.gate.rows;
+      }
+      EQ_CHECK(e.gate.rows == d.inter && e.gate.cols == d.hidden && e.up.rows == d.inter && e.up.cols == d.hidden &&
+                   e.down.rows == d.hidden && e.down.cols == d.inter,
+               "GPU MoE layer: expert " + std::to_string(id) + " differs in shape from the layer's first");
+      d.nbytes += e.gate.nbytes + e.up.nbytes + e.down.nbytes;
+    }
+  }
+  return d;
+}
+
+void run_moe(const DeviceMoeLayer& L, DispatchKind kind, int64_t sort_cutoff, const float* x, int64_t tokens,
+             int64_t top_k, const int32_t* ids, float* slot_out, DeviceMoeScratch& s, void* stream) {
+  const int64_t pairs = tokens * top_k, H = L.hidden, I = L.inter;
+  if (pairs <= 0) return;
+  check_ids(L, ids, pairs);
+  const cudaStream_t st = stream_of(stream);
+  if (kind == DispatchKind::kAuto && tokens <= sort_cutoff) {
+    const std::vector<Batch> plan = per_pair_batches(x, tokens, top_k, H, ids, slot_out);
+    const Regions r = carve(s, pairs, H, I, products_bytes(L, plan), stream);
+    run_batches(L, plan, pairs, r, stream);
+    return;
+  }
+  if (kind != DispatchKind::kMaskCombine) {
+    size_t call_bytes = 0;
+    grouped(L, x, tokens, top_k, ids, slot_out, s, stream, true, &call_bytes, nullptr);
+    const Regions r = carve(s, pairs, H, I, call_bytes, stream);
+    grouped(L, x, tokens, top_k, ids, slot_out, s, stream, false, nullptr, &r);
+    return;
+  }
+  // Mask-combine: every group's pass over all pairs (remapped), masked, added.
+  s.remapped.resize(static_cast<size_t>(pairs));
+  s.mask.resize(static_cast<size_t>(pairs));
+  size_t call_bytes = 0;
+  for (const std::vector<int32_t>& g : L.groups) {
+    for (int64_t p = 0; p < pairs; ++p)
+      s.remapped[static_cast<size_t>(p)] = L.group_of[static_cast<size_t>(ids[p])] == L.group_of[static_cast<size_t>(g[0])]
+                                               ? ids[p]
+                                               : g[0];
+    grouped(L, x, tokens, top_k, s.remapped.data(), nullptr, s, stream, true, &call_bytes, nullptr);
+  }
+  const Regions r = carve(s, pairs, H, I, call_bytes, stream);
+  check(cudaMemsetAsync(slot_out, 0, static_cast<size_t>(pairs * H) * 4, st), "clear slot_out");
+  for (const std::vector<int32_t>& g : L.groups) {
+    const int32_t gi = L.group_of[static_cast<size_t>(g[0])];
+    for (int64_t p = 0; p < pairs; ++p) {
+      const bool member = L.group_of[static_cast<size_t>(ids[p])] == gi;
+      s.mask[static_cast<size_t>(p)] = member ? 1.0f : 0.0f;
+      s.remapped[static_cast<size_t>(p)] = member ? ids[p] : g[0];
+    }
+    // The host arrays are copied (staged) before the call returns, so the
+    // next group may refill them.
+    check(cudaMemcpyAsync(r.mask, s.mask.data(), static_cast<size_t>(pairs) * 4, cudaMemcpyHostToDevice, st),
+          "copy the mask");
+    grouped(L, x, tokens, top_k, s.remapped.data(), r.group_out, s, stream, false, nullptr, &r);
+    mask_add_kernel<<<row_blocks(pairs), 256, 0, st>>>(r.group_out, r.mask, pairs, H, slot_out);
+    check_launch("mask-combine kernel");
+  }
+}
+
+}  // namespace eq::exec::cuda

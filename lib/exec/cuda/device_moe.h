@@ -1,0 +1,74 @@
+// A MoE layer's routed experts on the GPU and the dispatch strategies of
+// exec/dispatch.h run there (issue #41's second slice): every strategy
+// computes slot_out[s] = expert(expert_ids[s])(x[s / top_k]) for every pair
+// s = token * top_k + j, unweighted, as MoeWork does on the CPU.
+//
+//   mask-combine  for every bit group, every pair through that group's
+//                 experts (ids outside it remapped to its first member), the
+//                 result times the 0/1 membership mask added to slot_out.
+//   sorted        pairs counting-sorted by expert on the host, their token
+//                 rows gathered on the GPU, each expert's rows as one batch,
+//                 the batches of one format and row count in one grouped
+//                 launch per projection, rows scattered back.
+//   auto          M = tokens <= sort_cutoff: each pair straight from its token
+//                 row into its slot (no sort, no gather: one grouped launch of
+//                 one-row jobs per format and projection); larger M sorted.
+//
+// An expert batch of at most quant::kMaxDeviceGemvRows rows runs through the
+// format's decode product (FormatTraits::device_gemv, float32), a larger one
+// through its prefill product (device_gemm: bf16 on the tensor cores). So a
+// pair's result depends on how many rows its expert got in the call (the
+// strategies agree within the prefill's bf16 tolerance, not bit for bit),
+// as on any GPU engine that picks kernels by batch size.
+//
+// The expert ids come from the host (the router's output); pruned experts
+// are never routed (an id of one throws).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "exec/bit_group.h"
+#include "exec/cuda/device_exec.h"
+#include "exec/dispatch.h"
+#include "quant/cuda/cuda_gemm.h"
+
+namespace eq::exec::cuda {
+
+struct DeviceMoeLayer {
+  int64_t num_experts = 0, hidden = 0, inter = 0;
+  std::vector<DeviceExpert> experts;    // the uploaded (not pruned) experts
+  std::vector<int32_t> index_of;        // expert id -> index into experts, -1: pruned
+  std::vector<int32_t> group_of;        // expert id -> bit group (position in `groups`), -1: pruned
+  std::vector<std::vector<int32_t>> groups;  // expert ids of each non-empty bit group
+  size_t nbytes = 0;                    // packed bytes on the GPU
+};
+
+// Copies every expert of `layer` that was not pruned to the GPU. Throws
+// eq::Error (unsupported) for experts the GPU cannot run (see upload()).
+DeviceMoeLayer upload(const PackedLayer& layer);
+
+// Host index arrays and device buffers reused across calls.
+struct DeviceMoeScratch {
+  DeviceBuffer work;  // gathered rows, g / u / h, rows out, masks, product scratch
+  std::vector<int64_t> order, offsets;
+  std::vector<int32_t> remapped, order32;
+  std::vector<float> mask;
+};
+
+// slot_out [tokens * top_k, hidden] (device, overwritten) for x [tokens,
+// hidden] (device) and expert_ids [tokens * top_k] (host). sort_cutoff is
+// used by kAuto only. Enqueued on `stream`; returns once the host's part is
+// done (the GPU work may still run: synchronize() before reading slot_out).
+void run_moe(const DeviceMoeLayer& layer, DispatchKind kind, int64_t sort_cutoff, const float* x, int64_t tokens,
+             int64_t top_k, const int32_t* expert_ids, float* slot_out, DeviceMoeScratch& scratch,
+             void* stream = nullptr);
+
+// The prefill product y_j = x_j W_j^T through FormatTraits::device_gemm for
+// jobs of one format and shape (any m_rows); `scratch` grows as needed.
+void gemm(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::span<const quant::DeviceGemmJob> jobs,
+          DeviceBuffer& scratch, void* stream = nullptr);
+quant::DeviceGemmJob gemm_job(const DeviceMatrix& m, const float* x, float* y, int64_t m_rows);
+
+}  // namespace eq::exec::cuda

@@ -1,0 +1,111 @@
+// The bf16 product of the GPU prefill (gemm_dense.cuh) through cuBLAS,
+// opened at run time on first use: a CUDA build's binaries need only the
+// driver for everything else (the quantizers, the decode products), and a
+// machine without cuBLAS gets one line saying what is missing.
+#include <cublas_api.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "quant/cuda/cuda_common.cuh"
+#include "quant/cuda/gemm_dense.cuh"
+
+namespace eq::quant::cuda {
+
+namespace {
+
+// The cuBLAS entry points used here (cublas_api.h's signatures).
+struct Blas {
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*set_atomics_mode)(cublasHandle_t, cublasAtomicsMode_t) = nullptr;
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  const char* (*status_string)(cublasStatus_t) = nullptr;
+};
+
+const Blas& blas() {
+  static const Blas b = [] {
+    Blas r;
+    void* lib = nullptr;
+    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    if (lib == nullptr)
+      unsupported(std::string("GPU prefill: cuBLAS (libcublas.so.13 or .12) is not on this machine's library path: ") +
+                  dlerror());
+    auto sym = [&](const char* name) {
+      void* p = dlsym(lib, name);
+      if (p == nullptr) unsupported(std::string("GPU prefill: cuBLAS has no ") + name);
+      return p;
+    };
+    r.create = reinterpret_cast<decltype(r.create)>(sym("cublasCreate_v2"));
+    r.set_stream = reinterpret_cast<decltype(r.set_stream)>(sym("cublasSetStream_v2"));
+    r.set_atomics_mode = reinterpret_cast<decltype(r.set_atomics_mode)>(sym("cublasSetAtomicsMode"));
+    r.gemm_ex = reinterpret_cast<decltype(r.gemm_ex)>(sym("cublasGemmEx"));
+    r.status_string = reinterpret_cast<decltype(r.status_string)>(sym("cublasGetStatusString"));
+    return r;
+  }();
+  return b;
+}
+
+void check_blas(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    fail(ErrorKind::kInternal, std::string("cuBLAS: ") + what + ": " + blas().status_string(st));
+}
+
+// One handle per host thread and device (a handle is not to be shared by
+// threads that set different streams on it); kept for the thread's life.
+cublasHandle_t handle_of_current_device() {
+  thread_local std::unordered_map<int, cublasHandle_t> handles;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "device");
+  cublasHandle_t& h = handles[dev];
+  if (h == nullptr) {
+    check_blas(blas().create(&h), "create handle");
+    // Deterministic results: no atomics in the reductions.
+    check_blas(blas().set_atomics_mode(h, CUBLAS_ATOMICS_NOT_ALLOWED), "atomics mode");
+  }
+  return h;
+}
+
+__global__ void round_to_bf16_kernel(const float* __restrict__ in, __nv_bfloat16* __restrict__ out, int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(in[i]);
+}
+
+}  // namespace
+
+void round_to_bf16(const float* in, __nv_bfloat16* out, int64_t count, cudaStream_t s) {
+  if (count <= 0) return;
+  const int64_t blocks = std::min<int64_t>((count + 255) / 256, 65535);
+  round_to_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(in, out, count);
+  check_launch("round to bf16");
+}
+
+void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
+               int64_t rows, int64_t cols, cudaStream_t s) {
+  if (m <= 0) return;
+  EQ_CHECK(m < (int64_t{1} << 31) && rows < (int64_t{1} << 31) && cols < (int64_t{1} << 31),
+           "GPU prefill: a product of [" + std::to_string(m) + ", " + std::to_string(cols) + "] x [" +
+               std::to_string(cols) + ", " + std::to_string(rows) + "] is past cuBLAS's 32-bit sizes");
+  cublasHandle_t h = handle_of_current_device();
+  check_blas(blas().set_stream(h, s), "set stream");
+  const float one = 1.0f, zero = 0.0f;
+  // Column-major view: y^T [rows, m] = op(W) [rows, cols] * x^T [cols, m].
+  // W [rows, cols] row-major is W^T column-major (op T, ld cols); W^T
+  // [cols, rows] row-major is W column-major (op N, ld rows).
+  const bool kn = layout == WeightLayout::kColsByRows;
+  check_blas(blas().gemm_ex(h, kn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+                            static_cast<int>(m), static_cast<int>(cols), &one, w, CUDA_R_16BF,
+                            static_cast<int>(kn ? rows : cols), x, CUDA_R_16BF, static_cast<int>(cols), &zero, y,
+                            CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "bf16 product");
+}
+
+}  // namespace eq::quant::cuda

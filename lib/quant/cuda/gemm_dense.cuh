@@ -1,0 +1,34 @@
+// What the GPU prefill products (gemm_*.cu) share: x rounded to bf16, and the
+// bf16 product on the tensor cores through cuBLAS with float32 accumulation.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/cuda/cuda_gemm.h"
+
+namespace eq::quant::cuda {
+
+// Scratch offsets are multiples of this (cuBLAS wants 16-byte operands; 256
+// keeps every operand on its own cache lines).
+inline constexpr size_t kGemmAlign = 256;
+inline size_t gemm_align(size_t bytes) { return (bytes + kGemmAlign - 1) / kGemmAlign * kGemmAlign; }
+
+// out[i] = bf16(in[i]) (round to nearest even), count values, on `s`.
+void round_to_bf16(const float* in, __nv_bfloat16* out, int64_t count, cudaStream_t s);
+
+// How the dequantized W is laid out.
+enum class WeightLayout {
+  kRowsByCols,  // W [rows, cols] row-major (W[n, k] at n * cols + k)
+  kColsByRows,  // W^T [cols, rows] row-major (W[n, k] at k * rows + n)
+};
+
+// y [m, rows] = x [m, cols] W^T, x and W bf16, y float32 (overwritten), on
+// `s`, through the calling thread's cuBLAS handle of the current device.
+void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
+               int64_t rows, int64_t cols, cudaStream_t s);
+
+}  // namespace eq::quant::cuda

@@ -1,0 +1,67 @@
+// The GPU prefill product of the row-major formats (cuda_gemm.h): int8_row
+// (qweight I8 [N, K], scales F32 [N]) dequantized into bf16 W [N, K], and
+// bf16, whose stored weight [N, K] is the operand itself (no scratch for W).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "quant/cuda/gemm_dense.cuh"
+#include "quant/cuda/gemv_common.cuh"
+
+namespace eq::quant::cuda {
+
+namespace {
+
+// W [N, K] = q * scale[n], in bf16; grid-stride over the N * K elements.
+__global__ void int8_row_dequant_kernel(const int8_t* __restrict__ q, const float* __restrict__ scales, int64_t N,
+                                        int64_t K, __nv_bfloat16* __restrict__ w) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N * K;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    w[i] = __float2bfloat16_rn(static_cast<float>(q[i]) * __ldg(scales + i / K));
+}
+
+size_t int8_row_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
+  return gemm_align(static_cast<size_t>(rows * cols) * 2) + gemm_align(static_cast<size_t>(max_m_rows * cols) * 2);
+}
+
+void run_int8_row(const FormatTraits&, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs,
+                  void* scratch, void* stream) {
+  const cudaStream_t s = stream_of(stream);
+  auto* w = static_cast<__nv_bfloat16*>(scratch);
+  auto* xb = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + gemm_align(static_cast<size_t>(rows * cols) * 2));
+  const int64_t blocks = std::min<int64_t>((rows * cols + 255) / 256, 8192);
+  for (int j = 0; j < n_jobs; ++j) {
+    const DeviceGemmJob& job = jobs[j];
+    if (job.m_rows <= 0) continue;
+    int8_row_dequant_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(
+        static_cast<const int8_t*>(job.parts[0]), static_cast<const float*>(job.parts[1]), rows, cols, w);
+    check_launch("int8_row dequantize kernel");
+    round_to_bf16(job.x, xb, job.m_rows * cols, s);
+    bf16_gemm(xb, w, WeightLayout::kRowsByCols, job.y, job.m_rows, rows, cols, s);
+  }
+}
+
+size_t bf16_scratch_bytes(const FormatTraits&, int64_t, int64_t cols, int64_t max_m_rows) {
+  return gemm_align(static_cast<size_t>(max_m_rows * cols) * 2);
+}
+
+void run_bf16(const FormatTraits&, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs, void* scratch,
+              void* stream) {
+  const cudaStream_t s = stream_of(stream);
+  auto* xb = static_cast<__nv_bfloat16*>(scratch);
+  for (int j = 0; j < n_jobs; ++j) {
+    const DeviceGemmJob& job = jobs[j];
+    if (job.m_rows <= 0) continue;
+    round_to_bf16(job.x, xb, job.m_rows * cols, s);
+    bf16_gemm(xb, static_cast<const __nv_bfloat16*>(job.parts[0]), WeightLayout::kRowsByCols, job.y, job.m_rows,
+              rows, cols, s);
+  }
+}
+
+}  // namespace
+
+const DeviceGemm kInt8RowDeviceGemm{run_int8_row, int8_row_scratch_bytes};
+const DeviceGemm kBf16DeviceGemm{run_bf16, bf16_scratch_bytes};
+
+}  // namespace eq::quant::cuda

@@ -1,0 +1,251 @@
+// The GPU prefill products (FormatTraits::device_gemm, lib/quant/cuda/gemm_*.cu)
+// against the CPU executor's FormatTraits::matmul, and the GPU MoE layer's
+// dispatch strategies (lib/exec/cuda/device_moe.h) against the CPU's sorted
+// dispatch; ctest label `cuda`. Builds without EQ_CUDA and machines without a
+// GPU skip with a message.
+//
+// Tolerance of a product, per output element: the GPU rounds x (or the
+// rotated x~) and W (or the scaled rotated W'') to bf16, a relative error of
+// at most 2^-9 each, and sums the products in float32; so |gpu - cpu| is at
+// most (2^-8 + 2^-18) times sum_k |W[n,k]| |x[k]| plus both sides' float32
+// sums, 2 gamma(n) of the same: (2^-8 + 2^-18 + 2 gamma(n)) times the
+// envelope of product_bounds.h (which bounds |x~| and carries the rotated
+// basis through the output rotation). For a random row the envelope is about
+// 0.6 sqrt(K) |W x|, so a wrong group scale (its group's share of the output)
+// or a wrong code, sign or tile order (all of it) stays far outside.
+//
+// The MoE layer: each pair's slot row against the CPU's, relative to the
+// row's norm: 2^-6 when an expert batch may take the prefill product (the
+// bf16 roundings of three products and SwiGLU between them: measured under
+// 2^-8), 1e-5 when every batch is a decode batch (float32).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exec/bit_group.h"
+#include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_moe.h"
+#include "exec/dispatch.h"
+#include "quant/cuda/cuda_gemm.h"
+#include "quant/cuda/cuda_gemv.h"
+#include "quant/format.h"
+#include "product_bounds.h"
+
+namespace eq::exec::cuda {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                            \
+    const std::string why = unavailable_reason();                                 \
+    if (!why.empty()) GTEST_SKIP() << "no GPU for the prefill kernels: " << why;  \
+  } while (0)
+
+using namespace bounds;
+
+constexpr double kBf16Pair = 0x1p-8 + 0x1p-18;  // two bf16 roundings of a product's factors
+
+int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+struct Checked {
+  double worst_ratio = 0.0;
+  int64_t outputs = 0;
+};
+
+void check_format(const quant::FormatTraits& f, int64_t rows, int64_t cols, const std::vector<int>& ms, Checked& c) {
+  const std::string what = std::string(f.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+  const std::vector<float> w = normal(static_cast<size_t>(rows * cols), 0.02f, 17 + rows * 31 + cols);
+  quant::QuantizeOptions o;
+  o.tensor_name = what;
+  const quant::QuantizedMatrix q = f.quantize(w.data(), rows, cols, o);
+  const quant::PackedMatrix view = q.view();
+  const DeviceMatrix d = upload(view);
+  const int max_m = *std::max_element(ms.begin(), ms.end());
+  std::vector<float> x = normal(static_cast<size_t>(max_m * cols), 1.0f, 199 + cols);
+  x[0] = 8.0f;  // an outlier channel
+  DeviceBuffer dx(x.size() * sizeof(float)), dy(static_cast<size_t>(max_m * rows) * sizeof(float)), scratch;
+  dx.upload(x.data(), x.size() * sizeof(float));
+  for (int m : ms) {
+    std::vector<float> cpu(static_cast<size_t>(m * rows)), gpu(cpu.size());
+    f.matmul(view, x.data(), m, cpu.data(), false);
+    std::vector<float> poison(cpu.size(), std::nanf(""));
+    dy.upload(poison.data(), poison.size() * sizeof(float));
+    const quant::DeviceGemmJob job = gemm_job(d, dx.floats(), dy.floats(), m);
+    gemm(f, rows, cols, {&job, 1}, scratch);
+    synchronize();
+    dy.download(gpu.data(), gpu.size() * sizeof(float));
+    double g = 0.0;
+    const std::vector<double> env = envelope(view, x, m, &g);
+    int bad = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
+      const double tol = (kBf16Pair + g) * env[i] + 1e-30;
+      c.worst_ratio = std::max(c.worst_ratio, std::isfinite(diff) ? diff / tol : INFINITY);
+      if (!(diff <= tol) && bad++ < 5)
+        ADD_FAILURE() << what << " M=" << m << " output [" << i / rows << ", " << i % rows << "]: gpu " << gpu[i]
+                      << " cpu " << cpu[i] << " |diff| " << diff << " > tolerance " << tol;
+    }
+    EXPECT_EQ(bad, 0) << what << " M=" << m << ": " << bad << " of " << cpu.size() << " outputs off";
+    c.outputs += static_cast<int64_t>(cpu.size());
+  }
+}
+
+TEST(DeviceGemm, EveryRowHasAGpuPrefill) {
+  for (const quant::FormatTraits& f : quant::all_formats())
+    EXPECT_NE(f.device_gemm, nullptr) << f.name << " has no device_gemm";
+}
+
+// Every row, the decode test's odd shapes, M = 9, 33 and 130 rows of x.
+TEST(DeviceGemm, EveryFormatOddShapesMatchesCpuMatmul) {
+  SKIP_WITHOUT_GPU();
+  for (const quant::FormatTraits& f : quant::all_formats()) {
+    if (f.device_gemm == nullptr) continue;
+    const int64_t rm = f.row_multiple, cm = f.col_multiple;
+    std::vector<std::pair<int64_t, int64_t>> shapes;
+    if (cm > 1) {
+      shapes = {{round_up(45, rm), cm * 3}, {round_up(200, rm), cm * 11}};
+      if (f.rotated) shapes.push_back({round_up(100, rm), 48 * cm / 16 * 5});
+    } else {
+      shapes = {{45, 100}, {37, 333}, {200, 256}};
+    }
+    Checked c;
+    for (auto [rows, cols] : shapes) check_format(f, rows, cols, {9, 33, 130}, c);
+    std::printf("%-12s %7lld outputs, worst |gpu - cpu| = %.3g of the tolerance\n", std::string(f.name).c_str(),
+                static_cast<long long>(c.outputs), c.worst_ratio);
+  }
+}
+
+// A Qwen3-30B-A3B expert's gate shape at M = 64, for the quickly quantized rows.
+TEST(DeviceGemm, ExpertShapeMatchesCpuMatmul) {
+  SKIP_WITHOUT_GPU();
+  for (const quant::FormatTraits& f : quant::all_formats()) {
+    if (f.device_gemm == nullptr || f.slow_quantizer) continue;
+    Checked c;
+    check_format(f, 768, 2048, {64}, c);
+    std::printf("%-12s %7lld outputs, worst |gpu - cpu| = %.3g of the tolerance\n", std::string(f.name).c_str(),
+                static_cast<long long>(c.outputs), c.worst_ratio);
+  }
+}
+
+// ---- the MoE layer ----
+
+struct SmallLayer {
+  std::vector<quant::QuantizedMatrix> storage;
+  PackedLayer layer;
+};
+
+// 7 experts of [I, H] in three formats (two groups of several experts), one
+// of them pruned, quantized from random weights.
+SmallLayer make_layer(int64_t H, int64_t I) {
+  SmallLayer s;
+  const char* formats[] = {"fp4_g32", "int3_g64", "fp4_g32", "trellis2_lut", "int3_g64", "fp4_g32", "int8_row"};
+  const int64_t E = 7, pruned = 5;
+  s.storage.reserve(3 * E);
+  for (int64_t e = 0; e < E; ++e) {
+    const quant::FormatTraits& f = quant::format_by_name(formats[e]);
+    for (int p = 0; p < 3; ++p) {
+      const int64_t r = p == 2 ? H : I, c = p == 2 ? I : H;
+      const std::vector<float> w = normal(static_cast<size_t>(r * c), 0.05f, 3000 + 3 * e + p);
+      s.storage.push_back(f.quantize(w.data(), r, c, {}));
+    }
+  }
+  PackedLayer& L = s.layer;
+  L.num_experts = E;
+  L.experts.assign(static_cast<size_t>(E), {});
+  for (int64_t e = 0; e < E; ++e) {
+    if (e == pruned) continue;
+    const quant::FormatTraits* f = &quant::format_by_name(formats[e]);
+    auto it = std::find_if(L.groups.begin(), L.groups.end(), [&](const BitGroup& g) { return g.format == f; });
+    if (it == L.groups.end()) {
+      L.groups.push_back({});
+      L.groups.back().id = static_cast<int>(L.groups.size() - 1);
+      L.groups.back().format = f;
+      it = L.groups.end() - 1;
+    }
+    it->expert_ids.push_back(e);
+    it->slots.push_back({.gate = s.storage[3 * e].view(), .up = s.storage[3 * e + 1].view(),
+                         .down = s.storage[3 * e + 2].view()});
+    L.experts[static_cast<size_t>(e)] = {it->id, static_cast<int>(it->slots.size() - 1)};
+    L.survivors.push_back(static_cast<int32_t>(e));
+  }
+  return s;
+}
+
+// Random routing among the survivors: top_k distinct experts per token.
+std::vector<int32_t> route(const PackedLayer& L, int64_t tokens, int64_t top_k, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> pool = L.survivors;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    ids.insert(ids.end(), pool.begin(), pool.begin() + top_k);
+  }
+  return ids;
+}
+
+TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
+  SKIP_WITHOUT_GPU();
+  const int64_t H = 256, I = 128, top_k = 2;
+  SmallLayer s = make_layer(H, I);
+  const DeviceMoeLayer d = upload(s.layer);
+  ASSERT_EQ(d.experts.size(), 6u);
+  DeviceMoeScratch scratch;
+  for (int64_t tokens : {1, 3, 40, 200}) {
+    const int64_t pairs = tokens * top_k;
+    const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 40 + tokens);
+    const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 7 + tokens);
+    std::vector<float> cpu(static_cast<size_t>(pairs * H));
+    MoeWork work{.layer = &s.layer, .x = x.data(), .tokens = tokens, .hidden = H, .top_k = top_k,
+                 .expert_ids = ids.data(), .slot_out = cpu.data()};
+    DispatchScratch cpu_scratch;
+    SortedDispatch().run(work, cpu_scratch);
+    // Every batch is a decode batch when no expert can get more rows than the decode product takes.
+    const bool decode_only = pairs <= quant::kMaxDeviceGemvRows;
+    const double tau = decode_only ? 1e-5 : 0x1p-6;
+    DeviceBuffer dx(x.size() * sizeof(float)), dout(cpu.size() * sizeof(float));
+    dx.upload(x.data(), x.size() * sizeof(float));
+    for (DispatchKind kind : {DispatchKind::kMaskCombine, DispatchKind::kSorted, DispatchKind::kAuto}) {
+      const std::string what = std::string(dispatch_kind_name(kind)) + " M=" + std::to_string(tokens);
+      std::vector<float> poison(cpu.size(), std::nanf(""));
+      dout.upload(poison.data(), poison.size() * sizeof(float));
+      run_moe(d, kind, /*sort_cutoff=*/4, dx.floats(), tokens, top_k, ids.data(), dout.floats(), scratch);
+      synchronize();
+      std::vector<float> gpu(cpu.size());
+      dout.download(gpu.data(), gpu.size() * sizeof(float));
+      double worst = 0.0;
+      int bad = 0;
+      for (int64_t p = 0; p < pairs; ++p) {
+        double diff = 0.0, norm = 0.0;
+        for (int64_t i = 0; i < H; ++i) {
+          const double a = gpu[static_cast<size_t>(p * H + i)], b = cpu[static_cast<size_t>(p * H + i)];
+          diff += (a - b) * (a - b);
+          norm += b * b;
+        }
+        const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+        worst = std::max(worst, std::isfinite(rel) ? rel : INFINITY);
+        if (!(rel <= tau) && bad++ < 5)
+          ADD_FAILURE() << what << ": pair " << p << " (expert " << ids[static_cast<size_t>(p)]
+                        << ") relative difference " << rel << " > " << tau;
+      }
+      EXPECT_EQ(bad, 0) << what;
+      std::printf("%-22s worst relative difference %.3g (bound %.3g)\n", what.c_str(), worst, tau);
+    }
+  }
+}
+
+TEST(DeviceMoe, PrunedExpertIsRefused) {
+  SKIP_WITHOUT_GPU();
+  SmallLayer s = make_layer(64, 32);
+  const DeviceMoeLayer d = upload(s.layer);
+  DeviceMoeScratch scratch;
+  DeviceBuffer dx(64 * sizeof(float)), dout(2 * 64 * sizeof(float));
+  const int32_t ids[2] = {0, 5};  // expert 5 was pruned
+  EXPECT_THROW(run_moe(d, DispatchKind::kSorted, 0, dx.floats(), 1, 2, ids, dout.floats(), scratch), Error);
+}
+
+}  // namespace
+}  // namespace eq::exec::cuda

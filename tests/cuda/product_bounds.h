@@ -1,0 +1,82 @@
+// The bounds the GPU product tests measure against (device_gemv_test.cpp
+// derives them): gamma(n) of a float32 sum of n products, and the envelope of
+// y = x W^T, an upper bound of sum_k |W[n, k]| |x[k]| taken in the basis the
+// product is computed in (the rotated one for rotated rows).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "quant/format.h"
+#include "quant/hadamard.h"
+#include "quant/packed_stream.h"
+#include "quant/rotated_basis.h"
+#include "../quant/quant_test_util.h"
+
+namespace eq::exec::cuda::bounds {
+
+constexpr double kUnit = 0x1p-24;
+inline double gamma(double n) { return n * kUnit / (1.0 - n * kUnit); }
+
+// n values of N(0, sigma^2), seeded.
+inline std::vector<float> normal(size_t n, float sigma, uint64_t seed) {
+  return quant::test::normal_matrix(1, static_cast<int64_t>(n), seed, sigma);
+}
+
+// The envelope of y = x W^T (device_gemv_test.cpp, top of the file), [m_rows, rows], for
+// x [m_rows, cols]: an upper bound of sum_k |W[n, k]| |x[k]| (exactly, in
+// real numbers) that the float32 errors of both products are measured
+// against; *g = 2 gamma(n) of the format's reduction, so the tolerance is
+// *g times the envelope.
+inline std::vector<double> envelope(const quant::PackedMatrix& m, const std::vector<float>& x, int m_rows, double* g) {
+  const quant::FormatTraits& f = *m.format;
+  const int64_t N = m.rows, K = m.cols;
+  std::vector<double> env(static_cast<size_t>(m_rows * N), 0.0);
+  if (f.rotated != nullptr) {
+    const int64_t bk = f.rotated->block(K), bn = f.rotated->block(N);
+    std::vector<float> panels(static_cast<size_t>(N * K));
+    f.rotated->decode_panels(m, 0, N, 0, K, panels.data());
+    auto w_rot = [&](int64_t r, int64_t c) { return panels[static_cast<size_t>((r / 16) * K * 16 + c * 16 + r % 16)]; };
+    const double log2_bk = std::log2(static_cast<double>(bk)), log2_bn = std::log2(static_cast<double>(bn));
+    *g = 2.0 * gamma(static_cast<double>(K) + log2_bk + log2_bn + 16.0);
+    for (int i = 0; i < m_rows; ++i) {
+      std::vector<double> xbar(static_cast<size_t>(K)), a(static_cast<size_t>(N));
+      for (int64_t b = 0; b < K; b += bk) {
+        double s = 0.0;
+        for (int64_t k = b; k < b + bk; ++k) s += std::fabs(x[static_cast<size_t>(i * K + k)]);
+        for (int64_t k = b; k < b + bk; ++k) xbar[static_cast<size_t>(k)] = s / std::sqrt(static_cast<double>(bk));
+      }
+      for (int64_t r = 0; r < N; ++r) {
+        double s = 0.0;
+        for (int64_t k = 0; k < K; ++k) s += std::fabs(w_rot(r, k)) * xbar[static_cast<size_t>(k)];
+        a[static_cast<size_t>(r)] = s;
+      }
+      for (int64_t b = 0; b < N; b += bn) {
+        double s = 0.0;
+        for (int64_t r = b; r < b + bn; ++r) s += a[static_cast<size_t>(r)];
+        for (int64_t r = b; r < b + bn; ++r) env[static_cast<size_t>(i * N + r)] = s / std::sqrt(static_cast<double>(bn));
+      }
+    }
+    return env;
+  }
+  std::vector<float> w(static_cast<size_t>(N * K));
+  f.dequantize(m, w.data());
+  const bool biased = f.stream != nullptr && f.stream->has_biases;
+  const quant::StreamLayout layout = f.stream != nullptr ? quant::stream_layout_of(f) : quant::StreamLayout{};
+  *g = 2.0 * gamma(static_cast<double>(K + K / 16 + 16));
+  for (int i = 0; i < m_rows; ++i)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        double wk = std::fabs(w[static_cast<size_t>(n * K + k)]);
+        if (biased) wk += 2.0 * std::fabs(quant::stream_bias(m, layout, k / layout.group, n));
+        s += wk * std::fabs(x[static_cast<size_t>(i * K + k)]);
+      }
+      env[static_cast<size_t>(i * N + n)] = s;
+    }
+  return env;
+}
+
+}  // namespace eq::exec::cuda::bounds
