@@ -740,8 +740,10 @@ __device__ void load_tile_pair(const float* target, const float* weight, int64_t
   __syncthreads();
 }
 
+// One block an SM (its shared memory): the 1 lets ptxas take up to 128
+// registers, where it otherwise stops at 64 and spills.
 template <int K, trellis::Code CODE>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThreads)
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThreads, 1)
     search_tiles_half_kernel(int64_t count, const float* target, const float* weight, uint16_t* states_out,
                              uint8_t* plane_scratch, LutTables luts) {
   extern __shared__ __half2 half_cost[];  // kBlockStates
