@@ -6,7 +6,7 @@
 // GPU's parts equal the CPU's byte for byte.
 //
 //   bench/quant_device [--rows 768] [--cols 2048] [--formats a,b] [--gpu-matrices 8]
-//                      [--trellis-kernels cluster,global] [--importance] [--half-search]
+//                      [--trellis-kernels cluster,global] [--importance] [--half-search] [--half-only]
 //
 // --device-style GPU choice: every visible GPU; worker t runs on GPU t mod
 // count (CUDA_VISIBLE_DEVICES picks fewer).
@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
   app.add_flag("--half-search", half_search,
                "Also time every trellis row of the list with the GPU's half search, against the exact one, with "
                "both errors");
+  bool half_only = false;
+  app.add_flag("--half-only", half_only,
+               "Time only the GPU's half search of the listed trellis rows (no CPU quantizer, no exact search): its "
+               "weights/s and squared error per weight, to compare builds of the half kernel");
   CLI11_PARSE(app, argc, argv);
   try {
     require_device(Device::kCuda);
@@ -129,6 +133,24 @@ int main(int argc, char** argv) {
     } else {
       std::stringstream ss(formats);
       for (std::string name; std::getline(ss, name, ',');) list.push_back(&format_by_name(name));
+    }
+    if (half_only) {
+      std::printf("matrix [%lld, %lld] float32%s, GPU half search: %d matrices on %d host threads\n\n",
+                  static_cast<long long>(rows), static_cast<long long>(cols), importance ? ", with importance" : "",
+                  gpu_matrices, gpu_threads);
+      std::printf("| format | half weights/s | squared error per weight |\n| --- | ---: | ---: |\n");
+      const double per = static_cast<double>(rows * cols);
+      for (const FormatTraits* f : list) {
+        if (!f->slow_quantizer) continue;
+        std::vector<QuantizedMatrix> half_out;
+        run(*f, ws, rows, cols, 1, 0, Device::kCuda, nullptr, importance, TrellisSearch::kHalf);  // warm-up
+        const double s = run(*f, ws, rows, cols, gpu_matrices, gpu_threads, Device::kCuda, &half_out, importance,
+                             TrellisSearch::kHalf);
+        std::printf("| %s | %.3g | %.6g |\n", std::string(f->name).c_str(), per * gpu_matrices / s,
+                    sq_error(*f, ws, rows, cols, half_out) / (per * gpu_matrices));
+        std::fflush(stdout);
+      }
+      return 0;
     }
     std::printf("matrix [%lld, %lld] float32%s, CPU: %d threads, GPU: %d matrices on %d host threads\n\n",
                 static_cast<long long>(rows), static_cast<long long>(cols), importance ? ", with importance" : "",

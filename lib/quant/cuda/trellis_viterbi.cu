@@ -30,6 +30,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <unordered_map>
 
 #include "quant/cuda/cuda_common.cuh"
@@ -204,8 +205,8 @@ constexpr int kCluster = 2;                       // thread blocks sharing a til
 constexpr int kBlockStates = kStates / kCluster;  // costs per block (128 KB)
 constexpr int kClusterThreads = 512;
 
-__device__ inline uint32_t rotr16(uint32_t x, int r) { return ((x >> r) | (x << ((16 - r) & 15))) & 0xffffu; }
-__device__ inline uint32_t rotl16(uint32_t x, int r) { return ((x << r) | (x >> ((16 - r) & 15))) & 0xffffu; }
+__host__ __device__ constexpr uint32_t rotr16(uint32_t x, int r) { return ((x >> r) | (x << ((16 - r) & 15))) & 0xffffu; }
+__host__ __device__ constexpr uint32_t rotl16(uint32_t x, int r) { return ((x << r) | (x >> ((16 - r) & 15))) & 0xffffu; }
 
 // The address bits of a butterfly at step t (R = t·K mod 16): its K input
 // bits j occupy positions [b, b + K) mod 16, b = (16 - K - R) mod 16; the
@@ -451,7 +452,60 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThrea
 //   - ties (more frequent in FP16) go to the lowest predecessor as before.
 // The result is deterministic (the reductions are minima) but not the exact
 // search's; its MSE is held within 0.5% of it by tests/cuda.
+//
+// What makes a state update cheap here:
+//   - the steps are unrolled over the period of R = t·K mod 16 (8, 16, 4
+//     steps for K = 2, 3, 4), so each step's layout is known at compile time:
+//     a thread computes its base address once a step and every input and
+//     output address is that base plus an immediate, as are the 1MAD hash
+//     offsets, the survivor shifts, the renormalization and the sync kind;
+//   - survivors are not balloted: each thread packs its butterflies' K-bit
+//     choices (tile A in bits [0, 16), tile B in [16, 32)) into a word with
+//     one shift-or a butterfly and stores the word once, coalesced with its
+//     warp's (layout at HalfShape);
+//   - the free pass's traceback stops at the middle step, the only state it
+//     hands on.
 constexpr float kHalfScale = 1.0f / 64.0f;  // code units per FP16 unit
+
+// A thread's share of a step and its survivor words. A cluster's survivors
+// of one step are words (rank, m, tid), m < words, at ((rank · words + m) ·
+// 512 + tid); word m holds butterflies k = m · unroll + u (u < unroll) of
+// thread tid, butterfly index x = rank << (15 − K) | k << 9 | tid: tile A's
+// choice j in bits [K·u, K·u + K), tile B's in [16 + K·u, ...).
+template <int K>
+struct HalfShape {
+  static constexpr int iters = (kStates >> K) / kCluster / kClusterThreads;  // 16, 8, 4 butterflies a step
+  static constexpr int unroll = K == 2 ? 8 : 4;                              // butterflies per word
+  static constexpr int words = iters / unroll;
+  static constexpr size_t step_words = static_cast<size_t>(kCluster) * words * kClusterThreads;
+  static constexpr size_t plane_words = step_words * kT;  // one cluster's scratch
+  static constexpr int period = K == 3 ? 16 : 16 / K;     // steps until R = t·K mod 16 repeats
+  static_assert(unroll * K <= 16 && iters % unroll == 0, "a word holds unroll choices of both tiles");
+};
+
+// StepLayout with R a template argument (the half search's steps are
+// unrolled over R's period).
+template <int K>
+constexpr bool crosses_at(int R) {  // StepLayout::crosses
+  return ((32 - K - R) & 15) + K >= 16;
+}
+
+template <int K, int R>
+struct HalfLayout {
+  static constexpr int b = (32 - K - R) & 15;
+  static constexpr bool wraps = b + K > 16;
+  static constexpr bool crosses = crosses_at<K>(R);
+  static constexpr bool after_cross = crosses_at<K>((R + 16 - K) & 15);  // the previous step crossed: renormalize
+  static constexpr bool before_cross = crosses_at<K>((R + K) & 15);
+  __host__ __device__ static constexpr uint32_t deposit(uint32_t x) {
+    if constexpr (wraps) return x << (b + K - 16);
+    else return (x & ((1u << b) - 1u)) | ((x >> b) << (b + K));
+  }
+  // Address bits of input j, the same for every butterfly of the step.
+  __host__ __device__ static constexpr uint32_t input(int j) {
+    return rotr16(static_cast<uint32_t>(j) << (kL - K), R);
+  }
+};
 
 struct HalfShared {
   __half2 tt[kT], tw[kT], rt[kT], rw[kT];  // targets and weights of tiles A (low) and B (high)
@@ -464,11 +518,12 @@ struct HalfShared {
   int8_t lut_a[trellis::kLutEntries], lut_b[trellis::kLutEntries];
 };
 
-// Code value (y / 64) of state s duplicated in both halves, exact: the bits
-// 0x6400 + n are the half 1024 + n (n < 1024), and (1024 + n − bias) / 64 is
-// representable, so the single HFMA2 does not round.
+// (y(s) − t) / 64 for both tiles: y's bits are formed in the low half and
+// the HFMA2 reads them in both halves (.H0_H0). The bits 0x6400 + n are the
+// half 1024 + n (n < 1024), and (1024 + n − bias) / 64 is representable, so
+// the HFMA2 does not round; the HSUB2 rounds once.
 template <trellis::Code CODE>
-__device__ inline __half2 half_code(uint32_t s, uint32_t hash, const HalfShared& sh) {
+__device__ __forceinline__ __half2 half_diff(uint32_t s, uint32_t hash, __half2 t2, const HalfShared& sh) {
   uint32_t bits;
   float bias;
   if constexpr (CODE == trellis::Code::k1mad) {
@@ -480,85 +535,143 @@ __device__ inline __half2 half_code(uint32_t s, uint32_t hash, const HalfShared&
     bits = static_cast<uint32_t>(0x6400 + 512 + sh.lut_a[a] + sh.lut_b[b]);  // 1536 + y
     bias = 1536.0f;
   }
-  const uint32_t pair = __byte_perm(bits, 0u, 0x1010);
   __half2 h;
-  memcpy(&h, &pair, 4);
-  return __hfma2(h, __float2half2_rn(kHalfScale), __float2half2_rn(-bias * kHalfScale));
+  memcpy(&h, &bits, 4);
+  const __half2 y = __hfma2(__low2half2(h), __float2half2_rn(kHalfScale), __float2half2_rn(-bias * kHalfScale));
+  return __hsub2(y, t2);
 }
 
-template <int K, trellis::Code CODE, bool CROSS>
-__device__ inline void half_butterflies(const StepLayout<K>& lay, uint32_t rank, __half2 t2, __half2 w2,
-                                        bool renorm, __half2 ref2, uint8_t* planes_a, uint8_t* planes_b,
-                                        __half2* cost, __half2* remote, HalfShared& sh, int parity) {
-  using S = Shape<K>;
-  constexpr int kHalfGroups = S::groups / kCluster;
-  const int tid = threadIdx.x, lane = tid & 31;
-  uint32_t input_bits[S::fan];
-#pragma unroll
-  for (int j = 0; j < S::fan; ++j) input_bits[j] = rotr16(static_cast<uint32_t>(j) << (kL - K), lay.R);
-  const uint32_t x_thread = (rank << (kL - K - 1)) | static_cast<uint32_t>(tid);
-  const uint32_t a0_thread = lay.deposit(x_thread);
-  const uint32_t r_thread = rotl16(a0_thread, lay.R);
+// One step of this block's butterflies at R = t·K mod 16. words: this step's
+// survivor words. ref2: the last cluster-wide step's minimum (after_cross
+// steps; zero at t = 0).
+template <int K, trellis::Code CODE, int R>
+__device__ __forceinline__ void half_step(uint32_t rank, __half2 t2, __half2 w2, __half2 ref2, __half2* cost,
+                                          __half2* remote, uint32_t* words, HalfShared& sh, int parity) {
+  using Lay = HalfLayout<K, R>;
+  using H = HalfShape<K>;
+  constexpr int kFan = 1 << K;
+  const uint32_t tid = threadIdx.x, lane = tid & 31;
+  // The thread's part of the butterfly index, rank << (15 − K) | tid, moved
+  // once; k's part (k << 9) is an immediate. Without a crossing, address bit
+  // 15 is the rank's: the block's own costs, dropped from the offset.
+  const uint32_t a_full = Lay::deposit((rank << (15 - K)) | tid);
+  const uint32_t a_thread = a_full & (kBlockStates - 1);
+  const uint32_t r_thread = rotl16(a_full, R);  // state of input 0, (r << K) | j that of output j
+  const uint32_t hash_thread = (r_thread << K) * trellis::k1madMul + trellis::k1madAdd;
+  __half2* lo = cost + a_thread;  // inputs with address bit 15 clear
+  __half2* hi = lo;               // ... and set
+  if constexpr (Lay::crosses) {
+    lo = (rank == 0 ? cost : remote) + a_thread;
+    hi = (rank == 0 ? remote : cost) + a_thread;
+  }
   __half2 step_min = __half2half2(__ushort_as_half(0x7c00));  // +inf in both halves
-#pragma unroll 4
-  for (int k = 0; k < kHalfGroups / kClusterThreads; ++k) {
-    const uint32_t x_iter = static_cast<uint32_t>(k) << 9, a0_iter = lay.deposit(x_iter);
-    const uint32_t x = x_thread | x_iter;
-    const uint32_t a0 = a0_thread | a0_iter;
-    const uint32_t r = r_thread | rotl16(a0_iter, lay.R);
-    __half2 in[S::fan];
-    uint32_t addr[S::fan];
-    butterfly_inputs<K, CROSS>(a0, input_bits, rank, cost, remote, in, addr);
-    __half2 best = in[0];
-    uint32_t arg = 0;  // tile A's argmin in bits [0, K), tile B's in [16, 16 + K)
+#pragma unroll 1
+  for (int m = 0; m < H::words; ++m) {
+    const uint32_t a_m = Lay::deposit(static_cast<uint32_t>(m * H::unroll) << 9);
+    const uint32_t r_m = rotl16(a_m, R);
+    __half2* const lo_m = lo + a_m;
+    __half2* const hi_m = hi + a_m;
+    const uint32_t hash_m = hash_thread + (r_m << K) * trellis::k1madMul;
+    const uint32_t s_m = (r_thread | r_m) << K;
+    uint32_t word = 0;
 #pragma unroll
-    for (int j = 1; j < S::fan; ++j) {
-      const uint32_t less = __hlt2_mask(in[j], best);  // strict: the lowest j keeps a tie
-      best = __hmin2(best, in[j]);
-      arg = (arg & ~less) | ((static_cast<uint32_t>(j) * 0x10001u) & less);
-    }
-    if (CROSS) step_min = __hmin2(step_min, best);
-    if (renorm) best = __hsub2(best, ref2);
+    for (int u = 0; u < H::unroll; ++u) {
+      const uint32_t a_u = Lay::deposit(static_cast<uint32_t>(u) << 9);
+      const uint32_t r_u = rotl16(a_u, R);
+      __half2 in[kFan];
 #pragma unroll
-    for (int bit = 0; bit < K; ++bit) {
-      const uint32_t word_a = __ballot_sync(0xffffffffu, (arg >> bit) & 1u);
-      const uint32_t word_b = __ballot_sync(0xffffffffu, (arg >> (16 + bit)) & 1u);
-      if (lane == 0) {
-        reinterpret_cast<uint32_t*>(planes_a + bit * S::plane_bytes)[x >> 5] = word_a;
-        reinterpret_cast<uint32_t*>(planes_b + bit * S::plane_bytes)[x >> 5] = word_b;
+      for (int j = 0; j < kFan; ++j) {
+        const uint32_t off = a_u | (Lay::input(j) & (kBlockStates - 1));
+        in[j] = ((Lay::input(j) >> 15) ? hi_m : lo_m)[off];
+      }
+      __half2 best = in[0];
+      uint32_t arg = 0;  // tile A's argmin in bits [0, K), tile B's in [16, 16 + K)
+#pragma unroll
+      for (int j = 1; j < kFan; ++j) {
+        const uint32_t less = __hlt2_mask(in[j], best);  // strict: the lowest j keeps a tie
+        best = __hmin2(best, in[j]);
+        arg = (arg & ~less) | ((static_cast<uint32_t>(j) * 0x10001u) & less);
+      }
+      if constexpr (Lay::crosses) step_min = __hmin2(step_min, best);
+      if constexpr (Lay::after_cross) best = __hsub2(best, ref2);
+      word |= arg << (K * u);
+#pragma unroll
+      for (int j = 0; j < kFan; ++j) {
+        const uint32_t out = (r_u << K) | static_cast<uint32_t>(j);  // output state, less the thread's and m's bits
+        const __half2 d = half_diff<CODE>(s_m | out, hash_m + out * trellis::k1madMul, t2, sh);
+        const __half2 v = __hfma2(d, __hmul2(d, w2), best);
+        const uint32_t off = a_u | (Lay::input(j) & (kBlockStates - 1));
+        ((Lay::input(j) >> 15) ? hi_m : lo_m)[off] = v;
       }
     }
-    const uint32_t out0 = r << K;
-    const uint32_t hash0 = out0 * trellis::k1madMul + trellis::k1madAdd;
-#pragma unroll
-    for (int j = 0; j < S::fan; ++j) {
-      const __half2 c = half_code<CODE>(out0 | static_cast<uint32_t>(j), hash0 + static_cast<uint32_t>(j) * trellis::k1madMul, sh);
-      const __half2 d = __hsub2(c, t2);
-      const __half2 v = __hfma2(d, __hmul2(d, w2), best);
-      const uint32_t off = addr[j] & (kBlockStates - 1);
-      if (!CROSS || (addr[j] >> 15) == rank) cost[off] = v;
-      else remote[off] = v;
-    }
+    words[(rank * H::words + m) * kClusterThreads + tid] = word;
   }
-  if (CROSS) {
+  if constexpr (Lay::crosses) {
     uint32_t bits;
     memcpy(&bits, &step_min, 4);
-    const uint32_t lo = __reduce_min_sync(0xffffffffu, bits & 0xffffu);
-    const uint32_t hi = __reduce_min_sync(0xffffffffu, bits >> 16);
+    const uint32_t lo_min = __reduce_min_sync(0xffffffffu, bits & 0xffffu);
+    const uint32_t hi_min = __reduce_min_sync(0xffffffffu, bits >> 16);
     if (lane == 0) {
-      atomicMin(&sh.ref[parity][0], lo);
-      atomicMin(&sh.ref[parity][1], hi);
+      atomicMin(&sh.ref[parity][0], lo_min);
+      atomicMin(&sh.ref[parity][1], hi_min);
     }
+  }
+}
+
+// Step t (R = t·K mod 16 known): renormalization, the butterflies, the sync.
+template <int K, trellis::Code CODE, int R>
+__device__ __forceinline__ void half_pass_step(cg::cluster_group& cluster, int t, uint32_t rank, HalfShared& sh,
+                                               const HalfShared& other, __half2* cost, __half2* remote,
+                                               const __half2* target, const __half2* weight, uint32_t* planes,
+                                               int& parity) {
+  using Lay = HalfLayout<K, R>;
+  __half2 ref2 = __float2half2_rn(0.0f);
+  if constexpr (Lay::after_cross) {
+    if (t > 0) {
+      // Both blocks' minima of the last cluster-wide step: the same reference in each.
+      const int p = parity ^ 1;
+      const uint32_t lo = min(sh.ref[p][0], other.ref[p][0]), hi = min(sh.ref[p][1], other.ref[p][1]);
+      ref2 = __halves2half2(__ushort_as_half(static_cast<unsigned short>(lo)),
+                            __ushort_as_half(static_cast<unsigned short>(hi)));
+      // The slot the next cluster-wide step fills: read last before this one's sync.
+      if (threadIdx.x < 2) sh.ref[parity][threadIdx.x] = 0x7c00u;
+    }
+  }
+  half_step<K, CODE, R>(rank, target[t], weight[t], ref2, cost, remote, planes + HalfShape<K>::step_words * t, sh,
+                        parity);
+  if constexpr (Lay::crosses) parity ^= 1;
+  // A step that reaches into the other block waits for (and is waited on by)
+  // the whole cluster; two steps within blocks only for the block.
+  if constexpr (Lay::crosses || Lay::before_cross) cluster.sync();
+  else __syncthreads();
+}
+
+// The half search's traceback from `state` down to step `stop` (states[t],
+// t >= stop, out); tile 0 or 1 of the survivor words.
+template <int K>
+__device__ void half_trace_back(uint32_t state, const uint32_t* planes, int tile, int stop, uint32_t* states) {
+  using H = HalfShape<K>;
+  for (int t = kT - 1; t >= stop; --t) {
+    states[t] = state;
+    const uint32_t group = state >> K;
+    const StepLayout<K> lay(t);
+    const uint32_t x = lay.extract(rotr16(group, lay.R));
+    const uint32_t block = x >> (15 - K), k = (x >> 9) & (H::iters - 1), thread = x & (kClusterThreads - 1);
+    const uint32_t word = planes[H::step_words * t + (block * H::words + k / H::unroll) * kClusterThreads + thread];
+    const uint32_t j = (word >> (16 * tile + K * (k % H::unroll))) & ((1u << K) - 1u);
+    state = group | (j << (kL - K));
   }
 }
 
 // One pass over kT steps for tiles A and B; sh.st[0], sh.st[1] get their
-// states. overlap < 0: free start.
+// states from step `stop` on (the free pass needs only the middle one).
+// overlap < 0: free start.
 template <int K, trellis::Code CODE>
 __device__ void run_pass_half(cg::cluster_group& cluster, HalfShared& sh, HalfShared& other, __half2* cost,
                               __half2* remote, const __half2* target, const __half2* weight, int overlap_a,
-                              int overlap_b, uint8_t* planes) {
+                              int overlap_b, uint32_t* planes, int stop) {
   using S = Shape<K>;
+  using H = HalfShape<K>;
   const int tid = threadIdx.x;
   const uint32_t rank = cluster.block_rank();
   const __half inf = __ushort_as_half(0x7c00);
@@ -570,35 +683,15 @@ __device__ void run_pass_half(cg::cluster_group& cluster, HalfShared& sh, HalfSh
     cost[i] = __halves2half2(ok_a ? zero : inf, ok_b ? zero : inf);
   }
   if (tid < 4) sh.ref[tid >> 1][tid & 1] = 0x7c00u;
-  uint8_t* planes_a = planes;
-  uint8_t* planes_b = planes + static_cast<size_t>(S::step_bytes) * kT;
   cluster.sync();
   int parity = 0;
-  bool renorm = false;
-  for (int t = 0; t < kT; ++t) {
-    const StepLayout<K> lay(t);
-    const bool cross = lay.crosses();
-    __half2 ref2 = __float2half2_rn(0.0f);
-    if (renorm) {
-      // Both blocks' minima of the last cluster-wide step: the same reference in each.
-      const int p = parity ^ 1;
-      const uint32_t lo = min(sh.ref[p][0], other.ref[p][0]), hi = min(sh.ref[p][1], other.ref[p][1]);
-      ref2 = __halves2half2(__ushort_as_half(static_cast<unsigned short>(lo)),
-                            __ushort_as_half(static_cast<unsigned short>(hi)));
-      // The slot the next cluster-wide step fills: read last before this one's sync.
-      if (tid < 2) sh.ref[parity][tid] = 0x7c00u;
-    }
-    const size_t step_off = static_cast<size_t>(S::step_bytes) * t;
-    if (cross)
-      half_butterflies<K, CODE, true>(lay, rank, target[t], weight[t], renorm, ref2, planes_a + step_off,
-                                      planes_b + step_off, cost, remote, sh, parity);
-    else
-      half_butterflies<K, CODE, false>(lay, rank, target[t], weight[t], renorm, ref2, planes_a + step_off,
-                                       planes_b + step_off, cost, remote, sh, parity);
-    renorm = cross;
-    if (cross) parity ^= 1;
-    if (cross || t + 1 == kT || StepLayout<K>(t + 1).crosses()) cluster.sync();
-    else __syncthreads();
+  static_assert(kT % H::period == 0, "the pass is whole periods");
+  for (int t0 = 0; t0 < kT; t0 += H::period) {
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+      (half_pass_step<K, CODE, (I * K) & 15>(cluster, t0 + I, rank, sh, other, cost, remote, target, weight,
+                                              planes, parity),
+       ...);
+    }(std::make_integer_sequence<int, H::period>{});
   }
   for (int tile = 0; tile < 2; ++tile) {
     block_best<kClusterThreads>(
@@ -615,10 +708,10 @@ __device__ void run_pass_half(cg::cluster_group& cluster, HalfShared& sh, HalfSh
     const int tile = tid == 0 ? 0 : 1;
     const HalfShared& b0 = rank == 0 ? sh : other;
     const HalfShared& b1 = rank == 0 ? other : sh;
-    trace_back<K>(better(b1.best_cost[tile], b1.best_idx[tile], b0.best_cost[tile], b0.best_idx[tile])
-                      ? b1.best_idx[tile]
-                      : b0.best_idx[tile],
-                  tile == 0 ? planes_a : planes_b, sh.st[tile]);
+    half_trace_back<K>(better(b1.best_cost[tile], b1.best_idx[tile], b0.best_cost[tile], b0.best_idx[tile])
+                           ? b1.best_idx[tile]
+                           : b0.best_idx[tile],
+                       planes, tile, stop, sh.st[tile]);
   }
   cluster.sync();
 }
@@ -647,8 +740,10 @@ __device__ void load_tile_pair(const float* target, const float* weight, int64_t
   __syncthreads();
 }
 
+// One block an SM (its shared memory): the 1 lets ptxas take up to 128
+// registers, where it otherwise stops at 64 and spills.
 template <int K, trellis::Code CODE>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThreads)
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThreads, 1)
     search_tiles_half_kernel(int64_t count, const float* target, const float* weight, uint16_t* states_out,
                              uint8_t* plane_scratch, LutTables luts) {
   extern __shared__ __half2 half_cost[];  // kBlockStates
@@ -658,7 +753,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThrea
   __half2* remote = cluster.map_shared_rank(half_cost, rank ^ 1u);
   HalfShared& other = *cluster.map_shared_rank(&sh, rank ^ 1u);
   const int64_t cluster_id = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
-  uint8_t* planes = plane_scratch + static_cast<size_t>(cluster_id) * 2 * Shape<K>::step_bytes * kT;
+  uint32_t* planes = reinterpret_cast<uint32_t*>(plane_scratch) + static_cast<size_t>(cluster_id) * HalfShape<K>::plane_words;
   const int tid = threadIdx.x;
   if (tid < trellis::kLutEntries) {
     sh.lut_a[tid] = luts.a[tid];
@@ -669,9 +764,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kClusterThrea
     constexpr int half = kT / 2;
     const int64_t a = 2 * pair, b = std::min(a + 1, count - 1);
     load_tile_pair(target, weight, a, b, sh);
-    run_pass_half<K, CODE>(cluster, sh, other, half_cost, remote, sh.rt, sh.rw, -1, -1, planes);
+    run_pass_half<K, CODE>(cluster, sh, other, half_cost, remote, sh.rt, sh.rw, -1, -1, planes, half);
     const int overlap_a = static_cast<int>(sh.st[0][half] >> K), overlap_b = static_cast<int>(sh.st[1][half] >> K);
-    run_pass_half<K, CODE>(cluster, sh, other, half_cost, remote, sh.tt, sh.tw, overlap_a, overlap_b, planes);
+    run_pass_half<K, CODE>(cluster, sh, other, half_cost, remote, sh.tt, sh.tw, overlap_a, overlap_b, planes, 0);
     if (rank == 0)
       for (int i = tid; i < 2 * kT; i += kClusterThreads) {
         const int tile = i / kT;
@@ -743,7 +838,9 @@ void launch_cluster(int64_t count, const float* target, const float* weight, uin
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(units, sms / kCluster));
   DeviceBuffer<float> dt(target, static_cast<size_t>(count * kT)), dw(weight, static_cast<size_t>(count * kT));
   DeviceBuffer<uint16_t> ds(static_cast<size_t>(count * kT));
-  DeviceBuffer<uint8_t> planes(static_cast<size_t>(clusters) * (HALF ? 2 : 1) * Shape<K>::step_bytes * kT);
+  // The survivors: the exact search's bit planes, the half search's words (HalfShape).
+  DeviceBuffer<uint8_t> planes(static_cast<size_t>(clusters) *
+                               (HALF ? HalfShape<K>::plane_words * sizeof(uint32_t) : Shape<K>::step_bytes * kT));
   LutTables luts;
   std::memcpy(luts.a, trellis::kLutA, sizeof luts.a);
   std::memcpy(luts.b, trellis::kLutB, sizeof luts.b);
