@@ -95,6 +95,23 @@ __device__ inline uint32_t lane_bytes(const uint8_t* tile, int lane) {
   }
 }
 
+// float(y(state)) of the row's code (trellis/codebook.h), without an
+// integer-to-float conversion (an eighth of the issue rate): y + bias is a
+// small non-negative integer (LUT: bias 256, 1MAD: 510), so 0x4B000000 + y + bias are the bits of the
+// float 2^23 + y + bias, exactly, and subtracting 2^23 + bias leaves y. 1MAD:
+// y + 510 is the sum of the hash's 4 bytes, one dp4a that adds 0x4B000000 too.
+template <bool kLut>
+__device__ inline float code_float(const int8_t* lut, uint32_t state) {
+  if constexpr (kLut) {
+    const uint32_t a = (state ^ (state >> 10)) & 63u;
+    const uint32_t b = (static_cast<uint8_t>(lut[a]) ^ (state >> 6)) & 63u;
+    return __int_as_float(lut[a] + lut[trellis::kLutEntries + b] + 0x4B000100) - 8388864.0f;  // y + 256 >= 0
+  } else {
+    const uint32_t x = state * trellis::k1madMul + trellis::k1madAdd;
+    return __uint_as_float(__dp4a(x, 0x01010101u, 0x4B000000u)) - 8389118.0f;  // 2^23 + 510
+  }
+}
+
 // Step 2 for the strip of output rows 16 * blockIdx.x .., job blockIdx.y:
 // x~ from `xt` [job][m][K], z into `z` [job][m][N] (row scales applied).
 template <int BITS, bool kLut, int MB>
@@ -139,8 +156,7 @@ __global__ void __launch_bounds__(32 * kWarps) tile_gemv_kernel(const __grid_con
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const uint32_t state = static_cast<uint32_t>(window >> ((7 - j) * BITS)) & 0xffffu;
-        v[j] = static_cast<float>(kLut ? trellis::code_lut_with(lut, lut + trellis::kLutEntries, state)
-                                       : trellis::code_1mad(state));
+        v[j] = code_float<kLut>(lut, state);
       }
       const int64_t k0 = (kt0 + i) * trellis::kTileDim + (lane & 1) * 8;
 #pragma unroll
