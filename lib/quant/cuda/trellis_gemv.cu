@@ -57,8 +57,10 @@ __global__ void __launch_bounds__(kHadThreads) hadamard_kernel(const __grid_cons
   float* row = scratch + (static_cast<int64_t>(blockIdx.z) * m_rows + m) * dim;
   if (kInput) {
     const int8_t* su = static_cast<const int8_t*>(job.parts[kSu]);
-    for (int i = threadIdx.x; i < block; i += kHadThreads)
-      v[i] = job.x[m * dim + base + i] * static_cast<float>(su[base + i]);
+    for (int i = threadIdx.x; i < block; i += kHadThreads) {
+      const int64_t at = m * dim + base + i;
+      v[i] = (job.x_up ? swiglu_device(job.x[at], job.x_up[at]) : job.x[at]) * static_cast<float>(su[base + i]);
+    }
   } else {
     for (int i = threadIdx.x; i < block; i += kHadThreads) v[i] = row[base + i];
   }
@@ -241,6 +243,7 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   const int64_t block_k = hadamard_block_size(cols), block_n = hadamard_block_size(rows);
   const float norm_k = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_k)));
   const float norm_n = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_n)));
+  gated_call(format, jobs, n_jobs, m_rows, cols);  // checks; the input rotation forms the gated input
   const cudaStream_t s = stream_of(stream);
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
     // The caller's scratch: x~ [n][m][K] and z [n][m][N], reused launch after launch in stream order.
@@ -261,6 +264,6 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
 
 }  // namespace
 
-const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes};
+const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes, true};
 
 }  // namespace eq::quant::cuda
