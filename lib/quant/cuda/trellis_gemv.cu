@@ -8,8 +8,8 @@
 // the tile's weights 8l .. 8l+7 (row l/2, columns 8(l%2) ..), whose symbols
 // are the lane's `bits` bytes of the stream; a state's 16-bit window reaches
 // back into the previous lane's last two bytes (a shuffle; lane 0 takes lane
-// 31's, which is the tail-biting wrap). y(state) is code_1mad or
-// code_lut_with (trellis/codebook.h: the CPU's lines). The warps of a block
+// 31's, which is the tail-biting wrap). y(state) is code_1mad's or
+// code_lut_with's (trellis/codebook.h), as a float (code_float). The warps of a block
 // split K for one 16-row strip and their sums meet in shared memory, added in
 // warp order.
 #include <cuda_runtime.h>
