@@ -10,10 +10,16 @@
 // pace; timed with events. Printed: the packed bytes the routed experts read
 // per step, microseconds per step, GB/s of packed bytes read, and that as a
 // share of the copy kernel's GB/s (bytes read + written: the DRAM traffic a
-// copy moves). Different experts each step keep most reads out of the 50 MB L2
-// (a layer's experts are 170 MB to 1.2 GB). Also printed: the launch floor,
-// steps of as many dependent empty kernels as a decode step launches (3: gate
-// and up, SwiGLU, down; trellis 7: each product adds two rotations).
+// copy moves) over 1 GiB, and beside it the copy kernel's GB/s at the step's
+// size (copy@step: as many copies as steps in one graph, each moving the bytes
+// a step reads, from slices of the 1 GiB buffers that move on copy after copy)
+// and the step's share of that: how much of the gap is the size of a step.
+// Different experts each step keep most reads out of the 60 MB L2
+// (a layer's experts are 150 MB to 1.2 GB). Also printed: the launch floor,
+// steps of as many dependent empty kernels as a decode step launched before
+// SwiGLU moved into down's input (3: gate and up, SwiGLU, down; trellis 7:
+// each product adds two rotations); the stream and trellis rows now launch
+// one fewer.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,32 +52,44 @@ __global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__
     dst[i] = src[i];
 }
 
-// GB/s of bytes read + written by the copy kernel over `mib` MiB, best of 5 of 10 copies each.
-double copy_gbps(size_t mib, cudaStream_t s) {
-  const size_t bytes = mib << 20, n = bytes / sizeof(float4);
+// Two device buffers of `mib` MiB each for the copy kernel.
+struct CopyPool {
   float4 *a = nullptr, *b = nullptr;
-  check(cudaMalloc(&a, bytes), "allocate");
-  check(cudaMalloc(&b, bytes), "allocate");
-  check(cudaMemsetAsync(a, 1, bytes, s), "memset");
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attribute");
-  const unsigned blocks = static_cast<unsigned>(sms * 8);
+  size_t bytes = 0;
+  unsigned blocks = 0;
+  CopyPool(size_t mib, cudaStream_t s) : bytes(mib << 20) {
+    check(cudaMalloc(&a, bytes), "allocate");
+    check(cudaMalloc(&b, bytes), "allocate");
+    check(cudaMemsetAsync(a, 1, bytes, s), "memset");
+    check(cudaMemsetAsync(b, 2, bytes, s), "memset");
+    int sms = 0;
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attribute");
+    blocks = static_cast<unsigned>(sms * 8);
+  }
+  ~CopyPool() {
+    cudaFree(a);
+    cudaFree(b);
+  }
+};
+
+// GB/s of bytes read + written by the copy kernel over the whole pool (a to
+// b and back), best of 5 of 10 copies each.
+double copy_gbps(const CopyPool& pool, cudaStream_t s) {
+  const size_t n = pool.bytes / sizeof(float4);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  copy_kernel<<<blocks, 256, 0, s>>>(a, b, n);
+  copy_kernel<<<pool.blocks, 256, 0, s>>>(pool.a, pool.b, n);
   double best = 0.0;
   for (int rep = 0; rep < 5; ++rep) {
     cudaEventRecord(e0, s);
-    for (int i = 0; i < 10; ++i) copy_kernel<<<blocks, 256, 0, s>>>(i % 2 ? b : a, i % 2 ? a : b, n);
+    for (int i = 0; i < 10; ++i) copy_kernel<<<pool.blocks, 256, 0, s>>>(i % 2 ? pool.b : pool.a, i % 2 ? pool.a : pool.b, n);
     cudaEventRecord(e1, s);
     check(cudaEventSynchronize(e1), "copy");
     float ms = 0.0f;
     cudaEventElapsedTime(&ms, e0, e1);
-    best = std::max(best, 2.0 * bytes * 10 / (ms * 1e-3) / 1e9);
+    best = std::max(best, 2.0 * pool.bytes * 10 / (ms * 1e-3) / 1e9);
   }
-  cudaFree(a);
-  cudaFree(b);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return best;
@@ -117,6 +135,22 @@ double floor_us(int kernels, int iters, cudaStream_t s) {
     for (int t = 0; t < iters * kernels; ++t) empty_kernel<<<1, 32, 0, s>>>();
   });
   return ms * 1e3 / iters;
+}
+
+// GB/s of the copy kernel at a decode step's size: `iters` copies in one graph
+// (as the steps are), each moving `bytes` of DRAM traffic (bytes / 2 read,
+// bytes / 2 written) between slices of the pool that move on copy after copy,
+// so that, like the steps' experts, most reads miss the L2. Best of 3.
+double copy_gbps_at(const CopyPool& pool, double bytes, int iters, cudaStream_t s) {
+  const size_t half = (static_cast<size_t>(bytes / 2) + 255) / 256 * 256, n = half / sizeof(float4);
+  const size_t slots = pool.bytes / half;
+  const float ms = best_graph_ms(s, [&] {
+    for (int t = 0; t < iters; ++t) {
+      const size_t at = (static_cast<size_t>(t) % slots) * n;
+      copy_kernel<<<pool.blocks, 256, 0, s>>>(pool.a + at, pool.b + at, n);
+    }
+  });
+  return 2.0 * static_cast<double>(half) * iters / (ms * 1e-3) / 1e9;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -165,7 +199,8 @@ int main(int argc, char** argv) {
     check(cudaGetDeviceProperties(&prop, 0), "properties");
     cudaStream_t s;
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
-    const double copy = copy_gbps(copy_mib, s);
+    const CopyPool pool(copy_mib, s);
+    const double copy = copy_gbps(pool, s);
     std::printf("GPU: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     std::printf("shape %s: %lld experts, top-%lld, hidden %lld, intermediate %lld; M = 1; %d steps in one graph\n",
                 shape->name.c_str(), static_cast<long long>(shape->experts), static_cast<long long>(shape->top_k),
@@ -175,7 +210,8 @@ int main(int argc, char** argv) {
                 floor_us(3, iters, s), floor_us(7, iters, s));
     if (const char* b = std::getenv("EXPERTQUANT_GPU_LOAD_BATCH")) std::printf("EXPERTQUANT_GPU_LOAD_BATCH=%s\n", b);
     std::printf("\n");
-    std::printf("%-12s %10s %12s %10s %10s %9s\n", "format", "layer MB", "MB/step", "us/step", "GB/s", "of copy");
+    std::printf("%-12s %10s %12s %10s %10s %9s %15s %14s\n", "format", "layer MB", "MB/step", "us/step", "GB/s", "of copy",
+                "copy@step GB/s", "of copy@step");
 
     const std::vector<int32_t> ids = exec::random_expert_ids(shape->experts, shape->top_k, iters, 42);
     for (const quant::FormatTraits* f : formats) {
@@ -211,8 +247,10 @@ int main(int argc, char** argv) {
       });
       const double us = best_ms * 1e3 / iters, per_step = bytes / iters;
       const double gbps = per_step / (us * 1e-6) / 1e9;
-      std::printf("%-12s %10.1f %12.2f %10.2f %10.0f %8.1f%%\n", std::string(f->name).c_str(),
-                  static_cast<double>(layer->packed_bytes()) / 1e6, per_step / 1e6, us, gbps, 100.0 * gbps / copy);
+      const double copy_at = copy_gbps_at(pool, per_step, iters, s);
+      std::printf("%-12s %10.1f %12.2f %10.2f %10.0f %8.1f%% %15.0f %13.1f%%\n", std::string(f->name).c_str(),
+                  static_cast<double>(layer->packed_bytes()) / 1e6, per_step / 1e6, us, gbps, 100.0 * gbps / copy,
+                  copy_at, 100.0 * gbps / copy_at);
       std::fflush(stdout);
     }
     cudaStreamDestroy(s);

@@ -31,7 +31,8 @@ struct StreamCodes {
   // and the table it reads: 4-bit table codes, the 16 values by code (null:
   // codes are unsigned integers).
   const float* values = nullptr;
-  // The int8 kernels (gemv, int8 panels) read code c as the unsigned byte
+  // The int8 kernels (gemv, int8 panels) and the GPU decode kernels
+  // (cuda/gemv_stream.cu) read code c as the unsigned byte
   // int8_bytes[c] (16 entries; null: c itself), the zero weight at byte
   // int8_offset, and multiply the group scale by int8_scale:
   //   value(c) = (int8_bytes[c] - int8_offset) * int8_scale, exactly.

@@ -81,32 +81,46 @@ void check_format(const quant::FormatTraits& f, int64_t rows, int64_t cols, cons
   const int max_m = *std::max_element(ms.begin(), ms.end());
   std::vector<float> x = normal(static_cast<size_t>(max_m * cols), 1.0f, 99 + cols);
   x[0] = 8.0f;  // an outlier channel, as activations have
-  DeviceBuffer dx(x.size() * sizeof(float)), dy(static_cast<size_t>(max_m * rows) * sizeof(float));
+  // The gated input (DeviceGemvJob::x_up): x and up, whose SwiGLU h the CPU takes.
+  const std::vector<float> up = normal(x.size(), 1.0f, 199 + cols);
+  std::vector<float> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = x[i] / (1.0f + std::exp(-x[i])) * up[i];
+  DeviceBuffer dx(x.size() * sizeof(float)), dup(x.size() * sizeof(float)),
+      dy(static_cast<size_t>(max_m * rows) * sizeof(float));
   dx.upload(x.data(), x.size() * sizeof(float));
-  for (int m : ms) {
-    std::vector<float> cpu(static_cast<size_t>(m * rows)), gpu(cpu.size(), std::nanf(""));
-    f.matmul(view, x.data(), m, cpu.data(), false);
-    // A poisoned output buffer: every element must be written.
-    std::vector<float> poison(cpu.size(), std::nanf(""));
-    dy.upload(poison.data(), poison.size() * sizeof(float));
-    const quant::DeviceGemvJob job = d.job(dx.floats(), dy.floats());
-    gemv(f, rows, cols, {&job, 1}, m);
-    synchronize();
-    dy.download(gpu.data(), gpu.size() * sizeof(float));
-    double g = 0.0;
-    const std::vector<double> env = envelope(view, x, m, &g);
-    int bad = 0;
-    for (size_t i = 0; i < cpu.size(); ++i) {
-      const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
-      const double tol = g * env[i] + 1e-30;
-      c.worst_ratio = std::max(c.worst_ratio, std::isfinite(diff) ? diff / tol : INFINITY);
-      if (!(diff <= tol) && bad++ < 5)
-        ADD_FAILURE() << what << " M=" << m << " output [" << i / rows << ", " << i % rows << "]: gpu " << gpu[i]
-                      << " cpu " << cpu[i] << " |diff| " << diff << " > tolerance " << tol;
+  dup.upload(up.data(), up.size() * sizeof(float));
+  for (int m : ms)
+    for (const bool gated : {false, true}) {
+      if (gated && (m * cols > quant::kMaxGatedInput || !f.device_gemv->gated_input)) continue;
+      const std::vector<float>& in = gated ? h : x;
+      const std::string run = what + " M=" + std::to_string(m) + (gated ? " gated" : "");
+      std::vector<float> cpu(static_cast<size_t>(m * rows)), gpu(cpu.size(), std::nanf(""));
+      f.matmul(view, in.data(), m, cpu.data(), false);
+      // A poisoned output buffer: every element must be written.
+      std::vector<float> poison(cpu.size(), std::nanf(""));
+      dy.upload(poison.data(), poison.size() * sizeof(float));
+      quant::DeviceGemvJob job = d.job(dx.floats(), dy.floats());
+      if (gated) job.x_up = dup.floats();
+      gemv(f, rows, cols, {&job, 1}, m);
+      synchronize();
+      dy.download(gpu.data(), gpu.size() * sizeof(float));
+      double g = 0.0;
+      const std::vector<double> env = envelope(view, in, m, &g);
+      int bad = 0;
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
+        // Gated: each side forms h itself; their exp differ by up to 2 units in
+        // the last place (CUDA's expf), which moves an h by at most 4 units
+        // (8 kUnit of it), and so the output by 8 kUnit of the envelope.
+        const double tol = (g + (gated ? 8.0 * kUnit : 0.0)) * env[i] + 1e-30;
+        c.worst_ratio = std::max(c.worst_ratio, std::isfinite(diff) ? diff / tol : INFINITY);
+        if (!(diff <= tol) && bad++ < 5)
+          ADD_FAILURE() << run << " output [" << i / rows << ", " << i % rows << "]: gpu " << gpu[i] << " cpu "
+                        << cpu[i] << " |diff| " << diff << " > tolerance " << tol;
+      }
+      EXPECT_EQ(bad, 0) << run << ": " << bad << " of " << cpu.size() << " outputs off";
+      c.outputs += static_cast<int64_t>(cpu.size());
     }
-    EXPECT_EQ(bad, 0) << what << " M=" << m << ": " << bad << " of " << cpu.size() << " outputs off";
-    c.outputs += static_cast<int64_t>(cpu.size());
-  }
 }
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -24,13 +25,24 @@ __global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t 
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) {
     const float a = g[i];
-    h[i] = a / (1.0f + expf(-a)) * u[i];
+    h[i] = quant::cuda::swiglu_device(a, u[i]);
   }
 }
 
 // Makes buf at least `bytes` long; an old buffer may still be read by work
 // queued on the stream, so that work finishes before it is freed.
 void grow(DeviceBuffer& buf, size_t bytes, void* stream);
+
+// Whether down takes the gated input (g, u) itself rather than h from a
+// SwiGLU launch: when it fits (kMaxGatedInput), unless
+// EXPERTQUANT_GPU_SWIGLU_LAUNCH=1 asks for the separate launch (for measurement).
+bool gated_down(int m_rows, int64_t I) {
+  static const bool launch = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_SWIGLU_LAUNCH");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return !launch && m_rows * I <= quant::kMaxGatedInput;
+}
 
 }  // namespace
 
@@ -147,10 +159,16 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
   float* h = u + n * m_rows * I;
   void* call_scratch = static_cast<char*>(scratch.data()) + gu_bytes;
   // One grouped call per (format, shape): gate and up of every expert in one
-  // launch when they share a format; SwiGLU over all experts; down.
+  // launch when they share a format; down, whose kernels form SwiGLU from g
+  // and u as they stage their input (DeviceGemvJob::x_up; one launch fewer),
+  // or, for an input too large to stage or a down format whose family takes
+  // no gated input, a SwiGLU launch over all experts first.
+  bool gated = gated_down(m_rows, I);
+  for (const DeviceExpert* e : experts) gated = gated && e->down.format->device_gemv->gated_input;
   struct Product {
     const DeviceMatrix* m;
     const float* x;
+    const float* x_up;  // down's gated input (DeviceGemvJob::x_up), or null
     float* y;
   };
   auto run = [&](const std::vector<Product>& products) {
@@ -163,6 +181,7 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
         const DeviceMatrix& m = *products[b].m;
         if (done[b] || m.format != first.format || m.rows != first.rows || m.cols != first.cols) continue;
         jobs.push_back(m.job(products[b].x, products[b].y));
+        jobs.back().x_up = products[b].x_up;
         done[b] = true;
       }
       first.format->device_gemv->run(*first.format, first.rows, first.cols, jobs.data(), static_cast<int>(jobs.size()),
@@ -174,16 +193,19 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
     EQ_CHECK(experts[j]->gate.rows == I && experts[j]->gate.cols == H && experts[j]->up.rows == I &&
                  experts[j]->up.cols == H && experts[j]->down.rows == H && experts[j]->down.cols == I,
              "GPU decode: the experts of one call differ in shape");
-    gate_up.push_back({&experts[j]->gate, x, g + j * m_rows * I});
-    gate_up.push_back({&experts[j]->up, x, u + j * m_rows * I});
-    down.push_back({&experts[j]->down, h + j * m_rows * I, out + j * m_rows * H});
+    gate_up.push_back({&experts[j]->gate, x, nullptr, g + j * m_rows * I});
+    gate_up.push_back({&experts[j]->up, x, nullptr, u + j * m_rows * I});
+    if (gated)
+      down.push_back({&experts[j]->down, g + j * m_rows * I, u + j * m_rows * I, out + j * m_rows * H});
+    else
+      down.push_back({&experts[j]->down, h + j * m_rows * I, nullptr, out + j * m_rows * H});
   }
   run(gate_up);
-  // (Forming SwiGLU inside down's input loads instead was measured slower: those
-  // kernels read each input element once per output column or row.)
-  const int64_t count = n * m_rows * I;
-  swiglu_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream_of(stream)>>>(g, u, h, count);
-  quant::cuda::check_launch("swiglu kernel");
+  if (!gated) {
+    const int64_t count = n * m_rows * I;
+    swiglu_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream_of(stream)>>>(g, u, h, count);
+    quant::cuda::check_launch("swiglu kernel");
+  }
   run(down);
 }
 

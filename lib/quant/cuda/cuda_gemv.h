@@ -21,13 +21,23 @@ namespace eq::quant {
 // Rows of x one device call takes (the decode path's M).
 inline constexpr int kMaxDeviceGemvRows = 8;
 
+// Floats of a gated input (m_rows * cols) a call may take: a block stages it
+// in 32 KB of shared memory (beside the kernels' own 16 KB at most).
+inline constexpr int64_t kMaxGatedInput = 8192;
+
 // One product of a grouped call: W's parts in device memory, in
 // FormatTraits::parts order (as stored), x [m_rows, cols] and y [m_rows, rows]
-// row-major float32 device arrays.
+// row-major float32 device arrays. With x_up (also [m_rows, cols]) the
+// product's input is the gated x: silu(x) * x_up element by element
+// (SwiGLU, as swiglu_device in gemv_common.cuh computes it), formed as the
+// kernel reads its input, so that no separate launch writes it; then
+// m_rows * cols <= kMaxGatedInput, every job of a call has x_up or none, and
+// the family takes it (DeviceGemv::gated_input).
 struct DeviceGemvJob {
   static constexpr int kMaxParts = 4;
   const void* parts[kMaxParts] = {};
   const float* x = nullptr;
+  const float* x_up = nullptr;
   float* y = nullptr;
 };
 
@@ -43,6 +53,9 @@ struct DeviceGemv {
               int m_rows, void* scratch, void* stream) = nullptr;
   // The scratch bytes run() needs for such a call (null: none).
   size_t (*scratch_bytes)(const FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) = nullptr;
+  // Whether run() takes jobs with a gated input (DeviceGemvJob::x_up); a
+  // family that does not throws for them.
+  bool gated_input = false;
 };
 
 namespace cuda {

@@ -54,6 +54,26 @@ inline void check_call(const FormatTraits& format, int m_rows, const char* what)
 // measurement. Read once.
 int load_batch(int max_batch);
 
+// silu(g) * u (model/activation.h's kSwiGlu): the one expression of the
+// gated input on the GPU, wherever it is formed.
+__device__ inline float swiglu_device(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// A call's jobs carry x_up all or none (DeviceGemvJob); true when all do.
+bool gated_call(const FormatTraits& format, const DeviceGemvJob* jobs, int n_jobs, int m_rows, int64_t cols);
+
+// Makes the block's rows of x: the job's x, or, for a gated job, its gated
+// input staged in `stage` [m_rows][cols] (shared memory) by the whole block
+// (the call ends with a barrier, so every thread of the block must call it).
+__device__ inline const float* block_input(const DeviceGemvJob& job, float* stage, int m_rows, uint32_t cols) {
+  if (job.x_up == nullptr) return job.x;
+  const uint32_t n = static_cast<uint32_t>(m_rows) * cols;
+  const uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+  for (uint32_t i = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x; i < n; i += threads)
+    stage[i] = swiglu_device(job.x[i], job.x_up[i]);
+  __syncthreads();
+  return stage;
+}
+
 // Butterfly sum over the 32 lanes: every lane gets the same, order fixed.
 __device__ inline float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -70,6 +70,17 @@ void require_gpu() {
   if (!why.empty()) unsupported("--device cuda: " + why);
 }
 
+bool gated_call(const FormatTraits& format, const DeviceGemvJob* jobs, int n_jobs, int m_rows, int64_t cols) {
+  int gated = 0;
+  for (int j = 0; j < n_jobs; ++j) gated += jobs[j].x_up != nullptr;
+  EQ_CHECK(gated == 0 || gated == n_jobs, "GPU decode: " + std::string(format.name) + ": " + std::to_string(gated) +
+                                              " of " + std::to_string(n_jobs) + " jobs with a gated input");
+  EQ_CHECK(gated == 0 || m_rows * cols <= kMaxGatedInput,
+           "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(m_rows) + " x " +
+               std::to_string(cols) + " floats (at most " + std::to_string(kMaxGatedInput) + ")");
+  return gated > 0;
+}
+
 int load_batch(int max_batch) {
   static const int chosen = [] {
     const char* v = std::getenv("EXPERTQUANT_GPU_LOAD_BATCH");

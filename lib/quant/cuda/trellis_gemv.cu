@@ -8,8 +8,8 @@
 // the tile's weights 8l .. 8l+7 (row l/2, columns 8(l%2) ..), whose symbols
 // are the lane's `bits` bytes of the stream; a state's 16-bit window reaches
 // back into the previous lane's last two bytes (a shuffle; lane 0 takes lane
-// 31's, which is the tail-biting wrap). y(state) is code_1mad or
-// code_lut_with (trellis/codebook.h: the CPU's lines). The warps of a block
+// 31's, which is the tail-biting wrap). y(state) is code_1mad's or
+// code_lut_with's (trellis/codebook.h), as a float (code_float). The warps of a block
 // split K for one 16-row strip and their sums meet in shared memory, added in
 // warp order.
 #include <cuda_runtime.h>
@@ -57,8 +57,10 @@ __global__ void __launch_bounds__(kHadThreads) hadamard_kernel(const __grid_cons
   float* row = scratch + (static_cast<int64_t>(blockIdx.z) * m_rows + m) * dim;
   if (kInput) {
     const int8_t* su = static_cast<const int8_t*>(job.parts[kSu]);
-    for (int i = threadIdx.x; i < block; i += kHadThreads)
-      v[i] = job.x[m * dim + base + i] * static_cast<float>(su[base + i]);
+    for (int i = threadIdx.x; i < block; i += kHadThreads) {
+      const int64_t at = m * dim + base + i;
+      v[i] = (job.x_up ? swiglu_device(job.x[at], job.x_up[at]) : job.x[at]) * static_cast<float>(su[base + i]);
+    }
   } else {
     for (int i = threadIdx.x; i < block; i += kHadThreads) v[i] = row[base + i];
   }
@@ -92,6 +94,23 @@ __device__ inline uint32_t lane_bytes(const uint8_t* tile, int lane) {
   } else {
     const uint8_t* b = tile + BITS * lane;
     return (uint32_t{__ldg(b)} << 16) | (uint32_t{__ldg(b + 1)} << 8) | __ldg(b + 2);
+  }
+}
+
+// float(y(state)) of the row's code (trellis/codebook.h), without an
+// integer-to-float conversion (an eighth of the issue rate): y + bias is a
+// small non-negative integer (LUT: bias 256, 1MAD: 510), so 0x4B000000 + y + bias are the bits of the
+// float 2^23 + y + bias, exactly, and subtracting 2^23 + bias leaves y. 1MAD:
+// y + 510 is the sum of the hash's 4 bytes, one dp4a that adds 0x4B000000 too.
+template <bool kLut>
+__device__ inline float code_float(const int8_t* lut, uint32_t state) {
+  if constexpr (kLut) {
+    const uint32_t a = (state ^ (state >> 10)) & 63u;
+    const uint32_t b = (static_cast<uint8_t>(lut[a]) ^ (state >> 6)) & 63u;
+    return __int_as_float(lut[a] + lut[trellis::kLutEntries + b] + 0x4B000100) - 8388864.0f;  // y + 256 >= 0
+  } else {
+    const uint32_t x = state * trellis::k1madMul + trellis::k1madAdd;
+    return __uint_as_float(__dp4a(x, 0x01010101u, 0x4B000000u)) - 8389118.0f;  // 2^23 + 510
   }
 }
 
@@ -139,8 +158,7 @@ __global__ void __launch_bounds__(32 * kWarps) tile_gemv_kernel(const __grid_con
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const uint32_t state = static_cast<uint32_t>(window >> ((7 - j) * BITS)) & 0xffffu;
-        v[j] = static_cast<float>(kLut ? trellis::code_lut_with(lut, lut + trellis::kLutEntries, state)
-                                       : trellis::code_1mad(state));
+        v[j] = code_float<kLut>(lut, state);
       }
       const int64_t k0 = (kt0 + i) * trellis::kTileDim + (lane & 1) * 8;
 #pragma unroll
@@ -225,6 +243,7 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   const int64_t block_k = hadamard_block_size(cols), block_n = hadamard_block_size(rows);
   const float norm_k = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_k)));
   const float norm_n = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_n)));
+  gated_call(format, jobs, n_jobs, m_rows, cols);  // checks; the input rotation forms the gated input
   const cudaStream_t s = stream_of(stream);
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
     // The caller's scratch: x~ [n][m][K] and z [n][m][N], reused launch after launch in stream order.
@@ -245,6 +264,6 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
 
 }  // namespace
 
-const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes};
+const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes, true};
 
 }  // namespace eq::quant::cuda

@@ -39,7 +39,8 @@ inline constexpr uint32_t k1madAdd = 76625530u;
 inline constexpr double k1madStd = 147.800537109375;
 
 // y(s) of the 1MAD code (integer before normalization); the GPU decode
-// kernel (quant/cuda/trellis_gemv.cu) runs the same lines.
+// kernel (quant/cuda/trellis_gemv.cu, code_float) computes the same sum of
+// bytes with one dp4a.
 EQ_HOST_DEVICE inline int code_1mad(uint32_t state) {
   uint32_t x = state * k1madMul + k1madAdd;
   uint32_t pairs = (x & 0x00FF00FFu) + ((x >> 8) & 0x00FF00FFu);  // byte0+byte1 | byte2+byte3
@@ -53,7 +54,7 @@ extern const int8_t kLutB[kLutEntries];
 inline constexpr double kLutStd = 30.747967412;
 
 // y(s) of the LUT code over tables A and B (kLutA, kLutB, or a copy of them
-// in GPU memory: quant/cuda/trellis_gemv.cu runs these lines).
+// in GPU memory: quant/cuda/trellis_gemv.cu, code_float, runs these lines).
 EQ_HOST_DEVICE inline int code_lut_with(const int8_t* A, const int8_t* B, uint32_t state) {
   const uint32_t a = (state ^ (state >> 10)) & 63u;
   const uint32_t b = (static_cast<uint8_t>(A[a]) ^ (state >> 6)) & 63u;
