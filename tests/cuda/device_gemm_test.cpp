@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "exec/bit_group.h"
 #include "exec/cuda/device_exec.h"
 #include "exec/cuda/device_moe.h"
@@ -135,13 +136,16 @@ TEST(DeviceGemm, ExpertShapeMatchesCpuMatmul) {
 
 struct SmallLayer {
   std::vector<quant::QuantizedMatrix> storage;
+  std::vector<std::vector<float>> biases;
   PackedLayer layer;
 };
 
-// 7 experts of [I, H] in three formats (two groups of several experts), one
-// of them pruned, quantized from random weights.
-SmallLayer make_layer(int64_t H, int64_t I) {
+// 7 experts of [I, H] in four formats (two groups of several experts), one
+// of them pruned, quantized from random weights; `gpt_oss`: every expert with
+// gate, up and down biases and the clamped SwiGLU.
+SmallLayer make_layer(int64_t H, int64_t I, bool gpt_oss = false) {
   SmallLayer s;
+  s.biases.reserve(21);
   const char* formats[] = {"fp4_g32", "int3_g64", "fp4_g32", "trellis2_lut", "int3_g64", "fp4_g32", "int8_row"};
   const int64_t E = 7, pruned = 5;
   s.storage.reserve(3 * E);
@@ -167,8 +171,16 @@ SmallLayer make_layer(int64_t H, int64_t I) {
       it = L.groups.end() - 1;
     }
     it->expert_ids.push_back(e);
-    it->slots.push_back({.gate = s.storage[3 * e].view(), .up = s.storage[3 * e + 1].view(),
-                         .down = s.storage[3 * e + 2].view()});
+    ExpertWeights w{.gate = s.storage[3 * e].view(), .up = s.storage[3 * e + 1].view(),
+                    .down = s.storage[3 * e + 2].view()};
+    if (gpt_oss) {
+      for (int p = 0; p < 3; ++p) s.biases.push_back(normal(static_cast<size_t>(p == 2 ? H : I), 0.5f, 900 + 3 * e + p));
+      w.gate_bias = s.biases[s.biases.size() - 3].data();
+      w.up_bias = s.biases[s.biases.size() - 2].data();
+      w.down_bias = s.biases[s.biases.size() - 1].data();
+      w.act = {.kind = model::ActivationKind::kSwiGluClamped, .alpha = 1.702f, .limit = 7.0f};
+    }
+    it->slots.push_back(w);
     L.experts[static_cast<size_t>(e)] = {it->id, static_cast<int>(it->slots.size() - 1)};
     L.survivors.push_back(static_cast<int32_t>(e));
   }
@@ -187,52 +199,57 @@ std::vector<int32_t> route(const PackedLayer& L, int64_t tokens, int64_t top_k, 
   return ids;
 }
 
+// Both expert kinds: SwiGLU without biases, and gpt-oss's biased clamped SwiGLU.
 TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
   SKIP_WITHOUT_GPU();
   const int64_t H = 256, I = 128, top_k = 2;
-  SmallLayer s = make_layer(H, I);
-  const DeviceMoeLayer d = upload(s.layer);
-  ASSERT_EQ(d.experts.size(), 6u);
-  DeviceMoeScratch scratch;
-  for (int64_t tokens : {1, 3, 40, 200}) {
-    const int64_t pairs = tokens * top_k;
-    const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 40 + tokens);
-    const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 7 + tokens);
-    std::vector<float> cpu(static_cast<size_t>(pairs * H));
-    MoeWork work{.layer = &s.layer, .x = x.data(), .tokens = tokens, .hidden = H, .top_k = top_k,
-                 .expert_ids = ids.data(), .slot_out = cpu.data()};
-    DispatchScratch cpu_scratch;
-    SortedDispatch().run(work, cpu_scratch);
-    // Every batch is a decode batch when no expert can get more rows than the decode product takes.
-    const bool decode_only = pairs <= quant::kMaxDeviceGemvRows;
-    const double tau = decode_only ? 1e-5 : 0x1p-6;
-    DeviceBuffer dx(x.size() * sizeof(float)), dout(cpu.size() * sizeof(float));
-    dx.upload(x.data(), x.size() * sizeof(float));
-    for (DispatchKind kind : {DispatchKind::kMaskCombine, DispatchKind::kSorted, DispatchKind::kAuto}) {
-      const std::string what = std::string(dispatch_kind_name(kind)) + " M=" + std::to_string(tokens);
-      std::vector<float> poison(cpu.size(), std::nanf(""));
-      dout.upload(poison.data(), poison.size() * sizeof(float));
-      run_moe(d, kind, /*sort_cutoff=*/4, dx.floats(), tokens, top_k, ids.data(), dout.floats(), scratch);
-      synchronize();
-      std::vector<float> gpu(cpu.size());
-      dout.download(gpu.data(), gpu.size() * sizeof(float));
-      double worst = 0.0;
-      int bad = 0;
-      for (int64_t p = 0; p < pairs; ++p) {
-        double diff = 0.0, norm = 0.0;
-        for (int64_t i = 0; i < H; ++i) {
-          const double a = gpu[static_cast<size_t>(p * H + i)], b = cpu[static_cast<size_t>(p * H + i)];
-          diff += (a - b) * (a - b);
-          norm += b * b;
+  for (bool gpt_oss : {false, true}) {
+    SmallLayer s = make_layer(H, I, gpt_oss);
+    const DeviceMoeLayer d = upload(s.layer);
+    ASSERT_EQ(d.experts.size(), 6u);
+    ASSERT_EQ(d.biased, gpt_oss);
+    DeviceMoeScratch scratch;
+    for (int64_t tokens : {1, 3, 40, 200}) {
+      const int64_t pairs = tokens * top_k;
+      const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 40 + tokens);
+      const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 7 + tokens);
+      std::vector<float> cpu(static_cast<size_t>(pairs * H));
+      MoeWork work{.layer = &s.layer, .x = x.data(), .tokens = tokens, .hidden = H, .top_k = top_k,
+                   .expert_ids = ids.data(), .slot_out = cpu.data()};
+      DispatchScratch cpu_scratch;
+      SortedDispatch().run(work, cpu_scratch);
+      // Every batch is a decode batch when no expert can get more rows than the decode product takes.
+      const bool decode_only = pairs <= quant::kMaxDeviceGemvRows;
+      const double tau = decode_only ? 1e-5 : 0x1p-6;
+      DeviceBuffer dx(x.size() * sizeof(float)), dout(cpu.size() * sizeof(float));
+      dx.upload(x.data(), x.size() * sizeof(float));
+      for (DispatchKind kind : {DispatchKind::kMaskCombine, DispatchKind::kSorted, DispatchKind::kAuto}) {
+        const std::string what = std::string(gpt_oss ? "gpt-oss " : "") + std::string(dispatch_kind_name(kind)) +
+                                 " M=" + std::to_string(tokens);
+        std::vector<float> poison(cpu.size(), std::nanf(""));
+        dout.upload(poison.data(), poison.size() * sizeof(float));
+        run_moe(d, kind, /*sort_cutoff=*/4, dx.floats(), tokens, top_k, ids.data(), dout.floats(), scratch);
+        synchronize();
+        std::vector<float> gpu(cpu.size());
+        dout.download(gpu.data(), gpu.size() * sizeof(float));
+        double worst = 0.0;
+        int bad = 0;
+        for (int64_t p = 0; p < pairs; ++p) {
+          double diff = 0.0, norm = 0.0;
+          for (int64_t i = 0; i < H; ++i) {
+            const double a = gpu[static_cast<size_t>(p * H + i)], b = cpu[static_cast<size_t>(p * H + i)];
+            diff += (a - b) * (a - b);
+            norm += b * b;
+          }
+          const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+          worst = std::max(worst, std::isfinite(rel) ? rel : INFINITY);
+          if (!(rel <= tau) && bad++ < 5)
+            ADD_FAILURE() << what << ": pair " << p << " (expert " << ids[static_cast<size_t>(p)]
+                          << ") relative difference " << rel << " > " << tau;
         }
-        const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-        worst = std::max(worst, std::isfinite(rel) ? rel : INFINITY);
-        if (!(rel <= tau) && bad++ < 5)
-          ADD_FAILURE() << what << ": pair " << p << " (expert " << ids[static_cast<size_t>(p)]
-                        << ") relative difference " << rel << " > " << tau;
+        EXPECT_EQ(bad, 0) << what;
+        std::printf("%-30s worst relative difference %.3g (bound %.3g)\n", what.c_str(), worst, tau);
       }
-      EXPECT_EQ(bad, 0) << what;
-      std::printf("%-22s worst relative difference %.3g (bound %.3g)\n", what.c_str(), worst, tau);
     }
   }
 }
@@ -244,7 +261,7 @@ TEST(DeviceMoe, PrunedExpertIsRefused) {
   DeviceMoeScratch scratch;
   DeviceBuffer dx(64 * sizeof(float)), dout(2 * 64 * sizeof(float));
   const int32_t ids[2] = {0, 5};  // expert 5 was pruned
-  EXPECT_THROW(run_moe(d, DispatchKind::kSorted, 0, dx.floats(), 1, 2, ids, dout.floats(), scratch), Error);
+  EXPECT_THROW(run_moe(d, DispatchKind::kSorted, 0, dx.floats(), 1, 2, ids, dout.floats(), scratch), eq::Error);
 }
 
 }  // namespace

@@ -53,14 +53,38 @@ __global__ void mask_add_kernel(const float* __restrict__ in, const float* __res
   }
 }
 
-// h = silu(g) * u over n floats (model/activation.h's kSwiGlu), as the decode MLP's.
-__global__ void swiglu_rows_kernel(const float* g, const float* u, float* h, int64_t n) {
+// h = act(g + gate_bias, u + up_bias) over `rows` rows of `width` (the
+// biases per column; null: none), model/activation.h's expressions as the
+// CPU's glu_block writes them.
+__global__ void glu_rows_kernel(const float* g, const float* u, float* h, int64_t rows, int64_t width,
+                                const float* gate_bias, const float* up_bias, int kind, float alpha, float limit) {
+  const int64_t n = rows * width;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float a = g[i];
-    h[i] = a / (1.0f + expf(-a)) * u[i];
+    const int64_t c = i % width;
+    float a = gate_bias ? g[i] + gate_bias[c] : g[i];
+    float b = up_bias ? u[i] + up_bias[c] : u[i];
+    if (kind == static_cast<int>(model::ActivationKind::kSwiGlu)) {
+      h[i] = a / (1.0f + expf(-a)) * b;
+    } else {
+      a = fminf(a, limit);
+      b = fminf(fmaxf(b, -limit), limit);
+      h[i] = (b + 1.0f) * (a / (1.0f + expf(a * -alpha)));
+    }
   }
 }
+
+// y[r, :] += bias over `rows` rows of `width`.
+__global__ void add_bias_rows_kernel(float* y, int64_t rows, int64_t width, const float* bias) {
+  const int64_t n = rows * width;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] += bias[i % width];
+}
+
+unsigned elementwise_blocks(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535)); }
+
+const float* floats_or_null(const DeviceBuffer& b) { return b.size() ? b.floats() : nullptr; }
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 65535)); }
 
@@ -178,13 +202,30 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
     down.add(e.down, r.h + b.row0 * I, b.y, b.m);
   }
   up.run(r.call, stream);
-  const int64_t n = total_rows * I;
-  if (n > 0) {
-    swiglu_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535)), 256, 0, stream_of(stream)>>>(
-        r.g, r.u, r.h, n);
-    check_launch("swiglu kernel");
+  const cudaStream_t s = stream_of(stream);
+  const int kind = static_cast<int>(L.act.kind);
+  if (!L.biased) {
+    // One launch over all rows: no per-expert values.
+    if (total_rows > 0)
+      glu_rows_kernel<<<elementwise_blocks(total_rows * I), 256, 0, s>>>(r.g, r.u, r.h, total_rows, I, nullptr, nullptr,
+                                                                          kind, L.act.alpha, L.act.limit);
+  } else {
+    for (const Batch& b : batches) {
+      const DeviceExpertBiases& eb = L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
+      glu_rows_kernel<<<elementwise_blocks(b.m * I), 256, 0, s>>>(r.g + b.row0 * I, r.u + b.row0 * I, r.h + b.row0 * I,
+                                                                  b.m, I, floats_or_null(eb.gate), floats_or_null(eb.up),
+                                                                  kind, L.act.alpha, L.act.limit);
+    }
   }
+  check_launch("activation kernel");
   down.run(r.call, stream);
+  if (L.biased)
+    for (const Batch& b : batches) {
+      const DeviceExpertBiases& eb = L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
+      if (eb.down.size())
+        add_bias_rows_kernel<<<elementwise_blocks(b.m * L.hidden), 256, 0, s>>>(b.y, b.m, L.hidden, eb.down.floats());
+    }
+  check_launch("down bias kernel");
 }
 
 void check_ids(const DeviceMoeLayer& L, const int32_t* ids, int64_t pairs) {
@@ -295,12 +336,25 @@ DeviceMoeLayer upload(const PackedLayer& layer) {
       d.index_of[static_cast<size_t>(id)] = static_cast<int32_t>(d.experts.size());
       d.group_of[static_cast<size_t>(id)] = gi;
       d.groups.back().push_back(id);
-      d.experts.push_back(upload(w));
+      d.experts.push_back({upload(w.gate), upload(w.up), upload(w.down)});
       const DeviceExpert& e = d.experts.back();
       if (d.experts.size() == 1) {
         d.hidden = e.gate.cols;
         d.inter = e.gate.rows;
+        d.act = w.act;
       }
+      if (!(w.act == d.act))
+        unsupported("GPU MoE layer: expert " + std::to_string(id) + "'s activation differs from the layer's first");
+      DeviceExpertBiases& eb = d.biases.emplace_back();
+      auto bias = [&](DeviceBuffer& dst, const float* src, int64_t n) {
+        if (src == nullptr) return;
+        dst = DeviceBuffer(static_cast<size_t>(n) * sizeof(float));
+        dst.upload(src, static_cast<size_t>(n) * sizeof(float));
+        d.biased = true;
+      };
+      bias(eb.gate, w.gate_bias, e.gate.rows);
+      bias(eb.up, w.up_bias, e.up.rows);
+      bias(eb.down, w.down_bias, e.down.rows);
       EQ_CHECK(e.gate.rows == d.inter && e.gate.cols == d.hidden && e.up.rows == d.inter && e.up.cols == d.hidden &&
                    e.down.rows == d.hidden && e.down.cols == d.inter,
                "GPU MoE layer: expert " + std::to_string(id) + " differs in shape from the layer's first");

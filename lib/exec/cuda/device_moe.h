@@ -36,17 +36,26 @@
 
 namespace eq::exec::cuda {
 
+// An expert's float32 biases on the GPU (gpt-oss), each empty when absent.
+struct DeviceExpertBiases {
+  DeviceBuffer gate, up, down;
+};
+
 struct DeviceMoeLayer {
   int64_t num_experts = 0, hidden = 0, inter = 0;
+  model::Activation act{};              // the layer's (every expert's) activation
+  bool biased = false;                  // some expert has biases
   std::vector<DeviceExpert> experts;    // the uploaded (not pruned) experts
+  std::vector<DeviceExpertBiases> biases;  // per uploaded expert
   std::vector<int32_t> index_of;        // expert id -> index into experts, -1: pruned
   std::vector<int32_t> group_of;        // expert id -> bit group (position in `groups`), -1: pruned
   std::vector<std::vector<int32_t>> groups;  // expert ids of each non-empty bit group
   size_t nbytes = 0;                    // packed bytes on the GPU
 };
 
-// Copies every expert of `layer` that was not pruned to the GPU. Throws
-// eq::Error (unsupported) for experts the GPU cannot run (see upload()).
+// Copies every expert of `layer` that was not pruned to the GPU, with its
+// biases. Throws eq::Error (unsupported) for a format without GPU products,
+// or experts of one layer with different activations.
 DeviceMoeLayer upload(const PackedLayer& layer);
 
 // Host index arrays and device buffers reused across calls.
