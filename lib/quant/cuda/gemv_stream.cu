@@ -31,6 +31,7 @@
 
 #include "core/error.h"
 #include "quant/cuda/gemv_common.cuh"
+#include "quant/cuda/stream_scale.cuh"
 #include "quant/packed_stream.h"
 
 namespace eq::quant::cuda {
@@ -54,14 +55,7 @@ struct StreamParams {
 };
 
 __device__ inline float decode_scale(const StreamParams& p, uint32_t raw, float tensor_scale) {
-  switch (p.scale_kind) {
-    case static_cast<int>(ScaleKind::kF16):
-      return __half2float(__ushort_as_half(static_cast<unsigned short>(raw)));
-    case static_cast<int>(ScaleKind::kE8M0):  // 2^(e - 127); e = 0 is the subnormal 2^-127
-      return __uint_as_float(raw == 0 ? 0x00400000u : raw << 23);
-    default:
-      return fp8_e4m3_to_f32_device(static_cast<uint8_t>(raw)) * tensor_scale;
-  }
+  return stream_scale_value(p.scale_kind, raw, tensor_scale);
 }
 
 // Byte i of b as the float 2^23 + b_i (exact).
