@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <atomic>
 #include <mutex>
 #include <set>
 
@@ -53,6 +54,46 @@ void release_all(const io::Checkpoint& ckpt) {
   malloc_trim(0);
 }
 
+// Where pack's time goes (PackPhases): wall seconds of the packing thread by
+// phase, thread-seconds of the workers by step.
+class PhaseTimes {
+ public:
+  enum Phase { kSetup, kCopy, kQuantizePlain, kGroupWork, kGroupWrite, kRelease, kFinish,
+               kSourceHash, kRead, kQuantize, kPartHash, kCount };
+  using Clock = std::chrono::steady_clock;
+
+  void add(Phase p, Clock::time_point since) {
+    ns_[p].fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count(),
+                     std::memory_order_relaxed);
+  }
+  PackPhases phases() const {
+    static constexpr const char* kNames[kCount] = {"setup", "copy", "quantize non-expert", "group workers",
+                                                   "group write", "release", "finish", "source hash",
+                                                   "read and convert", "quantize", "part copy and hash"};
+    PackPhases out;
+    for (int p = 0; p < kCount; ++p)
+      out.entries.push_back({kNames[p], double(ns_[p].load()) * 1e-9, p >= kSourceHash});
+    return out;
+  }
+
+ private:
+  std::atomic<int64_t> ns_[kCount] = {};
+};
+
+// Adds the time until it goes out of scope to phase `p`.
+class Timed {
+ public:
+  Timed(PhaseTimes& t, PhaseTimes::Phase p) : t_(t), p_(p), start_(PhaseTimes::Clock::now()) {}
+  ~Timed() { t_.add(p_, start_); }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  PhaseTimes& t_;
+  PhaseTimes::Phase p_;
+  PhaseTimes::Clock::time_point start_;
+};
+
 struct PackState {
   const io::Checkpoint& ckpt;
   const io::SourceTensors& src;
@@ -64,6 +105,7 @@ struct PackState {
   PackObserver* observer;
   quant::Device device = quant::Device::kCpu;
   quant::TrellisSearch trellis_search = quant::TrellisSearch::kExact;
+  PhaseTimes* times = nullptr;
   uint64_t done = 0;
   // Full XXH64 of each source tensor read, taken from the bytes being packed
   // (copies: the output's hash of the same bytes). Filled by workers.
@@ -108,6 +150,7 @@ struct PackState {
   }
 
   void copy(size_t i) {
+    Timed timed(*times, PhaseTimes::kCopy);
     const PlannedTensor& t = plan.tensors[i];
     const io::TensorInfo& info = ckpt.info(t.source);
     // Copied bytes are never converted here, but every command that runs the
@@ -126,6 +169,7 @@ struct PackState {
 
   // All parts of one quantized non-expert matrix; returns the next index.
   size_t quantize_plain(size_t i) {
+    Timed timed(*times, PhaseTimes::kQuantizePlain);
     const PlannedTensor& t0 = plan.tensors[i];
     const io::SourceTensors::Info& info = src.info(t0.source);
     hash_source(t0.source);
@@ -165,6 +209,7 @@ struct PackState {
       std::vector<std::vector<uint64_t>> hashes(n, std::vector<uint64_t>(l.parts.size()));
       std::vector<uint64_t> src_bytes(n);
       // Worker w takes slots w, w + workers, ...: at most `workers` experts in flight.
+      std::optional<Timed> work_time(std::in_place, *times, PhaseTimes::kGroupWork);
       pool.run(workers, [&](size_t w) {
         quant::bind_device(device, w);  // worker w's experts go to GPU w mod count
         std::vector<float> buf(size_t(l.rows) * size_t(l.cols));
@@ -177,7 +222,10 @@ struct PackState {
           if (model::expert_rows(cfg, proj) != l.rows || model::expert_cols(cfg, proj) != l.cols)
             invalid("tensor " + name + ": expected shape [" + std::to_string(l.rows) + ", " + std::to_string(l.cols) + "]");
           src_bytes[s] = model::expert_stored_bytes(cfg, src, lp.layer, e, proj);
-          hash_source(model::expert_source_tensor(cfg, lp.layer, e, proj));
+          {
+            Timed timed(*times, PhaseTimes::kSourceHash);
+            hash_source(model::expert_source_tensor(cfg, lp.layer, e, proj));
+          }
           quant::QuantizedMatrix q;
           if (g.format->import_mxfp4 && model::expert_is_mxfp4(cfg, src, lp.layer, e, proj)) {
             // An MXFP4 source taken by a format that holds MXFP4: its codes and
@@ -185,17 +233,22 @@ struct PackState {
             const model::ExpertMxfp4 mx = model::read_expert_mxfp4(cfg, src, lp.layer, e, proj);
             q = g.format->import_mxfp4(mx.blocks.data(), mx.scales.data(), mx.rows, mx.cols, name);
           } else {
-            model::read_expert_weight(cfg, src, lp.layer, e, proj, buf.data());  // dequantized exactly; pages released
             std::vector<float> imp;
-            if (importance)
-              imp = importance->load(lp.layer, e, p == 2 ? plan::ImportanceSide::kMid : plan::ImportanceSide::kIn);
+            {
+              Timed timed(*times, PhaseTimes::kRead);
+              model::read_expert_weight(cfg, src, lp.layer, e, proj, buf.data());  // dequantized exactly; pages released
+              if (importance)
+                imp = importance->load(lp.layer, e, p == 2 ? plan::ImportanceSide::kMid : plan::ImportanceSide::kIn);
+            }
             quant::QuantizeOptions qo;
             qo.importance = imp.empty() ? nullptr : imp.data();
             qo.seed = xxhash64(name);
             qo.tensor_name = name;
             qo.device = device;
+            Timed timed(*times, PhaseTimes::kQuantize);
             q = g.format->quantize(buf.data(), l.rows, l.cols, qo);
           }
+          Timed timed(*times, PhaseTimes::kPartHash);
           EQ_CHECK(q.parts.size() == l.parts.size(), "format " + std::string(g.format->name) + " part count changed");
           for (size_t k = 0; k < l.parts.size(); ++k) {
             EQ_CHECK(q.parts[k].bytes.size() == l.parts[k].nbytes,
@@ -205,12 +258,14 @@ struct PackState {
           }
         }
       });
+      work_time.reset();
       // The experts of a trellis format quantized by the GPU's half search
       // say so (their bytes are not the exact search's).
       if (p == 0 && device == quant::Device::kCuda && trellis_search == quant::TrellisSearch::kHalf &&
           g.format->device_quantizer != nullptr && g.format->family == "trellis")
         for (size_t s = 0; s < n; ++s)
           ml.experts[size_t(g.experts[s])].search = std::string(quant::trellis_search_name(trellis_search));
+      Timed write_time(*times, PhaseTimes::kGroupWrite);
       for (size_t k = 0; k < l.parts.size(); ++k, ++i) {
         manifest.tensors.push_back(record(plan.tensors[i], out.append(i, stacked[k])));
         stacked[k] = {};
@@ -226,6 +281,7 @@ struct PackState {
       progress(sum, "layer " + std::to_string(lp.layer) + " group " + std::to_string(g.id) + " (" +
                         std::string(g.format->name) + ", " + std::to_string(n) + " experts) " + std::string(kProjNames[p]));
     }
+    Timed timed(*times, PhaseTimes::kRelease);
     release_all(ckpt);
     return i;
   }
@@ -443,9 +499,12 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   std::vector<OutputTensor> decls;
   for (const auto& t : plan.tensors) decls.push_back({t.name, t.dtype, t.shape, t.nbytes, t.shard});
   ShardedOutput out(partial, std::move(decls), plan.num_shards);
-  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer, rq.device, rq.trellis_search};
+  PhaseTimes times;
+  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer, rq.device, rq.trellis_search, &times};
   for (const auto& lp : plan.layers) m.layers.push_back(layer_record(lp, cfg, src));
+  times.add(PhaseTimes::kSetup, t0);
   write_tensors(st, plan, m);
+  const auto written = std::chrono::steady_clock::now();
   release_all(*ckpt);
   record_source_hashes(rq, st, policy, std::move(source_hashes), m);
   m.shards = out.finish();
@@ -461,6 +520,8 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   seal_manifest(m);
   folder.write_manifest(m);
   folder.commit();
+  times.add(PhaseTimes::kFinish, written);
+  if (observer) observer->on_phases(times.phases());
   return m;
 }
 
