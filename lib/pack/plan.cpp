@@ -70,17 +70,29 @@ const MatrixLayout& matrix_layout(const quant::FormatTraits& f, int64_t rows, in
   auto key = std::make_tuple(std::string(f.name), rows, cols);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  // A smooth, non-degenerate probe: every format handles it, and only the
-  // shapes and dtypes of the result are kept.
+  MatrixLayout l;
+  l.format = &f;
+  l.rows = rows;
+  l.cols = cols;
+  if (f.part_specs_of != nullptr) {
+    // The row's declared parts, which every quantize() result has
+    // (validate_packed; tests/quant/registry_test.cpp). A probe quantization
+    // would cost a whole matrix's search for a trellis row: seconds a shape.
+    for (const quant::PartSpec& spec : f.part_specs(rows, cols)) {
+      uint64_t n = dtype_size(spec.dtype);
+      for (const int64_t d : spec.shape) n *= uint64_t(d);
+      l.parts.push_back({spec.name, spec.dtype, spec.shape, n});
+      l.nbytes += n;
+    }
+    return cache.emplace(key, std::move(l)).first->second;
+  }
+  // A row without part_specs: a smooth, non-degenerate probe, of which only
+  // the shapes and dtypes of the result are kept.
   std::vector<float> probe(size_t(rows) * size_t(cols));
   for (size_t i = 0; i < probe.size(); ++i) probe[i] = 0.02f * std::sin(0.37f * float(i % 9973));
   quant::QuantizeOptions qo;
   qo.tensor_name = "layout probe " + std::string(f.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
   quant::QuantizedMatrix q = f.quantize(probe.data(), rows, cols, qo);
-  MatrixLayout l;
-  l.format = &f;
-  l.rows = rows;
-  l.cols = cols;
   for (auto& p : q.parts) {
     l.parts.push_back({p.name, p.dtype, p.shape, p.bytes.size()});
     l.nbytes += p.bytes.size();

@@ -20,8 +20,8 @@ class SourceTensors;
 
 namespace eq::pack {
 
-// Layout of one packed [rows, cols] matrix, learned once per (format, shape)
-// by quantizing a small probe matrix (the registry gives sizes, not shapes).
+// Layout of one packed [rows, cols] matrix, once per (format, shape): the
+// row's part_specs (a probe quantization for a row without them).
 struct PartLayout {
   std::string name;
   DType dtype = DType::kU8;
