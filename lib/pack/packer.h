@@ -48,7 +48,8 @@ struct PackPhases {
   std::vector<Entry> entries;
 };
 
-// Receives progress; called on the packing thread only.
+// Receives progress; called by one thread at a time (the packing thread, or
+// the worker that writes a finished unit of a layer's groups).
 class PackObserver {
  public:
   virtual ~PackObserver() = default;
