@@ -42,6 +42,17 @@ class BarObserver : public pack::PackObserver {
                    format_bytes(plan.estimated_peak).c_str());
   }
   void on_progress(uint64_t done, const std::string& what) override { bar_.update(done, work_, what); }
+  void on_phases(const pack::PackPhases& phases) override {
+    if (!verbose_) return;
+    std::string line = "pack phases:";
+    for (const auto& e : phases.entries) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " %s %.2f%s;", e.name.c_str(), e.seconds, e.thread_seconds ? " thread-s" : " s");
+      line += buf;
+    }
+    line.back() = '\n';
+    std::fputs(line.c_str(), stderr);
+  }
   void finish() { bar_.finish(); }
 
  private:

@@ -2,6 +2,8 @@
 
 #include <malloc.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 
@@ -53,6 +55,46 @@ void release_all(const io::Checkpoint& ckpt) {
   malloc_trim(0);
 }
 
+// Where pack's time goes (PackPhases): wall seconds of the packing thread by
+// phase, thread-seconds of the workers by step.
+class PhaseTimes {
+ public:
+  enum Phase { kSetup, kCopy, kQuantizePlain, kGroupWork, kGroupWrite, kRelease, kFinish,
+               kSourceHash, kRead, kQuantize, kPartHash, kCount };
+  using Clock = std::chrono::steady_clock;
+
+  void add(Phase p, Clock::time_point since) {
+    ns_[p].fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count(),
+                     std::memory_order_relaxed);
+  }
+  PackPhases phases() const {
+    static constexpr const char* kNames[kCount] = {"setup", "copy", "quantize non-expert", "group workers",
+                                                   "group write", "release", "finish", "source hash",
+                                                   "read and convert", "quantize", "part copy and hash"};
+    PackPhases out;
+    for (int p = 0; p < kCount; ++p)
+      out.entries.push_back({kNames[p], double(ns_[p].load()) * 1e-9, p >= kSourceHash});
+    return out;
+  }
+
+ private:
+  std::atomic<int64_t> ns_[kCount] = {};
+};
+
+// Adds the time until it goes out of scope to phase `p`.
+class Timed {
+ public:
+  Timed(PhaseTimes& t, PhaseTimes::Phase p) : t_(t), p_(p), start_(PhaseTimes::Clock::now()) {}
+  ~Timed() { t_.add(p_, start_); }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  PhaseTimes& t_;
+  PhaseTimes::Phase p_;
+  PhaseTimes::Clock::time_point start_;
+};
+
 struct PackState {
   const io::Checkpoint& ckpt;
   const io::SourceTensors& src;
@@ -64,6 +106,7 @@ struct PackState {
   PackObserver* observer;
   quant::Device device = quant::Device::kCpu;
   quant::TrellisSearch trellis_search = quant::TrellisSearch::kExact;
+  PhaseTimes* times = nullptr;
   uint64_t done = 0;
   // Full XXH64 of each source tensor read, taken from the bytes being packed
   // (copies: the output's hash of the same bytes). Filled by workers.
@@ -108,6 +151,7 @@ struct PackState {
   }
 
   void copy(size_t i) {
+    Timed timed(*times, PhaseTimes::kCopy);
     const PlannedTensor& t = plan.tensors[i];
     const io::TensorInfo& info = ckpt.info(t.source);
     // Copied bytes are never converted here, but every command that runs the
@@ -126,6 +170,7 @@ struct PackState {
 
   // All parts of one quantized non-expert matrix; returns the next index.
   size_t quantize_plain(size_t i) {
+    Timed timed(*times, PhaseTimes::kQuantizePlain);
     const PlannedTensor& t0 = plan.tensors[i];
     const io::SourceTensors::Info& info = src.info(t0.source);
     hash_source(t0.source);
@@ -147,87 +192,217 @@ struct PackState {
     return j;
   }
 
-  // One group: expert ids, then each projection's stacked parts. Returns the next index.
-  size_t pack_group(const LayerPlan& lp, const GroupPlan& g, ManifestLayer& ml) {
-    size_t i = g.first_tensor;
-    std::vector<int32_t> ids(g.experts.begin(), g.experts.end());
-    manifest.tensors.push_back(record(plan.tensors[i], out.append(i, {reinterpret_cast<const uint8_t*>(ids.data()),
-                                                                       ids.size() * 4})));
-    ++i;
+  // One expert's projection quantized (or its MXFP4 source imported); `buf`
+  // holds its float32 weights.
+  quant::QuantizedMatrix quantize_expert(const LayerPlan& lp, const GroupPlan& g, int p, int64_t e,
+                                         std::vector<float>& buf) {
+    const MatrixLayout& l = *g.layout[p];
+    const model::Proj proj = model::Proj(p);
+    // The per-expert name whatever the layout: messages and seeds agree
+    // between a checkpoint and its restacked twin.
+    const std::string name = model::expert_weight_name(cfg, lp.layer, e, proj);
+    if (model::expert_rows(cfg, proj) != l.rows || model::expert_cols(cfg, proj) != l.cols)
+      invalid("tensor " + name + ": expected shape [" + std::to_string(l.rows) + ", " + std::to_string(l.cols) + "]");
+    {
+      Timed timed(*times, PhaseTimes::kSourceHash);
+      hash_source(model::expert_source_tensor(cfg, lp.layer, e, proj));
+    }
+    if (g.format->import_mxfp4 && model::expert_is_mxfp4(cfg, src, lp.layer, e, proj)) {
+      // An MXFP4 source taken by a format that holds MXFP4: its codes and
+      // scales are moved bit for bit, never requantized.
+      const model::ExpertMxfp4 mx = model::read_expert_mxfp4(cfg, src, lp.layer, e, proj);
+      return g.format->import_mxfp4(mx.blocks.data(), mx.scales.data(), mx.rows, mx.cols, name);
+    }
+    std::vector<float> imp;
+    {
+      Timed timed(*times, PhaseTimes::kRead);
+      buf.resize(size_t(l.rows) * size_t(l.cols));
+      model::read_expert_weight(cfg, src, lp.layer, e, proj, buf.data());  // dequantized exactly; pages released
+      if (importance)
+        imp = importance->load(lp.layer, e, p == 2 ? plan::ImportanceSide::kMid : plan::ImportanceSide::kIn);
+    }
+    quant::QuantizeOptions qo;
+    qo.importance = imp.empty() ? nullptr : imp.data();
+    qo.seed = xxhash64(name);
+    qo.tensor_name = name;
+    qo.device = device;
+    Timed timed(*times, PhaseTimes::kQuantize);
+    return g.format->quantize(buf.data(), l.rows, l.cols, qo);
+  }
+
+  // One projection of one group: the stacked parts of its experts.
+  struct Unit {
+    const GroupPlan* group = nullptr;
+    int proj = 0;
+    size_t first_tensor = 0;  // its first part's plan index
+    std::vector<std::vector<uint8_t>> stacked{};
+    std::vector<std::vector<uint64_t>> hashes{};  // [slot][part]
+    std::vector<uint64_t> src_bytes{};
+    size_t left = 0;  // experts not finished yet
+  };
+
+  // Writes unit `u` (and before a group's first unit, its expert ids): its
+  // parts, their manifest records and each expert's share.
+  void write_unit(const LayerPlan& lp, Unit& u, ManifestLayer& ml) {
+    Timed timed(*times, PhaseTimes::kGroupWrite);
+    const GroupPlan& g = *u.group;
+    const MatrixLayout& l = *g.layout[u.proj];
     const size_t n = g.experts.size();
-    ThreadPool& pool = default_pool();
-    // At least one worker per GPU, so every GPU gets experts.
-    const size_t workers = std::min<size_t>(std::max<size_t>(size_t(plan.threads), quant::device_count(device)), n);
-    for (int p = 0; p < 3; ++p) {
-      const MatrixLayout& l = *g.layout[p];
-      std::vector<std::vector<uint8_t>> stacked(l.parts.size());
-      for (size_t k = 0; k < l.parts.size(); ++k) stacked[k].resize(n * l.parts[k].nbytes);
-      std::vector<std::vector<uint64_t>> hashes(n, std::vector<uint64_t>(l.parts.size()));
-      std::vector<uint64_t> src_bytes(n);
-      // Worker w takes slots w, w + workers, ...: at most `workers` experts in flight.
-      pool.run(workers, [&](size_t w) {
-        quant::bind_device(device, w);  // worker w's experts go to GPU w mod count
-        std::vector<float> buf(size_t(l.rows) * size_t(l.cols));
-        for (size_t s = w; s < n; s += workers) {
-          const int64_t e = g.experts[s];
-          const model::Proj proj = model::Proj(p);
-          // The per-expert name whatever the layout: messages and seeds agree
-          // between a checkpoint and its restacked twin.
-          const std::string name = model::expert_weight_name(cfg, lp.layer, e, proj);
-          if (model::expert_rows(cfg, proj) != l.rows || model::expert_cols(cfg, proj) != l.cols)
-            invalid("tensor " + name + ": expected shape [" + std::to_string(l.rows) + ", " + std::to_string(l.cols) + "]");
-          src_bytes[s] = model::expert_stored_bytes(cfg, src, lp.layer, e, proj);
-          hash_source(model::expert_source_tensor(cfg, lp.layer, e, proj));
-          quant::QuantizedMatrix q;
-          if (g.format->import_mxfp4 && model::expert_is_mxfp4(cfg, src, lp.layer, e, proj)) {
-            // An MXFP4 source taken by a format that holds MXFP4: its codes and
-            // scales are moved bit for bit, never requantized.
-            const model::ExpertMxfp4 mx = model::read_expert_mxfp4(cfg, src, lp.layer, e, proj);
-            q = g.format->import_mxfp4(mx.blocks.data(), mx.scales.data(), mx.rows, mx.cols, name);
-          } else {
-            model::read_expert_weight(cfg, src, lp.layer, e, proj, buf.data());  // dequantized exactly; pages released
-            std::vector<float> imp;
-            if (importance)
-              imp = importance->load(lp.layer, e, p == 2 ? plan::ImportanceSide::kMid : plan::ImportanceSide::kIn);
-            quant::QuantizeOptions qo;
-            qo.importance = imp.empty() ? nullptr : imp.data();
-            qo.seed = xxhash64(name);
-            qo.tensor_name = name;
-            qo.device = device;
-            q = g.format->quantize(buf.data(), l.rows, l.cols, qo);
-          }
-          EQ_CHECK(q.parts.size() == l.parts.size(), "format " + std::string(g.format->name) + " part count changed");
-          for (size_t k = 0; k < l.parts.size(); ++k) {
-            EQ_CHECK(q.parts[k].bytes.size() == l.parts[k].nbytes,
-                     "format " + std::string(g.format->name) + " part " + l.parts[k].name + " size differs from its layout");
-            std::memcpy(stacked[k].data() + s * l.parts[k].nbytes, q.parts[k].bytes.data(), l.parts[k].nbytes);
-            hashes[s][k] = xxhash64(q.parts[k].bytes.data(), l.parts[k].nbytes);
-          }
-        }
-      });
+    if (u.proj == 0) {
+      const size_t i = g.first_tensor;
+      std::vector<int32_t> ids(g.experts.begin(), g.experts.end());
+      manifest.tensors.push_back(
+          record(plan.tensors[i], out.append(i, {reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 4})));
       // The experts of a trellis format quantized by the GPU's half search
       // say so (their bytes are not the exact search's).
-      if (p == 0 && device == quant::Device::kCuda && trellis_search == quant::TrellisSearch::kHalf &&
+      if (device == quant::Device::kCuda && trellis_search == quant::TrellisSearch::kHalf &&
           g.format->device_quantizer != nullptr && g.format->family == "trellis")
         for (size_t s = 0; s < n; ++s)
           ml.experts[size_t(g.experts[s])].search = std::string(quant::trellis_search_name(trellis_search));
-      for (size_t k = 0; k < l.parts.size(); ++k, ++i) {
-        manifest.tensors.push_back(record(plan.tensors[i], out.append(i, stacked[k])));
-        stacked[k] = {};
-        for (size_t s = 0; s < n; ++s) {
-          ManifestExpert& me = ml.experts[size_t(g.experts[s])];
-          me.parts.push_back({p, l.parts[k].name, plan.tensors[i].name, s * l.parts[k].nbytes, l.parts[k].nbytes,
-                              hashes[s][k]});
-          me.bytes_after += l.parts[k].nbytes;
-        }
-      }
-      uint64_t sum = 0;
-      for (auto b : src_bytes) sum += b;
-      progress(sum, "layer " + std::to_string(lp.layer) + " group " + std::to_string(g.id) + " (" +
-                        std::string(g.format->name) + ", " + std::to_string(n) + " experts) " + std::string(kProjNames[p]));
     }
-    release_all(ckpt);
-    return i;
+    for (size_t k = 0; k < l.parts.size(); ++k) {
+      const size_t i = u.first_tensor + k;
+      manifest.tensors.push_back(record(plan.tensors[i], out.append(i, u.stacked[k])));
+      std::vector<uint8_t>().swap(u.stacked[k]);  // `= {}` would keep the capacity
+      for (size_t s = 0; s < n; ++s) {
+        ManifestExpert& me = ml.experts[size_t(g.experts[s])];
+        me.parts.push_back({u.proj, l.parts[k].name, plan.tensors[i].name, s * l.parts[k].nbytes, l.parts[k].nbytes,
+                            u.hashes[s][k]});
+        me.bytes_after += l.parts[k].nbytes;
+      }
+    }
+    uint64_t sum = 0;
+    for (auto b : u.src_bytes) sum += b;
+    progress(sum, "layer " + std::to_string(lp.layer) + " group " + std::to_string(g.id) + " (" +
+                      std::string(g.format->name) + ", " + std::to_string(n) + " experts) " +
+                      std::string(kProjNames[u.proj]));
+  }
+
+  // A layer's groups, as a sequence of units (one projection of one group,
+  // in plan order). Workers take the units' experts in that order, each
+  // expert as soon as a worker is free; the worker that finishes a unit's
+  // last expert writes it and every finished unit after it, so the tensors
+  // go out in plan order while the other workers go on quantizing. With
+  // lp.overlap_units a unit's experts may start while the previous unit is
+  // still quantized or written (two units' stacked parts held); without, once
+  // it is written. Returns the plan index after the layer's last group.
+  size_t pack_groups(const LayerPlan& lp, ManifestLayer& ml) {
+    std::vector<Unit> units;
+    std::vector<std::pair<size_t, size_t>> items;  // (unit, slot), unit-major
+    for (const GroupPlan& g : lp.groups) {
+      size_t t = g.first_tensor + 1;
+      for (int p = 0; p < 3; ++p) {
+        Unit u;
+        u.group = &g;
+        u.proj = p;
+        u.first_tensor = t;
+        u.left = g.experts.size();
+        for (size_t s = 0; s < g.experts.size(); ++s) items.push_back({units.size(), s});
+        units.push_back(std::move(u));
+        t += g.layout[p]->parts.size();
+      }
+    }
+    const size_t end = units.empty() ? 0 : units.back().first_tensor + units.back().group->layout[2]->parts.size();
+    if (items.empty()) return end;
+    const size_t ahead = lp.overlap_units ? 1 : 0;
+    std::mutex mu;  // guards next, written, failed and every unit's left and buffers
+    std::condition_variable cv;
+    size_t next = 0, written = 0;
+    bool failed = false;
+    std::mutex write_mu;  // one writer at a time, in unit order
+
+    // The next expert to quantize, once its unit may start; none when all are
+    // taken or a worker failed. Allocates a unit's buffers with its first expert.
+    auto take = [&]() -> std::optional<std::pair<size_t, size_t>> {
+      std::unique_lock<std::mutex> lock(mu);
+      for (;;) {
+        if (failed || next == items.size()) return std::nullopt;
+        const auto item = items[next];
+        if (item.first <= written + ahead) {
+          Unit& u = units[item.first];
+          if (item.second == 0) {
+            const MatrixLayout& l = *u.group->layout[u.proj];
+            const size_t n = u.group->experts.size();
+            u.stacked.resize(l.parts.size());
+            for (size_t k = 0; k < l.parts.size(); ++k) u.stacked[k].resize(n * l.parts[k].nbytes);
+            u.hashes.assign(n, std::vector<uint64_t>(l.parts.size()));
+            u.src_bytes.assign(n, 0);
+          }
+          ++next;
+          return item;
+        }
+        cv.wait(lock);
+      }
+    };
+    // Counts an expert of unit `ui` done; the last one writes what is ready.
+    auto finished = [&](size_t ui) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (--units[ui].left != 0) return;
+      }
+      std::lock_guard<std::mutex> write_lock(write_mu);
+      for (;;) {
+        size_t w;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          w = written;
+          if (failed || w == units.size() || units[w].left != 0) return;
+        }
+        write_unit(lp, units[w], ml);
+        if (units[w].proj == 2) {
+          // A group's end: its source pages and freed heap go back, as each
+          // group's did before units overlapped (the bound needs it when
+          // groups are split small).
+          Timed timed(*times, PhaseTimes::kRelease);
+          release_all(ckpt);
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++written;
+        }
+        cv.notify_all();
+      }
+    };
+
+    const size_t workers =
+        std::min<size_t>(std::max<size_t>(size_t(plan.threads), quant::device_count(device)), items.size());
+    std::optional<Timed> work_time(std::in_place, *times, PhaseTimes::kGroupWork);
+    default_pool().run(workers, [&](size_t w) {
+      quant::bind_device(device, w);  // worker w's experts go to GPU w mod count
+      std::vector<float> buf;
+      try {
+        while (const auto item = take()) {
+          Unit& u = units[item->first];
+          const size_t s = item->second;
+          const GroupPlan& g = *u.group;
+          const MatrixLayout& l = *g.layout[u.proj];
+          const int64_t e = g.experts[s];
+          u.src_bytes[s] = model::expert_stored_bytes(cfg, src, lp.layer, e, model::Proj(u.proj));
+          const quant::QuantizedMatrix q = quantize_expert(lp, g, u.proj, e, buf);
+          {
+            Timed timed(*times, PhaseTimes::kPartHash);
+            EQ_CHECK(q.parts.size() == l.parts.size(), "format " + std::string(g.format->name) + " part count changed");
+            for (size_t k = 0; k < l.parts.size(); ++k) {
+              EQ_CHECK(q.parts[k].bytes.size() == l.parts[k].nbytes, "format " + std::string(g.format->name) + " part " +
+                                                                           l.parts[k].name + " size differs from its layout");
+              std::memcpy(u.stacked[k].data() + s * l.parts[k].nbytes, q.parts[k].bytes.data(), l.parts[k].nbytes);
+              u.hashes[s][k] = xxhash64(q.parts[k].bytes.data(), l.parts[k].nbytes);
+            }
+          }
+          finished(item->first);
+        }
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          failed = true;
+        }
+        cv.notify_all();
+        throw;
+      }
+    });
+    work_time.reset();
+    EQ_CHECK(written == units.size(), "pack: a unit of layer " + std::to_string(lp.layer) + " was not written");
+    return end;
   }
 };
 
@@ -377,9 +552,12 @@ void write_tensors(PackState& st, const PackPlan& plan, Manifest& m) {
     } else if (t.kind == TensorKind::kQuantized) {
       i = st.quantize_plain(i);
     } else {
+      // The layer's first group: all its groups.
       while (plan.layers[layer_index].layer != t.layer) ++layer_index;
       const LayerPlan& lp = plan.layers[layer_index];
-      i = st.pack_group(lp, lp.groups[size_t(t.group)], m.layers[layer_index]);
+      EQ_CHECK(t.kind == TensorKind::kExpertIds && i == lp.groups.front().first_tensor,
+               "pack: layer " + std::to_string(lp.layer) + "'s groups do not start at " + t.name);
+      i = st.pack_groups(lp, m.layers[layer_index]);
     }
   }
 }
@@ -443,9 +621,12 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   std::vector<OutputTensor> decls;
   for (const auto& t : plan.tensors) decls.push_back({t.name, t.dtype, t.shape, t.nbytes, t.shard});
   ShardedOutput out(partial, std::move(decls), plan.num_shards);
-  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer, rq.device, rq.trellis_search};
+  PhaseTimes times;
+  PackState st{*ckpt, src, cfg, plan, policy.importance.get(), out, m, observer, rq.device, rq.trellis_search, &times};
   for (const auto& lp : plan.layers) m.layers.push_back(layer_record(lp, cfg, src));
+  times.add(PhaseTimes::kSetup, t0);
   write_tensors(st, plan, m);
+  const auto written = std::chrono::steady_clock::now();
   release_all(*ckpt);
   record_source_hashes(rq, st, policy, std::move(source_hashes), m);
   m.shards = out.finish();
@@ -461,6 +642,8 @@ Manifest pack_with(const PackRequest& rq, const model::ModelConfig* config, Pack
   seal_manifest(m);
   folder.write_manifest(m);
   folder.commit();
+  times.add(PhaseTimes::kFinish, written);
+  if (observer) observer->on_phases(times.phases());
   return m;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "pack/manifest.h"
 #include "pack/plan.h"
@@ -36,14 +37,29 @@ struct PackRequest {
   quant::TrellisSearch trellis_search = quant::TrellisSearch::kHalf;
 };
 
-// Receives progress; called on the packing thread only.
+// Seconds by phase. The packing thread's phases are wall time and add up to
+// about the whole run; the workers' are thread-seconds summed over workers.
+struct PackPhases {
+  struct Entry {
+    std::string name;
+    double seconds = 0;
+    bool thread_seconds = false;  // summed over the workers
+  };
+  std::vector<Entry> entries;
+};
+
+// Receives progress; called by one thread at a time (the packing thread, or
+// the worker that writes a finished unit of a layer's groups).
 class PackObserver {
  public:
   virtual ~PackObserver() = default;
   virtual void on_plan(const PackPlan& plan, uint64_t work_bytes) {}
   // `done_bytes` of source bytes processed so far; `what` names the step.
   virtual void on_progress(uint64_t done_bytes, const std::string& what) {}
+  // Once, before the output is committed: where the time went (PackPhases).
+  virtual void on_phases(const PackPhases& phases) {}
 };
+
 
 // Half of physical RAM (the bound counts bytes above the process baseline).
 uint64_t default_max_memory();

@@ -46,6 +46,18 @@ uint64_t chunk_bytes(const GroupPlan& g, uint64_t n, uint64_t t, uint64_t src_el
   return worst;
 }
 
+// Peak while unit (a, pa) — projection pa of group a — is finished and
+// written and the next unit (b, pb) has started: both stacked outputs, and at
+// most t matrices in flight between them.
+uint64_t unit_pair_bytes(const GroupPlan& a, int pa, const GroupPlan& b, int pb, uint64_t t, uint64_t src_elem) {
+  const MatrixLayout& la = *a.layout[pa];
+  const MatrixLayout& lb = *b.layout[pb];
+  const uint64_t na = a.experts.size(), nb = b.experts.size();
+  const uint64_t matrix = std::max(per_matrix_bytes(la, src_elem) + a.read_scratch[pa],
+                                   per_matrix_bytes(lb, src_elem) + b.read_scratch[pb]);
+  return na * (la.nbytes + 2 * kPage) + nb * (lb.nbytes + 2 * kPage) + std::min(na + nb, t) * matrix;
+}
+
 }  // namespace
 
 std::string_view tensor_kind_name(TensorKind k) {
@@ -70,17 +82,29 @@ const MatrixLayout& matrix_layout(const quant::FormatTraits& f, int64_t rows, in
   auto key = std::make_tuple(std::string(f.name), rows, cols);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  // A smooth, non-degenerate probe: every format handles it, and only the
-  // shapes and dtypes of the result are kept.
+  MatrixLayout l;
+  l.format = &f;
+  l.rows = rows;
+  l.cols = cols;
+  if (f.part_specs_of != nullptr) {
+    // The row's declared parts, which every quantize() result has
+    // (validate_packed; tests/quant/registry_test.cpp). A probe quantization
+    // would cost a whole matrix's search for a trellis row: seconds a shape.
+    for (const quant::PartSpec& spec : f.part_specs(rows, cols)) {
+      uint64_t n = dtype_size(spec.dtype);
+      for (const int64_t d : spec.shape) n *= uint64_t(d);
+      l.parts.push_back({spec.name, spec.dtype, spec.shape, n});
+      l.nbytes += n;
+    }
+    return cache.emplace(key, std::move(l)).first->second;
+  }
+  // A row without part_specs: a smooth, non-degenerate probe, of which only
+  // the shapes and dtypes of the result are kept.
   std::vector<float> probe(size_t(rows) * size_t(cols));
   for (size_t i = 0; i < probe.size(); ++i) probe[i] = 0.02f * std::sin(0.37f * float(i % 9973));
   quant::QuantizeOptions qo;
   qo.tensor_name = "layout probe " + std::string(f.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
   quant::QuantizedMatrix q = f.quantize(probe.data(), rows, cols, qo);
-  MatrixLayout l;
-  l.format = &f;
-  l.rows = rows;
-  l.cols = cols;
   for (auto& p : q.parts) {
     l.parts.push_back({p.name, p.dtype, p.shape, p.bytes.size()});
     l.nbytes += p.bytes.size();
@@ -136,6 +160,7 @@ class Planner {
     uint64_t peak = unit_max_;
     for (auto& lp : plan.layers) {
       split_groups(lp, plan.threads, peak);
+      overlap_units(lp, plan.threads, peak);
       for (auto& t : layer_plain[lp.layer]) plan.tensors.push_back(std::move(t));
       add_group_tensors(lp, plan.tensors);
     }
@@ -299,6 +324,21 @@ class Planner {
       }
     }
     lp.groups = std::move(split);
+  }
+
+  // Lets a layer's units overlap (LayerPlan::overlap_units) when every two
+  // consecutive ones fit under the bound together; the groups are split as
+  // without it, so the output does not depend on it.
+  void overlap_units(LayerPlan& lp, int threads, uint64_t& peak) const {
+    uint64_t worst = 0;
+    for (size_t gi = 0; gi < lp.groups.size(); ++gi)
+      for (int p = 0; p < 3; ++p) {
+        if (p < 2) worst = std::max(worst, unit_pair_bytes(lp.groups[gi], p, lp.groups[gi], p + 1, threads, src_elem_));
+        else if (gi + 1 < lp.groups.size())
+          worst = std::max(worst, unit_pair_bytes(lp.groups[gi], 2, lp.groups[gi + 1], 0, threads, src_elem_));
+      }
+    lp.overlap_units = fixed_ + worst <= o_.max_memory;
+    if (lp.overlap_units) peak = std::max(peak, worst);
   }
 
   // Names the groups, gives each expert its slot, and appends each group's

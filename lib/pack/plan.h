@@ -20,8 +20,8 @@ class SourceTensors;
 
 namespace eq::pack {
 
-// Layout of one packed [rows, cols] matrix, learned once per (format, shape)
-// by quantizing a small probe matrix (the registry gives sizes, not shapes).
+// Layout of one packed [rows, cols] matrix, once per (format, shape): the
+// row's part_specs (a probe quantization for a row without them).
 struct PartLayout {
   std::string name;
   DType dtype = DType::kU8;
@@ -71,6 +71,12 @@ struct LayerPlan {
   std::vector<plan::ExpertAssignment> experts;
   std::vector<GroupPlan> groups;
   std::vector<int> expert_group, expert_slot;  // -1 for pruned
+  // The layer's groups are packed as a sequence of units, one projection of
+  // one group each (written in plan order). True: the next unit's experts may
+  // start while a unit's last experts are quantized and it is written (two
+  // units' stacked parts held); false: each unit waits for the previous one to
+  // be written, because two would not fit under max_memory.
+  bool overlap_units = false;
 };
 
 struct PlanOptions {

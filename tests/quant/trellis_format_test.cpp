@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -15,6 +16,7 @@
 #include "quant/hadamard.h"
 #include "quant/trellis/format.h"
 #include "quant/trellis/kernels.h"
+#include "quant/trellis/viterbi.h"
 
 namespace eq::quant {
 namespace {
@@ -167,6 +169,48 @@ TEST(TrellisFormat, ImportanceReducesWeightedError) {
   const double e_weighted = weighted_error(round_trip(f, w, rows, cols, weighted));
   std::printf("weighted error: uniform %.1f, with importance %.1f\n", e_plain, e_weighted);
   EXPECT_LT(e_weighted, 0.85 * e_plain);
+}
+
+// A TileBatchSearch on the CPU (what the GPU's search computes): each tile's
+// tail-biting Viterbi search; counts its calls.
+int64_t g_batch_calls = 0, g_batch_tiles = 0;
+void cpu_tile_batch(int bits, const float* codes, int64_t count, const float* target, const float* weight,
+                    uint16_t* states) {
+  ++g_batch_calls;
+  g_batch_tiles += count;
+  trellis::Viterbi viterbi;
+  std::vector<uint32_t> st(trellis::kTileSize);
+  for (int64_t i = 0; i < count; ++i) {
+    const trellis::TrellisProblem p{trellis::kStateBits, bits, codes, trellis::kTileSize,
+                                    target + i * trellis::kTileSize, weight + i * trellis::kTileSize};
+    viterbi.run_tail_biting(p, st.data());
+    for (int t = 0; t < trellis::kTileSize; ++t) states[i * trellis::kTileSize + t] = uint16_t(st[t]);
+  }
+}
+
+// With importance, the tiles of every Hadamard block's j-th column are
+// searched in one call (round j); the bytes are the tile-by-tile search's.
+TEST(TrellisFormat, BatchedSearchEqualsTheTileSearch) {
+  const std::pair<int64_t, int64_t> shapes[] = {{32, 512}, {16, 384}, {48, 48}, {32, 96}};
+  for (const auto& [rows, cols] : shapes)
+    for (const bool with_importance : {false, true}) {
+      const std::vector<float> w = gaussian(size_t(rows * cols), uint64_t(rows * cols));
+      std::vector<float> importance(static_cast<size_t>(cols));
+      std::mt19937 rng(static_cast<uint32_t>(cols));
+      for (auto& x : importance) x = (rng() % 5 == 0) ? 0.0f : float(1 + rng() % 40);
+      QuantizeOptions o;
+      o.seed = 99;
+      o.importance = with_importance ? importance.data() : nullptr;
+      const QuantizedMatrix a = trellis::quantize_matrix(w.data(), rows, cols, o, 3, trellis::initial_scale_ratio(3));
+      g_batch_calls = g_batch_tiles = 0;
+      const QuantizedMatrix b = trellis::quantize_matrix(w.data(), rows, cols, o, 3, trellis::initial_scale_ratio(3),
+                                                         trellis::Code::k1mad, cpu_tile_batch);
+      const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + (with_importance ? " importance" : "");
+      ASSERT_EQ(a.parts.size(), b.parts.size()) << what;
+      for (size_t k = 0; k < a.parts.size(); ++k) EXPECT_EQ(a.parts[k].bytes, b.parts[k].bytes) << what << " part " << k;
+      EXPECT_EQ(g_batch_tiles, rows * cols / trellis::kTileSize) << what;
+      EXPECT_EQ(g_batch_calls, with_importance ? hadamard_block_size(cols) / trellis::kTileDim : 1) << what;
+    }
 }
 
 TEST(TrellisFormat, ZerosRoundTripExactly) {

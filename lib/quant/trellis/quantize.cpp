@@ -166,17 +166,25 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
       search_tile(bits, codes, cols, kt, nt, rotated.data(), factor.data(), fb, tile_states(kt, nt));
     });
   } else {
-    // Column tiles left to right; each target gets the feedback of the errors
-    // already made in its Hadamard block (see importance.h).
+    // Column tiles left to right within each Hadamard block; each target gets
+    // the feedback of the errors already made in its block (see importance.h).
+    // Blocks do not feed each other, so round j takes tile column j of every
+    // block at once: block / 16 rounds of (cols / block) x tiles_n tiles, not
+    // one round per tile column (a batch, the GPU, gets 16x the tiles per call
+    // of a 2048-column matrix). Every tile sees the same target as in column
+    // order, so the result is the same.
     std::vector<float> target(rotated);
     std::vector<float> error(static_cast<size_t>(rows * cols), 0.0f);  // W' - W'^
-    const int64_t block = fb.block();
-    for (int64_t kt = 0; kt < tiles_k; ++kt) {
-      const int64_t c0 = kt * kTileDim, hb = c0 / block, b0 = hb * block;
-      const float* m = fb.feedback_block(hb);
-      // This column of tiles' targets: the rotated weights plus the feedback
-      // of the errors already made to their left in the Hadamard block.
-      auto feedback_targets = [&](int64_t nt) {
+    const int64_t block = fb.block(), block_tiles = block / kTileDim, blocks = cols / block;
+    const int64_t round_tiles = blocks * tiles_n;
+    for (int64_t j = 0; j < block_tiles; ++j) {
+      // Tile i of round j: tile column j of block i / tiles_n, tile row i % tiles_n.
+      auto tile = [&](int64_t i) { return std::pair<int64_t, int64_t>{(i / tiles_n) * block_tiles + j, i % tiles_n}; };
+      // Its targets: the rotated weights plus the feedback of the errors
+      // already made to their left in the Hadamard block.
+      auto feedback_targets = [&](int64_t kt, int64_t nt) {
+        const int64_t c0 = kt * kTileDim, hb = c0 / block, b0 = hb * block;
+        const float* m = fb.feedback_block(hb);
         for (int64_t n = nt * kTileDim; n < (nt + 1) * kTileDim; ++n)
           for (int64_t c = c0; c < c0 + kTileDim; ++c) {
             double acc = rotated[n * cols + c];
@@ -184,7 +192,8 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
             target[n * cols + c] = static_cast<float>(acc);
           }
       };
-      auto record_errors = [&](int64_t nt) {
+      auto record_errors = [&](int64_t kt, int64_t nt) {
+        const int64_t c0 = kt * kTileDim;
         const uint16_t* st = tile_states(kt, nt);
         for (int r = 0; r < kTileDim; ++r)
           for (int c = 0; c < kTileDim; ++c) {
@@ -193,18 +202,22 @@ QuantizedMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, cons
           }
       };
       if (batch != nullptr) {
-        pool.run(static_cast<size_t>(tiles_n), [&](size_t nt) { feedback_targets(static_cast<int64_t>(nt)); });
-        search_batched(
-            batch, bits, codes, cols, tiles_n, [&](int64_t i) { return std::pair<int64_t, int64_t>{kt, i}; },
-            tile_states, target.data(), factor.data(), fb);
-        pool.run(static_cast<size_t>(tiles_n), [&](size_t nt) { record_errors(static_cast<int64_t>(nt)); });
+        pool.run(static_cast<size_t>(round_tiles), [&](size_t i) {
+          const auto [kt, nt] = tile(static_cast<int64_t>(i));
+          feedback_targets(kt, nt);
+        });
+        search_batched(batch, bits, codes, cols, round_tiles, tile, tile_states, target.data(), factor.data(), fb);
+        pool.run(static_cast<size_t>(round_tiles), [&](size_t i) {
+          const auto [kt, nt] = tile(static_cast<int64_t>(i));
+          record_errors(kt, nt);
+        });
         continue;
       }
-      pool.run(static_cast<size_t>(tiles_n), [&](size_t nt_index) {
-        const int64_t nt = static_cast<int64_t>(nt_index);
-        feedback_targets(nt);
+      pool.run(static_cast<size_t>(round_tiles), [&](size_t i) {
+        const auto [kt, nt] = tile(static_cast<int64_t>(i));
+        feedback_targets(kt, nt);
         search_tile(bits, codes, cols, kt, nt, target.data(), factor.data(), fb, tile_states(kt, nt));
-        record_errors(nt);
+        record_errors(kt, nt);
       });
     }
   }
