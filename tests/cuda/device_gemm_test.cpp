@@ -14,10 +14,16 @@
 // 0.6 sqrt(K) |W x|, so a wrong group scale (its group's share of the output)
 // or a wrong code, sign or tile order (all of it) stays far outside.
 //
-// The MoE layer: each pair's slot row against the CPU's, relative to the
-// row's norm: 2^-6 when an expert batch may take the prefill product (the
-// bf16 roundings of three products and SwiGLU between them: measured under
-// 2^-8), 1e-5 when every batch is a decode batch (float32).
+// The MoE layer: each pair's slot row against the CPU reference chain
+// (FormatTraits::matmul of gate and up, the activation as the CPU's
+// glu_block writes it, matmul of down, the biases between), relative to the
+// row's norm: 1e-5 when every batch is a decode batch (float32 products in
+// another order), 2^-6 when an expert batch may take the prefill product
+// (the bf16 roundings of three products and the activation between them);
+// and against the CPU executor's sorted dispatch within 2^-5: that dispatch's
+// batch kernels round the activations to int8 for some formats, so its own
+// rows differ from the reference chain by up to 1.2% here (measured), and the
+// comparison allows both sides' deviations, 2^-6 each.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -187,6 +193,55 @@ SmallLayer make_layer(int64_t H, int64_t I, bool gpt_oss = false) {
   return s;
 }
 
+// slot row of each pair through FormatTraits::matmul (float32), the biases
+// and the activation as model/kernels' glu_block computes them.
+std::vector<float> reference_slots(const PackedLayer& L, const std::vector<float>& x, int64_t tokens, int64_t top_k,
+                                   const std::vector<int32_t>& ids, int64_t H, int64_t I) {
+  std::vector<float> out(static_cast<size_t>(tokens * top_k * H)), g(static_cast<size_t>(I)), u(g.size()), h(g.size());
+  for (int64_t p = 0; p < tokens * top_k; ++p) {
+    const ExpertWeights& w = L.expert(ids[static_cast<size_t>(p)]);
+    const float* xr = x.data() + (p / top_k) * H;
+    w.gate.format->matmul(w.gate, xr, 1, g.data(), false);
+    w.up.format->matmul(w.up, xr, 1, u.data(), false);
+    for (int64_t i = 0; i < I; ++i) {
+      float a = w.gate_bias ? g[static_cast<size_t>(i)] + w.gate_bias[i] : g[static_cast<size_t>(i)];
+      float b = w.up_bias ? u[static_cast<size_t>(i)] + w.up_bias[i] : u[static_cast<size_t>(i)];
+      if (w.act.kind == model::ActivationKind::kSwiGlu) {
+        h[static_cast<size_t>(i)] = a / (1.0f + std::exp(-a)) * b;
+      } else {
+        a = std::min(a, w.act.limit);
+        b = std::min(std::max(b, -w.act.limit), w.act.limit);
+        h[static_cast<size_t>(i)] = (b + 1.0f) * (a / (1.0f + std::exp(a * -w.act.alpha)));
+      }
+    }
+    float* y = out.data() + p * H;
+    w.down.format->matmul(w.down, h.data(), 1, y, false);
+    if (w.down_bias)
+      for (int64_t i = 0; i < H; ++i) y[i] += w.down_bias[i];
+  }
+  return out;
+}
+
+// Largest relative difference of a slot row (|a - b| / |b|, 2-norms over the row).
+double worst_row_difference(const std::vector<float>& a, const std::vector<float>& b, int64_t rows, int64_t H,
+                            int64_t* worst_row) {
+  double worst = 0.0;
+  for (int64_t p = 0; p < rows; ++p) {
+    double diff = 0.0, norm = 0.0;
+    for (int64_t i = 0; i < H; ++i) {
+      const double x = a[static_cast<size_t>(p * H + i)], y = b[static_cast<size_t>(p * H + i)];
+      diff += (x - y) * (x - y);
+      norm += y * y;
+    }
+    const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+    if (!(rel <= worst)) {
+      worst = std::isfinite(rel) ? rel : INFINITY;
+      *worst_row = p;
+    }
+  }
+  return worst;
+}
+
 // Random routing among the survivors: top_k distinct experts per token.
 std::vector<int32_t> route(const PackedLayer& L, int64_t tokens, int64_t top_k, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -213,6 +268,7 @@ TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
       const int64_t pairs = tokens * top_k;
       const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 40 + tokens);
       const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 7 + tokens);
+      const std::vector<float> ref = reference_slots(s.layer, x, tokens, top_k, ids, H, I);
       std::vector<float> cpu(static_cast<size_t>(pairs * H));
       MoeWork work{.layer = &s.layer, .x = x.data(), .tokens = tokens, .hidden = H, .top_k = top_k,
                    .expert_ids = ids.data(), .slot_out = cpu.data()};
@@ -232,23 +288,16 @@ TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
         synchronize();
         std::vector<float> gpu(cpu.size());
         dout.download(gpu.data(), gpu.size() * sizeof(float));
-        double worst = 0.0;
-        int bad = 0;
-        for (int64_t p = 0; p < pairs; ++p) {
-          double diff = 0.0, norm = 0.0;
-          for (int64_t i = 0; i < H; ++i) {
-            const double a = gpu[static_cast<size_t>(p * H + i)], b = cpu[static_cast<size_t>(p * H + i)];
-            diff += (a - b) * (a - b);
-            norm += b * b;
-          }
-          const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-          worst = std::max(worst, std::isfinite(rel) ? rel : INFINITY);
-          if (!(rel <= tau) && bad++ < 5)
-            ADD_FAILURE() << what << ": pair " << p << " (expert " << ids[static_cast<size_t>(p)]
-                          << ") relative difference " << rel << " > " << tau;
-        }
-        EXPECT_EQ(bad, 0) << what;
-        std::printf("%-30s worst relative difference %.3g (bound %.3g)\n", what.c_str(), worst, tau);
+        int64_t row_ref = 0, row_cpu = 0;
+        const double vs_ref = worst_row_difference(gpu, ref, pairs, H, &row_ref);
+        const double vs_cpu = worst_row_difference(gpu, cpu, pairs, H, &row_cpu);
+        EXPECT_LE(vs_ref, tau) << what << ": pair " << row_ref << " (expert " << ids[static_cast<size_t>(row_ref)]
+                               << ") against the float32 reference chain";
+        EXPECT_LE(vs_cpu, 0x1p-5) << what << ": pair " << row_cpu << " (expert " << ids[static_cast<size_t>(row_cpu)]
+                                  << ") against the CPU's sorted dispatch";
+        std::printf("%-30s worst relative difference %.3g against the reference chain (bound %.3g), %.3g against "
+                    "the CPU dispatch\n",
+                    what.c_str(), vs_ref, tau, vs_cpu);
       }
     }
   }
@@ -256,10 +305,10 @@ TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
 
 TEST(DeviceMoe, PrunedExpertIsRefused) {
   SKIP_WITHOUT_GPU();
-  SmallLayer s = make_layer(64, 32);
+  SmallLayer s = make_layer(128, 64);
   const DeviceMoeLayer d = upload(s.layer);
   DeviceMoeScratch scratch;
-  DeviceBuffer dx(64 * sizeof(float)), dout(2 * 64 * sizeof(float));
+  DeviceBuffer dx(128 * sizeof(float)), dout(2 * 128 * sizeof(float));
   const int32_t ids[2] = {0, 5};  // expert 5 was pruned
   EXPECT_THROW(run_moe(d, DispatchKind::kSorted, 0, dx.floats(), 1, 2, ids, dout.floats(), scratch), eq::Error);
 }
