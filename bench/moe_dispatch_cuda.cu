@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda_bench.cuh"
 #include "exec/cuda/device_moe.h"
 #include "exec/dispatch.h"
 #include "exec/synthetic_layer.h"
@@ -33,56 +34,7 @@
 namespace {
 
 using namespace eq;
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-__global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__ dst, size_t n) {
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    dst[i] = src[i];
-}
-
-double copy_gbps(size_t mib, cudaStream_t s) {
-  const size_t bytes = mib << 20, n = bytes / sizeof(float4);
-  float4 *a = nullptr, *b = nullptr;
-  check(cudaMalloc(&a, bytes), "allocate");
-  check(cudaMalloc(&b, bytes), "allocate");
-  check(cudaMemsetAsync(a, 1, bytes, s), "memset");
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attribute");
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  double best = 0.0;
-  for (int rep = 0; rep < 5; ++rep) {
-    cudaEventRecord(e0, s);
-    for (int i = 0; i < 10; ++i) copy_kernel<<<sms * 8, 256, 0, s>>>(i % 2 ? b : a, i % 2 ? a : b, n);
-    cudaEventRecord(e1, s);
-    check(cudaEventSynchronize(e1), "copy");
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, e0, e1);
-    best = std::max(best, 2.0 * bytes * 10 / (ms * 1e-3) / 1e9);
-  }
-  cudaFree(a);
-  cudaFree(b);
-  return best;
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t p = 0;
-  while (p <= s.size()) {
-    const size_t q = std::min(s.find(',', p), s.size());
-    if (q > p) out.push_back(s.substr(p, q - p));
-    p = q + 1;
-  }
-  return out;
-}
+using namespace eq::bench;
 
 }  // namespace
 
@@ -120,7 +72,7 @@ int main(int argc, char** argv) {
     cudaStream_t s;
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
     std::printf("GPU: %s, %d SMs; copy kernel %.0f GB/s read + written\n", prop.name, prop.multiProcessorCount,
-                copy_gbps(1024, s));
+                copy_gbps(CopyPool(1024, s), s));
     const int64_t H = shape->hidden, I = shape->intermediate, K = shape->top_k;
     std::printf("shape %s: %lld experts, top-%lld, hidden %lld, intermediate %lld; sort cutoff %lld; median of %d calls\n\n",
                 shape->name.c_str(), static_cast<long long>(shape->experts), static_cast<long long>(K),

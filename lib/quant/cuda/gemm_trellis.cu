@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "quant/cuda/gemm_dense.cuh"
 #include "quant/cuda/gemv_common.cuh"
+#include "quant/cuda/trellis_tile.cuh"
 #include "quant/hadamard.h"
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/format.h"
@@ -64,20 +65,6 @@ __global__ void __launch_bounds__(kHadThreads) rotate_rows_kernel(const float* _
       else out[row * dim + base + i] = v[i] * norm * static_cast<float>(signs[base + i]);
     }
     __syncthreads();
-  }
-}
-
-// The lane's `BITS` stream bytes, the first one most significant.
-template <int BITS>
-__device__ inline uint32_t lane_bytes(const uint8_t* tile, int lane) {
-  if constexpr (BITS == 4) {
-    return __byte_perm(__ldg(reinterpret_cast<const uint32_t*>(tile) + lane), 0, 0x0123);
-  } else if constexpr (BITS == 2) {
-    const uint32_t v = __ldg(reinterpret_cast<const uint16_t*>(tile) + lane);
-    return ((v & 0xffu) << 8) | (v >> 8);
-  } else {
-    const uint8_t* b = tile + BITS * lane;
-    return (uint32_t{__ldg(b)} << 16) | (uint32_t{__ldg(b + 1)} << 8) | __ldg(b + 2);
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "quant/cuda/gemv_common.cuh"
+#include "quant/cuda/trellis_tile.cuh"
 #include "quant/hadamard.h"
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/format.h"
@@ -80,20 +81,6 @@ __global__ void __launch_bounds__(kHadThreads) hadamard_kernel(const __grid_cons
     const int8_t* sv = static_cast<const int8_t*>(job.parts[kSv]);
     for (int i = threadIdx.x; i < block; i += kHadThreads)
       job.y[m * dim + base + i] = v[i] * norm * static_cast<float>(sv[base + i]);
-  }
-}
-
-// The lane's `BITS` stream bytes, the first one most significant.
-template <int BITS>
-__device__ inline uint32_t lane_bytes(const uint8_t* tile, int lane) {
-  if constexpr (BITS == 4) {
-    return __byte_perm(__ldg(reinterpret_cast<const uint32_t*>(tile) + lane), 0, 0x0123);
-  } else if constexpr (BITS == 2) {
-    const uint32_t v = __ldg(reinterpret_cast<const uint16_t*>(tile) + lane);
-    return ((v & 0xffu) << 8) | (v >> 8);
-  } else {
-    const uint8_t* b = tile + BITS * lane;
-    return (uint32_t{__ldg(b)} << 16) | (uint32_t{__ldg(b + 1)} << 8) | __ldg(b + 2);
   }
 }
 
