@@ -59,7 +59,9 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
   if (!pm->has_reference())
     r.comparison_skipped = "no --model: the packed model ran alone (its own bits per byte/token and latency); the "
                            "unquantized reference, KL, top-1, per-layer error and collapse checks need --model";
-  r.machine = {std::string(cpu_model_name()), std::string(isa_name(active_isa())), default_pool().size(), 0};
+  r.machine.cpu = std::string(cpu_model_name());
+  r.machine.isa = std::string(isa_name(active_isa()));
+  r.machine.threads = default_pool().size();
   r.packed = summarize_pack(pm->manifest(), q.packed);
   r.ctx = q.ctx;
   r.byte_level = c.byte_level();
