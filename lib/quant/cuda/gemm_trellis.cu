@@ -51,15 +51,7 @@ __global__ void __launch_bounds__(kHadThreads) rotate_rows_kernel(const float* _
     for (int i = threadIdx.x; i < block; i += kHadThreads)
       v[i] = kInput ? src[i] * static_cast<float>(signs[base + i]) : src[i];
     __syncthreads();
-    for (int h = 1; h < block; h *= 2) {
-      for (int i = threadIdx.x; i < block / 2; i += kHadThreads) {
-        const int j = (i / h) * 2 * h + i % h;
-        const float a = v[j], b = v[j + h];
-        v[j] = a + b;
-        v[j + h] = a - b;
-      }
-      __syncthreads();
-    }
+    hadamard_in_shared(v, block, kHadThreads);
     for (int i = threadIdx.x; i < block; i += kHadThreads) {
       if (kInput) out_bf16[row * dim + base + i] = __float2bfloat16_rn(v[i] * norm);
       else out[row * dim + base + i] = v[i] * norm * static_cast<float>(signs[base + i]);

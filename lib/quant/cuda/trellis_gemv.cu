@@ -66,15 +66,7 @@ __global__ void __launch_bounds__(kHadThreads) hadamard_kernel(const __grid_cons
     for (int i = threadIdx.x; i < block; i += kHadThreads) v[i] = row[base + i];
   }
   __syncthreads();
-  for (int h = 1; h < block; h *= 2) {
-    for (int i = threadIdx.x; i < block / 2; i += kHadThreads) {
-      const int j = (i / h) * 2 * h + i % h;
-      const float a = v[j], b = v[j + h];
-      v[j] = a + b;
-      v[j + h] = a - b;
-    }
-    __syncthreads();
-  }
+  hadamard_in_shared(v, block, kHadThreads);
   if (kInput) {
     for (int i = threadIdx.x; i < block; i += kHadThreads) row[base + i] = v[i] * norm;
   } else {
