@@ -55,6 +55,7 @@ class Registry {
       lru_.pop_back();
       ++stats_.layer_evictions;
       scratch.work = DeviceBuffer();  // the scratch regrows as needed
+      scratch.call = DeviceBuffer();
       quant::cuda::check(cudaMemGetInfo(&free_bytes, &total), "free GPU memory");
     }
     lru_.push_front(&l);
@@ -81,10 +82,6 @@ class Registry {
   std::list<const PackedLayer*> lru_;  // most recently used first
   CudaDispatchStats stats_;
 };
-
-void grow(DeviceBuffer& b, size_t bytes) {
-  if (b.size() < bytes) b = DeviceBuffer(bytes);
-}
 
 class CudaDispatch : public Dispatch {
  public:

@@ -29,10 +29,6 @@ __global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t 
   }
 }
 
-// Makes buf at least `bytes` long; an old buffer may still be read by work
-// queued on the stream, so that work finishes before it is freed.
-void grow(DeviceBuffer& buf, size_t bytes, void* stream);
-
 // Whether down takes the gated input (g, u) itself rather than h from a
 // SwiGLU launch: when it fits (kMaxGatedInput), unless
 // EXPERTQUANT_GPU_SWIGLU_LAUNCH=1 asks for the separate launch (for measurement).
@@ -127,13 +123,11 @@ void gemv(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::sp
 
 void synchronize(void* stream) { check(cudaStreamSynchronize(stream_of(stream)), "synchronize"); }
 
-namespace {
 void grow(DeviceBuffer& buf, size_t bytes, void* stream) {
   if (buf.size() >= bytes) return;
   if (buf.size() > 0) synchronize(stream);
   buf = DeviceBuffer(bytes);
 }
-}  // namespace
 
 DeviceExpert upload(const ExpertWeights& w) {
   if (w.act != model::Activation{} || w.gate_bias || w.up_bias || w.down_bias)

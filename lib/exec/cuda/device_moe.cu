@@ -65,7 +65,7 @@ __global__ void glu_rows_kernel(const float* g, const float* u, float* h, int64_
     float a = gate_bias ? g[i] + gate_bias[c] : g[i];
     float b = up_bias ? u[i] + up_bias[c] : u[i];
     if (kind == static_cast<int>(model::ActivationKind::kSwiGlu)) {
-      h[i] = a / (1.0f + expf(-a)) * b;
+      h[i] = quant::cuda::swiglu_device(a, b);
     } else {
       a = fminf(a, limit);
       b = fminf(fmaxf(b, -limit), limit);
@@ -139,24 +139,17 @@ struct Calls {
   }
 };
 
-void grow(DeviceBuffer& buf, size_t bytes, void* stream) {
-  if (buf.size() >= bytes) return;
-  if (buf.size() > 0) synchronize(stream);
-  buf = DeviceBuffer(bytes);
-}
-
 // The device regions of one call, carved from scratch.work.
 struct Regions {
   float *rows_in = nullptr, *g = nullptr, *u = nullptr, *h = nullptr, *rows_out = nullptr, *group_out = nullptr,
         *mask = nullptr;
   int32_t *token = nullptr, *slot = nullptr;
-  void* call = nullptr;
 };
 
-Regions carve(DeviceMoeScratch& s, int64_t pairs, int64_t H, int64_t I, size_t call_bytes, void* stream) {
+Regions carve(DeviceMoeScratch& s, int64_t pairs, int64_t H, int64_t I, void* stream) {
   const size_t ph = aligned(static_cast<size_t>(pairs * H) * 4), pi = aligned(static_cast<size_t>(pairs * I) * 4),
                p4 = aligned(static_cast<size_t>(pairs) * 4);
-  grow(s.work, 3 * ph + 3 * pi + 3 * p4 + aligned(call_bytes), stream);
+  grow(s.work, 3 * ph + 3 * pi + 3 * p4, stream);
   char* at = static_cast<char*>(s.work.data());
   Regions r;
   auto take = [&](size_t bytes) {
@@ -173,26 +166,14 @@ Regions carve(DeviceMoeScratch& s, int64_t pairs, int64_t H, int64_t I, size_t c
   r.mask = reinterpret_cast<float*>(take(p4));
   r.token = reinterpret_cast<int32_t*>(take(p4));
   r.slot = reinterpret_cast<int32_t*>(take(p4));
-  r.call = call_bytes ? take(aligned(call_bytes)) : nullptr;
   return r;
 }
 
-// The scratch a set of batches needs for its products (both steps).
-size_t products_bytes(const DeviceMoeLayer& L, const std::vector<Batch>& batches) {
-  Calls up, down;
-  for (const Batch& b : batches) {
-    const DeviceExpert& e = L.experts[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
-    up.add(e.gate, b.x, nullptr, b.m);
-    up.add(e.up, b.x, nullptr, b.m);
-    down.add(e.down, nullptr, b.y, b.m);
-  }
-  return std::max(up.scratch_bytes(), down.scratch_bytes());
-}
-
 // gate and up of every batch (one call per format, shape and row count),
-// SwiGLU over rows [0, total_rows) of g and u, down.
+// the activation over rows [0, total_rows) of g and u, down; the products'
+// scratch is s.call, grown to the calls' largest need.
 void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int64_t total_rows, const Regions& r,
-                 void* stream) {
+                 DeviceMoeScratch& s, void* stream) {
   const int64_t I = L.inter;
   Calls up, down;
   for (const Batch& b : batches) {
@@ -201,29 +182,31 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
     up.add(e.up, b.x, r.u + b.row0 * I, b.m);
     down.add(e.down, r.h + b.row0 * I, b.y, b.m);
   }
-  up.run(r.call, stream);
-  const cudaStream_t s = stream_of(stream);
+  grow(s.call, std::max(up.scratch_bytes(), down.scratch_bytes()), stream);
+  void* call = s.call.size() ? s.call.data() : nullptr;
+  up.run(call, stream);
+  const cudaStream_t st = stream_of(stream);
   const int kind = static_cast<int>(L.act.kind);
   if (!L.biased) {
     // One launch over all rows: no per-expert values.
     if (total_rows > 0)
-      glu_rows_kernel<<<elementwise_blocks(total_rows * I), 256, 0, s>>>(r.g, r.u, r.h, total_rows, I, nullptr, nullptr,
+      glu_rows_kernel<<<elementwise_blocks(total_rows * I), 256, 0, st>>>(r.g, r.u, r.h, total_rows, I, nullptr, nullptr,
                                                                           kind, L.act.alpha, L.act.limit);
   } else {
     for (const Batch& b : batches) {
       const DeviceExpertBiases& eb = L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
-      glu_rows_kernel<<<elementwise_blocks(b.m * I), 256, 0, s>>>(r.g + b.row0 * I, r.u + b.row0 * I, r.h + b.row0 * I,
+      glu_rows_kernel<<<elementwise_blocks(b.m * I), 256, 0, st>>>(r.g + b.row0 * I, r.u + b.row0 * I, r.h + b.row0 * I,
                                                                   b.m, I, floats_or_null(eb.gate), floats_or_null(eb.up),
                                                                   kind, L.act.alpha, L.act.limit);
     }
   }
   check_launch("activation kernel");
-  down.run(r.call, stream);
+  down.run(call, stream);
   if (L.biased)
     for (const Batch& b : batches) {
       const DeviceExpertBiases& eb = L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
       if (eb.down.size())
-        add_bias_rows_kernel<<<elementwise_blocks(b.m * L.hidden), 256, 0, s>>>(b.y, b.m, L.hidden, eb.down.floats());
+        add_bias_rows_kernel<<<elementwise_blocks(b.m * L.hidden), 256, 0, st>>>(b.y, b.m, L.hidden, eb.down.floats());
     }
   check_launch("down bias kernel");
 }
@@ -240,7 +223,7 @@ void check_ids(const DeviceMoeLayer& L, const int32_t* ids, int64_t pairs) {
 // Counting sort of the pairs by `ids` into batches of gathered rows
 // (rows_in -> rows_out), the pairs' rows scattered into `out` after.
 void grouped(const DeviceMoeLayer& L, const float* x, int64_t tokens, int64_t top_k, const int32_t* ids, float* out,
-             DeviceMoeScratch& s, void* stream, bool plan_only, size_t* call_bytes, const Regions* r) {
+             const Regions& r, DeviceMoeScratch& s, void* stream) {
   const int64_t pairs = tokens * top_k, H = L.hidden, E = L.num_experts;
   s.offsets.assign(static_cast<size_t>(E + 1), 0);
   for (int64_t p = 0; p < pairs; ++p) ++s.offsets[static_cast<size_t>(ids[p]) + 1];
@@ -252,17 +235,8 @@ void grouped(const DeviceMoeLayer& L, const float* x, int64_t tokens, int64_t to
   for (int64_t e = 0; e < E; ++e) {
     const int64_t b = s.offsets[e], end = s.offsets[e + 1];
     if (b == end) continue;
-    Batch bt;
-    bt.expert = static_cast<int32_t>(e);
-    bt.m = end - b;
-    bt.row0 = b;
-    bt.x = r ? r->rows_in + b * H : nullptr;
-    bt.y = r ? r->rows_out + b * H : nullptr;
-    batches.push_back(bt);
-  }
-  if (plan_only) {
-    *call_bytes = std::max(*call_bytes, products_bytes(L, batches));
-    return;
+    batches.push_back({.expert = static_cast<int32_t>(e), .x = r.rows_in + b * H, .y = r.rows_out + b * H,
+                       .m = end - b, .row0 = b});
   }
   const cudaStream_t st = stream_of(stream);
   s.order32.resize(static_cast<size_t>(2 * pairs));
@@ -270,14 +244,15 @@ void grouped(const DeviceMoeLayer& L, const float* x, int64_t tokens, int64_t to
     s.order32[static_cast<size_t>(i)] = static_cast<int32_t>(s.order[static_cast<size_t>(i)] / top_k);
     s.order32[static_cast<size_t>(pairs + i)] = static_cast<int32_t>(s.order[static_cast<size_t>(i)]);
   }
-  check(cudaMemcpyAsync(r->token, s.order32.data(), static_cast<size_t>(pairs) * 4, cudaMemcpyHostToDevice, st),
+  // Pageable copies: the host arrays are staged before the calls return, so they may be refilled at once.
+  check(cudaMemcpyAsync(r.token, s.order32.data(), static_cast<size_t>(pairs) * 4, cudaMemcpyHostToDevice, st),
         "copy the gather order");
-  check(cudaMemcpyAsync(r->slot, s.order32.data() + pairs, static_cast<size_t>(pairs) * 4, cudaMemcpyHostToDevice, st),
+  check(cudaMemcpyAsync(r.slot, s.order32.data() + pairs, static_cast<size_t>(pairs) * 4, cudaMemcpyHostToDevice, st),
         "copy the scatter order");
-  gather_rows_kernel<<<row_blocks(pairs), 256, 0, st>>>(x, r->token, pairs, H, r->rows_in);
+  gather_rows_kernel<<<row_blocks(pairs), 256, 0, st>>>(x, r.token, pairs, H, r.rows_in);
   check_launch("gather kernel");
-  run_batches(L, batches, pairs, *r, stream);
-  scatter_rows_kernel<<<row_blocks(pairs), 256, 0, st>>>(r->rows_out, r->slot, pairs, H, out);
+  run_batches(L, batches, pairs, r, s, stream);
+  scatter_rows_kernel<<<row_blocks(pairs), 256, 0, st>>>(r.rows_out, r.slot, pairs, H, out);
   check_launch("scatter kernel");
 }
 
@@ -369,32 +344,14 @@ void run_moe(const DeviceMoeLayer& L, DispatchKind kind, int64_t sort_cutoff, co
   const int64_t pairs = tokens * top_k, H = L.hidden, I = L.inter;
   if (pairs <= 0) return;
   check_ids(L, ids, pairs);
-  const cudaStream_t st = stream_of(stream);
-  if (kind == DispatchKind::kAuto && tokens <= sort_cutoff) {
-    const std::vector<Batch> plan = per_pair_batches(x, tokens, top_k, H, ids, slot_out);
-    const Regions r = carve(s, pairs, H, I, products_bytes(L, plan), stream);
-    run_batches(L, plan, pairs, r, stream);
-    return;
-  }
-  if (kind != DispatchKind::kMaskCombine) {
-    size_t call_bytes = 0;
-    grouped(L, x, tokens, top_k, ids, slot_out, s, stream, true, &call_bytes, nullptr);
-    const Regions r = carve(s, pairs, H, I, call_bytes, stream);
-    grouped(L, x, tokens, top_k, ids, slot_out, s, stream, false, nullptr, &r);
-    return;
-  }
+  const Regions r = carve(s, pairs, H, I, stream);
+  if (kind == DispatchKind::kAuto && tokens <= sort_cutoff)
+    return run_batches(L, per_pair_batches(x, tokens, top_k, H, ids, slot_out), pairs, r, s, stream);
+  if (kind != DispatchKind::kMaskCombine) return grouped(L, x, tokens, top_k, ids, slot_out, r, s, stream);
   // Mask-combine: every group's pass over all pairs (remapped), masked, added.
+  const cudaStream_t st = stream_of(stream);
   s.remapped.resize(static_cast<size_t>(pairs));
   s.mask.resize(static_cast<size_t>(pairs));
-  size_t call_bytes = 0;
-  for (const std::vector<int32_t>& g : L.groups) {
-    for (int64_t p = 0; p < pairs; ++p)
-      s.remapped[static_cast<size_t>(p)] = L.group_of[static_cast<size_t>(ids[p])] == L.group_of[static_cast<size_t>(g[0])]
-                                               ? ids[p]
-                                               : g[0];
-    grouped(L, x, tokens, top_k, s.remapped.data(), nullptr, s, stream, true, &call_bytes, nullptr);
-  }
-  const Regions r = carve(s, pairs, H, I, call_bytes, stream);
   check(cudaMemsetAsync(slot_out, 0, static_cast<size_t>(pairs * H) * 4, st), "clear slot_out");
   for (const std::vector<int32_t>& g : L.groups) {
     const int32_t gi = L.group_of[static_cast<size_t>(g[0])];
@@ -403,11 +360,9 @@ void run_moe(const DeviceMoeLayer& L, DispatchKind kind, int64_t sort_cutoff, co
       s.mask[static_cast<size_t>(p)] = member ? 1.0f : 0.0f;
       s.remapped[static_cast<size_t>(p)] = member ? ids[p] : g[0];
     }
-    // The host arrays are copied (staged) before the call returns, so the
-    // next group may refill them.
     check(cudaMemcpyAsync(r.mask, s.mask.data(), static_cast<size_t>(pairs) * 4, cudaMemcpyHostToDevice, st),
           "copy the mask");
-    grouped(L, x, tokens, top_k, s.remapped.data(), r.group_out, s, stream, false, nullptr, &r);
+    grouped(L, x, tokens, top_k, s.remapped.data(), r.group_out, r, s, stream);
     mask_add_kernel<<<row_blocks(pairs), 256, 0, st>>>(r.group_out, r.mask, pairs, H, slot_out);
     check_launch("mask-combine kernel");
   }

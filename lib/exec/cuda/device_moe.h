@@ -60,7 +60,8 @@ DeviceMoeLayer upload(const PackedLayer& layer);
 
 // Host index arrays and device buffers reused across calls.
 struct DeviceMoeScratch {
-  DeviceBuffer work;  // gathered rows, g / u / h, rows out, masks, product scratch
+  DeviceBuffer work;  // gathered rows, g / u / h, rows out, masks, the index arrays
+  DeviceBuffer call;  // the products' scratch (DeviceGemv / DeviceGemm::scratch_bytes)
   std::vector<int64_t> order, offsets;
   std::vector<int32_t> remapped, order32;
   std::vector<float> mask;

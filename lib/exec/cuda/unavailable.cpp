@@ -41,6 +41,9 @@ void gemv(const quant::FormatTraits&, int64_t, int64_t, std::span<const quant::D
   refuse();
 }
 void synchronize(void*) { refuse(); }
+void grow(DeviceBuffer& buf, size_t bytes, void*) {
+  if (buf.size() < bytes) buf = DeviceBuffer(bytes);  // refuses
+}
 DeviceExpert upload(const ExpertWeights&) { refuse(); }
 void expert_mlp_decode(std::span<const DeviceExpert* const>, const float*, int, float*, DeviceBuffer&, void*) {
   refuse();
