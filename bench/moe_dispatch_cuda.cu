@@ -1,7 +1,7 @@
 // The GPU MoE layer (lib/exec/cuda/device_moe.h, issue #41) at M tokens for
 // each dispatch strategy and format mix:
 //   bench/moe_dispatch_cuda [--shape qwen3-30b-a3b] [--mixes bf16,fp4_g32,...] [--m 1,16,512,4096]
-//                           [--dispatch mask-combine,sorted,auto] [--sort-cutoff N] [--iters N]
+//                           [--dispatch mask-combine,sorted,auto] [--sort-cutoff N] [--iters N] [--graph]
 // For each mix (a preset of exec/synthetic_layer.h or one format; default
 // bf16, fp4_g32, int4_g64, int8_row, trellis4, mix842, mix842t): a synthetic
 // layer of the shape with random codes (the kernels do a real pack's work),
@@ -12,7 +12,10 @@
 // flops), and the ratio to the uniform bf16 layer at the same M and dispatch
 // (bf16's products are cuBLAS's bf16 GEMMs on the stored matrices: the
 // baseline), and to fp4_g32 for the mixes. A copy kernel's GB/s is printed
-// first.
+// first. --graph adds the GPU's own time a call ("GPU ms"): the call captured
+// once in a CUDA graph and replayed, so the host's part (sorting, building and
+// launching the calls) is left out; "-" where the call cannot be captured (its
+// index copies come from pageable memory).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,6 +39,52 @@ namespace {
 using namespace eq;
 using namespace eq::bench;
 
+// The median ms of `iters` replays of `call` captured once as a CUDA graph on
+// `s`, or -1 when the capture fails (the call is then left as it was).
+template <class Call>
+double graph_ms(const Call& call, cudaStream_t s, int iters) {
+  cudaGraph_t g = nullptr;
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1.0;
+  bool captured = true;
+  try {
+    call();
+  } catch (const eq::Error&) {
+    captured = false;
+  }
+  if (cudaStreamEndCapture(s, &g) != cudaSuccess || !captured || g == nullptr) {
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    return -1.0;
+  }
+  cudaGraphExec_t exec = nullptr;
+  if (cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
+    cudaGraphDestroy(g);
+    cudaGetLastError();
+    return -1.0;
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaGraphLaunch(exec, s);
+  check(cudaStreamSynchronize(s), "graph warm-up");
+  std::vector<float> times;
+  for (int it = 0; it < iters; ++it) {
+    cudaEventRecord(e0, s);
+    cudaGraphLaunch(exec, s);
+    cudaEventRecord(e1, s);
+    check(cudaEventSynchronize(e1), "graph replay");
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    times.push_back(ms);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,14 +92,24 @@ int main(int argc, char** argv) {
               ms_arg = "1,4,16,64,512,4096", dispatch_arg = "mask-combine,sorted,auto";
   int iters = 9;
   int64_t sort_cutoff = 8;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool graph = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--shape") shape_name = argv[i + 1];
-    else if (a == "--mixes") mixes_arg = argv[i + 1];
-    else if (a == "--m") ms_arg = argv[i + 1];
-    else if (a == "--dispatch") dispatch_arg = argv[i + 1];
-    else if (a == "--sort-cutoff") sort_cutoff = std::atoll(argv[i + 1]);
-    else if (a == "--iters") iters = std::max(1, std::atoi(argv[i + 1]));
+    if (a == "--graph") {
+      graph = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "option %s needs a value\n", a.c_str());
+      return 2;
+    }
+    ++i;
+    if (a == "--shape") shape_name = argv[i];
+    else if (a == "--mixes") mixes_arg = argv[i];
+    else if (a == "--m") ms_arg = argv[i];
+    else if (a == "--dispatch") dispatch_arg = argv[i];
+    else if (a == "--sort-cutoff") sort_cutoff = std::atoll(argv[i]);
+    else if (a == "--iters") iters = std::max(1, std::atoi(argv[i]));
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -77,9 +136,9 @@ int main(int argc, char** argv) {
     std::printf("shape %s: %lld experts, top-%lld, hidden %lld, intermediate %lld; sort cutoff %lld; median of %d calls\n\n",
                 shape->name.c_str(), static_cast<long long>(shape->experts), static_cast<long long>(K),
                 static_cast<long long>(H), static_cast<long long>(I), static_cast<long long>(sort_cutoff), iters);
-    std::printf("%-10s %8s %6s %-13s %10s %9s %8s %8s\n", "mix", "GB", "M", "dispatch", "ms/call", "TFLOP/s",
-                "/ bf16", "/ fp4");
-    std::map<std::pair<int64_t, int>, double> base_bf16, base_fp4;
+    std::printf("%-10s %8s %6s %-13s %10s %9s %8s %8s%s\n", "mix", "GB", "M", "dispatch", "ms/call", "TFLOP/s",
+                "/ bf16", "/ fp4", graph ? "     GPU ms   / fp4" : "");
+    std::map<std::pair<int64_t, int>, double> base_bf16, base_fp4, gpu_fp4;
     for (const std::string& mix_name : split(mixes_arg)) {
       const exec::FormatMix* mix = exec::find_format_mix(mix_name);
       EQ_CHECK(mix != nullptr, "unknown mix " + mix_name);
@@ -117,16 +176,22 @@ int main(int argc, char** argv) {
           cudaEventDestroy(e1);
           std::sort(times.begin(), times.end());
           const double med = times[times.size() / 2];
+          double gpu_med = -1.0;
+          if (graph) gpu_med = graph_ms(call, s, iters);
           const double tflops = 2.0 * static_cast<double>(M * K) * 3.0 * H * I / (med * 1e-3) / 1e12;
           const auto key = std::make_pair(M, static_cast<int>(kind));
           if (mix_name == "bf16") base_bf16[key] = med;
-          if (mix_name == "fp4_g32") base_fp4[key] = med;
-          char rb[16] = "-", rf[16] = "-";
+          if (mix_name == "fp4_g32") base_fp4[key] = med, gpu_fp4[key] = gpu_med;
+          char rb[16] = "-", rf[16] = "-", g[40] = "";
           if (base_bf16.count(key)) std::snprintf(rb, sizeof rb, "%.2f", med / base_bf16[key]);
           if (base_fp4.count(key)) std::snprintf(rf, sizeof rf, "%.2f", med / base_fp4[key]);
-          std::printf("%-10s %8.3f %6lld %-13s %10.4f %9.1f %8s %8s\n", mix_name.c_str(),
+          if (graph && gpu_med < 0) std::snprintf(g, sizeof g, " %10s %7s", "-", "-");
+          else if (graph && gpu_fp4.count(key) && gpu_fp4[key] > 0)
+            std::snprintf(g, sizeof g, " %10.4f %7.2f", gpu_med, gpu_med / gpu_fp4[key]);
+          else if (graph) std::snprintf(g, sizeof g, " %10.4f %7s", gpu_med, "-");
+          std::printf("%-10s %8.3f %6lld %-13s %10.4f %9.1f %8s %8s%s\n", mix_name.c_str(),
                       static_cast<double>(d.nbytes) / 1e9, static_cast<long long>(M),
-                      std::string(exec::dispatch_kind_name(kind)).c_str(), med, tflops, rb, rf);
+                      std::string(exec::dispatch_kind_name(kind)).c_str(), med, tflops, rb, rf, g);
           std::fflush(stdout);
         }
       }

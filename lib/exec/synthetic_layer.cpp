@@ -78,6 +78,8 @@ std::span<const LayerShape> preset_layer_shapes() {
       {"glm-4.5", 160, 8, 5120, 1536, 1},
       {"gpt-oss-120b", 128, 4, 2880, 2880, 0, true},
       {"qwen3-next-80b", 512, 10, 2048, 512, 1},
+      {"qwen3-235b-a22b", 128, 8, 4096, 1536},
+      {"qwen3.5-397b-a17b", 512, 10, 4096, 1024, 1},
   };
   return shapes;
 }

@@ -38,7 +38,9 @@ struct LayerShape {
 // shared expert), glm-4.5 (160, top-8, 5120, 1536, one shared expert),
 // gpt-oss-120b (128, top-4, 2880, 2880, biased clamped experts),
 // qwen3-next-80b (512, top-10, 2048, 512, one shared expert: e512's routed
-// experts plus the shared one).
+// experts plus the shared one), qwen3-235b-a22b (128, top-8, 4096, 1536),
+// qwen3.5-397b-a17b (512, top-10, 4096, 1024, one shared expert of the
+// routed experts' size, as its config is read here).
 std::span<const LayerShape> preset_layer_shapes();
 const LayerShape* find_layer_shape(std::string_view name);
 

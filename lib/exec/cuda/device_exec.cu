@@ -29,20 +29,55 @@ __global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t 
   }
 }
 
-// Whether down takes the gated input (g, u) itself rather than h from a
-// SwiGLU launch: when it fits (kMaxGatedInput), unless
-// EXPERTQUANT_GPU_SWIGLU_LAUNCH=1 asks for the separate launch (for measurement).
-bool gated_down(int m_rows, int64_t I) {
+}  // namespace
+
+std::string unavailable_reason() { return quant::cuda::unavailable_reason(); }
+
+bool gated_down(int64_t m_rows, int64_t inter) {
   static const bool launch = [] {
     const char* v = std::getenv("EXPERTQUANT_GPU_SWIGLU_LAUNCH");
     return v != nullptr && std::string(v) == "1";
   }();
-  return !launch && m_rows * I <= quant::kMaxGatedInput;
+  return !launch && m_rows * inter <= quant::kMaxGatedInput;
 }
 
-}  // namespace
+LaneStreams::~LaneStreams() {
+  for (void* s : streams_) cudaStreamDestroy(static_cast<cudaStream_t>(s));
+  for (void* e : done_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  if (forked_) cudaEventDestroy(static_cast<cudaEvent_t>(forked_));
+}
 
-std::string unavailable_reason() { return quant::cuda::unavailable_reason(); }
+void LaneStreams::fork(int n, void* stream) {
+  if (n <= 1) return;
+  if (forked_ == nullptr) {
+    cudaEvent_t e;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "create an event");
+    forked_ = e;
+  }
+  while (static_cast<int>(streams_.size()) < n - 1) {
+    cudaStream_t s;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "create a stream");
+    streams_.push_back(s);
+    cudaEvent_t e;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "create an event");
+    done_.push_back(e);
+  }
+  check(cudaEventRecord(static_cast<cudaEvent_t>(forked_), stream_of(stream)), "record the fork");
+  for (int i = 1; i < n; ++i)
+    check(cudaStreamWaitEvent(static_cast<cudaStream_t>(streams_[static_cast<size_t>(i - 1)]),
+                              static_cast<cudaEvent_t>(forked_), 0),
+          "wait for the fork");
+}
+
+void LaneStreams::join(int n, void* stream) {
+  for (int i = 1; i < n; ++i) {
+    check(cudaEventRecord(static_cast<cudaEvent_t>(done_[static_cast<size_t>(i - 1)]),
+                          static_cast<cudaStream_t>(streams_[static_cast<size_t>(i - 1)])),
+          "record a lane's end");
+    check(cudaStreamWaitEvent(stream_of(stream), static_cast<cudaEvent_t>(done_[static_cast<size_t>(i - 1)]), 0),
+          "wait for a lane");
+  }
+}
 
 DeviceBuffer::DeviceBuffer(size_t size) : size_(size) {
   if (size_ > 0) check(cudaMalloc(&p_, size_), "allocate");

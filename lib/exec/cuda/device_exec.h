@@ -76,6 +76,32 @@ void synchronize(void* stream = nullptr);
 // queued on `stream`, so that work finishes before it is freed.
 void grow(DeviceBuffer& buf, size_t bytes, void* stream = nullptr);
 
+// Whether a decode down product forms SwiGLU from g and u as it stages its
+// input (DeviceGemvJob::x_up) for m_rows rows of `inter` values, rather than
+// from h of a SwiGLU launch: when the input fits (quant::kMaxGatedInput),
+// unless EXPERTQUANT_GPU_SWIGLU_LAUNCH=1 asks for the launch (for measurement).
+bool gated_down(int64_t m_rows, int64_t inter);
+
+// Streams that run independent work beside a caller's stream: lane 0 is the
+// caller's stream, lanes 1.. are streams of their own, created on first use
+// and kept. fork() makes lanes 1..n-1 wait for what is queued on the caller's
+// stream; join() makes the caller's stream wait for every lane.
+class LaneStreams {
+ public:
+  LaneStreams() = default;
+  ~LaneStreams();
+  LaneStreams(const LaneStreams&) = delete;
+  LaneStreams& operator=(const LaneStreams&) = delete;
+
+  void fork(int n, void* stream);
+  void* lane(int i, void* stream) const { return i == 0 ? stream : streams_[static_cast<size_t>(i - 1)]; }
+  void join(int n, void* stream);
+
+ private:
+  std::vector<void*> streams_, done_;  // cudaStream_t, cudaEvent_t of lanes 1..
+  void* forked_ = nullptr;             // cudaEvent_t
+};
+
 // One routed expert's matrices on the GPU (SwiGLU, no biases).
 struct DeviceExpert {
   DeviceMatrix gate, up, down;

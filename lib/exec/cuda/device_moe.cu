@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -108,11 +109,16 @@ struct Calls {
   };
   std::map<Key, Call> calls;
 
-  void add(const DeviceMatrix& w, const float* x, float* y, int64_t m) {
+  // x_up: a decode job's gated input (DeviceGemvJob::x_up), or null.
+  void add(const DeviceMatrix& w, const float* x, float* y, int64_t m, const float* x_up = nullptr) {
     const bool decode = m <= quant::kMaxDeviceGemvRows;
     Call& c = calls[{w.format, w.rows, w.cols, decode ? m : 0}];
-    if (decode) c.gemv.push_back(w.job(x, y));
-    else c.gemm.push_back(gemm_job(w, x, y, m));
+    if (decode) {
+      c.gemv.push_back(w.job(x, y));
+      c.gemv.back().x_up = x_up;
+    } else {
+      c.gemm.push_back(gemm_job(w, x, y, m));
+    }
     c.max_m = std::max(c.max_m, m);
   }
   size_t scratch_bytes() const {
@@ -169,31 +175,39 @@ Regions carve(DeviceMoeScratch& s, int64_t pairs, int64_t H, int64_t I, void* st
   return r;
 }
 
-// gate and up of every batch (one call per format, shape and row count),
-// the activation over rows [0, total_rows) of g and u, down; the products'
-// scratch is s.call, grown to the calls' largest need.
-void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int64_t total_rows, const Regions& r,
-                 DeviceMoeScratch& s, void* stream) {
+const DeviceExpert& expert_of(const DeviceMoeLayer& L, int32_t id) {
+  return L.experts[static_cast<size_t>(L.index_of[static_cast<size_t>(id)])];
+}
+
+// Whether a lane's down products form SwiGLU from g and u themselves: decode
+// batches of a plain SwiGLU layer whose down formats take a gated input.
+bool lane_gates_down(const DeviceMoeLayer& L, std::span<const Batch> lane) {
+  if (L.biased || L.act.kind != model::ActivationKind::kSwiGlu) return false;
+  for (const Batch& b : lane)
+    if (b.m > quant::kMaxDeviceGemvRows || !gated_down(b.m, L.inter) ||
+        !expert_of(L, b.expert).down.format->device_gemv->gated_input)
+      return false;
+  return true;
+}
+
+// One lane's batches, whose intermediates are the rows [row0, row0 + rows) of
+// g, u and h: gate and up (one call per format, shape and row count), the
+// activation over those rows (or in down's input), down; `call` is the
+// lane's slice of the products' scratch.
+void run_lane(const DeviceMoeLayer& L, std::span<const Batch> lane, int64_t row0, int64_t rows, const Regions& r,
+              const Calls& up, const Calls& down, bool gated, void* call, void* stream) {
   const int64_t I = L.inter;
-  Calls up, down;
-  for (const Batch& b : batches) {
-    const DeviceExpert& e = L.experts[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
-    up.add(e.gate, b.x, r.g + b.row0 * I, b.m);
-    up.add(e.up, b.x, r.u + b.row0 * I, b.m);
-    down.add(e.down, r.h + b.row0 * I, b.y, b.m);
-  }
-  grow(s.call, std::max(up.scratch_bytes(), down.scratch_bytes()), stream);
-  void* call = s.call.size() ? s.call.data() : nullptr;
   up.run(call, stream);
   const cudaStream_t st = stream_of(stream);
   const int kind = static_cast<int>(L.act.kind);
-  if (!L.biased) {
-    // One launch over all rows: no per-expert values.
-    if (total_rows > 0)
-      glu_rows_kernel<<<elementwise_blocks(total_rows * I), 256, 0, st>>>(r.g, r.u, r.h, total_rows, I, nullptr, nullptr,
-                                                                          kind, L.act.alpha, L.act.limit);
+  if (gated) {
+  } else if (!L.biased) {
+    // One launch over the lane's rows: no per-expert values.
+    glu_rows_kernel<<<elementwise_blocks(rows * I), 256, 0, st>>>(r.g + row0 * I, r.u + row0 * I, r.h + row0 * I,
+                                                                 rows, I, nullptr, nullptr, kind, L.act.alpha,
+                                                                 L.act.limit);
   } else {
-    for (const Batch& b : batches) {
+    for (const Batch& b : lane) {
       const DeviceExpertBiases& eb = L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
       glu_rows_kernel<<<elementwise_blocks(b.m * I), 256, 0, st>>>(r.g + b.row0 * I, r.u + b.row0 * I, r.h + b.row0 * I,
                                                                   b.m, I, floats_or_null(eb.gate), floats_or_null(eb.up),
@@ -203,12 +217,77 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
   check_launch("activation kernel");
   down.run(call, stream);
   if (L.biased)
-    for (const Batch& b : batches) {
+    for (const Batch& b : lane) {
       const DeviceExpertBiases& eb = L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
       if (eb.down.size())
         add_bias_rows_kernel<<<elementwise_blocks(b.m * L.hidden), 256, 0, st>>>(b.y, b.m, L.hidden, eb.down.floats());
     }
   check_launch("down bias kernel");
+}
+
+// Every batch through its expert. When all are decode batches, each bit
+// group's batches form a lane (LaneStreams) and take the rows of g, u, h after
+// the lanes before; otherwise one lane on `stream` keeps the batches' rows
+// (a prefill product's scratch is large: the lanes do not each get one).
+void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int64_t total_rows, const Regions& r,
+                 DeviceMoeScratch& s, void* stream) {
+  const int64_t I = L.inter;
+  bool decode = true;
+  for (const Batch& b : batches) decode = decode && b.m <= quant::kMaxDeviceGemvRows;
+  std::vector<std::vector<Batch>> lanes;
+  if (decode) {
+    std::vector<int32_t> lane_of_group(L.groups.size(), -1);
+    for (const Batch& b : batches) {
+      int32_t& at = lane_of_group[static_cast<size_t>(L.group_of[static_cast<size_t>(b.expert)])];
+      if (at < 0) {
+        at = static_cast<int32_t>(lanes.size());
+        lanes.emplace_back();
+      }
+      lanes[static_cast<size_t>(at)].push_back(b);
+    }
+    int64_t next = 0;
+    for (std::vector<Batch>& lane : lanes)
+      for (Batch& b : lane) {
+        b.row0 = next;
+        next += b.m;
+      }
+  } else {
+    lanes.push_back(batches);
+  }
+  const int n = static_cast<int>(lanes.size());
+  std::vector<Calls> up(lanes.size()), down(lanes.size());
+  std::vector<bool> gated(lanes.size());
+  std::vector<int64_t> lane_row0(lanes.size() + 1, 0);
+  std::vector<size_t> offset(lanes.size() + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const std::vector<Batch>& lane = lanes[static_cast<size_t>(i)];
+    gated[static_cast<size_t>(i)] = lane_gates_down(L, lane);
+    int64_t rows = 0;
+    for (const Batch& b : lane) {
+      const DeviceExpert& e = expert_of(L, b.expert);
+      up[static_cast<size_t>(i)].add(e.gate, b.x, r.g + b.row0 * I, b.m);
+      up[static_cast<size_t>(i)].add(e.up, b.x, r.u + b.row0 * I, b.m);
+      if (gated[static_cast<size_t>(i)])
+        down[static_cast<size_t>(i)].add(e.down, r.g + b.row0 * I, b.y, b.m, r.u + b.row0 * I);
+      else
+        down[static_cast<size_t>(i)].add(e.down, r.h + b.row0 * I, b.y, b.m);
+      rows += b.m;
+    }
+    lane_row0[static_cast<size_t>(i) + 1] = decode ? lane_row0[static_cast<size_t>(i)] + rows : total_rows;
+    offset[static_cast<size_t>(i) + 1] =
+        offset[static_cast<size_t>(i)] +
+        aligned(std::max(up[static_cast<size_t>(i)].scratch_bytes(), down[static_cast<size_t>(i)].scratch_bytes()));
+  }
+  grow(s.call, offset.back(), stream);
+  s.lanes.fork(n, stream);
+  for (int i = 0; i < n; ++i) {
+    const size_t at = offset[static_cast<size_t>(i)];
+    void* call = offset[static_cast<size_t>(i) + 1] > at ? static_cast<char*>(s.call.data()) + at : nullptr;
+    run_lane(L, lanes[static_cast<size_t>(i)], lane_row0[static_cast<size_t>(i)],
+             lane_row0[static_cast<size_t>(i) + 1] - lane_row0[static_cast<size_t>(i)], r, up[static_cast<size_t>(i)],
+             down[static_cast<size_t>(i)], gated[static_cast<size_t>(i)], call, s.lanes.lane(i, stream));
+  }
+  s.lanes.join(n, stream);
 }
 
 void check_ids(const DeviceMoeLayer& L, const int32_t* ids, int64_t pairs) {

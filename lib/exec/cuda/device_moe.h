@@ -14,6 +14,12 @@
 //                 row into its slot (no sort, no gather: one grouped launch of
 //                 one-row jobs per format and projection); larger M sorted.
 //
+// When every expert batch of a call is a decode batch, each bit group's
+// batches run on a lane of their own (LaneStreams), so the groups' launches
+// overlap on the GPU instead of queuing one behind the other; with a plain
+// SwiGLU, down forms the activation from g and u as it stages its input
+// (gated_down), one launch fewer a group.
+//
 // An expert batch of at most quant::kMaxDeviceGemvRows rows runs through the
 // format's decode product (FormatTraits::device_gemv, float32), a larger one
 // through its prefill product (device_gemm: bf16 on the tensor cores). So a
@@ -61,7 +67,8 @@ DeviceMoeLayer upload(const PackedLayer& layer);
 // Host index arrays and device buffers reused across calls.
 struct DeviceMoeScratch {
   DeviceBuffer work;  // gathered rows, g / u / h, rows out, masks, the index arrays
-  DeviceBuffer call;  // the products' scratch (DeviceGemv / DeviceGemm::scratch_bytes)
+  DeviceBuffer call;  // the products' scratch (DeviceGemv / DeviceGemm::scratch_bytes), a slice per lane
+  LaneStreams lanes;  // the bit groups' decode batches run side by side
   std::vector<int64_t> order, offsets;
   std::vector<int32_t> remapped, order32;
   std::vector<float> mask;

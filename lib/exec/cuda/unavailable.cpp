@@ -41,6 +41,10 @@ void gemv(const quant::FormatTraits&, int64_t, int64_t, std::span<const quant::D
   refuse();
 }
 void synchronize(void*) { refuse(); }
+bool gated_down(int64_t, int64_t) { refuse(); }
+LaneStreams::~LaneStreams() = default;  // a build without CUDA never creates a lane
+void LaneStreams::fork(int, void*) { refuse(); }
+void LaneStreams::join(int, void*) { refuse(); }
 void grow(DeviceBuffer& buf, size_t bytes, void*) {
   if (buf.size() < bytes) buf = DeviceBuffer(bytes);  // refuses
 }
