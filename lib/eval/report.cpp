@@ -175,7 +175,8 @@ nlohmann::ordered_json report_to_json(const EvalReport& r) {
     j["machine"]["gpu"] = {{"name", r.machine.gpu},
                            {"layer_uploads", r.machine.gpu_layer_uploads},
                            {"layer_evictions", r.machine.gpu_layer_evictions},
-                           {"streamed", r.machine.gpu_layer_evictions > 0}};
+                           {"streamed", r.machine.gpu_layer_evictions > 0},
+                           {"dense_bytes", r.machine.gpu_dense_bytes}};
   ojson phases = ojson::array();
   for (const PhaseUsage& p : r.phases)
     phases.push_back({{"name", p.name},

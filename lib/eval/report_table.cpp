@@ -77,6 +77,9 @@ std::string report_table(const EvalReport& r) {
             r.machine.gpu_layer_evictions > 0
                 ? ("streamed layer by layer (" + std::to_string(r.machine.gpu_layer_evictions) + " freed to make room)").c_str()
                 : "all resident");
+  if (r.machine.experts_device == "cuda")
+    appendf(out, "dense     on the GPU: %.1f MiB of float32 matrices (attention, dense MLPs, shared experts, logits)\n",
+            static_cast<double>(r.machine.gpu_dense_bytes) / (1 << 20));
   const char* unit = r.byte_level ? "bpb" : "bits/tok";
   if (!r.comparison_skipped.empty()) appendf(out, "compare   skipped: %s\n", r.comparison_skipped.c_str());
   if (r.quality && !r.quality->compared) {

@@ -11,6 +11,7 @@
 #include "eval/quality.h"
 #include "exec/cuda/cuda_dispatch.h"
 #include "exec/moe_inputs.h"
+#include "exec/cuda/device_linear.h"
 #include "exec/open_for_run.h"
 
 namespace eq::eval {
@@ -130,6 +131,7 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
     r.machine.gpu = exec::cuda::gpu_name();
     r.machine.gpu_layer_uploads = gs.layer_uploads;
     r.machine.gpu_layer_evictions = gs.layer_evictions;
+    r.machine.gpu_dense_bytes = exec::cuda::device_dense_bytes();
   }
   r.phases = meter.phases();
   r.machine.peak_rss_bytes = meter.peak_rss_bytes();

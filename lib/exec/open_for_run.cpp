@@ -14,7 +14,12 @@ std::shared_ptr<const Dispatch> make_dispatch_on(const RuntimeConfig& runtime, D
 
 std::unique_ptr<PackedModel> open_for_run(const std::string& folder, const PackedModelOptions& options,
                                           DispatchKind dispatch, const RuntimeConfig& runtime) {
-  auto pm = PackedModel::open(folder, options);
+  PackedModelOptions on = options;
+  if (runtime.device == quant::Device::kCuda) {
+    quant::require_device(runtime.device);
+    on.dense_device = quant::Device::kCuda;
+  }
+  auto pm = PackedModel::open(folder, on);
   pm->set_dispatch(make_dispatch_on(runtime, dispatch));
   pm->set_mlp_kernel_thresholds(runtime.mlp_kernels);
   return pm;

@@ -2,7 +2,8 @@
 // need it: opened, then dispatching with one strategy at the runtime config's
 // sort cutoff and choosing its expert-MLP kernels by the runtime config's
 // thresholds (runtime_config.h), its routed experts on the runtime config's
-// device (the GPU: exec/cuda/cuda_dispatch.h).
+// device (the GPU: exec/cuda/cuda_dispatch.h), and there too its float
+// matrices (exec/cuda/device_linear.h).
 #pragma once
 
 #include <memory>

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/memory.h"
+#include "exec/cuda/device_linear.h"
 #include "exec/packed_linear.h"
 #include "exec/packed_moe_block.h"
 #include "io/checkpoint_fingerprint.h"
@@ -306,7 +307,16 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
     if (t.kind != "copy") opaque->insert(t.name);
   mo.opaque_tensors = [opaque](std::string_view name) { return opaque->count(std::string(name)) > 0; };
   mo.linear_ops = quantized_linear_ops(m, c, *packed.checkpoint, folder);
+  std::shared_ptr<cuda::DenseWeights> dense_weights;
+  if (options.dense_device == quant::Device::kCuda) {
+    const io::Checkpoint& stored = *packed.checkpoint;
+    cuda::DeviceDenseOps dense = cuda::device_dense_ops(
+        c, [&](const std::string& name) { return stored.has(name) && !opaque->count(name); }, mo.linear_ops);
+    mo.linear_ops.merge(dense.ops);
+    dense_weights = dense.weights;
+  }
   pm->model_ = std::make_unique<model::Model>(std::move(packed), mo);
+  if (dense_weights) dense_weights->store = &pm->model_->weights();
   pm->reference_model_ = std::move(source);
   {
     const PackedModel* self = pm.get();

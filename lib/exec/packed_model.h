@@ -23,6 +23,7 @@
 #include "io/hashes_as_read.h"
 #include "model/forward.h"
 #include "pack/manifest.h"
+#include "quant/device.h"
 
 namespace eq::exec {
 
@@ -41,6 +42,11 @@ struct PackedModelOptions {
   // The sample hashes are still checked at open.
   bool verify_source_as_read = false;
   model::ModelOptions model_options;
+  // kCuda: the folder's float matrices (attention projections, dense MLPs,
+  // shared experts, the logits' matrix) run on the GPU
+  // (exec/cuda/device_linear.h); the routed experts go where the dispatch
+  // sends them (set_dispatch). The reference model stays on the CPU.
+  quant::Device dense_device = quant::Device::kCpu;
 };
 
 struct LoadStats {

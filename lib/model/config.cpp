@@ -479,6 +479,28 @@ std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const s
   return std::nullopt;
 }
 
+std::vector<std::pair<std::string, std::vector<int64_t>>> linear_matrices(const ModelConfig& c) {
+  NamedShapes t;
+  const int64_t H = c.hidden_size;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    for (auto& a : attention_matrices(c, l)) t.push_back(std::move(a));
+    const bool moe = c.layer_is_moe[static_cast<size_t>(l)];
+    if (moe && c.shared_expert_intermediate_size > 0) {
+      const int64_t S = c.shared_expert_intermediate_size;
+      t.push_back({shared_expert_name(c, l, Proj::kGate), {S, H}});
+      t.push_back({shared_expert_name(c, l, Proj::kUp), {S, H}});
+      t.push_back({shared_expert_name(c, l, Proj::kDown), {H, S}});
+    } else if (!moe) {
+      const int64_t I = c.intermediate_size;
+      t.push_back({dense_mlp_name(c, l, Proj::kGate), {I, H}});
+      t.push_back({dense_mlp_name(c, l, Proj::kUp), {I, H}});
+      t.push_back({dense_mlp_name(c, l, Proj::kDown), {H, I}});
+    }
+  }
+  t.push_back({c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", {c.vocab_size, H}});
+  return t;
+}
+
 bool is_mtp_tensor(const ModelConfig& c, const std::string& name) {
   const auto layer = layer_of(name);
   return layer && *layer >= c.num_layers && *layer < c.num_layers + c.num_mtp_layers;

@@ -186,6 +186,10 @@ void check_against_checkpoint(const ModelConfig& c, const io::SourceTensors& ckp
 // projection, lm_head, the embedding, a shared expert or a dense MLP; nullopt
 // for other names. These are the matrices that may run as a LinearOp.
 std::optional<std::vector<int64_t>> expected_shape(const ModelConfig& c, const std::string& name);
+// Every matrix the forward may apply as a LinearOp, with its [rows, cols]: the
+// attention projections of every layer, the dense MLPs, the shared experts,
+// and the logits' matrix (lm_head, or the embedding when they are tied).
+std::vector<std::pair<std::string, std::vector<int64_t>>> linear_matrices(const ModelConfig& c);
 
 // A tensor of a multi-token-prediction layer (model.layers.N with N in
 // [num_layers, num_layers + num_mtp_layers)): allowed in a checkpoint, never read.

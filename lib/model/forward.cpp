@@ -37,15 +37,17 @@ Model::Model(ModelCheckpoint opened, const ModelOptions& options)
       linear_ops_(options.linear_ops) {
   std::vector<std::string> provided;
   for (const auto& [name, op] : linear_ops_) {
+    // The tied embedding may run as an op only for the logits, reading the stored tensor.
+    const bool tied_logits = name == "model.embed_tokens.weight" && config_.tie_word_embeddings && !op->replaces_tensor();
     const auto shape = expected_shape(config_, name);
-    if (!shape || shape->size() != 2 || name == "model.embed_tokens.weight")
+    if (!shape || shape->size() != 2 || (name == "model.embed_tokens.weight" && !tied_logits))
       unsupported(ckpt_->path() + ": '" + name + "' cannot run as a quantized matrix (attention projections, "
                   "shared experts, dense MLPs and lm_head can)");
     if (op->rows() != (*shape)[0] || op->cols() != (*shape)[1])
       invalid(ckpt_->path() + ": quantized '" + name + "' is [" + std::to_string(op->rows()) + ", " +
               std::to_string(op->cols()) + "], the config implies [" + std::to_string((*shape)[0]) + ", " +
               std::to_string((*shape)[1]) + "]");
-    provided.push_back(name);
+    if (op->replaces_tensor()) provided.push_back(name);
   }
   source_ = std::make_unique<io::SourceTensors>(*ckpt_, config_.source_quant, options.opaque_tensors);
   check_against_checkpoint(config_, *source_, options.routed_experts, provided);

@@ -1,7 +1,8 @@
 // A weight matrix the forward pass applies through its own kernel instead of
 // a float32 tensor of the checkpoint: the packed executor's quantized
 // attention projections and lm_head (`pack --attn-format`), which run through
-// the format registry's matmul on the packed bytes.
+// the format registry's matmul on the packed bytes, and the dense matrices
+// that run on a GPU (`--device cuda`, exec/cuda/device_linear.h).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,10 @@ class LinearOp {
   // y[n, rows] = x[n, cols] · Wᵀ (no bias; the caller adds it). Called from the
   // forward's own thread, never from inside a pool task.
   virtual void apply(const float* x, int64_t n, float* y) const = 0;
+  // Whether the op stands in for a tensor the checkpoint does not hold as
+  // floats (a quantized matrix), or runs the stored tensor elsewhere (a GPU
+  // copy of it), so the checkpoint must still hold it as the config says.
+  virtual bool replaces_tensor() const { return true; }
 };
 
 // Keyed by the name of the checkpoint tensor each replaces

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "exec/cuda/cuda_dispatch.h"
 #include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_linear.h"
 #include "exec/cuda/device_moe.h"
 
 namespace eq::exec::cuda {
@@ -71,5 +72,11 @@ void run_moe(const DeviceMoeLayer&, DispatchKind, int64_t, const float*, int64_t
              DeviceMoeScratch&, void*) {
   refuse();
 }
+
+DeviceDenseOps device_dense_ops(const model::ModelConfig&, const std::function<bool(const std::string&)>&,
+                                const model::LinearOps&) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
+uint64_t device_dense_bytes() { return 0; }
 
 }  // namespace eq::exec::cuda

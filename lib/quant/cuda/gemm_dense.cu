@@ -108,4 +108,20 @@ void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layo
              "bf16 product");
 }
 
+void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows, int64_t cols, cudaStream_t s) {
+  if (m <= 0) return;
+  EQ_CHECK(m < (int64_t{1} << 31) && rows < (int64_t{1} << 31) && cols < (int64_t{1} << 31),
+           "GPU product: [" + std::to_string(m) + ", " + std::to_string(cols) + "] x [" + std::to_string(cols) +
+               ", " + std::to_string(rows) + "] is past cuBLAS's 32-bit sizes");
+  cublasHandle_t h = handle_of_current_device();
+  check_blas(blas().set_stream(h, s), "set stream");
+  const float one = 1.0f, zero = 0.0f;
+  // Column-major view as in bf16_gemm: y^T [rows, m] = W [rows, cols] (W^T column-major, op T) * x^T.
+  check_blas(blas().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(m),
+                            static_cast<int>(cols), &one, w, CUDA_R_32F, static_cast<int>(cols), x, CUDA_R_32F,
+                            static_cast<int>(cols), &zero, y, CUDA_R_32F, static_cast<int>(rows),
+                            CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+             "float32 product");
+}
+
 }  // namespace eq::quant::cuda

@@ -1,5 +1,6 @@
 // What the GPU prefill products (gemm_*.cu) share: x rounded to bf16, and the
-// bf16 product on the tensor cores through cuBLAS with float32 accumulation.
+// bf16 product on the tensor cores through cuBLAS with float32 accumulation;
+// and the float32 product of the dense matrices (exec/cuda/device_linear.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,5 +31,10 @@ enum class WeightLayout {
 // `s`, through the calling thread's cuBLAS handle of the current device.
 void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
                int64_t rows, int64_t cols, cudaStream_t s);
+
+// y [m, rows] = x [m, cols] W^T for W [rows, cols] row-major, all float32
+// (no TF32: cuBLAS's float32 compute), y overwritten, on `s`, through the
+// calling thread's cuBLAS handle of the current device.
+void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows, int64_t cols, cudaStream_t s);
 
 }  // namespace eq::quant::cuda

@@ -1,0 +1,49 @@
+// The model's dense matrices on the GPU (`--device cuda`, issue #41's third
+// slice): every attention projection, dense MLP, shared expert and the
+// logits' matrix that the packed folder stores as floats runs as a
+// model::LinearOp whose float32 copy lives on the GPU. Each apply copies x to
+// the GPU, runs cuBLAS's float32 product (no TF32) and copies y back, so the
+// forward around it (norms, RoPE, the attention scores, the router) is the
+// CPU's and the results differ from the CPU's only by the products' order of
+// summation.
+//
+// A matrix is read through the model's WeightStore and copied to the GPU on
+// its first use, then kept for the model's life (the float32 copy in host
+// memory is the store's, released with its layer as before).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "model/config.h"
+#include "model/linear_op.h"
+
+namespace eq::model {
+class WeightStore;
+}
+
+namespace eq::exec::cuda {
+
+// Where the ops find their weights: set once the model they belong to is
+// built (the ops are handed to it before it exists).
+struct DenseWeights {
+  const model::WeightStore* store = nullptr;
+};
+
+struct DeviceDenseOps {
+  model::LinearOps ops;                    // by tensor name
+  std::shared_ptr<DenseWeights> weights;   // bind: weights->store = &model.weights()
+};
+
+// A GPU op for each of model::linear_matrices(c) that `stored(name)` says the
+// checkpoint holds and `skip` does not (the quantized ones already have ops).
+// Throws eq::Error (unsupported) in a build without CUDA.
+DeviceDenseOps device_dense_ops(const model::ModelConfig& c, const std::function<bool(const std::string&)>& stored,
+                                const model::LinearOps& skip);
+
+// Bytes of float32 weights copied to the GPU by every such op so far.
+uint64_t device_dense_bytes();
+
+}  // namespace eq::exec::cuda
