@@ -72,6 +72,7 @@ class Registry {
 
   DeviceMoeScratch scratch;
   DeviceBuffer x, out;
+  PinnedBuffer x_staging, out_staging;
 
  private:
   struct Entry {
@@ -97,9 +98,9 @@ class CudaDispatch : public Dispatch {
     const size_t out = static_cast<size_t>(work.tokens * work.top_k * work.hidden) * sizeof(float);
     grow(r.x, in);
     grow(r.out, out);
-    r.x.upload(work.x, in);
+    copy_to_device(r.x.data(), work.x, in, r.x_staging);
     run_moe(d, kind_, sort_cutoff_, r.x.floats(), work.tokens, work.top_k, work.expert_ids, r.out.floats(), r.scratch);
-    r.out.download(work.slot_out, out);  // waits for the stream's work
+    copy_from_device(work.slot_out, r.out.data(), out, r.out_staging);  // waits for the stream's work
   }
 
  private:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,35 @@ bool gated_down(int64_t m_rows, int64_t inter) {
     return v != nullptr && std::string(v) == "1";
   }();
   return !launch && m_rows * inter <= quant::kMaxGatedInput;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (p_) cudaFreeHost(p_);
+}
+
+void* PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= size_) return p_;
+  if (p_) cudaFreeHost(p_);
+  p_ = nullptr;
+  size_ = 0;
+  check(cudaHostAlloc(&p_, bytes, cudaHostAllocDefault), "allocate page-locked memory");
+  size_ = bytes;
+  return p_;
+}
+
+void copy_to_device(void* dst, const void* src, size_t bytes, PinnedBuffer& staging, void* stream) {
+  if (bytes == 0) return;
+  void* pinned = staging.reserve(bytes);
+  std::memcpy(pinned, src, bytes);
+  check(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream_of(stream)), "copy to the GPU");
+}
+
+void copy_from_device(void* dst, const void* src, size_t bytes, PinnedBuffer& staging, void* stream) {
+  if (bytes == 0) return;
+  void* pinned = staging.reserve(bytes);
+  check(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, stream_of(stream)), "copy from the GPU");
+  check(cudaStreamSynchronize(stream_of(stream)), "wait for the GPU");
+  std::memcpy(dst, pinned, bytes);
 }
 
 LaneStreams::~LaneStreams() {

@@ -82,6 +82,31 @@ void grow(DeviceBuffer& buf, size_t bytes, void* stream = nullptr);
 // unless EXPERTQUANT_GPU_SWIGLU_LAUNCH=1 asks for the launch (for measurement).
 bool gated_down(int64_t m_rows, int64_t inter);
 
+// Page-locked host memory that copies to and from the GPU go through: such a
+// copy is one DMA, without the driver's own staging of pageable memory, so a
+// small one (a decode step's rows) costs a few microseconds instead of ten.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  // At least `bytes` bytes (the contents are not kept when it grows).
+  void* reserve(size_t bytes);
+
+ private:
+  void* p_ = nullptr;
+  size_t size_ = 0;
+};
+
+// dst (device) = src (host), `bytes` bytes, through `staging`: enqueued on
+// `stream`; src may be reused when this returns, `staging` once the stream
+// has run the copy.
+void copy_to_device(void* dst, const void* src, size_t bytes, PinnedBuffer& staging, void* stream = nullptr);
+// dst (host) = src (device) after the work queued on `stream`, through
+// `staging`; returns when dst holds it.
+void copy_from_device(void* dst, const void* src, size_t bytes, PinnedBuffer& staging, void* stream = nullptr);
+
 // Streams that run independent work beside a caller's stream: lane 0 is the
 // caller's stream, lanes 1.. are streams of their own, created on first use
 // and kept. fork() makes lanes 1..n-1 wait for what is queued on the caller's

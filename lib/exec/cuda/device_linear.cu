@@ -20,6 +20,19 @@ namespace {
 
 std::atomic<uint64_t> g_dense_bytes{0};
 
+// The operands' device and page-locked host buffers, one set for every op of
+// the process (a model has hundreds of ops; each its own set would hold a
+// prefill's rows hundreds of times); the ops take turns.
+struct Operands {
+  std::mutex mu;
+  DeviceBuffer x, y;
+  PinnedBuffer x_staging, y_staging;
+};
+Operands& operands() {
+  static Operands o;
+  return o;
+}
+
 class DeviceLinear final : public model::LinearOp {
  public:
   DeviceLinear(std::string name, int64_t rows, int64_t cols, std::shared_ptr<const DenseWeights> weights)
@@ -31,17 +44,19 @@ class DeviceLinear final : public model::LinearOp {
 
   void apply(const float* x, int64_t n, float* y) const override {
     if (n <= 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (w_.size() == 0) upload_weights();
+    }
     const size_t in_bytes = static_cast<size_t>(n * cols_) * sizeof(float),
                  out_bytes = static_cast<size_t>(n * rows_) * sizeof(float);
-    if (w_.size() == 0) upload_weights();
-    grow(x_, in_bytes);
-    grow(y_, out_bytes);
-    const cudaStream_t s = quant::cuda::stream_of(nullptr);
-    quant::cuda::check(cudaMemcpyAsync(x_.data(), x, in_bytes, cudaMemcpyHostToDevice, s), "copy x to the GPU");
-    quant::cuda::f32_gemm(x_.floats(), w_.floats(), y_.floats(), n, rows_, cols_, s);
-    quant::cuda::check(cudaMemcpyAsync(y, y_.data(), out_bytes, cudaMemcpyDeviceToHost, s), "copy y from the GPU");
-    quant::cuda::check(cudaStreamSynchronize(s), "GPU product");
+    Operands& o = operands();
+    std::lock_guard<std::mutex> lock(o.mu);
+    grow(o.x, in_bytes);
+    grow(o.y, out_bytes);
+    copy_to_device(o.x.data(), x, in_bytes, o.x_staging);
+    quant::cuda::f32_gemm(o.x.floats(), w_.floats(), o.y.floats(), n, rows_, cols_, quant::cuda::stream_of(nullptr));
+    copy_from_device(y, o.y.data(), out_bytes, o.y_staging);
   }
 
  private:
@@ -58,7 +73,7 @@ class DeviceLinear final : public model::LinearOp {
   int64_t rows_, cols_;
   std::shared_ptr<const DenseWeights> weights_;
   mutable std::mutex mu_;
-  mutable DeviceBuffer w_, x_, y_;
+  mutable DeviceBuffer w_;
 };
 
 }  // namespace

@@ -43,6 +43,10 @@ void gemv(const quant::FormatTraits&, int64_t, int64_t, std::span<const quant::D
 }
 void synchronize(void*) { refuse(); }
 bool gated_down(int64_t, int64_t) { refuse(); }
+PinnedBuffer::~PinnedBuffer() = default;  // a build without CUDA never allocates one
+void* PinnedBuffer::reserve(size_t) { refuse(); }
+void copy_to_device(void*, const void*, size_t, PinnedBuffer&, void*) { refuse(); }
+void copy_from_device(void*, const void*, size_t, PinnedBuffer&, void*) { refuse(); }
 LaneStreams::~LaneStreams() = default;  // a build without CUDA never creates a lane
 void LaneStreams::fork(int, void*) { refuse(); }
 void LaneStreams::join(int, void*) { refuse(); }
