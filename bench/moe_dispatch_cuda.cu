@@ -39,6 +39,29 @@ namespace {
 using namespace eq;
 using namespace eq::bench;
 
+// The median ms of `iters` runs of `enqueue` on `s`, each timed by events
+// around it (whatever it enqueues, and the host's time to enqueue it).
+template <class Enqueue>
+double median_ms(const Enqueue& enqueue, cudaStream_t s, int iters, const char* what) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> times;
+  for (int it = 0; it < iters; ++it) {
+    cudaEventRecord(e0, s);
+    enqueue();
+    cudaEventRecord(e1, s);
+    check(cudaEventSynchronize(e1), what);
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    times.push_back(ms);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 // The median ms of `iters` replays of `call` captured once as a CUDA graph on
 // `s`, or -1 when the capture fails (the call is then left as it was).
 template <class Call>
@@ -62,27 +85,12 @@ double graph_ms(const Call& call, cudaStream_t s, int iters) {
     cudaGetLastError();
     return -1.0;
   }
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   cudaGraphLaunch(exec, s);
   check(cudaStreamSynchronize(s), "graph warm-up");
-  std::vector<float> times;
-  for (int it = 0; it < iters; ++it) {
-    cudaEventRecord(e0, s);
-    cudaGraphLaunch(exec, s);
-    cudaEventRecord(e1, s);
-    check(cudaEventSynchronize(e1), "graph replay");
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, e0, e1);
-    times.push_back(ms);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const double ms = median_ms([&] { cudaGraphLaunch(exec, s); }, s, iters, "graph replay");
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(g);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return ms;
 }
 
 }  // namespace
@@ -159,23 +167,7 @@ int main(int argc, char** argv) {
           };
           call();
           exec::cuda::synchronize(s);
-          std::vector<float> times;
-          cudaEvent_t e0, e1;
-          cudaEventCreate(&e0);
-          cudaEventCreate(&e1);
-          for (int it = 0; it < iters; ++it) {
-            cudaEventRecord(e0, s);
-            call();
-            cudaEventRecord(e1, s);
-            check(cudaEventSynchronize(e1), "layer call");
-            float ms_call = 0.0f;
-            cudaEventElapsedTime(&ms_call, e0, e1);
-            times.push_back(ms_call);
-          }
-          cudaEventDestroy(e0);
-          cudaEventDestroy(e1);
-          std::sort(times.begin(), times.end());
-          const double med = times[times.size() / 2];
+          const double med = median_ms(call, s, iters, "layer call");
           double gpu_med = -1.0;
           if (graph) gpu_med = graph_ms(call, s, iters);
           const double tflops = 2.0 * static_cast<double>(M * K) * 3.0 * H * I / (med * 1e-3) / 1e12;
