@@ -176,7 +176,8 @@ nlohmann::ordered_json report_to_json(const EvalReport& r) {
                            {"layer_uploads", r.machine.gpu_layer_uploads},
                            {"layer_evictions", r.machine.gpu_layer_evictions},
                            {"streamed", r.machine.gpu_layer_evictions > 0},
-                           {"dense_bytes", r.machine.gpu_dense_bytes}};
+                           {"dense_bytes", r.machine.gpu_dense_bytes},
+                           {"dense_cpu_bytes", r.machine.gpu_dense_cpu_bytes}};
   ojson phases = ojson::array();
   for (const PhaseUsage& p : r.phases)
     phases.push_back({{"name", p.name},

@@ -32,7 +32,8 @@ struct MachineInfo {
   // (more copies than layers: the weights streamed layer by layer).
   std::string experts_device = "cpu", gpu;
   int64_t gpu_layer_uploads = 0, gpu_layer_evictions = 0;
-  uint64_t gpu_dense_bytes = 0;  // float32 dense matrices copied to the GPU (exec/cuda/device_linear.h)
+  uint64_t gpu_dense_bytes = 0;      // float32 dense matrices copied to the GPU (exec/cuda/device_linear.h)
+  uint64_t gpu_dense_cpu_bytes = 0;  // those left on the CPU for want of GPU memory
 };
 
 // What was evaluated: a packed folder and the manifest facts the report shows.

@@ -77,9 +77,14 @@ std::string report_table(const EvalReport& r) {
             r.machine.gpu_layer_evictions > 0
                 ? ("streamed layer by layer (" + std::to_string(r.machine.gpu_layer_evictions) + " freed to make room)").c_str()
                 : "all resident");
-  if (r.machine.experts_device == "cuda")
-    appendf(out, "dense     on the GPU: %.1f MiB of float32 matrices (attention, dense MLPs, shared experts, logits)\n",
+  if (r.machine.experts_device == "cuda") {
+    appendf(out, "dense     on the GPU: %.1f MiB of float32 matrices (attention, dense MLPs, shared experts, logits)",
             static_cast<double>(r.machine.gpu_dense_bytes) / (1 << 20));
+    if (r.machine.gpu_dense_cpu_bytes > 0)
+      appendf(out, "; %.1f MiB on the CPU (no room left on the GPU)",
+              static_cast<double>(r.machine.gpu_dense_cpu_bytes) / (1 << 20));
+    out += "\n";
+  }
   const char* unit = r.byte_level ? "bpb" : "bits/tok";
   if (!r.comparison_skipped.empty()) appendf(out, "compare   skipped: %s\n", r.comparison_skipped.c_str());
   if (r.quality && !r.quality->compared) {

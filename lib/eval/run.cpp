@@ -132,6 +132,7 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
     r.machine.gpu_layer_uploads = gs.layer_uploads;
     r.machine.gpu_layer_evictions = gs.layer_evictions;
     r.machine.gpu_dense_bytes = exec::cuda::device_dense_bytes();
+    r.machine.gpu_dense_cpu_bytes = exec::cuda::device_dense_cpu_bytes();
   }
   r.phases = meter.phases();
   r.machine.peak_rss_bytes = meter.peak_rss_bytes();

@@ -1,10 +1,12 @@
 // The packed model's float matrices on the GPU (exec/cuda/device_linear.h,
 // `--device cuda`; ctest label `cuda`): every matrix of model::linear_matrices
 // gives x W^T within float32's bound of a float64 product, a packed model with
-// them on the GPU gives the CPU's logits, and without a GPU the open refuses.
+// them on the GPU gives the CPU's logits, a GPU without room leaves them on
+// the CPU, and without a GPU the open refuses.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -152,6 +154,30 @@ TEST(DeviceDense, PackedModelMatchesTheCpu) {
   for (const auto& [name, shape] : model::linear_matrices(gpu->config()))
     expected += static_cast<uint64_t>(shape[0] * shape[1]) * sizeof(float);
   EXPECT_EQ(cuda::device_dense_bytes() - before, expected);
+}
+
+// A GPU without room for the matrices (a headroom larger than any GPU's
+// memory): every op stays on the CPU, counted there, and the logits are the
+// CPU model's bit for bit.
+TEST(DeviceDense, NoRoomLeavesTheMatricesOnTheCpu) {
+  const std::string why = cuda::unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  auto cpu = PackedModel::open(cli_pack(), on(quant::Device::kCpu));
+  auto gpu = PackedModel::open(cli_pack(), on(quant::Device::kCuda));
+  const uint64_t on_gpu = cuda::device_dense_bytes(), on_cpu = cuda::device_dense_cpu_bytes();
+  ::setenv("EXPERTQUANT_GPU_HEADROOM", "1125899906842624", 1);  // 1 PiB
+  model::KvCache cache_gpu = gpu->model().new_cache(1, 40), cache_cpu = cpu->model().new_cache(1, 40);
+  const std::vector<int32_t> text = test::corpus_tokens("c", 32);
+  const model::FloatBuffer a = gpu->model().forward(text, 1, 32, cache_gpu);
+  ::unsetenv("EXPERTQUANT_GPU_HEADROOM");
+  const model::FloatBuffer b = cpu->model().forward(text, 1, 32, cache_cpu);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
+  uint64_t expected = 0;
+  for (const auto& [name, shape] : model::linear_matrices(gpu->config()))
+    expected += static_cast<uint64_t>(shape[0] * shape[1]) * sizeof(float);
+  EXPECT_EQ(cuda::device_dense_bytes(), on_gpu);
+  EXPECT_EQ(cuda::device_dense_cpu_bytes() - on_cpu, expected);
 }
 
 }  // namespace

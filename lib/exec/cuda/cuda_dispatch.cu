@@ -18,10 +18,6 @@ namespace eq::exec::cuda {
 
 namespace {
 
-// Free memory kept beside the layers for the calls' scratch (gathered rows,
-// the prefill's bf16 operands).
-constexpr size_t kHeadroom = size_t{1} << 30;
-
 uint64_t layer_bytes(const PackedLayer& l) {
   uint64_t b = 0;
   for (const BitGroup& g : l.groups)
@@ -47,16 +43,17 @@ class Registry {
       lru_.splice(lru_.begin(), lru_, it->second.pos);
       return it->second.layer;
     }
-    const uint64_t need = layer_bytes(l) + kHeadroom;
-    size_t free_bytes = 0, total = 0;
-    quant::cuda::check(cudaMemGetInfo(&free_bytes, &total), "free GPU memory");
+    // Free memory is kept beside the layers for the calls' scratch (gathered
+    // rows, the prefill's bf16 operands).
+    const uint64_t need = layer_bytes(l) + gpu_headroom_bytes();
+    size_t free_bytes = gpu_free_bytes();
     while (free_bytes < need && !lru_.empty()) {
       resident_.erase(lru_.back());
       lru_.pop_back();
       ++stats_.layer_evictions;
       scratch.work = DeviceBuffer();  // the scratch regrows as needed
       scratch.call = DeviceBuffer();
-      quant::cuda::check(cudaMemGetInfo(&free_bytes, &total), "free GPU memory");
+      free_bytes = gpu_free_bytes();
     }
     lru_.push_front(&l);
     Entry e{upload(l), lru_.begin()};

@@ -42,6 +42,17 @@ bool gated_down(int64_t m_rows, int64_t inter) {
   return !launch && m_rows * inter <= quant::kMaxGatedInput;
 }
 
+size_t gpu_free_bytes() {
+  size_t free_bytes = 0, total = 0;
+  check(cudaMemGetInfo(&free_bytes, &total), "free GPU memory");
+  return free_bytes;
+}
+
+size_t gpu_headroom_bytes() {
+  const char* v = std::getenv("EXPERTQUANT_GPU_HEADROOM");
+  return v != nullptr && *v != '\0' ? static_cast<size_t>(std::strtoull(v, nullptr, 10)) : size_t{1} << 30;
+}
+
 PinnedBuffer::~PinnedBuffer() {
   if (p_) cudaFreeHost(p_);
 }

@@ -82,6 +82,12 @@ void grow(DeviceBuffer& buf, size_t bytes, void* stream = nullptr);
 // unless EXPERTQUANT_GPU_SWIGLU_LAUNCH=1 asks for the launch (for measurement).
 bool gated_down(int64_t m_rows, int64_t inter);
 
+// Free memory of the current GPU, and what the executor leaves free beside
+// the weights it copies there, for the calls' scratch: 1 GiB, or
+// EXPERTQUANT_GPU_HEADROOM bytes (for tests and measurement).
+size_t gpu_free_bytes();
+size_t gpu_headroom_bytes();
+
 // Page-locked host memory that copies to and from the GPU go through: such a
 // copy is one DMA, without the driver's own staging of pageable memory, so a
 // small one (a decode step's rows) costs a few microseconds instead of ten.

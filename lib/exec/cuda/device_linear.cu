@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "exec/cuda/device_exec.h"
 #include "exec/cuda/device_linear.h"
+#include "model/ops.h"
 #include "model/weights.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/gemm_dense.cuh"
@@ -18,7 +19,7 @@ namespace eq::exec::cuda {
 
 namespace {
 
-std::atomic<uint64_t> g_dense_bytes{0};
+std::atomic<uint64_t> g_dense_bytes{0}, g_dense_cpu_bytes{0};
 
 // The operands' device and page-locked host buffers, one set for every op of
 // the process (a model has hundreds of ops; each its own set would hold a
@@ -46,7 +47,11 @@ class DeviceLinear final : public model::LinearOp {
     if (n <= 0) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (w_.size() == 0) upload_weights();
+      if (!placed_) place_weights();
+    }
+    if (host_) {  // no room on the GPU: the CPU's product, as without --device cuda
+      model::linear(x, n, cols_, host_->data.data(), rows_, nullptr, y);
+      return;
     }
     const size_t in_bytes = static_cast<size_t>(n * cols_) * sizeof(float),
                  out_bytes = static_cast<size_t>(n * rows_) * sizeof(float);
@@ -60,10 +65,18 @@ class DeviceLinear final : public model::LinearOp {
   }
 
  private:
-  void upload_weights() const {
+  // Copies the matrix to the GPU when it fits beside gpu_headroom_bytes() of
+  // free memory; otherwise keeps the host tensor and the op runs on the CPU.
+  void place_weights() const {
     EQ_CHECK(weights_->store != nullptr, "GPU product of " + name_ + " before its model was built");
     const model::Tensor32Ptr t = weights_->store->get(name_, {rows_, cols_});
     const size_t bytes = static_cast<size_t>(rows_ * cols_) * sizeof(float);
+    placed_ = true;
+    if (gpu_free_bytes() < bytes + gpu_headroom_bytes()) {
+      host_ = t;
+      g_dense_cpu_bytes += bytes;
+      return;
+    }
     w_ = DeviceBuffer(bytes);
     w_.upload(t->data.data(), bytes);
     g_dense_bytes += bytes;
@@ -73,7 +86,9 @@ class DeviceLinear final : public model::LinearOp {
   int64_t rows_, cols_;
   std::shared_ptr<const DenseWeights> weights_;
   mutable std::mutex mu_;
-  mutable DeviceBuffer w_;
+  mutable bool placed_ = false;
+  mutable DeviceBuffer w_;          // on the GPU, or
+  mutable model::Tensor32Ptr host_;  // on the CPU
 };
 
 }  // namespace
@@ -91,5 +106,6 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig& c, const std::function
 }
 
 uint64_t device_dense_bytes() { return g_dense_bytes.load(); }
+uint64_t device_dense_cpu_bytes() { return g_dense_cpu_bytes.load(); }
 
 }  // namespace eq::exec::cuda

@@ -9,7 +9,9 @@
 //
 // A matrix is read through the model's WeightStore and copied to the GPU on
 // its first use, then kept for the model's life (the float32 copy in host
-// memory is the store's, released with its layer as before).
+// memory is the store's, released with its layer as before). A matrix that
+// does not fit beside gpu_headroom_bytes() of free GPU memory stays on the
+// CPU, its op then the CPU's product, and is counted apart.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +45,9 @@ struct DeviceDenseOps {
 DeviceDenseOps device_dense_ops(const model::ModelConfig& c, const std::function<bool(const std::string&)>& stored,
                                 const model::LinearOps& skip);
 
-// Bytes of float32 weights copied to the GPU by every such op so far.
+// Bytes of float32 weights copied to the GPU by every such op so far, and
+// those kept on the CPU for want of GPU memory.
 uint64_t device_dense_bytes();
+uint64_t device_dense_cpu_bytes();
 
 }  // namespace eq::exec::cuda

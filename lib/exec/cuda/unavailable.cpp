@@ -82,5 +82,8 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig&, const std::function<b
   unsupported(std::string("--device cuda: ") + kWhy);
 }
 uint64_t device_dense_bytes() { return 0; }
+uint64_t device_dense_cpu_bytes() { return 0; }
+size_t gpu_free_bytes() { refuse(); }
+size_t gpu_headroom_bytes() { refuse(); }
 
 }  // namespace eq::exec::cuda
