@@ -178,47 +178,57 @@ Regions carve(DeviceMoeScratch& s, int64_t pairs, int64_t H, int64_t I, void* st
 const DeviceExpert& expert_of(const DeviceMoeLayer& L, int32_t id) {
   return L.experts[static_cast<size_t>(L.index_of[static_cast<size_t>(id)])];
 }
+const DeviceExpertBiases& biases_of(const DeviceMoeLayer& L, int32_t id) {
+  return L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(id)])];
+}
+
+// Batches that run in order on one stream: their intermediates are the rows
+// [row0, row0 + rows) of g, u and h, their products' scratch the bytes
+// [scratch_at, scratch_at + scratch_bytes) of DeviceMoeScratch::call.
+struct Lane {
+  std::vector<Batch> batches;
+  Calls up, down;
+  bool gated = false;  // down forms SwiGLU from g and u itself (DeviceGemvJob::x_up)
+  int64_t row0 = 0, rows = 0;
+  size_t scratch_at = 0, scratch_bytes = 0;
+};
 
 // Whether a lane's down products form SwiGLU from g and u themselves: decode
 // batches of a plain SwiGLU layer whose down formats take a gated input.
-bool lane_gates_down(const DeviceMoeLayer& L, std::span<const Batch> lane) {
+bool lane_gates_down(const DeviceMoeLayer& L, std::span<const Batch> batches) {
   if (L.biased || L.act.kind != model::ActivationKind::kSwiGlu) return false;
-  for (const Batch& b : lane)
+  for (const Batch& b : batches)
     if (b.m > quant::kMaxDeviceGemvRows || !gated_down(b.m, L.inter) ||
         !expert_of(L, b.expert).down.format->device_gemv->gated_input)
       return false;
   return true;
 }
 
-// One lane's batches, whose intermediates are the rows [row0, row0 + rows) of
-// g, u and h: gate and up (one call per format, shape and row count), the
-// activation over those rows (or in down's input), down; `call` is the
-// lane's slice of the products' scratch.
-void run_lane(const DeviceMoeLayer& L, std::span<const Batch> lane, int64_t row0, int64_t rows, const Regions& r,
-              const Calls& up, const Calls& down, bool gated, void* call, void* stream) {
+// gate and up (one call per format, shape and row count), the activation over
+// the lane's rows (or in down's input), down, down's biases.
+void run_lane(const DeviceMoeLayer& L, const Lane& lane, const Regions& r, void* call, void* stream) {
   const int64_t I = L.inter;
-  up.run(call, stream);
+  lane.up.run(call, stream);
   const cudaStream_t st = stream_of(stream);
   const int kind = static_cast<int>(L.act.kind);
-  if (gated) {
-  } else if (!L.biased) {
+  if (!lane.gated && !L.biased) {
     // One launch over the lane's rows: no per-expert values.
-    glu_rows_kernel<<<elementwise_blocks(rows * I), 256, 0, st>>>(r.g + row0 * I, r.u + row0 * I, r.h + row0 * I,
-                                                                 rows, I, nullptr, nullptr, kind, L.act.alpha,
-                                                                 L.act.limit);
-  } else {
-    for (const Batch& b : lane) {
-      const DeviceExpertBiases& eb = L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
+    glu_rows_kernel<<<elementwise_blocks(lane.rows * I), 256, 0, st>>>(
+        r.g + lane.row0 * I, r.u + lane.row0 * I, r.h + lane.row0 * I, lane.rows, I, nullptr, nullptr, kind,
+        L.act.alpha, L.act.limit);
+  } else if (!lane.gated) {
+    for (const Batch& b : lane.batches) {
+      const DeviceExpertBiases& eb = biases_of(L, b.expert);
       glu_rows_kernel<<<elementwise_blocks(b.m * I), 256, 0, st>>>(r.g + b.row0 * I, r.u + b.row0 * I, r.h + b.row0 * I,
                                                                   b.m, I, floats_or_null(eb.gate), floats_or_null(eb.up),
                                                                   kind, L.act.alpha, L.act.limit);
     }
   }
   check_launch("activation kernel");
-  down.run(call, stream);
+  lane.down.run(call, stream);
   if (L.biased)
-    for (const Batch& b : lane) {
-      const DeviceExpertBiases& eb = L.biases[static_cast<size_t>(L.index_of[static_cast<size_t>(b.expert)])];
+    for (const Batch& b : lane.batches) {
+      const DeviceExpertBiases& eb = biases_of(L, b.expert);
       if (eb.down.size())
         add_bias_rows_kernel<<<elementwise_blocks(b.m * L.hidden), 256, 0, st>>>(b.y, b.m, L.hidden, eb.down.floats());
     }
@@ -234,7 +244,7 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
   const int64_t I = L.inter;
   bool decode = true;
   for (const Batch& b : batches) decode = decode && b.m <= quant::kMaxDeviceGemvRows;
-  std::vector<std::vector<Batch>> lanes;
+  std::vector<Lane> lanes;
   if (decode) {
     std::vector<int32_t> lane_of_group(L.groups.size(), -1);
     for (const Batch& b : batches) {
@@ -243,49 +253,42 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
         at = static_cast<int32_t>(lanes.size());
         lanes.emplace_back();
       }
-      lanes[static_cast<size_t>(at)].push_back(b);
+      lanes[static_cast<size_t>(at)].batches.push_back(b);
     }
     int64_t next = 0;
-    for (std::vector<Batch>& lane : lanes)
-      for (Batch& b : lane) {
+    for (Lane& lane : lanes) {
+      lane.row0 = next;
+      for (Batch& b : lane.batches) {
         b.row0 = next;
         next += b.m;
       }
-  } else {
-    lanes.push_back(batches);
-  }
-  const int n = static_cast<int>(lanes.size());
-  std::vector<Calls> up(lanes.size()), down(lanes.size());
-  std::vector<bool> gated(lanes.size());
-  std::vector<int64_t> lane_row0(lanes.size() + 1, 0);
-  std::vector<size_t> offset(lanes.size() + 1, 0);
-  for (int i = 0; i < n; ++i) {
-    const std::vector<Batch>& lane = lanes[static_cast<size_t>(i)];
-    gated[static_cast<size_t>(i)] = lane_gates_down(L, lane);
-    int64_t rows = 0;
-    for (const Batch& b : lane) {
-      const DeviceExpert& e = expert_of(L, b.expert);
-      up[static_cast<size_t>(i)].add(e.gate, b.x, r.g + b.row0 * I, b.m);
-      up[static_cast<size_t>(i)].add(e.up, b.x, r.u + b.row0 * I, b.m);
-      if (gated[static_cast<size_t>(i)])
-        down[static_cast<size_t>(i)].add(e.down, r.g + b.row0 * I, b.y, b.m, r.u + b.row0 * I);
-      else
-        down[static_cast<size_t>(i)].add(e.down, r.h + b.row0 * I, b.y, b.m);
-      rows += b.m;
+      lane.rows = next - lane.row0;
     }
-    lane_row0[static_cast<size_t>(i) + 1] = decode ? lane_row0[static_cast<size_t>(i)] + rows : total_rows;
-    offset[static_cast<size_t>(i) + 1] =
-        offset[static_cast<size_t>(i)] +
-        aligned(std::max(up[static_cast<size_t>(i)].scratch_bytes(), down[static_cast<size_t>(i)].scratch_bytes()));
+  } else {
+    lanes.emplace_back().batches = batches;
+    lanes.back().rows = total_rows;
   }
-  grow(s.call, offset.back(), stream);
+  size_t scratch = 0;
+  for (Lane& lane : lanes) {
+    lane.gated = lane_gates_down(L, lane.batches);
+    for (const Batch& b : lane.batches) {
+      const DeviceExpert& e = expert_of(L, b.expert);
+      lane.up.add(e.gate, b.x, r.g + b.row0 * I, b.m);
+      lane.up.add(e.up, b.x, r.u + b.row0 * I, b.m);
+      if (lane.gated) lane.down.add(e.down, r.g + b.row0 * I, b.y, b.m, r.u + b.row0 * I);
+      else lane.down.add(e.down, r.h + b.row0 * I, b.y, b.m);
+    }
+    lane.scratch_at = scratch;
+    lane.scratch_bytes = aligned(std::max(lane.up.scratch_bytes(), lane.down.scratch_bytes()));
+    scratch += lane.scratch_bytes;
+  }
+  grow(s.call, scratch, stream);
+  const int n = static_cast<int>(lanes.size());
   s.lanes.fork(n, stream);
   for (int i = 0; i < n; ++i) {
-    const size_t at = offset[static_cast<size_t>(i)];
-    void* call = offset[static_cast<size_t>(i) + 1] > at ? static_cast<char*>(s.call.data()) + at : nullptr;
-    run_lane(L, lanes[static_cast<size_t>(i)], lane_row0[static_cast<size_t>(i)],
-             lane_row0[static_cast<size_t>(i) + 1] - lane_row0[static_cast<size_t>(i)], r, up[static_cast<size_t>(i)],
-             down[static_cast<size_t>(i)], gated[static_cast<size_t>(i)], call, s.lanes.lane(i, stream));
+    const Lane& lane = lanes[static_cast<size_t>(i)];
+    void* call = lane.scratch_bytes ? static_cast<char*>(s.call.data()) + lane.scratch_at : nullptr;
+    run_lane(L, lane, r, call, s.lanes.lane(i, stream));
   }
   s.lanes.join(n, stream);
 }
