@@ -1,6 +1,7 @@
 // What the GPU benchmarks (bench/*.cu) share: a CUDA error check that ends
-// the program, the copy kernel whose rate they measure bandwidth against, and
-// the comma lists of their options.
+// the program, event timing and CUDA graphs of enqueued work, the copy kernel
+// whose rate they measure bandwidth against, and the comma lists of their
+// options.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,6 +20,58 @@ inline void check(cudaError_t e, const char* what) {
     std::exit(1);
   }
 }
+
+// Milliseconds between events recorded on `s` around `enqueue()`: the work it
+// enqueues, and the host's time to enqueue it when that is longer.
+template <class Enqueue>
+float event_ms(cudaStream_t s, const Enqueue& enqueue, const char* what) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0, s);
+  enqueue();
+  cudaEventRecord(e1, s);
+  check(cudaEventSynchronize(e1), what);
+  float ms = 0.0f;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return ms;
+}
+
+// The work `enqueue()` puts on `s`, captured once as a CUDA graph; empty when
+// it cannot be captured (the capture is then abandoned).
+class CapturedGraph {
+ public:
+  template <class Enqueue>
+  CapturedGraph(cudaStream_t s, const Enqueue& enqueue) {
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return;
+    bool ok = true;
+    try {
+      enqueue();
+    } catch (...) {
+      ok = false;
+    }
+    cudaGraph_t g = nullptr;
+    ok = cudaStreamEndCapture(s, &g) == cudaSuccess && ok && g != nullptr;
+    if (ok) ok = cudaGraphInstantiate(&exec_, g, 0) == cudaSuccess;
+    if (g) cudaGraphDestroy(g);
+    if (!ok) {
+      exec_ = nullptr;
+      cudaGetLastError();
+    }
+  }
+  ~CapturedGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  explicit operator bool() const { return exec_ != nullptr; }
+  void launch(cudaStream_t s) const { check(cudaGraphLaunch(exec_, s), "graph launch"); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
 
 static __global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__ dst, size_t n) {
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -50,22 +103,15 @@ struct CopyPool {
 // b and back), best of 5 of 10 copies each.
 inline double copy_gbps(const CopyPool& pool, cudaStream_t s) {
   const size_t n = pool.bytes / sizeof(float4);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   copy_kernel<<<pool.blocks, 256, 0, s>>>(pool.a, pool.b, n);
   double best = 0.0;
   for (int rep = 0; rep < 5; ++rep) {
-    cudaEventRecord(e0, s);
-    for (int i = 0; i < 10; ++i) copy_kernel<<<pool.blocks, 256, 0, s>>>(i % 2 ? pool.b : pool.a, i % 2 ? pool.a : pool.b, n);
-    cudaEventRecord(e1, s);
-    check(cudaEventSynchronize(e1), "copy");
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, e0, e1);
+    const float ms = event_ms(s, [&] {
+      for (int i = 0; i < 10; ++i)
+        copy_kernel<<<pool.blocks, 256, 0, s>>>(i % 2 ? pool.b : pool.a, i % 2 ? pool.a : pool.b, n);
+    }, "copy");
     best = std::max(best, 2.0 * pool.bytes * 10 / (ms * 1e-3) / 1e9);
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   return best;
 }
 

@@ -39,25 +39,11 @@ namespace {
 using namespace eq;
 using namespace eq::bench;
 
-// The median ms of `iters` runs of `enqueue` on `s`, each timed by events
-// around it (whatever it enqueues, and the host's time to enqueue it).
+// The median ms of `iters` runs of `enqueue` on `s` (event_ms).
 template <class Enqueue>
 double median_ms(const Enqueue& enqueue, cudaStream_t s, int iters, const char* what) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   std::vector<float> times;
-  for (int it = 0; it < iters; ++it) {
-    cudaEventRecord(e0, s);
-    enqueue();
-    cudaEventRecord(e1, s);
-    check(cudaEventSynchronize(e1), what);
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, e0, e1);
-    times.push_back(ms);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  for (int it = 0; it < iters; ++it) times.push_back(event_ms(s, enqueue, what));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
@@ -66,31 +52,11 @@ double median_ms(const Enqueue& enqueue, cudaStream_t s, int iters, const char* 
 // `s`, or -1 when the capture fails (the call is then left as it was).
 template <class Call>
 double graph_ms(const Call& call, cudaStream_t s, int iters) {
-  cudaGraph_t g = nullptr;
-  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1.0;
-  bool captured = true;
-  try {
-    call();
-  } catch (const eq::Error&) {
-    captured = false;
-  }
-  if (cudaStreamEndCapture(s, &g) != cudaSuccess || !captured || g == nullptr) {
-    if (g) cudaGraphDestroy(g);
-    cudaGetLastError();
-    return -1.0;
-  }
-  cudaGraphExec_t exec = nullptr;
-  if (cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
-    cudaGraphDestroy(g);
-    cudaGetLastError();
-    return -1.0;
-  }
-  cudaGraphLaunch(exec, s);
+  const CapturedGraph graph(s, call);
+  if (!graph) return -1.0;
+  graph.launch(s);
   check(cudaStreamSynchronize(s), "graph warm-up");
-  const double ms = median_ms([&] { cudaGraphLaunch(exec, s); }, s, iters, "graph replay");
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(g);
-  return ms;
+  return median_ms([&] { graph.launch(s); }, s, iters, "graph replay");
 }
 
 }  // namespace

@@ -45,30 +45,14 @@ using namespace eq::bench;
 // on s (run once before, untimed).
 template <typename Enqueue>
 float best_graph_ms(cudaStream_t s, const Enqueue& enqueue) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec_graph;
-  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
-  enqueue();
-  check(cudaStreamEndCapture(s, &graph), "end capture");
-  check(cudaGraphInstantiate(&exec_graph, graph, 0), "instantiate");
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  check(cudaGraphLaunch(exec_graph, s), "graph");
-  float best = 1e30f;
-  for (int rep = 0; rep < 3; ++rep) {
-    cudaEventRecord(e0, s);
-    check(cudaGraphLaunch(exec_graph, s), "graph");
-    cudaEventRecord(e1, s);
-    check(cudaEventSynchronize(e1), "graph run");
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, e0, e1);
-    best = std::min(best, ms);
+  const CapturedGraph graph(s, enqueue);
+  if (!graph) {
+    std::fprintf(stderr, "CUDA: the step could not be captured as a graph\n");
+    std::exit(1);
   }
-  cudaGraphExecDestroy(exec_graph);
-  cudaGraphDestroy(graph);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  graph.launch(s);
+  float best = 1e30f;
+  for (int rep = 0; rep < 3; ++rep) best = std::min(best, event_ms(s, [&] { graph.launch(s); }, "graph run"));
   return best;
 }
 
