@@ -70,7 +70,6 @@ TEST(DeviceDense, EveryMatrixMatchesFloat64) {
   cuda::DeviceDenseOps dense = cuda::device_dense_ops(c, [](const std::string&) { return true; }, {});
   dense.weights->store = &source->weights();
   ASSERT_EQ(dense.ops.size(), model::linear_matrices(c).size());
-  int checked = 0;
   for (const auto& [name, op] : dense.ops) {
     const int64_t N = op->rows(), K = op->cols();
     const model::Tensor32Ptr w = source->weights().get(name, {N, K});
@@ -92,12 +91,10 @@ TEST(DeviceDense, EveryMatrixMatchesFloat64) {
           ASSERT_LE(err, bound) << name << " row " << i << " column " << n << " (M = " << m << ")";
           worst = std::max(worst, env > 0 ? err / env : err);
         }
-      ++checked;
       if (m == 70) std::printf("%-48s [%lld, %lld]: worst error %.3g of the envelope\n", name.c_str(),
                                static_cast<long long>(N), static_cast<long long>(K), worst);
     }
   }
-  EXPECT_EQ(checked, 3 * static_cast<int>(dense.ops.size()));
 }
 
 // The whole packed model with its float matrices on the GPU against the CPU:
