@@ -1,6 +1,6 @@
 // The GPU decode of one MoE layer's routed experts (lib/exec/cuda, issue #41),
 // against a device-to-device copy kernel in the same run:
-//   bench/moe_layer_cuda [--shape qwen3-30b-a3b] [--formats f1,f2,...] [--iters N] [--copy-mib N]
+//   bench/moe_layer_cuda [--shape qwen3-30b-a3b] [--formats f1,f2,...] [--iters N] [--copy-mib N] [--m M]
 // For each format (default: every registered row): a synthetic layer of the
 // shape (lib/exec/synthetic_layer.h, random codes and valid scales: the
 // kernels do a real pack's work) copied to the GPU, then `iters` decode steps
@@ -87,6 +87,7 @@ double copy_gbps_at(const CopyPool& pool, double bytes, int iters, cudaStream_t 
 
 int main(int argc, char** argv) {
   std::string shape_name = "qwen3-30b-a3b", formats_arg;
+  int m_rows = 1;  // rows of x every routed expert takes (a decode step of M tokens through the same experts)
   int iters = 200;
   size_t copy_mib = 1024;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
     else if (a == "--formats") formats_arg = argv[i + 1];
     else if (a == "--iters") iters = std::atoi(argv[i + 1]);
     else if (a == "--copy-mib") copy_mib = static_cast<size_t>(std::atol(argv[i + 1]));
+    else if (a == "--m") m_rows = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -121,9 +123,9 @@ int main(int argc, char** argv) {
     const CopyPool pool(copy_mib, s);
     const double copy = copy_gbps(pool, s);
     std::printf("GPU: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-    std::printf("shape %s: %lld experts, top-%lld, hidden %lld, intermediate %lld; M = 1; %d steps in one graph\n",
+    std::printf("shape %s: %lld experts, top-%lld, hidden %lld, intermediate %lld; M = %d; %d steps in one graph\n",
                 shape->name.c_str(), static_cast<long long>(shape->experts), static_cast<long long>(shape->top_k),
-                static_cast<long long>(shape->hidden), static_cast<long long>(shape->intermediate), iters);
+                static_cast<long long>(shape->hidden), static_cast<long long>(shape->intermediate), m_rows, iters);
     std::printf("copy kernel (%zu MiB -> %zu MiB): %.0f GB/s read + written\n", copy_mib, copy_mib, copy);
     std::printf("launch floor: 3 dependent empty kernels %.2f us/step, 7 (a trellis step) %.2f us/step\n",
                 floor_us(3, iters, s), floor_us(7, iters, s));
@@ -142,12 +144,12 @@ int main(int argc, char** argv) {
         const exec::ExpertLocation loc = L.experts[static_cast<size_t>(e)];
         experts[static_cast<size_t>(e)] = exec::cuda::upload(L.groups[loc.group].slots[loc.slot]);
       }
-      std::vector<float> x(static_cast<size_t>(shape->hidden));
+      std::vector<float> x(static_cast<size_t>(shape->hidden * m_rows));
       std::mt19937 rng(3);
       std::normal_distribution<float> nd;
       for (float& v : x) v = nd(rng);
       exec::cuda::DeviceBuffer dx(x.size() * sizeof(float)),
-          dout(static_cast<size_t>(shape->top_k * shape->hidden) * sizeof(float)), scratch;
+          dout(static_cast<size_t>(shape->top_k * shape->hidden * m_rows) * sizeof(float)), scratch;
       dx.upload(x.data(), x.size() * sizeof(float));
       double bytes = 0.0;
       std::vector<std::vector<const exec::cuda::DeviceExpert*>> steps(static_cast<size_t>(iters));
@@ -158,11 +160,11 @@ int main(int argc, char** argv) {
           bytes += static_cast<double>(e.gate.nbytes + e.up.nbytes + e.down.nbytes);
         }
       // Warm up (sizes the scratch), then capture every step in one graph.
-      exec::cuda::expert_mlp_decode(steps[0], dx.floats(), 1, dout.floats(), scratch, s);
+      exec::cuda::expert_mlp_decode(steps[0], dx.floats(), m_rows, dout.floats(), scratch, s);
       exec::cuda::synchronize(s);
       const float best_ms = best_graph_ms(s, [&] {
         for (int t = 0; t < iters; ++t)
-          exec::cuda::expert_mlp_decode(steps[static_cast<size_t>(t)], dx.floats(), 1, dout.floats(), scratch, s);
+          exec::cuda::expert_mlp_decode(steps[static_cast<size_t>(t)], dx.floats(), m_rows, dout.floats(), scratch, s);
       });
       const double us = best_ms * 1e3 / iters, per_step = bytes / iters;
       const double gbps = per_step / (us * 1e-6) / 1e9;
