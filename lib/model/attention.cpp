@@ -9,6 +9,7 @@
 #include "model/attention_core.h"
 #include "model/latent_attention.h"
 #include "model/ops.h"
+#include "model/projection.h"
 
 namespace eq::model {
 namespace {
@@ -36,20 +37,20 @@ void grouped_attention(const ModelConfig& c, const AttentionWeights& w, const Ro
   const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, nkv = c.num_kv_heads;
   const int64_t qd = nh * hd, kvd = nkv * hd, n = batch * seq_len, start = cache.length();
 
-  FloatBuffer q(n * qd), k(n * kvd), v(n * kvd), gate;
-  if (c.attention_output_gate) {  // per head [query | gate]
-    FloatBuffer qg(n * 2 * qd);
-    project(x, n, H, w.q, w.q_op, 2 * qd, w.q_bias, qg.data());
+  FloatBuffer q(n * qd), k(n * kvd), v(n * kvd), gate, qg;
+  if (c.attention_output_gate) qg = FloatBuffer(n * 2 * qd);  // per head [query | gate]
+  const Projection qkv[] = {
+      {&w.q, w.q_op, c.attention_output_gate ? 2 * qd : qd, &w.q_bias, c.attention_output_gate ? qg.data() : q.data()},
+      {&w.k, w.k_op, kvd, &w.k_bias, k.data()},
+      {&w.v, w.v_op, kvd, &w.v_bias, v.data()}};
+  project_shared(x, n, H, qkv);
+  if (c.attention_output_gate) {
     gate = FloatBuffer(n * qd);
     for (int64_t r = 0; r < n * nh; ++r) {
       std::memcpy(q.data() + r * hd, qg.data() + r * 2 * hd, hd * sizeof(float));
       std::memcpy(gate.data() + r * hd, qg.data() + r * 2 * hd + hd, hd * sizeof(float));
     }
-  } else {
-    project(x, n, H, w.q, w.q_op, qd, w.q_bias, q.data());
   }
-  project(x, n, H, w.k, w.k_op, kvd, w.k_bias, k.data());
-  project(x, n, H, w.v, w.v_op, kvd, w.v_bias, v.data());
   norm_qk(c, w, q.data(), k.data(), n);
   if (c.clip_qkv > 0) {  // clamped after the norms, as the reference does
     const float lim = static_cast<float>(c.clip_qkv);

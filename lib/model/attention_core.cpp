@@ -14,19 +14,6 @@ constexpr int64_t kQueryBlock = 64;
 
 }  // namespace
 
-void project(const float* x, int64_t n, int64_t in, const Tensor32Ptr& w, const LinearOp* op, int64_t out,
-             const Tensor32Ptr& bias, float* y) {
-  if (!op) {
-    linear(x, n, in, w->data.data(), out, bias ? bias->data.data() : nullptr, y);
-    return;
-  }
-  op->apply(x, n, y);
-  if (!bias) return;
-  const float* b = bias->data.data();
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < out; ++i) y[r * out + i] += b[i];
-}
-
 void attend_causal(int64_t rows, int64_t start, const QkPart* parts, int n_parts, const float* v, int64_t ldv,
                    int64_t dv, float scale, float* out, int64_t ldo, FloatBuffer& scores, int64_t window,
                    const float* sink) {

@@ -1,20 +1,13 @@
-// The steps every attention kind shares: a projection through float32
-// weights or a LinearOp, and causal softmax attention of one query head of
-// one sequence over the keys and values of its past positions.
+// The step every attention kind shares: causal softmax attention of one
+// query head of one sequence over the keys and values of its past positions
+// (their projections: model/projection.h).
 #pragma once
 
 #include <cstdint>
 
 #include "model/float_buffer.h"
-#include "model/linear_op.h"
-#include "model/weights.h"
 
 namespace eq::model {
-
-// y[n, out] = x[n, in] · Wᵀ + bias, through the float32 weight `w` or `op`
-// (one of them set); bias may be null.
-void project(const float* x, int64_t n, int64_t in, const Tensor32Ptr& w, const LinearOp* op, int64_t out,
-             const Tensor32Ptr& bias, float* y);
 
 // Part of the query·key product: query row t at q + t * ldq, key of position
 // j at k + j * ldk, `dim` values each. A score sums its parts in order.

@@ -7,6 +7,7 @@
 #include "model/attention_core.h"
 #include "model/kernels/float_kernels.h"
 #include "model/ops.h"
+#include "model/projection.h"
 
 namespace eq::model {
 namespace {

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "model/attention_core.h"
 #include "model/float_buffer.h"
+#include "model/projection.h"
 
 namespace eq::model {
 namespace {
@@ -35,10 +36,11 @@ Projected project_inputs(const ModelConfig& c, const LinearAttentionWeights& w, 
   p.b.resize(n * nv);
   p.a.resize(n * nv);
   if (!d.fused_projections) {
-    project(x, n, H, w.qkv, w.qkv_op, cd, nullptr, p.qkv.data());
-    project(x, n, H, w.z, w.z_op, vd, nullptr, p.z.data());
-    project(x, n, H, w.b, nullptr, nv, nullptr, p.b.data());
-    project(x, n, H, w.a, nullptr, nv, nullptr, p.a.data());
+    const Projection ps[] = {{&w.qkv, w.qkv_op, cd, nullptr, p.qkv.data()},
+                             {&w.z, w.z_op, vd, nullptr, p.z.data()},
+                             {&w.b, nullptr, nv, nullptr, p.b.data()},
+                             {&w.a, nullptr, nv, nullptr, p.a.data()}};
+    project_shared(x, n, H, ps);
     return p;
   }
   // Fused rows per key head g: [q (dk) | k (dk) | v (rep dv) | z (rep dv)]

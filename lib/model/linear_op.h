@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace eq::model {
@@ -20,6 +21,15 @@ class LinearOp {
   // y[n, rows] = x[n, cols] · Wᵀ (no bias; the caller adds it). Called from the
   // forward's own thread, never from inside a pool task.
   virtual void apply(const float* x, int64_t n, float* y) const = 0;
+  // ys[i][n, ops[i]->rows()] = x · W_iᵀ for ops[0] (this op) and the others,
+  // all taking x[n, cols()], in one go where the op knows how (GPU ops: one
+  // copy of x to the GPU, one of the results back), each result equal to its
+  // apply()'s. Returns false, having done nothing, where it does not.
+  virtual bool apply_shared(std::span<const LinearOp* const> ops, const float* x, int64_t n,
+                            float* const* ys) const {
+    (void)ops, (void)x, (void)n, (void)ys;
+    return false;
+  }
   // Whether the op stands in for a tensor the checkpoint does not hold as
   // floats (a quantized matrix), or runs the stored tensor elsewhere (a GPU
   // copy of it), so the checkpoint must still hold it as the config says.

@@ -2,35 +2,23 @@
 
 #include "model/kernels/float_kernels.h"
 #include "model/ops.h"
+#include "model/projection.h"
 
 namespace eq::model {
 namespace {
 
 const float* data_or_null(const Tensor32Ptr& t) { return t ? t->data.data() : nullptr; }
 
-// y = x · Wᵀ (+ bias) through the float32 tensor or the LinearOp.
-void project(const float* x, int64_t n, int64_t in, const Tensor32Ptr& w, const LinearOp* op, int64_t out,
-             const float* bias, float* y) {
-  if (!op) {
-    linear(x, n, in, w->data.data(), out, bias, y);
-    return;
-  }
-  op->apply(x, n, y);
-  if (bias)
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t i = 0; i < out; ++i) y[r * out + i] += bias[i];
-}
-
 }  // namespace
 
 void mlp_forward(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out) {
   const int64_t I = w.intermediate;
   FloatBuffer gate(n * I), up(n * I);
-  project(x, n, hidden, w.gate, w.gate_op, I, nullptr, gate.data());
-  project(x, n, hidden, w.up, w.up_op, I, nullptr, up.data());
+  const Projection gate_up[] = {{&w.gate, w.gate_op, I, nullptr, gate.data()}, {&w.up, w.up_op, I, nullptr, up.data()}};
+  project_shared(x, n, hidden, gate_up);
   kernels::glu_rows(w.act, gate.data(), up.data(), n, I, I, data_or_null(w.gate_bias), data_or_null(w.up_bias),
                     gate.data());
-  project(gate.data(), n, I, w.down, w.down_op, hidden, data_or_null(w.down_bias), out);
+  project(gate.data(), n, I, w.down, w.down_op, hidden, w.down_bias, out);
 }
 
 void mlp_forward_serial(const MlpWeights& w, const float* x, int64_t n, int64_t hidden, float* out,

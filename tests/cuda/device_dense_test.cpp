@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -95,6 +96,61 @@ TEST(DeviceDense, EveryMatrixMatchesFloat64) {
                                static_cast<long long>(N), static_cast<long long>(K), worst);
     }
   }
+}
+
+// The q, k and v of a layer (and the gate and up of a dense MLP or shared
+// expert, where tinymoe has one) run together by apply_shared give each
+// matrix's apply() bit for bit, at 1 and 5 rows; ops of other widths, or an
+// op that is not a GPU op, are declined.
+TEST(DeviceDense, SharedApplyEqualsEachApply) {
+  const std::string why = cuda::unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  auto source = model::Model::open(test::tinymoe_path());
+  const model::ModelConfig& c = source->config();
+  cuda::DeviceDenseOps dense = cuda::device_dense_ops(c, [](const std::string&) { return true; }, {});
+  dense.weights->store = &source->weights();
+  const std::string p = "model.layers.0.self_attn.";
+  ASSERT_TRUE(dense.ops.count(p + "q_proj.weight") && dense.ops.count(p + "k_proj.weight") &&
+              dense.ops.count(p + "v_proj.weight") && dense.ops.count(p + "o_proj.weight"));
+  const model::LinearOp* q = dense.ops.at(p + "q_proj.weight").get();
+  const model::LinearOp* k = dense.ops.at(p + "k_proj.weight").get();
+  const model::LinearOp* v = dense.ops.at(p + "v_proj.weight").get();
+  const model::LinearOp* o = dense.ops.at(p + "o_proj.weight").get();
+  for (int64_t m : {1, 5}) {
+    const int64_t K = q->cols();
+    const std::vector<float> x = cuda::bounds::normal(static_cast<size_t>(m * K), 1.0f, 41 + m);
+    std::vector<std::vector<float>> alone, together;
+    for (const model::LinearOp* op : {q, k, v}) {
+      alone.emplace_back(static_cast<size_t>(m * op->rows()));
+      together.emplace_back(static_cast<size_t>(m * op->rows()), std::nanf(""));
+      op->apply(x.data(), m, alone.back().data());
+    }
+    const model::LinearOp* ops[] = {q, k, v};
+    float* ys[] = {together[0].data(), together[1].data(), together[2].data()};
+    ASSERT_TRUE(q->apply_shared(ops, x.data(), m, ys));
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(std::memcmp(alone[i].data(), together[i].data(), alone[i].size() * sizeof(float)), 0)
+          << "product " << i << " at M = " << m;
+  }
+  // o_proj takes the attention's output, not x: declined when its width differs.
+  if (o->cols() != q->cols()) {
+    const model::LinearOp* mixed[] = {q, o};
+    std::vector<float> x(static_cast<size_t>(q->cols())), a(static_cast<size_t>(q->rows())), b(static_cast<size_t>(o->rows()));
+    float* ys[] = {a.data(), b.data()};
+    EXPECT_FALSE(q->apply_shared(mixed, x.data(), 1, ys));
+  }
+  // A CPU op among them: declined.
+  struct CpuOp final : model::LinearOp {
+    int64_t n, k;
+    CpuOp(int64_t n_, int64_t k_) : n(n_), k(k_) {}
+    int64_t rows() const override { return n; }
+    int64_t cols() const override { return k; }
+    void apply(const float*, int64_t, float*) const override {}
+  } cpu_op(4, q->cols());
+  const model::LinearOp* with_cpu[] = {q, &cpu_op};
+  std::vector<float> x(static_cast<size_t>(q->cols())), a(static_cast<size_t>(q->rows())), b(4);
+  float* ys[] = {a.data(), b.data()};
+  EXPECT_FALSE(q->apply_shared(with_cpu, x.data(), 1, ys));
 }
 
 // The whole packed model with its float matrices on the GPU against the CPU:

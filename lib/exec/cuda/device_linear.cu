@@ -2,9 +2,13 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "exec/cuda/device_exec.h"
@@ -32,6 +36,23 @@ struct Operands {
 Operands& operands() {
   static Operands o;
   return o;
+}
+
+// EXPERTQUANT_GPU_SHARED_PROJECTIONS=0 runs every product alone (for
+// measurement). Read once.
+bool sharing_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_SHARED_PROJECTIONS");
+    return v == nullptr || v[0] != '0';
+  }();
+  return enabled;
+}
+
+// The results of a shared apply on the host, before they go to their
+// outputs (under Operands::mu).
+std::vector<float>& shared_results() {
+  static std::vector<float> v;
+  return v;
 }
 
 class DeviceLinear final : public model::LinearOp {
@@ -62,6 +83,50 @@ class DeviceLinear final : public model::LinearOp {
     copy_to_device(o.x.data(), x, in_bytes, o.x_staging);
     quant::cuda::f32_gemm(o.x.floats(), w_.floats(), o.y.floats(), n, rows_, cols_, quant::cuda::stream_of(nullptr));
     copy_from_device(y, o.y.data(), out_bytes, o.y_staging);
+  }
+
+  // Every op a DeviceLinear of this x whose matrix is on the GPU: x goes
+  // over once, the products run one after another into one buffer, and the
+  // results come back in one copy. Each product is the same cuBLAS call as
+  // its apply()'s, so each result is the same.
+  bool apply_shared(std::span<const model::LinearOp* const> ops, const float* x, int64_t n,
+                    float* const* ys) const override {
+    if (!sharing_enabled()) return false;
+    std::vector<const DeviceLinear*> mine;
+    for (const model::LinearOp* op : ops) {
+      const auto* d = dynamic_cast<const DeviceLinear*>(op);
+      if (d == nullptr || d->cols_ != cols_) return false;
+      mine.push_back(d);
+    }
+    for (const DeviceLinear* d : mine) {
+      std::lock_guard<std::mutex> lock(d->mu_);
+      if (!d->placed_) d->place_weights();
+      if (d->host_) return false;
+    }
+    if (n <= 0) return true;
+    size_t out_floats = 0;
+    for (const DeviceLinear* d : mine) out_floats += static_cast<size_t>(n * d->rows_);
+    Operands& o = operands();
+    std::lock_guard<std::mutex> lock(o.mu);
+    grow(o.x, static_cast<size_t>(n * cols_) * sizeof(float));
+    grow(o.y, out_floats * sizeof(float));
+    copy_to_device(o.x.data(), x, static_cast<size_t>(n * cols_) * sizeof(float), o.x_staging);
+    size_t at = 0;
+    for (const DeviceLinear* d : mine) {
+      quant::cuda::f32_gemm(o.x.floats(), d->w_.floats(), o.y.floats() + at, n, d->rows_, cols_,
+                            quant::cuda::stream_of(nullptr));
+      at += static_cast<size_t>(n * d->rows_);
+    }
+    std::vector<float>& all = shared_results();
+    all.resize(out_floats);
+    copy_from_device(all.data(), o.y.data(), out_floats * sizeof(float), o.y_staging);
+    at = 0;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const size_t count = static_cast<size_t>(n * mine[i]->rows_);
+      std::memcpy(ys[i], all.data() + at, count * sizeof(float));
+      at += count;
+    }
+    return true;
   }
 
  private:

@@ -2,7 +2,8 @@
 // slice): every attention projection, dense MLP, shared expert and the
 // logits' matrix that the packed folder stores as floats runs as a
 // model::LinearOp whose float32 copy lives on the GPU. Each apply copies x to
-// the GPU, runs cuBLAS's float32 product (no TF32) and copies y back, so the
+// the GPU, runs cuBLAS's float32 product (no TF32) and copies y back (the
+// products of one x, as q, k and v, share the copies: apply_shared), so the
 // forward around it (norms, RoPE, the attention scores, the router) is the
 // CPU's and the results differ from the CPU's only by the products' order of
 // summation.
