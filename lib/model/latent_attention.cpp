@@ -23,17 +23,24 @@ struct LatentDims {
   int64_t kv_b_rows() const { return nope + v; }  // kv_b_proj rows of one head
 };
 
-// The queries [n, nh * hd], each head [nope | rope].
-FloatBuffer latent_queries(const ModelConfig& c, const AttentionWeights& w, const float* x, int64_t n) {
+// The queries [n, nh * hd], each head [nope | rope], and the latent rows
+// kv_a [n, kv_row] of x: q (or q_a) and kv_a are products of one input and
+// share their round trip where the ops run elsewhere (project_shared).
+FloatBuffer latent_queries(const ModelConfig& c, const LatentDims& d, const AttentionWeights& w, const float* x,
+                           int64_t n, float* kv_a) {
   const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim;
   FloatBuffer q(n * qd);
   if (c.q_lora_rank == 0) {
-    project(x, n, H, w.q, w.q_op, qd, nullptr, q.data());
+    const Projection ps[] = {{&w.q, w.q_op, qd, nullptr, q.data()},
+                             {&w.kv_a, w.kv_a_op, d.kv_row(), &w.kv_a_bias, kv_a}};
+    project_shared(x, n, H, ps);
     return q;
   }
   const int64_t r = c.q_lora_rank;
   FloatBuffer qa(n * r);
-  project(x, n, H, w.q_a, w.q_a_op, r, w.q_a_bias, qa.data());
+  const Projection ps[] = {{&w.q_a, w.q_a_op, r, &w.q_a_bias, qa.data()},
+                           {&w.kv_a, w.kv_a_op, d.kv_row(), &w.kv_a_bias, kv_a}};
+  project_shared(x, n, H, ps);
   default_pool().parallel_for(static_cast<size_t>(n), 64, [&](size_t r0, size_t r1) {
     rms_norm_rows(qa.data() + r0 * r, static_cast<int64_t>(r1 - r0), r, w.q_a_norm->data.data(), c.latent_norm_eps,
                   qa.data() + r0 * r);
@@ -111,9 +118,8 @@ void latent_attention(const ModelConfig& c, const AttentionWeights& w, const Rop
   const LatentDims d{c.num_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.kv_lora_rank, c.head_dim};
   const int64_t H = c.hidden_size, n = batch * seq_len, start = cache.length(), qd = d.nh * d.hd;
 
-  FloatBuffer q = latent_queries(c, w, x, n);
   FloatBuffer kv_a(n * d.kv_row());
-  project(x, n, H, w.kv_a, w.kv_a_op, d.kv_row(), w.kv_a_bias, kv_a.data());
+  FloatBuffer q = latent_queries(c, d, w, x, n, kv_a.data());
 
   // Latent norm and RoPE, then the rows go to the cache.
   default_pool().parallel_for(static_cast<size_t>(n), 64, [&](size_t r0, size_t r1) {
