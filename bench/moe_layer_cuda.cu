@@ -4,8 +4,8 @@
 // For each format (default: every registered row): a synthetic layer of the
 // shape (lib/exec/synthetic_layer.h, random codes and valid scales: the
 // kernels do a real pack's work) copied to the GPU, then `iters` decode steps
-// of one token (M = 1), each through top_k experts drawn at random
-// (expert_mlp_decode: gate and up in one grouped launch, SwiGLU, down), all
+// of M tokens (--m, default 1) through the same top_k experts drawn at random
+// (expert_mlp_decode: gate and up in grouped launches, then down), all
 // captured in one CUDA graph so that launch costs on the host do not set the
 // pace; timed with events. Printed: the packed bytes the routed experts read
 // per step, microseconds per step, GB/s of packed bytes read, and that as a
@@ -32,7 +32,7 @@
 
 #include "core/error.h"
 #include "cuda_bench.cuh"
-#include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_moe.h"
 #include "exec/synthetic_layer.h"
 #include "quant/format.h"
 

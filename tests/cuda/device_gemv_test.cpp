@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "exec/bit_group.h"
-#include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_moe.h"
 #include "exec/expert_mlp.h"
 #include "model/float_buffer.h"
 #include "quant/cuda/cuda_gemv.h"

@@ -19,19 +19,6 @@ namespace eq::exec::cuda {
 using quant::cuda::check;
 using quant::cuda::stream_of;
 
-namespace {
-
-// h = silu(g) * u over n floats (model/activation.h's kSwiGlu).
-__global__ void swiglu_kernel(const float* g, const float* u, float* h, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) {
-    const float a = g[i];
-    h[i] = quant::cuda::swiglu_device(a, u[i]);
-  }
-}
-
-}  // namespace
-
 std::string unavailable_reason() { return quant::cuda::unavailable_reason(); }
 
 bool gated_down(int64_t m_rows, int64_t inter) {
@@ -209,74 +196,6 @@ DeviceExpert upload(const ExpertWeights& w) {
   if (w.act != model::Activation{} || w.gate_bias || w.up_bias || w.down_bias)
     unsupported("GPU decode: only SwiGLU experts without biases run on the GPU so far");
   return {upload(w.gate), upload(w.up), upload(w.down)};
-}
-
-void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
-                       DeviceBuffer& scratch, void* stream) {
-  if (experts.empty()) return;
-  const int64_t I = experts[0]->gate.rows, H = experts[0]->gate.cols;
-  const int64_t n = static_cast<int64_t>(experts.size());
-  // scratch: g, u and h [n][m_rows][I], then the largest scratch of a grouped call.
-  const size_t gu_bytes = (static_cast<size_t>(3 * n * m_rows * I) * sizeof(float) + 255) / 256 * 256;
-  size_t call_bytes = 0;
-  for (const DeviceExpert* e : experts)
-    for (const DeviceMatrix* m : {&e->gate, &e->up, &e->down})
-      call_bytes = std::max(call_bytes, scratch_of(*m->format, m->rows, m->cols, static_cast<int>(2 * n), m_rows));
-  const size_t need = gu_bytes + (call_bytes + 255) / 256 * 256;
-  grow(scratch, need, stream);
-  float* g = scratch.floats();
-  float* u = g + n * m_rows * I;
-  float* h = u + n * m_rows * I;
-  void* call_scratch = static_cast<char*>(scratch.data()) + gu_bytes;
-  // One grouped call per (format, shape): gate and up of every expert in one
-  // launch when they share a format; down, whose kernels form SwiGLU from g
-  // and u as they stage their input (DeviceGemvJob::x_up; one launch fewer),
-  // or, for an input too large to stage or a down format whose family takes
-  // no gated input, a SwiGLU launch over all experts first.
-  bool gated = gated_down(m_rows, I);
-  for (const DeviceExpert* e : experts) gated = gated && e->down.format->device_gemv->gated_input;
-  struct Product {
-    const DeviceMatrix* m;
-    const float* x;
-    const float* x_up;  // down's gated input (DeviceGemvJob::x_up), or null
-    float* y;
-  };
-  auto run = [&](const std::vector<Product>& products) {
-    std::vector<bool> done(products.size(), false);
-    for (size_t a = 0; a < products.size(); ++a) {
-      if (done[a]) continue;
-      const DeviceMatrix& first = *products[a].m;
-      std::vector<quant::DeviceGemvJob> jobs;
-      for (size_t b = a; b < products.size(); ++b) {
-        const DeviceMatrix& m = *products[b].m;
-        if (done[b] || m.format != first.format || m.rows != first.rows || m.cols != first.cols) continue;
-        jobs.push_back(m.job(products[b].x, products[b].y));
-        jobs.back().x_up = products[b].x_up;
-        done[b] = true;
-      }
-      first.format->device_gemv->run(*first.format, first.rows, first.cols, jobs.data(), static_cast<int>(jobs.size()),
-                                     m_rows, call_scratch, stream);
-    }
-  };
-  std::vector<Product> gate_up, down;
-  for (int64_t j = 0; j < n; ++j) {
-    EQ_CHECK(experts[j]->gate.rows == I && experts[j]->gate.cols == H && experts[j]->up.rows == I &&
-                 experts[j]->up.cols == H && experts[j]->down.rows == H && experts[j]->down.cols == I,
-             "GPU decode: the experts of one call differ in shape");
-    gate_up.push_back({&experts[j]->gate, x, nullptr, g + j * m_rows * I});
-    gate_up.push_back({&experts[j]->up, x, nullptr, u + j * m_rows * I});
-    if (gated)
-      down.push_back({&experts[j]->down, g + j * m_rows * I, u + j * m_rows * I, out + j * m_rows * H});
-    else
-      down.push_back({&experts[j]->down, h + j * m_rows * I, nullptr, out + j * m_rows * H});
-  }
-  run(gate_up);
-  if (!gated) {
-    const int64_t count = n * m_rows * I;
-    swiglu_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream_of(stream)>>>(g, u, h, count);
-    quant::cuda::check_launch("swiglu kernel");
-  }
-  run(down);
 }
 
 }  // namespace eq::exec::cuda

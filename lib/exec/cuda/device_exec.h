@@ -141,14 +141,4 @@ struct DeviceExpert {
 // biases, which the first slice does not run on the GPU.
 DeviceExpert upload(const ExpertWeights& w);
 
-// The decode expert MLP: for each expert j (the experts of one layer, any mix
-// of formats), out[j] [m_rows, H] = down_j(silu(gate_j x) * up_j x) for
-// x [m_rows, H] (device arrays; out holds experts.size() * m_rows * H
-// floats): each pair's unweighted output, as the CPU dispatch's slot_out.
-// Experts of one format run as one grouped launch per projection (gate and
-// up together); SwiGLU is one launch over all experts. `scratch`
-// grows as needed; enqueued, not synchronized.
-void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
-                       DeviceBuffer& scratch, void* stream = nullptr);
-
 }  // namespace eq::exec::cuda

@@ -354,6 +354,51 @@ std::vector<Batch> per_pair_batches(const float* x, int64_t tokens, int64_t top_
 
 }  // namespace
 
+void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
+                       DeviceBuffer& scratch, void* stream) {
+  if (experts.empty()) return;
+  const int64_t I = experts[0]->gate.rows, H = experts[0]->gate.cols;
+  const int64_t n = static_cast<int64_t>(experts.size());
+  for (const DeviceExpert* e : experts)
+    EQ_CHECK(e->gate.rows == I && e->gate.cols == H && e->up.rows == I && e->up.cols == H && e->down.rows == H &&
+                 e->down.cols == I,
+             "GPU decode: the experts of one call differ in shape");
+  bool gated = gated_down(m_rows, I);
+  for (const DeviceExpert* e : experts) gated = gated && e->down.format->device_gemv->gated_input;
+  // scratch: g, u and h [n][m_rows][I], then the products' scratch.
+  const int64_t rows = n * m_rows;
+  const size_t gu_bytes = (static_cast<size_t>(3 * rows * I) * sizeof(float) + 255) / 256 * 256;
+  Calls up, down;
+  auto plan = [&](float* g) {
+    up = {}, down = {};
+    float *u = g + rows * I, *h = u + rows * I;
+    for (int64_t j = 0; j < n; ++j) {
+      const DeviceExpert& e = *experts[static_cast<size_t>(j)];
+      const int64_t at = j * m_rows * I;
+      up.add(e.gate, x, g + at, m_rows);
+      up.add(e.up, x, u + at, m_rows);
+      down.add(e.down, gated ? g + at : h + at, out + j * m_rows * H, m_rows, gated ? u + at : nullptr);
+    }
+    return gu_bytes + std::max(up.scratch_bytes(), down.scratch_bytes());
+  };
+  grow(scratch, gu_bytes, stream);
+  const size_t need = plan(scratch.floats());
+  if (need > scratch.size()) {  // the jobs point into the buffer: plan again in the larger one
+    grow(scratch, need, stream);
+    plan(scratch.floats());
+  }
+  float* g = scratch.floats();
+  void* call = static_cast<char*>(scratch.data()) + gu_bytes;
+  up.run(call, stream);
+  if (!gated) {
+    glu_rows_kernel<<<elementwise_blocks(rows * I), 256, 0, stream_of(stream)>>>(
+        g, g + rows * I, g + 2 * rows * I, rows, I, nullptr, nullptr, static_cast<int>(model::ActivationKind::kSwiGlu),
+        0.0f, 0.0f);
+    check_launch("activation kernel");
+  }
+  down.run(call, stream);
+}
+
 quant::DeviceGemmJob gemm_job(const DeviceMatrix& m, const float* x, float* y, int64_t m_rows) {
   quant::DeviceGemmJob j;
   for (size_t p = 0; p < m.parts.size(); ++p) j.parts[p] = m.parts[p].data();

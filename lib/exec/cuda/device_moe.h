@@ -88,4 +88,16 @@ void gemm(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::sp
           DeviceBuffer& scratch, void* stream = nullptr);
 quant::DeviceGemmJob gemm_job(const DeviceMatrix& m, const float* x, float* y, int64_t m_rows);
 
+// The decode expert MLP: for each expert j (the experts of one layer, any mix
+// of formats), out[j] [m_rows, H] = down_j(silu(gate_j x) * up_j x) for
+// x [m_rows, H] (device arrays; out holds experts.size() * m_rows * H
+// floats): each pair's unweighted output, as the CPU dispatch's slot_out.
+// The products group as the MoE layer's do (one grouped launch per format,
+// shape and rows of x; gate and up together), and down forms SwiGLU as it
+// stages its input where it can (gated_down), else one launch over all
+// experts forms it first. `scratch` grows as needed; enqueued, not
+// synchronized.
+void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
+                       DeviceBuffer& scratch, void* stream = nullptr);
+
 }  // namespace eq::exec::cuda
