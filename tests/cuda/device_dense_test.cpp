@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,16 @@ PackedModelOptions on(quant::Device device) {
   return o;
 }
 
+// tinymoe's float matrices as GPU ops, reading the source's weights.
+struct TinymoeDense {
+  std::unique_ptr<model::Model> source = model::Model::open(test::tinymoe_path());
+  cuda::DeviceDenseOps dense = [&] {
+    cuda::DeviceDenseOps d = cuda::device_dense_ops(source->config(), [](const std::string&) { return true; }, {});
+    d.weights->store = &source->weights();
+    return d;
+  }();
+};
+
 TEST(DeviceDense, RefusedWithoutGpu) {
   const std::string why = cuda::unavailable_reason();
   if (why.empty()) GTEST_SKIP() << "a GPU is present: the refusal is not reachable";
@@ -66,11 +77,10 @@ TEST(DeviceDense, RefusedWithoutGpu) {
 TEST(DeviceDense, EveryMatrixMatchesFloat64) {
   const std::string why = cuda::unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
-  auto source = model::Model::open(test::tinymoe_path());
-  const model::ModelConfig& c = source->config();
-  cuda::DeviceDenseOps dense = cuda::device_dense_ops(c, [](const std::string&) { return true; }, {});
-  dense.weights->store = &source->weights();
-  ASSERT_EQ(dense.ops.size(), model::linear_matrices(c).size());
+  const TinymoeDense t;
+  const model::Model* source = t.source.get();
+  const cuda::DeviceDenseOps& dense = t.dense;
+  ASSERT_EQ(dense.ops.size(), model::linear_matrices(source->config()).size());
   for (const auto& [name, op] : dense.ops) {
     const int64_t N = op->rows(), K = op->cols();
     const model::Tensor32Ptr w = source->weights().get(name, {N, K});
@@ -98,17 +108,14 @@ TEST(DeviceDense, EveryMatrixMatchesFloat64) {
   }
 }
 
-// The q, k and v of a layer (and the gate and up of a dense MLP or shared
-// expert, where tinymoe has one) run together by apply_shared give each
-// matrix's apply() bit for bit, at 1 and 5 rows; ops of other widths, or an
-// op that is not a GPU op, are declined.
+// The q, k and v of a layer run together by apply_shared give each matrix's
+// apply() bit for bit, at 1 and 5 rows; ops of other widths, or an op that is
+// not a GPU op, are declined.
 TEST(DeviceDense, SharedApplyEqualsEachApply) {
   const std::string why = cuda::unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
-  auto source = model::Model::open(test::tinymoe_path());
-  const model::ModelConfig& c = source->config();
-  cuda::DeviceDenseOps dense = cuda::device_dense_ops(c, [](const std::string&) { return true; }, {});
-  dense.weights->store = &source->weights();
+  const TinymoeDense t;
+  const cuda::DeviceDenseOps& dense = t.dense;
   const std::string p = "model.layers.0.self_attn.";
   ASSERT_TRUE(dense.ops.count(p + "q_proj.weight") && dense.ops.count(p + "k_proj.weight") &&
               dense.ops.count(p + "v_proj.weight") && dense.ops.count(p + "o_proj.weight"));
