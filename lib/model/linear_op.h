@@ -25,9 +25,8 @@ class LinearOp {
   // all taking x[n, cols()], in one go where the op knows how (GPU ops: one
   // copy of x to the GPU, one of the results back), each result equal to its
   // apply()'s. Returns false, having done nothing, where it does not.
-  virtual bool apply_shared(std::span<const LinearOp* const> ops, const float* x, int64_t n,
-                            float* const* ys) const {
-    (void)ops, (void)x, (void)n, (void)ys;
+  virtual bool apply_shared(std::span<const LinearOp* const> /*ops*/, const float* /*x*/, int64_t /*n*/,
+                            float* const* /*ys*/) const {
     return false;
   }
   // Whether the op stands in for a tensor the checkpoint does not hold as
