@@ -367,7 +367,7 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
   for (const DeviceExpert* e : experts) gated = gated && e->down.format->device_gemv->gated_input;
   // scratch: g, u and h [n][m_rows][I], then the products' scratch.
   const int64_t rows = n * m_rows;
-  const size_t gu_bytes = (static_cast<size_t>(3 * rows * I) * sizeof(float) + 255) / 256 * 256;
+  const size_t gu_bytes = aligned(static_cast<size_t>(3 * rows * I) * sizeof(float));
   Calls up, down;
   auto plan = [&](float* g) {
     up = {}, down = {};
