@@ -61,6 +61,14 @@ struct TinymoeDense {
   }();
 };
 
+// Bytes of float32 of every matrix of model::linear_matrices(c).
+uint64_t dense_bytes_of(const model::ModelConfig& c) {
+  uint64_t bytes = 0;
+  for (const auto& [name, shape] : model::linear_matrices(c))
+    bytes += static_cast<uint64_t>(shape[0] * shape[1]) * sizeof(float);
+  return bytes;
+}
+
 TEST(DeviceDense, RefusedWithoutGpu) {
   const std::string why = cuda::unavailable_reason();
   if (why.empty()) GTEST_SKIP() << "a GPU is present: the refusal is not reachable";
@@ -118,11 +126,10 @@ TEST(DeviceDense, SharedApplyEqualsEachApply) {
   const cuda::DeviceDenseOps& dense = t.dense;
   const std::string p = "model.layers.0.self_attn.";
   ASSERT_TRUE(dense.ops.count(p + "q_proj.weight") && dense.ops.count(p + "k_proj.weight") &&
-              dense.ops.count(p + "v_proj.weight") && dense.ops.count(p + "o_proj.weight"));
+              dense.ops.count(p + "v_proj.weight"));
   const model::LinearOp* q = dense.ops.at(p + "q_proj.weight").get();
   const model::LinearOp* k = dense.ops.at(p + "k_proj.weight").get();
   const model::LinearOp* v = dense.ops.at(p + "v_proj.weight").get();
-  const model::LinearOp* o = dense.ops.at(p + "o_proj.weight").get();
   for (int64_t m : {1, 5}) {
     const int64_t K = q->cols();
     const std::vector<float> x = cuda::bounds::normal(static_cast<size_t>(m * K), 1.0f, 41 + m);
@@ -139,10 +146,18 @@ TEST(DeviceDense, SharedApplyEqualsEachApply) {
       EXPECT_EQ(std::memcmp(alone[i].data(), together[i].data(), alone[i].size() * sizeof(float)), 0)
           << "product " << i << " at M = " << m;
   }
-  // o_proj takes the attention's output, not x: declined when its width differs.
-  if (o->cols() != q->cols()) {
-    const model::LinearOp* mixed[] = {q, o};
-    std::vector<float> x(static_cast<size_t>(q->cols())), a(static_cast<size_t>(q->rows())), b(static_cast<size_t>(o->rows()));
+  // An op of another width (every tinymoe matrix takes 128 columns: the ops
+  // of a config with half the hidden size, never placed, since the width is
+  // checked first): declined.
+  model::ModelConfig narrow = t.source->config();
+  narrow.hidden_size /= 2;
+  const cuda::DeviceDenseOps other = cuda::device_dense_ops(narrow, [](const std::string&) { return true; }, {});
+  const model::LinearOp* half = other.ops.at(p + "k_proj.weight").get();
+  ASSERT_NE(half->cols(), q->cols());
+  {
+    const model::LinearOp* mixed[] = {q, half};
+    std::vector<float> x(static_cast<size_t>(q->cols())), a(static_cast<size_t>(q->rows())),
+        b(static_cast<size_t>(half->rows()));
     float* ys[] = {a.data(), b.data()};
     EXPECT_FALSE(q->apply_shared(mixed, x.data(), 1, ys));
   }
@@ -210,10 +225,7 @@ TEST(DeviceDense, PackedModelMatchesTheCpu) {
   EXPECT_GE(same_top * 20, rows * 19) << same_top << " of " << rows << " positions with the same top token";
   std::printf("mean KL(CPU || GPU) %.3g nats over %lld positions; same top token at %lld\n", kl_mean,
               static_cast<long long>(rows), static_cast<long long>(same_top));
-  uint64_t expected = 0;
-  for (const auto& [name, shape] : model::linear_matrices(gpu->config()))
-    expected += static_cast<uint64_t>(shape[0] * shape[1]) * sizeof(float);
-  EXPECT_EQ(cuda::device_dense_bytes() - before, expected);
+  EXPECT_EQ(cuda::device_dense_bytes() - before, dense_bytes_of(gpu->config()));
 }
 
 // A GPU without room for the matrices (a headroom larger than any GPU's
@@ -233,11 +245,8 @@ TEST(DeviceDense, NoRoomLeavesTheMatricesOnTheCpu) {
   const model::FloatBuffer b = cpu->model().forward(text, 1, 32, cache_cpu);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
-  uint64_t expected = 0;
-  for (const auto& [name, shape] : model::linear_matrices(gpu->config()))
-    expected += static_cast<uint64_t>(shape[0] * shape[1]) * sizeof(float);
   EXPECT_EQ(cuda::device_dense_bytes(), on_gpu);
-  EXPECT_EQ(cuda::device_dense_cpu_bytes() - on_cpu, expected);
+  EXPECT_EQ(cuda::device_dense_cpu_bytes() - on_cpu, dense_bytes_of(gpu->config()));
 }
 
 }  // namespace
