@@ -41,6 +41,10 @@ struct DeviceGemvJob {
   float* y = nullptr;
 };
 
+namespace cuda {
+struct GemvSegment;  // a format's part of a launch of several formats (gemv_mixed.cuh)
+}  // namespace cuda
+
 struct DeviceGemv {
   // Enqueues y_j = x_j W_j^T (overwriting y_j) for the n_jobs jobs, all of
   // `format` and of one shape [rows, cols] (the experts of one projection), on
@@ -56,6 +60,19 @@ struct DeviceGemv {
   // Whether run() takes jobs with a gated input (DeviceGemvJob::x_up); a
   // family that does not throws for them.
   bool gated_input = false;
+  // Null, or the family runs in a launch of several formats
+  // (cuda::run_gemv_calls, one row of x): fills `segment` with what its
+  // blocks need for such a call (`gated`: its jobs carry x_up). Such families
+  // need no scratch, and take a gated input there whatever gated_input says.
+  void (*segment)(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated,
+                  cuda::GemvSegment& segment) = nullptr;
+};
+
+// One format's jobs in a launch of several formats.
+struct DeviceGemvCall {
+  const FormatTraits* format = nullptr;
+  const DeviceGemvJob* jobs = nullptr;
+  int n_jobs = 0;
 };
 
 namespace cuda {
@@ -71,6 +88,21 @@ extern const DeviceGemv kBf16DeviceGemv;
 // The trellis rows, both codes (the row's code): input rotation, tile decode,
 // output rotation. trellis_gemv.cu.
 extern const DeviceGemv kTrellisDeviceGemv;
+
+// Enqueues the calls (each of its own format, every format with a
+// DeviceGemv::segment; all of the shape [rows, cols]; m_rows must be 1) as
+// few launches (one for up to 32 jobs): every block runs its format's body,
+// so each y has the bits the format's own run() gives it (a row-major
+// format's gated job: those of its run() on the SwiGLU launch's input). One
+// launch a projection step where each bit group would take its own; a call's
+// jobs carry a gated input all or none. gemv_mixed.cu.
+void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall* calls, int n_calls, void* stream);
+// The blocks one job of `format` [rows, cols] takes in such a launch (-1: the
+// format takes no part), and the blocks the current GPU runs at once there
+// (its SMs times the blocks an SM holds of that kernel: 80 registers a
+// thread, so 3 of 256 threads, where the 4-bit rows' own kernels hold 4).
+int64_t mixed_gemv_blocks(const FormatTraits& format, int64_t rows, int64_t cols);
+int64_t mixed_gemv_wave();
 
 }  // namespace cuda
 

@@ -12,103 +12,19 @@
 #include <string>
 
 #include "core/error.h"
-#include "quant/cuda/gemv_common.cuh"
+#include "quant/cuda/gemv_mixed.cuh"
+#include "quant/cuda/gemv_rowmajor.cuh"
 
 namespace eq::quant::cuda {
 
+namespace rowmajor {
+
 namespace {
 
-constexpr int kWarps = 8;  // output rows per block
-constexpr int kBatch = 8;  // 16-byte pieces a lane loads before using any
-
-struct RowParams {
-  int64_t rows = 0, cols = 0;
-  int m_rows = 1;
-  int batch = 1;  // <= kBatch
-};
-
-// Element i of a 16-byte piece, as float (before the row scale).
-template <typename E>
-__device__ inline float element(const uint4& piece, int i);
-template <>
-__device__ inline float element<int8_t>(const uint4& piece, int i) {
-  const uint32_t w = (&piece.x)[i >> 2];
-  return static_cast<float>(static_cast<int8_t>(w >> (8 * (i & 3))));
-}
-template <>
-__device__ inline float element<uint16_t>(const uint4& piece, int i) {
-  const uint32_t w = (&piece.x)[i >> 1];
-  return __uint_as_float((i & 1) ? (w & 0xffff0000u) : (w << 16));  // bf16: the high half of a float32
-}
-template <typename E>
-__device__ inline float element_at(const E* row, int64_t k);
-template <>
-__device__ inline float element_at<int8_t>(const int8_t* row, int64_t k) {
-  return static_cast<float>(row[k]);
-}
-template <>
-__device__ inline float element_at<uint16_t>(const uint16_t* row, int64_t k) {
-  return __uint_as_float(static_cast<uint32_t>(row[k]) << 16);
-}
-
-// E: int8_t (scaled by parts[1][n]) or uint16_t (bf16, unscaled).
 template <typename E, bool kScaled, int MB>
 __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowParams p,
                                                                        const __grid_constant__ LaunchJobs jobs) {
-  constexpr int kPer = 16 / sizeof(E);  // elements per 16-byte piece
-  const DeviceGemvJob& job = jobs.job[blockIdx.y];
-  const int64_t N = p.rows, K = p.cols;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.y;
-  if (n >= N) return;
-  const int lane = threadIdx.x;
-  const E* row = static_cast<const E*>(job.parts[0]) + n * K;
-  const float* xrow[MB];
-  for (int m = 0; m < MB; ++m) xrow[m] = job.x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
-  float acc[MB];
-  for (int m = 0; m < MB; ++m) acc[m] = 0.0f;
-
-  int64_t k_done = 0;
-  // Vector part: the row (and x) 16-byte aligned; p.batch pieces per lane
-  // loaded before any is used.
-  if ((n * K * static_cast<int64_t>(sizeof(E))) % 16 == 0 && K % 4 == 0) {
-    const int64_t pieces = K / kPer;
-    const uint4* src = reinterpret_cast<const uint4*>(row);
-    for (int64_t i0 = lane; i0 < pieces; i0 += 32 * p.batch) {
-      uint4 piece[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b)
-        if (b < p.batch && i0 + 32 * b < pieces) piece[b] = __ldg(src + i0 + 32 * b);
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int64_t i = i0 + 32 * b;
-        if (b >= p.batch || i >= pieces) break;
-        float w[kPer];
-#pragma unroll
-        for (int e = 0; e < kPer; ++e) w[e] = element<E>(piece[b], e);
-#pragma unroll
-        for (int m = 0; m < MB; ++m) {
-#pragma unroll
-          for (int q = 0; q < kPer / 4; ++q) {
-            const float4 x = __ldg(reinterpret_cast<const float4*>(xrow[m] + i * kPer) + q);
-            acc[m] = fmaf(w[4 * q], x.x, acc[m]);
-            acc[m] = fmaf(w[4 * q + 1], x.y, acc[m]);
-            acc[m] = fmaf(w[4 * q + 2], x.z, acc[m]);
-            acc[m] = fmaf(w[4 * q + 3], x.w, acc[m]);
-          }
-        }
-      }
-    }
-    k_done = pieces * kPer;
-  }
-  for (int64_t k = k_done + lane; k < K; k += 32) {
-    const float w = element_at<E>(row, k);
-    for (int m = 0; m < MB; ++m) acc[m] = fmaf(w, __ldg(xrow[m] + k), acc[m]);
-  }
-  const float scale = kScaled ? __ldg(static_cast<const float*>(job.parts[1]) + n) : 1.0f;
-  for (int m = 0; m < MB; ++m) {
-    const float sum = warp_sum(acc[m]);
-    if (lane == 0 && m < p.m_rows) job.y[static_cast<int64_t>(m) * N + n] = kScaled ? sum * scale : sum;
-  }
+  rowmajor_gemv_block<E, kScaled, MB, false>(p, jobs.job[blockIdx.y], blockIdx.x, nullptr);
 }
 
 template <typename E, bool kScaled>
@@ -136,12 +52,31 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
   });
 }
 
+// A block of the launch of several formats (gemv_mixed.cuh), where a gated
+// input is staged per block.
+template <Body kBody>
+void segment_of(const FormatTraits&, int64_t rows, int64_t cols, int m_rows, bool, GemvSegment& seg) {
+  seg.family = GemvSegment::Family::kRowMajor;
+  seg.body = static_cast<int>(kBody);
+  seg.row.rows = rows;
+  seg.row.cols = cols;
+  seg.row.m_rows = m_rows;
+  seg.row.batch = load_batch(kBatch);
+  seg.blocks_per_job = static_cast<int>((rows + kWarps - 1) / kWarps);
+}
+
 }  // namespace
 
-// No gated input (DeviceGemvJob::x_up): a block of 8 output rows would form
-// the whole input again for every 8 outputs (measured: bf16 29.1 -> 32.6 us a
-// step, int8_row 32.1 -> 35.9; docs/benchmarks.md, "GPU decode").
-const DeviceGemv kInt8RowDeviceGemv{run_rowmajor<int8_t, true>};
-const DeviceGemv kBf16DeviceGemv{run_rowmajor<uint16_t, false>};
+}  // namespace rowmajor
+
+// No gated input (DeviceGemvJob::x_up) in their own launches: a block of 8
+// output rows would form the whole input again for every 8 outputs
+// (measured: bf16 29.1 -> 32.6 us a step, int8_row 32.1 -> 35.9;
+// docs/benchmarks.md, "GPU decode"). In a launch of several formats they
+// stage it as the others do (one launch fewer for the whole call).
+const DeviceGemv kInt8RowDeviceGemv{rowmajor::run_rowmajor<int8_t, true>, nullptr, false,
+                                    rowmajor::segment_of<rowmajor::Body::kInt8>};
+const DeviceGemv kBf16DeviceGemv{rowmajor::run_rowmajor<uint16_t, false>, nullptr, false,
+                                 rowmajor::segment_of<rowmajor::Body::kBf16>};
 
 }  // namespace eq::quant::cuda

@@ -52,6 +52,11 @@ const DeviceGemv kStreamDeviceGemv{refuse_gemv};
 const DeviceGemv kInt8RowDeviceGemv{refuse_gemv};
 const DeviceGemv kBf16DeviceGemv{refuse_gemv};
 const DeviceGemv kTrellisDeviceGemv{refuse_gemv};
+void run_gemv_calls(int64_t, int64_t, int, const DeviceGemvCall*, int, void*) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
+int64_t mixed_gemv_blocks(const FormatTraits&, int64_t, int64_t) { return -1; }
+int64_t mixed_gemv_wave() { return 0; }
 
 namespace {
 void refuse_gemm(const FormatTraits&, int64_t, int64_t, const DeviceGemmJob*, int, void*, void*) {
