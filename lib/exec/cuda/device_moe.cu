@@ -4,7 +4,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -83,6 +85,19 @@ __global__ void add_bias_rows_kernel(float* y, int64_t rows, int64_t width, cons
     y[i] += bias[i % width];
 }
 
+// Whether decode calls of several formats share launches (Calls::run);
+// EXPERTQUANT_GPU_MIXED_LAUNCH=0 gives each format its own (for measurement).
+bool mixed_launches() {
+  static const bool on = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_MIXED_LAUNCH");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+// Whether a format's decode products take part in launches of several formats.
+bool joins_mixed(const quant::FormatTraits* f) { return mixed_launches() && f->device_gemv->segment != nullptr; }
+
 unsigned elementwise_blocks(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535)); }
 
 const float* floats_or_null(const DeviceBuffer& b) { return b.size() ? b.floats() : nullptr; }
@@ -133,9 +148,31 @@ struct Calls {
     }
     return need;
   }
+  // The one-row decode calls of one shape run as one launch of several
+  // formats (quant::cuda::run_gemv_calls) when every format takes part in
+  // such launches and there are several, or one must take a gated input only
+  // such a launch gives it; else each call is its format's own.
   void run(void* scratch, void* stream) const {
+    // The one-row calls of each shape that may share launches.
+    std::map<std::pair<int64_t, int64_t>, std::vector<quant::DeviceGemvCall>> shared;
     for (const auto& [key, c] : calls) {
       const auto& [f, rows, cols, m] = key;
+      if (m == 1 && joins_mixed(f)) shared[{rows, cols}].push_back({f, c.gemv.data(), static_cast<int>(c.gemv.size())});
+    }
+    for (auto it = shared.begin(); it != shared.end();) {
+      const std::vector<quant::DeviceGemvCall>& group = it->second;
+      const bool gated = group[0].jobs[0].x_up != nullptr;
+      if (group.size() == 1 && !(gated && !group[0].format->device_gemv->gated_input)) {
+        it = shared.erase(it);  // its format's own launch
+        continue;
+      }
+      quant::cuda::run_gemv_calls(it->first.first, it->first.second, 1, group.data(), static_cast<int>(group.size()),
+                                  stream);
+      ++it;
+    }
+    for (const auto& [key, c] : calls) {
+      const auto& [f, rows, cols, m] = key;
+      if (m == 1 && joins_mixed(f) && shared.count({rows, cols})) continue;  // ran above
       if (m > 0)
         f->device_gemv->run(*f, rows, cols, c.gemv.data(), static_cast<int>(c.gemv.size()), static_cast<int>(m),
                             scratch, stream);
@@ -194,14 +231,28 @@ struct Lane {
 };
 
 // Whether a lane's down products form SwiGLU from g and u themselves: decode
-// batches of a plain SwiGLU layer whose down formats take a gated input.
+// batches of a plain SwiGLU layer whose down formats take a gated input, in
+// their own launches or (several formats in the lane, one row each) in
+// launches of several formats, where every format that joins them takes one.
 bool lane_gates_down(const DeviceMoeLayer& L, std::span<const Batch> batches) {
   if (L.biased || L.act.kind != model::ActivationKind::kSwiGlu) return false;
-  for (const Batch& b : batches)
+  std::set<const quant::FormatTraits*> downs;
+  for (const Batch& b : batches) downs.insert(expert_of(L, b.expert).down.format);
+  bool mixed = downs.size() > 1;
+  for (const quant::FormatTraits* f : downs) mixed = mixed && joins_mixed(f);
+  for (const Batch& b : batches) mixed = mixed && b.m == 1;
+  for (const Batch& b : batches) {
+    const quant::FormatTraits* f = expert_of(L, b.expert).down.format;
     if (b.m > quant::kMaxDeviceGemvRows || !gated_down(b.m, L.inter) ||
-        !expert_of(L, b.expert).down.format->device_gemv->gated_input)
+        !(f->device_gemv->gated_input || (mixed && joins_mixed(f))))
       return false;
+  }
   return true;
+}
+
+// Whether all three products of an expert take part in launches of several formats.
+bool expert_joins_mixed(const DeviceExpert& e) {
+  return joins_mixed(e.gate.format) && joins_mixed(e.up.format) && joins_mixed(e.down.format);
 }
 
 // gate and up (one call per format, shape and row count), the activation over
@@ -236,19 +287,43 @@ void run_lane(const DeviceMoeLayer& L, const Lane& lane, const Regions& r, void*
 }
 
 // Every batch through its expert. When all are decode batches, each bit
-// group's batches form a lane (LaneStreams) and take the rows of g, u, h after
-// the lanes before; otherwise one lane on `stream` keeps the batches' rows
-// (a prefill product's scratch is large: the lanes do not each get one).
+// group's batches form a lane (LaneStreams), except that with one row a
+// batch and few batches the groups whose formats share launches
+// (Calls::run) form one lane together; each lane takes the rows of g, u, h
+// after the lanes before.
+// Otherwise one lane on `stream` keeps the batches' rows (a prefill product's
+// scratch is large: the lanes do not each get one).
 void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int64_t total_rows, const Regions& r,
                  DeviceMoeScratch& s, void* stream) {
   const int64_t I = L.inter;
-  bool decode = true;
-  for (const Batch& b : batches) decode = decode && b.m <= quant::kMaxDeviceGemvRows;
+  bool decode = true, one_row = true;
+  for (const Batch& b : batches) {
+    decode = decode && b.m <= quant::kMaxDeviceGemvRows;
+    one_row = one_row && b.m == 1;
+  }
   std::vector<Lane> lanes;
   if (decode) {
+    // The launches of several formats hold 3 blocks an SM where the 4-bit
+    // rows' own hold 4 and the row-major rows' more: past two waves of gate
+    // and up blocks, the groups' own launches side by side are faster
+    // (docs/benchmarks.md, "GPU MoE layer").
+    bool share = one_row;
+    if (share) {
+      int64_t blocks = 0;
+      for (const Batch& b : batches) {
+        const DeviceExpert& e = expert_of(L, b.expert);
+        if (expert_joins_mixed(e))
+          blocks += quant::cuda::mixed_gemv_blocks(*e.gate.format, e.gate.rows, e.gate.cols) +
+                    quant::cuda::mixed_gemv_blocks(*e.up.format, e.up.rows, e.up.cols);
+      }
+      share = blocks <= 2 * L.mixed_wave;
+    }
     std::vector<int32_t> lane_of_group(L.groups.size(), -1);
+    int32_t mixed_lane = -1;
     for (const Batch& b : batches) {
-      int32_t& at = lane_of_group[static_cast<size_t>(L.group_of[static_cast<size_t>(b.expert)])];
+      int32_t& at = share && expert_joins_mixed(expert_of(L, b.expert))
+                        ? mixed_lane
+                        : lane_of_group[static_cast<size_t>(L.group_of[static_cast<size_t>(b.expert)])];
       if (at < 0) {
         at = static_cast<int32_t>(lanes.size());
         lanes.emplace_back();
@@ -363,8 +438,14 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
     EQ_CHECK(e->gate.rows == I && e->gate.cols == H && e->up.rows == I && e->up.cols == H && e->down.rows == H &&
                  e->down.cols == I,
              "GPU decode: the experts of one call differ in shape");
+  // Down takes the gated input when every format does, in its own launch or
+  // (several formats, all sharing launches, one row) in the launches of several.
+  std::set<const quant::FormatTraits*> downs;
+  for (const DeviceExpert* e : experts) downs.insert(e->down.format);
+  bool mixed = downs.size() > 1 && m_rows == 1;
+  for (const quant::FormatTraits* f : downs) mixed = mixed && joins_mixed(f);
   bool gated = gated_down(m_rows, I);
-  for (const DeviceExpert* e : experts) gated = gated && e->down.format->device_gemv->gated_input;
+  for (const quant::FormatTraits* f : downs) gated = gated && (f->device_gemv->gated_input || mixed);
   // scratch: g, u and h [n][m_rows][I], then the products' scratch.
   const int64_t rows = n * m_rows;
   const size_t gu_bytes = aligned(static_cast<size_t>(3 * rows * I) * sizeof(float));
@@ -424,6 +505,7 @@ void gemm(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::sp
 DeviceMoeLayer upload(const PackedLayer& layer) {
   DeviceMoeLayer d;
   d.num_experts = layer.num_experts;
+  d.mixed_wave = quant::cuda::mixed_gemv_wave();
   d.index_of.assign(static_cast<size_t>(layer.num_experts), -1);
   d.group_of.assign(static_cast<size_t>(layer.num_experts), -1);
   for (const BitGroup& g : layer.groups) {

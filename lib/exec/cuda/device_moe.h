@@ -18,7 +18,10 @@
 // batches run on a lane of their own (LaneStreams), so the groups' launches
 // overlap on the GPU instead of queuing one behind the other; with a plain
 // SwiGLU, down forms the activation from g and u as it stages its input
-// (gated_down), one launch fewer a group.
+// (gated_down), one launch fewer a group. With one row a batch and few
+// batches (a token's pairs on a layer of small experts), the groups whose
+// formats share launches (quant::cuda::run_gemv_calls) run as one launch a
+// projection instead, as a uniform layer does.
 //
 // An expert batch of at most quant::kMaxDeviceGemvRows rows runs through the
 // format's decode product (FormatTraits::device_gemv, float32), a larger one
@@ -57,6 +60,7 @@ struct DeviceMoeLayer {
   std::vector<int32_t> group_of;        // expert id -> bit group (position in `groups`), -1: pruned
   std::vector<std::vector<int32_t>> groups;  // expert ids of each non-empty bit group
   size_t nbytes = 0;                    // packed bytes on the GPU
+  int64_t mixed_wave = 0;               // quant::cuda::mixed_gemv_wave() on the layer's GPU
 };
 
 // Copies every expert of `layer` that was not pruned to the GPU, with its
