@@ -303,10 +303,10 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
   }
   std::vector<Lane> lanes;
   if (decode) {
-    // The launches of several formats hold 3 blocks an SM where the 4-bit
-    // rows' own hold 4 and the row-major rows' more: past two waves of gate
-    // and up blocks, the groups' own launches side by side are faster
-    // (docs/benchmarks.md, "GPU MoE layer").
+    // A launch of several formats holds 3 blocks an SM where the 4-bit rows'
+    // own kernels hold 4: past one wave of gate and up blocks, the groups'
+    // own launches side by side are faster (docs/benchmarks.md, "GPU MoE
+    // layer": a token on the Qwen3-235B-A22B layer, two waves).
     bool share = one_row;
     if (share) {
       int64_t blocks = 0;
@@ -316,7 +316,7 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
           blocks += quant::cuda::mixed_gemv_blocks(*e.gate.format, e.gate.rows, e.gate.cols) +
                     quant::cuda::mixed_gemv_blocks(*e.up.format, e.up.rows, e.up.cols);
       }
-      share = blocks <= 2 * L.mixed_wave;
+      share = blocks <= L.mixed_wave;
     }
     std::vector<int32_t> lane_of_group(L.groups.size(), -1);
     int32_t mixed_lane = -1;

@@ -62,8 +62,8 @@ struct DeviceGemv {
   bool gated_input = false;
   // Null, or the family runs in a launch of several formats
   // (cuda::run_gemv_calls, one row of x): fills `segment` with what its
-  // blocks need for such a call (`gated`: its jobs carry x_up). Such families
-  // need no scratch, and take a gated input there whatever gated_input says.
+  // blocks need for such a call (`gated`: its jobs carry x_up). Such a family
+  // needs no scratch and takes a gated input (gated_input).
   void (*segment)(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated,
                   cuda::GemvSegment& segment) = nullptr;
 };
@@ -92,10 +92,9 @@ extern const DeviceGemv kTrellisDeviceGemv;
 // Enqueues the calls (each of its own format, every format with a
 // DeviceGemv::segment; all of the shape [rows, cols]; m_rows must be 1) as
 // few launches (one for up to 32 jobs): every block runs its format's body,
-// so each y has the bits the format's own run() gives it (a row-major
-// format's gated job: those of its run() on the SwiGLU launch's input). One
-// launch a projection step where each bit group would take its own; a call's
-// jobs carry a gated input all or none. gemv_mixed.cu.
+// so each y has the bits the format's own run() gives it. One launch a
+// projection step where each bit group would take its own; a call's jobs
+// carry a gated input all or none. gemv_mixed.cu.
 void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall* calls, int n_calls, void* stream);
 // The blocks one job of `format` [rows, cols] takes in such a launch (-1: the
 // format takes no part), and the blocks the current GPU runs at once there

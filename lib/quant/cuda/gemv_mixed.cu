@@ -7,13 +7,16 @@
 // The launch's blocks are laid out segment by segment (a segment: some jobs
 // of one format, each job blocks_per_job blocks); a block finds its segment
 // and runs that family's block body, the same code as the family's own
-// kernel, so the results keep their bits. 256 threads a block in every
-// family; the row-major bodies stage a gated input as the stream bodies do.
+// kernel, so the results keep their bits. The column bit-stream family takes
+// part (every fp4, nl4 and affine row); the row-major rows keep their own
+// launches (gemv_rowmajor.cu says why), the trellis rows theirs (three
+// kernels a product).
 //
 // One row of x only: a kernel holding every body takes the registers of the
 // hungriest, and with 2 to 8 rows that is 255 (one block an SM; measured
 // 1.5x the separate launches at 16 tokens, docs/benchmarks.md, "GPU MoE
-// layer"). Several rows keep their formats' own launches.
+// layer"). With one row it is 80 (3 blocks an SM, as the 8-bit rows' own
+// kernel). Several rows keep their formats' own launches.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,7 +34,6 @@ constexpr int kMaxSegments = 6;
 // block, 128 jobs, took 3-4 us more a call at one token).
 constexpr int kMixedJobs = kJobsPerLaunch;
 constexpr int kRowsOfX = 1;  // run_gemv_calls takes one
-static_assert(stream::kThreads == 32 * rowmajor::kWarps, "the families' blocks must have one size");
 
 struct MixedLaunch {
   GemvSegment seg[kMaxSegments];
@@ -54,33 +56,27 @@ __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const _
   const uint32_t per_job = static_cast<uint32_t>(seg.blocks_per_job);
   const DeviceGemvJob& job = L.job[L.first_job[i] + static_cast<int>(local / per_job)];
   const uint32_t block = local % per_job;
-  if (seg.family == GemvSegment::Family::kStream) {
-    using stream::Body;
-    switch (static_cast<Body>(seg.body)) {
-      case Body::kAffine2:
-        stream::stream_gemv_block<2, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
-        break;
-      case Body::kAffine3:
-        stream::stream_gemv_block<3, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
-        break;
-      case Body::kAffine4:
-        stream::stream_gemv_block<4, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
-        break;
-      case Body::kAffine8:
-        stream::stream_gemv_block<8, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
-        break;
-      case Body::kTable4:
-        stream::stream_gemv_block<4, 32, kRowsOfX, false, true, VEC>(seg.stream, job, block, stage, partial);
-        break;
-      case Body::kTable4Chunk16:
-        stream::stream_gemv_block<4, 16, kRowsOfX, false, true, VEC>(seg.stream, job, block, stage, partial);
-        break;
-      default: break;
-    }
-  } else if (static_cast<rowmajor::Body>(seg.body) == rowmajor::Body::kInt8) {
-    rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX, true>(seg.row, job, block, stage);
-  } else {
-    rowmajor::rowmajor_gemv_block<uint16_t, false, kRowsOfX, true>(seg.row, job, block, stage);
+  using stream::Body;
+  switch (static_cast<Body>(seg.body)) {
+    case Body::kAffine2:
+      stream::stream_gemv_block<2, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
+      break;
+    case Body::kAffine3:
+      stream::stream_gemv_block<3, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
+      break;
+    case Body::kAffine4:
+      stream::stream_gemv_block<4, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
+      break;
+    case Body::kAffine8:
+      stream::stream_gemv_block<8, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
+      break;
+    case Body::kTable4:
+      stream::stream_gemv_block<4, 32, kRowsOfX, false, true, VEC>(seg.stream, job, block, stage, partial);
+      break;
+    case Body::kTable4Chunk16:
+      stream::stream_gemv_block<4, 16, kRowsOfX, false, true, VEC>(seg.stream, job, block, stage, partial);
+      break;
+    default: break;
   }
 }
 
