@@ -74,21 +74,13 @@ class DeviceLinear final : public model::LinearOp {
       model::linear(x, n, cols_, host_->data.data(), rows_, nullptr, y);
       return;
     }
-    const size_t in_bytes = static_cast<size_t>(n * cols_) * sizeof(float),
-                 out_bytes = static_cast<size_t>(n * rows_) * sizeof(float);
-    Operands& o = operands();
-    std::lock_guard<std::mutex> lock(o.mu);
-    grow(o.x, in_bytes);
-    grow(o.y, out_bytes);
-    copy_to_device(o.x.data(), x, in_bytes, o.x_staging);
-    quant::cuda::f32_gemm(o.x.floats(), w_.floats(), o.y.floats(), n, rows_, cols_, quant::cuda::stream_of(nullptr));
-    copy_from_device(y, o.y.data(), out_bytes, o.y_staging);
+    const DeviceLinear* self = this;
+    run_on_gpu({&self, 1}, x, n, &y);
   }
 
-  // Every op a DeviceLinear of this x whose matrix is on the GPU: x goes
-  // over once, the products run one after another into one buffer, and the
-  // results come back in one copy. Each product is the same cuBLAS call as
-  // its apply()'s, so each result is the same.
+  // Every op a DeviceLinear of this x whose matrix is on the GPU: one round
+  // trip for all (run_on_gpu). Each product is the same cuBLAS call as its
+  // apply()'s, so each result is the same.
   bool apply_shared(std::span<const model::LinearOp* const> ops, const float* x, int64_t n,
                     float* const* ys) const override {
     if (!sharing_enabled()) return false;
@@ -103,30 +95,42 @@ class DeviceLinear final : public model::LinearOp {
       if (!d->placed_) d->place_weights();
       if (d->host_) return false;
     }
-    if (n <= 0) return true;
+    if (n > 0) run_on_gpu(mine, x, n, ys);
+    return true;
+  }
+
+ private:
+  // ys[i] = x ops[i]^T for ops of one width whose matrices are on the GPU: x
+  // goes over once, the products run one after another into one buffer, and
+  // the results come back in one copy (straight into ys[0] for one op).
+  static void run_on_gpu(std::span<const DeviceLinear* const> ops, const float* x, int64_t n, float* const* ys) {
+    const int64_t cols = ops[0]->cols_;
     size_t out_floats = 0;
-    for (const DeviceLinear* d : mine) out_floats += static_cast<size_t>(n * d->rows_);
+    for (const DeviceLinear* d : ops) out_floats += static_cast<size_t>(n * d->rows_);
     Operands& o = operands();
     std::lock_guard<std::mutex> lock(o.mu);
-    grow(o.x, static_cast<size_t>(n * cols_) * sizeof(float));
+    grow(o.x, static_cast<size_t>(n * cols) * sizeof(float));
     grow(o.y, out_floats * sizeof(float));
-    copy_to_device(o.x.data(), x, static_cast<size_t>(n * cols_) * sizeof(float), o.x_staging);
+    copy_to_device(o.x.data(), x, static_cast<size_t>(n * cols) * sizeof(float), o.x_staging);
     size_t at = 0;
-    for (const DeviceLinear* d : mine) {
-      quant::cuda::f32_gemm(o.x.floats(), d->w_.floats(), o.y.floats() + at, n, d->rows_, cols_,
+    for (const DeviceLinear* d : ops) {
+      quant::cuda::f32_gemm(o.x.floats(), d->w_.floats(), o.y.floats() + at, n, d->rows_, cols,
                             quant::cuda::stream_of(nullptr));
       at += static_cast<size_t>(n * d->rows_);
+    }
+    if (ops.size() == 1) {
+      copy_from_device(ys[0], o.y.data(), out_floats * sizeof(float), o.y_staging);
+      return;
     }
     std::vector<float>& all = shared_results();
     all.resize(out_floats);
     copy_from_device(all.data(), o.y.data(), out_floats * sizeof(float), o.y_staging);
     at = 0;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const size_t count = static_cast<size_t>(n * mine[i]->rows_);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const size_t count = static_cast<size_t>(n * ops[i]->rows_);
       std::memcpy(ys[i], all.data() + at, count * sizeof(float));
       at += count;
     }
-    return true;
   }
 
  private:
