@@ -307,21 +307,19 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
     // own kernels hold 4: past one wave of gate and up blocks, the groups'
     // own launches side by side are faster (docs/benchmarks.md, "GPU MoE
     // layer": a token on the Qwen3-235B-A22B layer, two waves).
+    auto mixed_blocks = [&](int32_t id) {
+      return L.mixed_blocks[static_cast<size_t>(L.index_of[static_cast<size_t>(id)])];
+    };
     bool share = one_row;
     if (share) {
       int64_t blocks = 0;
-      for (const Batch& b : batches) {
-        const DeviceExpert& e = expert_of(L, b.expert);
-        if (expert_joins_mixed(e))
-          blocks += quant::cuda::mixed_gemv_blocks(*e.gate.format, e.gate.rows, e.gate.cols) +
-                    quant::cuda::mixed_gemv_blocks(*e.up.format, e.up.rows, e.up.cols);
-      }
+      for (const Batch& b : batches) blocks += std::max<int64_t>(mixed_blocks(b.expert), 0);
       share = blocks <= L.mixed_wave;
     }
     std::vector<int32_t> lane_of_group(L.groups.size(), -1);
     int32_t mixed_lane = -1;
     for (const Batch& b : batches) {
-      int32_t& at = share && expert_joins_mixed(expert_of(L, b.expert))
+      int32_t& at = share && mixed_blocks(b.expert) >= 0
                         ? mixed_lane
                         : lane_of_group[static_cast<size_t>(L.group_of[static_cast<size_t>(b.expert)])];
       if (at < 0) {
@@ -543,6 +541,10 @@ DeviceMoeLayer upload(const PackedLayer& layer) {
                    e.down.rows == d.hidden && e.down.cols == d.inter,
                "GPU MoE layer: expert " + std::to_string(id) + " differs in shape from the layer's first");
       d.nbytes += e.gate.nbytes + e.up.nbytes + e.down.nbytes;
+      d.mixed_blocks.push_back(expert_joins_mixed(e)
+                                   ? quant::cuda::mixed_gemv_blocks(*e.gate.format, e.gate.rows, e.gate.cols) +
+                                         quant::cuda::mixed_gemv_blocks(*e.up.format, e.up.rows, e.up.cols)
+                                   : -1);
     }
   }
   return d;

@@ -61,6 +61,8 @@ struct DeviceMoeLayer {
   std::vector<std::vector<int32_t>> groups;  // expert ids of each non-empty bit group
   size_t nbytes = 0;                    // packed bytes on the GPU
   int64_t mixed_wave = 0;               // quant::cuda::mixed_gemv_wave() on the layer's GPU
+  std::vector<int64_t> mixed_blocks;    // per uploaded expert: its gate and up blocks in a launch of
+                                        // several formats, -1 when it takes no part
 };
 
 // Copies every expert of `layer` that was not pruned to the GPU, with its
