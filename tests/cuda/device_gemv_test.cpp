@@ -132,8 +132,10 @@ TEST(DeviceGemv, EveryRowHasAGpuKernel) {
 }
 
 // Every row, odd shapes: rows not a multiple of 32 (the stream kernel's
-// columns per block) or 8 (the row-major kernel's), columns an odd number of
-// groups or, for formats that allow any, neither a multiple of 16 nor 4.
+// columns per block, the row-major kernel's rows per block) or of 4 (its rows
+// a warp), columns an odd number of groups or, for formats that allow any,
+// neither a multiple of 16 nor 4, and a multiple of 16 with an odd row count
+// (the row-major kernel's warps of 4 rows, the last one short).
 TEST(DeviceGemv, EveryFormatOddShapesMatchesCpuMatmul) {
   SKIP_WITHOUT_GPU();
   for (const quant::FormatTraits& f : quant::all_formats()) {
@@ -144,7 +146,7 @@ TEST(DeviceGemv, EveryFormatOddShapesMatchesCpuMatmul) {
       shapes = {{round_up(45, rm), cm * 3}, {round_up(200, rm), cm * 11}};
       if (f.rotated) shapes.push_back({round_up(100, rm), 48 * cm / 16 * 5});  // Hadamard blocks of 16 along K
     } else {
-      shapes = {{45, 100}, {37, 333}, {200, 256}};
+      shapes = {{45, 100}, {37, 333}, {200, 256}, {45, 256}};
     }
     Checked c;
     for (auto [rows, cols] : shapes) check_format(f, rows, cols, {1, 3, 8}, c);
@@ -217,13 +219,14 @@ TEST(DeviceGemv, GroupedCallEqualsSingleCalls) {
 
 // A launch of several formats (quant::cuda::run_gemv_calls, one row of x)
 // gives each job the bits of its format's own launch: every row that takes
-// part, 3 jobs each (more formats and jobs than one launch holds, so it
-// launches several), rows a multiple of 4 (16-byte loads) and not, with and
-// without a gated input. More rows of x are refused.
+// part, 7 jobs each (more formats and jobs than one launch holds, so it
+// launches several and splits a format's jobs between two), rows a multiple
+// of 4 (16-byte loads) and not, with and without a gated input. More rows of
+// x are refused.
 TEST(DeviceGemv, MixedLaunchEqualsEachFormatsOwn) {
   SKIP_WITHOUT_GPU();
   const int64_t cols = 256;
-  const int per = 3;
+  const int per = 7;
   std::vector<const quant::FormatTraits*> fs;
   for (const quant::FormatTraits& f : quant::all_formats())
     if (f.device_gemv != nullptr && f.device_gemv->segment != nullptr && cols % f.col_multiple == 0) {
@@ -251,6 +254,7 @@ TEST(DeviceGemv, MixedLaunchEqualsEachFormatsOwn) {
       dup.upload(up.data(), up.size() * sizeof(float));
       std::vector<float> poison(nj * out, std::nanf(""));
       mixed.upload(poison.data(), poison.size() * sizeof(float));
+      own.upload(poison.data(), poison.size() * sizeof(float));
       std::vector<quant::DeviceGemvJob> jobs_mixed, jobs_own;
       for (size_t j = 0; j < nj; ++j) {
         jobs_mixed.push_back(d[j].job(dx.floats() + j * in, mixed.floats() + j * out));
@@ -266,9 +270,13 @@ TEST(DeviceGemv, MixedLaunchEqualsEachFormatsOwn) {
       std::vector<float> a(nj * out), b(nj * out);
       mixed.download(a.data(), a.size() * sizeof(float));
       own.download(b.data(), b.size() * sizeof(float));
-      for (size_t i = 0; i < fs.size(); ++i)
+      for (size_t i = 0; i < fs.size(); ++i) {
         EXPECT_EQ(std::memcmp(a.data() + i * per * out, b.data() + i * per * out, per * out * sizeof(float)), 0)
             << fs[i]->name << " " << what;
+        EXPECT_TRUE(std::all_of(a.begin() + i * per * out, a.begin() + (i + 1) * per * out,
+                                [](float v) { return std::isfinite(v); }))
+            << fs[i]->name << " " << what << ": an output left unwritten";
+      }
     }
   }
   const quant::DeviceGemvCall none{fs[0], nullptr, 0};

@@ -133,7 +133,6 @@ class DeviceLinear final : public model::LinearOp {
     }
   }
 
- private:
   // Copies the matrix to the GPU when it fits beside gpu_headroom_bytes() of
   // free memory; otherwise keeps the host tensor and the op runs on the CPU.
   void place_weights() const {

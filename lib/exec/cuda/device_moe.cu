@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -148,26 +147,22 @@ struct Calls {
     }
     return need;
   }
-  // The one-row decode calls of one shape run as one launch of several
-  // formats (quant::cuda::run_gemv_calls) when every format takes part in
-  // such launches and there are several, or one must take a gated input only
-  // such a launch gives it; else each call is its format's own.
+  // The one-row decode calls of one shape whose formats take part in
+  // launches of several formats run as one (quant::cuda::run_gemv_calls)
+  // when there are several of them; every other call is its format's own.
   void run(void* scratch, void* stream) const {
-    // The one-row calls of each shape that may share launches.
     std::map<std::pair<int64_t, int64_t>, std::vector<quant::DeviceGemvCall>> shared;
     for (const auto& [key, c] : calls) {
       const auto& [f, rows, cols, m] = key;
       if (m == 1 && joins_mixed(f)) shared[{rows, cols}].push_back({f, c.gemv.data(), static_cast<int>(c.gemv.size())});
     }
     for (auto it = shared.begin(); it != shared.end();) {
-      const std::vector<quant::DeviceGemvCall>& group = it->second;
-      const bool gated = group[0].jobs[0].x_up != nullptr;
-      if (group.size() == 1 && !(gated && !group[0].format->device_gemv->gated_input)) {
-        it = shared.erase(it);  // its format's own launch
+      if (it->second.size() == 1) {
+        it = shared.erase(it);  // one format: its own launch
         continue;
       }
-      quant::cuda::run_gemv_calls(it->first.first, it->first.second, 1, group.data(), static_cast<int>(group.size()),
-                                  stream);
+      quant::cuda::run_gemv_calls(it->first.first, it->first.second, 1, it->second.data(),
+                                  static_cast<int>(it->second.size()), stream);
       ++it;
     }
     for (const auto& [key, c] : calls) {
@@ -231,22 +226,15 @@ struct Lane {
 };
 
 // Whether a lane's down products form SwiGLU from g and u themselves: decode
-// batches of a plain SwiGLU layer whose down formats take a gated input, in
-// their own launches or (several formats in the lane, one row each) in
-// launches of several formats, where every format that joins them takes one.
+// batches of a plain SwiGLU layer whose down formats take a gated input (in
+// their own launches and, every family that takes part in them taking one,
+// in launches of several formats).
 bool lane_gates_down(const DeviceMoeLayer& L, std::span<const Batch> batches) {
   if (L.biased || L.act.kind != model::ActivationKind::kSwiGlu) return false;
-  std::set<const quant::FormatTraits*> downs;
-  for (const Batch& b : batches) downs.insert(expert_of(L, b.expert).down.format);
-  bool mixed = downs.size() > 1;
-  for (const quant::FormatTraits* f : downs) mixed = mixed && joins_mixed(f);
-  for (const Batch& b : batches) mixed = mixed && b.m == 1;
-  for (const Batch& b : batches) {
-    const quant::FormatTraits* f = expert_of(L, b.expert).down.format;
+  for (const Batch& b : batches)
     if (b.m > quant::kMaxDeviceGemvRows || !gated_down(b.m, L.inter) ||
-        !(f->device_gemv->gated_input || (mixed && joins_mixed(f))))
+        !expert_of(L, b.expert).down.format->device_gemv->gated_input)
       return false;
-  }
   return true;
 }
 
@@ -255,8 +243,9 @@ bool expert_joins_mixed(const DeviceExpert& e) {
   return joins_mixed(e.gate.format) && joins_mixed(e.up.format) && joins_mixed(e.down.format);
 }
 
-// gate and up (one call per format, shape and row count), the activation over
-// the lane's rows (or in down's input), down, down's biases.
+// gate and up (Calls::run: one launch per format, shape and row count, or
+// one for the one-row calls of several formats), the activation over the
+// lane's rows (or in down's input), down, down's biases.
 void run_lane(const DeviceMoeLayer& L, const Lane& lane, const Regions& r, void* call, void* stream) {
   const int64_t I = L.inter;
   lane.up.run(call, stream);
@@ -436,14 +425,8 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
     EQ_CHECK(e->gate.rows == I && e->gate.cols == H && e->up.rows == I && e->up.cols == H && e->down.rows == H &&
                  e->down.cols == I,
              "GPU decode: the experts of one call differ in shape");
-  // Down takes the gated input when every format does, in its own launch or
-  // (several formats, all sharing launches, one row) in the launches of several.
-  std::set<const quant::FormatTraits*> downs;
-  for (const DeviceExpert* e : experts) downs.insert(e->down.format);
-  bool mixed = downs.size() > 1 && m_rows == 1;
-  for (const quant::FormatTraits* f : downs) mixed = mixed && joins_mixed(f);
   bool gated = gated_down(m_rows, I);
-  for (const quant::FormatTraits* f : downs) gated = gated && (f->device_gemv->gated_input || mixed);
+  for (const DeviceExpert* e : experts) gated = gated && e->down.format->device_gemv->gated_input;
   // scratch: g, u and h [n][m_rows][I], then the products' scratch.
   const int64_t rows = n * m_rows;
   const size_t gu_bytes = aligned(static_cast<size_t>(3 * rows * I) * sizeof(float));

@@ -91,7 +91,8 @@ extern const DeviceGemv kTrellisDeviceGemv;
 
 // Enqueues the calls (each of its own format, every format with a
 // DeviceGemv::segment; all of the shape [rows, cols]; m_rows must be 1) as
-// few launches (one for up to 32 jobs): every block runs its format's body,
+// few launches (one for up to 32 jobs of up to 6 formats): every block runs
+// its format's body,
 // so each y has the bits the format's own run() gives it. One launch a
 // projection step where each bit group would take its own; a call's jobs
 // carry a gated input all or none. gemv_mixed.cu.

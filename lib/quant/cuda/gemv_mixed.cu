@@ -124,7 +124,6 @@ void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall
   for (int c = 0; c < n_calls; ++c) {
     const DeviceGemvCall& call = calls[c];
     if (call.n_jobs == 0) continue;
-    check_call(*call.format, m_rows, "GPU decode");
     const bool gated = gated_call(*call.format, call.jobs, call.n_jobs, m_rows, cols);
     GemvSegment seg;
     call.format->device_gemv->segment(*call.format, rows, cols, m_rows, gated, seg);

@@ -6,9 +6,9 @@
 // rows in 16-byte pieces (coalesced), the pieces of the 4 rows at one place
 // of K together, so that each piece of x serves 4 rows; products in float32,
 // each row's sums meet in a butterfly sum (fixed order). K need not be a
-// multiple of anything (these rows take any shape): when rows do not start
-// on 16 bytes the lanes read each row alone, element by element where it is
-// not aligned.
+// multiple of anything (these rows take any shape): when rows do not all
+// start on 16 bytes a warp takes one row, read element by element where it
+// is not aligned.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -28,7 +28,8 @@ constexpr int kBatch = 8;        // 16-byte pieces a lane loads before using any
 struct RowParams {
   int64_t rows = 0, cols = 0;
   int m_rows = 1;
-  int batch = 1;  // <= kBatch
+  int batch = 1;          // <= kBatch
+  int rows_per_warp = 1;  // kRowsPerWarp when every row starts on 16 bytes, else 1
 };
 
 // Element i of a 16-byte piece, as float (before the row scale).
@@ -103,12 +104,12 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
 }
 
 // E: int8_t (scaled by parts[1][n]) or uint16_t (bf16, unscaled). A warp
-// takes rows n0 .. n0 + kRowsPerWarp - 1. When every row starts on 16 bytes
-// (K * sizeof(E) a multiple of 16), a lane loads the pieces of its warp's rows
-// at one place of K together, and each float4 of x it reads serves all of
-// them (x's loads were 4 a piece of 16 weights with a row a warp); a row's
-// sums keep the order of row_partial, so the bits do not depend on how many
-// rows a warp takes.
+// takes rows n0 .. n0 + p.rows_per_warp - 1. When every row starts on 16
+// bytes (K * sizeof(E) a multiple of 16; then 4 rows a warp), a lane loads the
+// pieces of its warp's rows at one place of K together, and each float4 of x
+// it reads serves all of them (x's loads were 4 a piece of 16 weights with a
+// row a warp); a row's sums keep the order of row_partial, so the bits do not
+// depend on how many rows a warp takes. Otherwise a warp takes one row.
 template <typename E, bool kScaled, int MB>
 __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowParams p,
                                                                        const __grid_constant__ LaunchJobs jobs) {
@@ -118,10 +119,10 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
   const int64_t N = p.rows, K = p.cols;
   const DeviceGemvJob& job = jobs.job[blockIdx.y];
   const int lane = threadIdx.x;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.y) * kR;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.y) * p.rows_per_warp;
   const float* x = job.x;
   if (n0 >= N) return;
-  const int here = static_cast<int>(N - n0 < kR ? N - n0 : kR);
+  const int here = static_cast<int>(N - n0 < p.rows_per_warp ? N - n0 : p.rows_per_warp);
   const E* rows = static_cast<const E*>(job.parts[0]) + n0 * K;
   const float* xrow[MB];
   for (int m = 0; m < MB; ++m) xrow[m] = x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
@@ -191,11 +192,12 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
   p.cols = cols;
   p.m_rows = m_rows;
   p.batch = load_batch(kBatch);
+  p.rows_per_warp = (cols * static_cast<int64_t>(sizeof(E))) % 16 == 0 ? kRowsPerWarp : 1;
   EQ_CHECK(!gated_call(format, jobs, n_jobs, m_rows, cols),
            "GPU decode: " + std::string(format.name) + " takes no gated input (DeviceGemv::gated_input)");
   const cudaStream_t s = stream_of(stream);
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
-    const int64_t per_block = kWarps * kRowsPerWarp;
+    const int64_t per_block = kWarps * p.rows_per_warp;
     const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block), static_cast<unsigned>(n));
     const dim3 block(32, kWarps);
     switch (rows_bucket(m_rows)) {

@@ -263,7 +263,7 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
 
 
 // The body a format's row takes (StreamParams::body), from its layout.
-enum class Body : int { kAffine2, kAffine3, kAffine4, kAffine8, kTable4, kTable4Chunk16, kCount };
+enum class Body : int { kAffine2, kAffine3, kAffine4, kAffine8, kTable4, kTable4Chunk16 };
 
 // A call's parameters and body for `format` [rows, cols] with m_rows rows of
 // x; `gated`: the jobs carry a gated input. Throws eq::Error for a layout
