@@ -92,10 +92,9 @@ extern const DeviceGemv kTrellisDeviceGemv;
 // Enqueues the calls (each of its own format, every format with a
 // DeviceGemv::segment; all of the shape [rows, cols]; m_rows must be 1) as
 // few launches (one for up to 32 jobs of up to 6 formats): every block runs
-// its format's body,
-// so each y has the bits the format's own run() gives it. One launch a
-// projection step where each bit group would take its own; a call's jobs
-// carry a gated input all or none. gemv_mixed.cu.
+// its format's body, so each y has the bits the format's own run() gives it.
+// One launch a projection step where each bit group would take its own; a
+// call's jobs carry a gated input all or none. gemv_mixed.cu.
 void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall* calls, int n_calls, void* stream);
 // The blocks one job of `format` [rows, cols] takes in such a launch (-1: the
 // format takes no part), and the blocks the current GPU runs at once there
