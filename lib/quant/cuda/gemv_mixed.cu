@@ -56,28 +56,9 @@ __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const _
   const uint32_t per_job = static_cast<uint32_t>(seg.blocks_per_job);
   const DeviceGemvJob& job = L.job[L.first_job[i] + static_cast<int>(local / per_job)];
   const uint32_t block = local % per_job;
-  using stream::Body;
-  switch (static_cast<Body>(seg.body)) {
-    case Body::kAffine2:
-      stream::stream_gemv_block<2, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
-      break;
-    case Body::kAffine3:
-      stream::stream_gemv_block<3, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
-      break;
-    case Body::kAffine4:
-      stream::stream_gemv_block<4, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
-      break;
-    case Body::kAffine8:
-      stream::stream_gemv_block<8, 32, kRowsOfX, true, false, VEC>(seg.stream, job, block, stage, partial);
-      break;
-    case Body::kTable4:
-      stream::stream_gemv_block<4, 32, kRowsOfX, false, true, VEC>(seg.stream, job, block, stage, partial);
-      break;
-    case Body::kTable4Chunk16:
-      stream::stream_gemv_block<4, 16, kRowsOfX, false, true, VEC>(seg.stream, job, block, stage, partial);
-      break;
-    default: break;
-  }
+  stream::with_body(static_cast<stream::Body>(seg.body), [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
+    stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, block, stage, partial);
+  });
 }
 
 void launch(const MixedLaunch& L, bool vec, size_t smem, cudaStream_t stream) {

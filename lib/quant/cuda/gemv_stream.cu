@@ -131,15 +131,9 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   const StreamParams p = params_of(format, rows, cols, m_rows, gated_call(format, jobs, n_jobs, m_rows, cols), body);
   const cudaStream_t s = stream_of(stream);
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
-    switch (body) {
-      case Body::kAffine2: launch_bits<2, 32, true, false>(p, batch, n, s); break;
-      case Body::kAffine3: launch_bits<3, 32, true, false>(p, batch, n, s); break;
-      case Body::kAffine4: launch_bits<4, 32, true, false>(p, batch, n, s); break;
-      case Body::kAffine8: launch_bits<8, 32, true, false>(p, batch, n, s); break;
-      case Body::kTable4: launch_bits<4, 32, false, true>(p, batch, n, s); break;
-      case Body::kTable4Chunk16: launch_bits<4, 16, false, true>(p, batch, n, s); break;
-      default: break;
-    }
+    with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
+      launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, batch, n, s);
+    });
     check_launch("stream decode kernel");
   });
 }

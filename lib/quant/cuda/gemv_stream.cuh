@@ -261,9 +261,24 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
   }
 }
 
-
-// The body a format's row takes (StreamParams::body), from its layout.
+// The body a format's row takes (params_of), from its layout.
 enum class Body : int { kAffine2, kAffine3, kAffine4, kAffine8, kTable4, kTable4Chunk16 };
+
+// Calls f.template operator()<BITS, CHUNK, HAS_BIASES, TABLE>() with the
+// template arguments of `body`: the one place that maps a body to its
+// kernel, for the format's own launch and the launch of several formats.
+#pragma nv_exec_check_disable
+template <typename F>
+__host__ __device__ inline void with_body(Body body, F&& f) {
+  switch (body) {
+    case Body::kAffine2: f.template operator()<2, 32, true, false>(); break;
+    case Body::kAffine3: f.template operator()<3, 32, true, false>(); break;
+    case Body::kAffine4: f.template operator()<4, 32, true, false>(); break;
+    case Body::kAffine8: f.template operator()<8, 32, true, false>(); break;
+    case Body::kTable4: f.template operator()<4, 32, false, true>(); break;
+    case Body::kTable4Chunk16: f.template operator()<4, 16, false, true>(); break;
+  }
+}
 
 // A call's parameters and body for `format` [rows, cols] with m_rows rows of
 // x; `gated`: the jobs carry a gated input. Throws eq::Error for a layout
