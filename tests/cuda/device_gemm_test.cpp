@@ -17,8 +17,10 @@
 // The MoE layer: each pair's slot row against the CPU reference chain
 // (FormatTraits::matmul of gate and up, the activation as the CPU's
 // glu_block writes it, matmul of down, the biases between), relative to the
-// row's norm: 1e-5 when every batch is a decode batch (float32 products in
-// another order), 2^-6 when an expert batch may take the prefill product
+// row's norm: 1e-5 when every batch is a decode batch (the products in
+// another order; the chain then takes the CPU's decode kernel for the rows
+// whose GPU decode multiplies int8 x, quant::cuda::device_gemv_int8_input, so
+// both sides multiply the same integers), 2^-6 when an expert batch may take the prefill product
 // (the bf16 roundings of three products and the activation between them);
 // and against the CPU executor's sorted dispatch within 2^-5: that dispatch's
 // batch kernels round the activations to int8 for some formats, so its own
@@ -41,6 +43,7 @@
 #include "quant/cuda/cuda_gemm.h"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/format.h"
+#include "quant/gemv.h"
 #include "product_bounds.h"
 
 namespace eq::exec::cuda {
@@ -194,15 +197,26 @@ SmallLayer make_layer(int64_t H, int64_t I, bool gpt_oss = false) {
 }
 
 // slot row of each pair through FormatTraits::matmul (float32), the biases
-// and the activation as model/kernels' glu_block computes them.
+// and the activation as model/kernels' glu_block computes them. `as_gpu_decode`:
+// the products whose GPU decode takes int8 x (device_gemv_int8_input) through
+// the CPU's decode kernel instead, which quantizes x to the same integers.
 std::vector<float> reference_slots(const PackedLayer& L, const std::vector<float>& x, int64_t tokens, int64_t top_k,
-                                   const std::vector<int32_t>& ids, int64_t H, int64_t I) {
+                                   const std::vector<int32_t>& ids, int64_t H, int64_t I, bool as_gpu_decode) {
   std::vector<float> out(static_cast<size_t>(tokens * top_k * H)), g(static_cast<size_t>(I)), u(g.size()), h(g.size());
+  auto product = [&](const quant::PackedMatrix& m, const float* in, float* y) {
+    if (as_gpu_decode && quant::cuda::device_gemv_int8_input(*m.format)) {
+      quant::GemvActivation shared, own;
+      shared.set(in, m.cols);
+      m.format->gemv->run(m, quant::gemv_input_for(*m.format->gemv, m, in, shared, own), 0, m.rows, y);
+    } else {
+      m.format->matmul(m, in, 1, y, false);
+    }
+  };
   for (int64_t p = 0; p < tokens * top_k; ++p) {
     const ExpertWeights& w = L.expert(ids[static_cast<size_t>(p)]);
     const float* xr = x.data() + (p / top_k) * H;
-    w.gate.format->matmul(w.gate, xr, 1, g.data(), false);
-    w.up.format->matmul(w.up, xr, 1, u.data(), false);
+    product(w.gate, xr, g.data());
+    product(w.up, xr, u.data());
     for (int64_t i = 0; i < I; ++i) {
       float a = w.gate_bias ? g[static_cast<size_t>(i)] + w.gate_bias[i] : g[static_cast<size_t>(i)];
       float b = w.up_bias ? u[static_cast<size_t>(i)] + w.up_bias[i] : u[static_cast<size_t>(i)];
@@ -215,7 +229,7 @@ std::vector<float> reference_slots(const PackedLayer& L, const std::vector<float
       }
     }
     float* y = out.data() + p * H;
-    w.down.format->matmul(w.down, h.data(), 1, y, false);
+    product(w.down, h.data(), y);
     if (w.down_bias)
       for (int64_t i = 0; i < H; ++i) y[i] += w.down_bias[i];
   }
@@ -268,14 +282,15 @@ TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
       const int64_t pairs = tokens * top_k;
       const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 40 + tokens);
       const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 7 + tokens);
-      const std::vector<float> ref = reference_slots(s.layer, x, tokens, top_k, ids, H, I);
+      // Every batch is a decode batch when no expert can get more rows than the decode product takes;
+      // the reference then multiplies the x the GPU's decode multiplies (int8 for some rows).
+      const bool decode_only = tokens * top_k <= quant::kMaxDeviceGemvRows;
+      const std::vector<float> ref = reference_slots(s.layer, x, tokens, top_k, ids, H, I, decode_only);
       std::vector<float> cpu(static_cast<size_t>(pairs * H));
       MoeWork work{.layer = &s.layer, .x = x.data(), .tokens = tokens, .hidden = H, .top_k = top_k,
                    .expert_ids = ids.data(), .slot_out = cpu.data()};
       DispatchScratch cpu_scratch;
       SortedDispatch().run(work, cpu_scratch);
-      // Every batch is a decode batch when no expert can get more rows than the decode product takes.
-      const bool decode_only = pairs <= quant::kMaxDeviceGemvRows;
       const double tau = decode_only ? 1e-5 : 0x1p-6;
       DeviceBuffer dx(x.size() * sizeof(float)), dout(cpu.size() * sizeof(float));
       dx.upload(x.data(), x.size() * sizeof(float));
@@ -292,7 +307,7 @@ TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
         const double vs_ref = worst_row_difference(gpu, ref, pairs, H, &row_ref);
         const double vs_cpu = worst_row_difference(gpu, cpu, pairs, H, &row_cpu);
         EXPECT_LE(vs_ref, tau) << what << ": pair " << row_ref << " (expert " << ids[static_cast<size_t>(row_ref)]
-                               << ") against the float32 reference chain";
+                               << ") against the reference chain";
         EXPECT_LE(vs_cpu, 0x1p-5) << what << ": pair " << row_cpu << " (expert " << ids[static_cast<size_t>(row_cpu)]
                                   << ") against the CPU's sorted dispatch";
         std::printf("%-30s worst relative difference %.3g against the reference chain (bound %.3g), %.3g against "

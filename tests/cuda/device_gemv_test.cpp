@@ -28,6 +28,15 @@
 // groups of 32 at K = 2048) and a wrong code table, sign or index by all of
 // it. The measured differences stay under 3% of the bound. The grouped-call
 // test asks for equal bits.
+//
+// Rows whose GPU product takes int8 x (quant::cuda::device_gemv_int8_input:
+// the stream rows of 2, 4 and 8 bits, as the CPU's decode kernels) are
+// compared with the CPU's decode kernel (FormatTraits::gemv), which sees the
+// same integers, so only the float32 sums of the chunks differ: the same
+// bound, over the envelope plus the int8 step (product_bounds.h,
+// int8_envelope); with a gated input, whose h each side forms itself, with
+// `matmul` of the CPU's h, within that bound plus the int8 step itself (an
+// integer of the GPU may round the other way).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,6 +54,7 @@
 #include "model/float_buffer.h"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/format.h"
+#include "quant/gemv.h"
 #include "quant/hadamard.h"
 #include "quant/packed_stream.h"
 #include "quant/rotated_basis.h"
@@ -96,7 +106,22 @@ void check_format(const quant::FormatTraits& f, int64_t rows, int64_t cols, cons
       const std::vector<float>& in = gated ? h : x;
       const std::string run = what + " M=" + std::to_string(m) + (gated ? " gated" : "");
       std::vector<float> cpu(static_cast<size_t>(m * rows)), gpu(cpu.size(), std::nanf(""));
-      f.matmul(view, in.data(), m, cpu.data(), false);
+      // An int8-input row is compared with the CPU's decode kernel, which
+      // quantizes x to the same integers (plain x), or with the product of
+      // the float h, within the int8 step (gated: the two sides' h differ
+      // in the last places, so their integers may too).
+      const bool int8 = quant::cuda::device_gemv_int8_input(f);
+      if (int8 && !gated) {
+        quant::GemvActivation shared, own;
+        for (int i = 0; i < m; ++i) {
+          const float* xi = in.data() + static_cast<size_t>(i) * cols;
+          shared.set(xi, cols);
+          const quant::GemvInput& gi = quant::gemv_input_for(*f.gemv, view, xi, shared, own);
+          f.gemv->run(view, gi, 0, rows, cpu.data() + static_cast<size_t>(i) * rows);
+        }
+      } else {
+        f.matmul(view, in.data(), m, cpu.data(), false);
+      }
       // A poisoned output buffer: every element must be written.
       std::vector<float> poison(cpu.size(), std::nanf(""));
       dy.upload(poison.data(), poison.size() * sizeof(float));
@@ -106,14 +131,15 @@ void check_format(const quant::FormatTraits& f, int64_t rows, int64_t cols, cons
       synchronize();
       dy.download(gpu.data(), gpu.size() * sizeof(float));
       double g = 0.0;
-      const std::vector<double> env = envelope(view, in, m, &g);
+      std::vector<double> env = envelope(view, in, m, &g);
+      const std::vector<double> step = int8 ? int8_envelope(view, in, m) : std::vector<double>(env.size(), 0.0);
       int bad = 0;
       for (size_t i = 0; i < cpu.size(); ++i) {
         const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
         // Gated: each side forms h itself; their exp differ by up to 2 units in
         // the last place (CUDA's expf), which moves an h by at most 4 units
         // (8 kUnit of it), and so the output by 8 kUnit of the envelope.
-        const double tol = (g + (gated ? 8.0 * kUnit : 0.0)) * env[i] + 1e-30;
+        const double tol = (g + (gated ? 8.0 * kUnit : 0.0)) * (env[i] + step[i]) + (gated ? 1.01 * step[i] : 0.0) + 1e-30;
         c.worst_ratio = std::max(c.worst_ratio, std::isfinite(diff) ? diff / tol : INFINITY);
         if (!(diff <= tol) && bad++ < 5)
           ADD_FAILURE() << run << " output [" << i / rows << ", " << i % rows << "]: gpu " << gpu[i] << " cpu "
@@ -329,19 +355,30 @@ TEST(DeviceGemv, ExpertMlpMatchesCpuRunExpert) {
     for (size_t i = 0; i < h.size(); ++i) h[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     double gg = 0.0, gu = 0.0, gd = 0.0, unused = 0.0;
     const std::vector<double> eg = envelope(w.gate, x, m_rows, &gg), eu = envelope(w.up, x, m_rows, &gu);
+    // The int8 step of x in gate and up, and of h in down, where the GPU quantizes its input.
+    auto step_of = [&](const quant::PackedMatrix& pm, const std::vector<float>& in) {
+      return quant::cuda::device_gemv_int8_input(*pm.format) ? int8_envelope(pm, in, m_rows)
+                                                            : std::vector<double>(static_cast<size_t>(m_rows * pm.rows), 0.0);
+    };
+    const std::vector<double> sg = step_of(w.gate, x), su = step_of(w.up, x);
     std::vector<float> dh(h.size());  // bound of |h_gpu - h_cpu|
     for (size_t i = 0; i < h.size(); ++i) {
       const double silu = std::fabs(g[i] / (1.0 + std::exp(-g[i])));
-      dh[i] = static_cast<float>((1.1 * std::fabs(u[i]) * gg * eg[i] + silu * gu * eu[i] + 16 * kUnit * std::fabs(h[i])) *
+      dh[i] = static_cast<float>((1.1 * std::fabs(u[i]) * (gg * eg[i] + sg[i]) + silu * (gu * eu[i] + su[i]) +
+                                  16 * kUnit * std::fabs(h[i])) *
                                  1.001);
     }
     const std::vector<double> ed = envelope(w.down, h, m_rows, &gd);
+    // The GPU quantizes its own h, within dh of the CPU's: its blocks' amax is at most that of |h| + dh.
+    std::vector<float> h_reach(h.size());
+    for (size_t i = 0; i < h.size(); ++i) h_reach[i] = std::fabs(h[i]) + dh[i];
+    const std::vector<double> sd = step_of(w.down, h_reach);
     // The down product's reaction to h's error: at most sum_i |D[n, i]| dh[i],
     // which the envelope bounds.
     const std::vector<double> carried = envelope(w.down, dh, m_rows, &unused);
     int bad = 0;
     for (size_t i = 0; i < y.size(); ++i) {
-      const double tol = gd * ed[i] + carried[i] * 1.001 + 1e-30;
+      const double tol = gd * ed[i] + carried[i] * 1.001 + sd[i] * 1.001 + 1e-30;
       const double diff = std::fabs(static_cast<double>(gpu[static_cast<size_t>(e * m_rows * H) + i]) - y[i]);
       if (!(diff <= tol) && bad++ < 5)
         ADD_FAILURE() << formats[e] << " expert " << e << " output " << i << ": gpu "

@@ -79,4 +79,36 @@ inline std::vector<double> envelope(const quant::PackedMatrix& m, const std::vec
   return env;
 }
 
+// The int8 input's share (quant::cuda::device_gemv_int8_input): x quantized
+// in blocks of 32 moves each x[k] by at most half its block's scale, amax /
+// 127 (the amax of |x| over the block), so the product moves by at most
+// sum_k (|W[n, k]| + 2 |bias|) amax_k / 254. [m_rows, rows], as envelope().
+inline std::vector<double> int8_envelope(const quant::PackedMatrix& m, const std::vector<float>& x, int m_rows) {
+  const quant::FormatTraits& f = *m.format;
+  const int64_t N = m.rows, K = m.cols;
+  std::vector<float> w(static_cast<size_t>(N * K));
+  f.dequantize(m, w.data());
+  const bool biased = f.stream != nullptr && f.stream->has_biases;
+  const quant::StreamLayout layout = f.stream != nullptr ? quant::stream_layout_of(f) : quant::StreamLayout{};
+  std::vector<double> env(static_cast<size_t>(m_rows * N), 0.0);
+  for (int i = 0; i < m_rows; ++i) {
+    std::vector<double> half_step(static_cast<size_t>(K));
+    for (int64_t b = 0; b < K; b += 32) {
+      double amax = 0.0;
+      for (int64_t k = b; k < std::min(K, b + 32); ++k) amax = std::max(amax, std::fabs(double{x[static_cast<size_t>(i * K + k)]}));
+      for (int64_t k = b; k < std::min(K, b + 32); ++k) half_step[static_cast<size_t>(k)] = amax / 254.0;
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        double wk = std::fabs(w[static_cast<size_t>(n * K + k)]);
+        if (biased) wk += 2.0 * std::fabs(quant::stream_bias(m, layout, k / layout.group, n));
+        s += wk * half_step[static_cast<size_t>(k)];
+      }
+      env[static_cast<size_t>(i * N + n)] = s;
+    }
+  }
+  return env;
+}
+
 }  // namespace eq::exec::cuda::bounds

@@ -2,9 +2,12 @@
 // family, reached through FormatTraits::device_gemv as the CPU's `gemv`
 // kernels are through FormatTraits::gemv: y = x W^T for M <= 8 rows of x,
 // computed straight from the parts as the CPU quantizer stores them
-// (docs/formats.md; no repack), in float32 (the activations are not
-// quantized, unlike the CPU's int8 decode kernels), so the result equals the
-// format's `matmul` to float32 rounding. docs/design.md, "GPU decode kernels".
+// (docs/formats.md; no repack). The x a product multiplies is the CPU decode
+// kernel's: int8 in blocks of 32 for the stream rows of 2, 4 and 8 bits and
+// int8_row (the same integers, device_gemv_int8_input), float32 for the
+// others (3-bit affine, bf16; trellis rotates x first), so the
+// result equals the format's `gemv` (or its `matmul`) to float32 rounding.
+// docs/design.md, "GPU decode kernels".
 //
 // This header includes no CUDA header: the rows and the (CUDA-less) tests
 // name these tables; unavailable.cpp defines them to throw in builds without
@@ -21,8 +24,9 @@ namespace eq::quant {
 // Rows of x one device call takes (the decode path's M).
 inline constexpr int kMaxDeviceGemvRows = 8;
 
-// Floats of a gated input (m_rows * cols) a call may take: a block stages it
-// in 32 KB of shared memory (beside the kernels' own 16 KB at most).
+// Floats of a gated input (m_rows * cols) a call may take: a block of the
+// 3-bit rows stages it as floats in 32 KB of shared memory (beside the kernels'
+// own 16 KB at most); the int8 rows quantize it as they stage their x.
 inline constexpr int64_t kMaxGatedInput = 8192;
 
 // One product of a grouped call: W's parts in device memory, in
@@ -63,7 +67,7 @@ struct DeviceGemv {
   // Null, or the family runs in a launch of several formats
   // (cuda::run_gemv_calls, one row of x): fills `segment` with what its
   // blocks need for such a call (`gated`: its jobs carry x_up). Such a family
-  // needs no scratch and takes a gated input (gated_input).
+  // needs no scratch for one row of x and takes a gated input (gated_input).
   void (*segment)(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated,
                   cuda::GemvSegment& segment) = nullptr;
 };
@@ -81,6 +85,11 @@ namespace cuda {
 // everything format-specific comes from the row's bits, group and
 // StreamEncoding (packed_stream.h). gemv_stream.cu.
 extern const DeviceGemv kStreamDeviceGemv;
+// Whether `format`'s GPU decode multiplies x quantized to int8 (as the CPU's
+// decode kernels do, gemv.h: blocks of 32, an fp32 scale each, the same
+// integers) rather than float32 x: the stream rows of 2, 4 and 8 bits, and
+// int8_row.
+bool device_gemv_int8_input(const FormatTraits& format);
 // int8_row (int8 [N, K] with an fp32 scale per row) and bf16 ([N, K]).
 // gemv_rowmajor.cu.
 extern const DeviceGemv kInt8RowDeviceGemv;

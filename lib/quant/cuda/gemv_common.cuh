@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_gemv.h"
@@ -53,6 +54,17 @@ inline void check_call(const FormatTraits& format, int m_rows, const char* what)
 // kernels): `max_batch`, or what EXPERTQUANT_GPU_LOAD_BATCH (1 ..) says, for
 // measurement. Read once.
 int load_batch(int max_batch);
+
+// Bytes of shared memory a block may have on the current GPU (its opt-in
+// maximum), and the request a kernel needs before a launch asks for more than
+// 48 KB in all: made once a kernel and GPU, for all that its static shared
+// memory leaves (sizes are still chosen launch by launch).
+size_t max_shared_bytes();
+void allow_shared_bytes(const void* kernel);
+
+// Static shared memory a decode kernel may hold beside its staged input (the
+// stream kernel's partial sums at 8 rows of x).
+inline constexpr size_t kDecodeStaticShared = 16 * 1024;
 
 // silu(g) * u (model/activation.h's kSwiGlu): the one expression of the
 // gated input on the GPU, wherever it is formed.

@@ -47,7 +47,7 @@ static_assert(sizeof(MixedLaunch) <= 4096, "kernel parameters of at most 4 KB");
 // 80 registers (3 blocks an SM), as the 8-bit stream rows' own kernel.
 template <bool VEC>
 __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const __grid_constant__ MixedLaunch L) {
-  extern __shared__ float stage[];  // a gated input [1][K]
+  extern __shared__ __align__(16) unsigned char stage[];  // the segment's stream::stage_bytes
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
   int i = 0;
   while (i + 1 < L.segments && static_cast<int>(blockIdx.x) >= L.first_block[i + 1]) ++i;
@@ -57,15 +57,19 @@ __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const _
   const DeviceGemvJob& job = L.job[L.first_job[i] + static_cast<int>(local / per_job)];
   const uint32_t block = local % per_job;
   stream::with_body(static_cast<stream::Body>(seg.body), [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
-    stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, block, stage, partial);
+    stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, 0, block, stage, partial);
   });
 }
 
-void launch(const MixedLaunch& L, bool vec, size_t smem, cudaStream_t stream) {
+void launch(const MixedLaunch& L, bool vec, cudaStream_t stream) {
   if (L.segments == 0) return;
   const unsigned blocks = static_cast<unsigned>(L.first_block[L.segments]);
-  if (vec) mixed_gemv_kernel<true><<<blocks, stream::kThreads, smem, stream>>>(L);
-  else mixed_gemv_kernel<false><<<blocks, stream::kThreads, smem, stream>>>(L);
+  size_t smem = 0;
+  for (int i = 0; i < L.segments; ++i)
+    smem = std::max(smem, stream::stage_bytes(static_cast<stream::Body>(L.seg[i].body), L.seg[i].stream));
+  auto kernel = vec ? mixed_gemv_kernel<true> : mixed_gemv_kernel<false>;
+  if (smem + kDecodeStaticShared > 48 * 1024) allow_shared_bytes(reinterpret_cast<const void*>(kernel));
+  kernel<<<blocks, stream::kThreads, smem, stream>>>(L);
   check_launch("mixed decode kernel");
 }
 
@@ -94,12 +98,13 @@ void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall
                                              "GPU decode: " + std::string(calls[c].format->name) +
                                                  " does not run in a launch of several formats");
   const bool vec = rows % 4 == 0;
+  EQ_CHECK(std::max(int8_stage_bytes(XLayout::kSplitTable, 1, cols), static_cast<size_t>(cols) * sizeof(float)) <=
+               max_shared_bytes() - kDecodeStaticShared,
+           "GPU decode: a row of x of " + std::to_string(cols) + " columns takes more shared memory than the GPU has");
   MixedLaunch L;
-  bool launch_gated = false;
   auto flush = [&] {
-    launch(L, vec, launch_gated ? static_cast<size_t>(cols) * sizeof(float) : 0, s);
+    launch(L, vec, s);
     L = MixedLaunch{};
-    launch_gated = false;
   };
   int jobs_in = 0;
   for (int c = 0; c < n_calls; ++c) {
@@ -124,7 +129,6 @@ void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall
       for (int t = 0; t < take; ++t) L.job[jobs_in + t] = call.jobs[j + t];
       jobs_in += take;
       j += take;
-      launch_gated = launch_gated || gated;
     }
   }
   flush();

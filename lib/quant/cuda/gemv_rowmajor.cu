@@ -4,18 +4,24 @@
 //
 // A warp takes 4 output rows (kRowsPerWarp): its lanes read the
 // rows in 16-byte pieces (coalesced), the pieces of the 4 rows at one place
-// of K together, so that each piece of x serves 4 rows; products in float32,
-// each row's sums meet in a butterfly sum (fixed order). K need not be a
-// multiple of anything (these rows take any shape): when rows do not all
-// start on 16 bytes a warp takes one row, read element by element where it
-// is not aligned.
+// of K together, so that each piece of x serves 4 rows; each row's sums meet
+// in a butterfly sum (fixed order). K need not be a multiple of anything
+// (these rows take any shape): when rows do not all start on 16 bytes a warp
+// takes one row, read element by element where it is not aligned.
+//
+// int8_row multiplies x as the CPU's decode kernel does: int8 in blocks of 32
+// with an fp32 scale (int8_input.cuh, staged by each block), a piece's 16
+// products summed exactly by 4 dp4a and scaled by its block's x scale:
+// y[n] = scale[n] * sum_pieces x_scale * sum q w. bf16 multiplies float32 x.
 #include <cuda_runtime.h>
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "quant/cuda/gemv_common.cuh"
+#include "quant/cuda/int8_input.cuh"
 
 namespace eq::quant::cuda {
 
@@ -30,18 +36,13 @@ struct RowParams {
   int m_rows = 1;
   int batch = 1;          // <= kBatch
   int rows_per_warp = 1;  // kRowsPerWarp when every row starts on 16 bytes, else 1
+  const unsigned char* xq = nullptr;  // int8_row, 2 to 8 rows of x: the launch's jobs' x, quantized once (quantize_jobs)
+  size_t xq_stride = 0;               // bytes a job there
 };
 
-// Element i of a 16-byte piece, as float (before the row scale).
+// Element i of a 16-byte piece of bf16, as float.
 template <typename E>
 __device__ inline float element(const uint4& piece, int i);
-template <>
-__device__ inline float element<int8_t>(const uint4& piece, int i) {
-  // The byte b as the float 2^23 + (b + 128), minus 2^23 + 128: exact, a
-  // permute and an addition (no integer conversion).
-  const uint32_t w = (&piece.x)[i >> 2] ^ 0x80808080u;
-  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650 + (i & 3))) - 8388736.0f;
-}
 template <>
 __device__ inline float element<uint16_t>(const uint4& piece, int i) {
   const uint32_t w = (&piece.x)[i >> 1];
@@ -50,12 +51,34 @@ __device__ inline float element<uint16_t>(const uint4& piece, int i) {
 template <typename E>
 __device__ inline float element_at(const E* row, int64_t k);
 template <>
-__device__ inline float element_at<int8_t>(const int8_t* row, int64_t k) {
-  return static_cast<float>(row[k]);
-}
-template <>
 __device__ inline float element_at<uint16_t>(const uint16_t* row, int64_t k) {
   return __uint_as_float(static_cast<uint32_t>(row[k]) << 16);
+}
+
+// acc plus one 16-byte piece i of a row times its x: int8 (the staged row mm
+// of xq; a piece lies in one block of 32) as 4 exact dp4a then its block's x
+// scale, bf16 in float32 against x (xrow).
+template <typename E>
+__device__ inline float piece_product(const uint4& piece, int64_t i, const float* xrow, const Int8Input& xq, int mm,
+                                      float acc) {
+  if constexpr (std::is_same_v<E, int8_t>) {
+    const uint4 xv = *reinterpret_cast<const uint4*>(xq.row(mm) + 16 * i);
+    int32_t d = __dp4a(static_cast<int>(piece.x), static_cast<int>(xv.x), 0);
+    d = __dp4a(static_cast<int>(piece.y), static_cast<int>(xv.y), d);
+    d = __dp4a(static_cast<int>(piece.z), static_cast<int>(xv.z), d);
+    d = __dp4a(static_cast<int>(piece.w), static_cast<int>(xv.w), d);
+    return fmaf(xq.block_scale(mm, static_cast<uint32_t>(16 * i)), static_cast<float>(d), acc);
+  } else {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const float4 x = __ldg(reinterpret_cast<const float4*>(xrow + i * 8 + 4 * q));
+      acc = fmaf(element<E>(piece, 4 * q), x.x, acc);
+      acc = fmaf(element<E>(piece, 4 * q + 1), x.y, acc);
+      acc = fmaf(element<E>(piece, 4 * q + 2), x.z, acc);
+      acc = fmaf(element<E>(piece, 4 * q + 3), x.w, acc);
+    }
+    return acc;
+  }
 }
 
 // The dot products of one row with MB rows of x, one lane's share, added to
@@ -63,7 +86,8 @@ __device__ inline float element_at<uint16_t>(const uint16_t* row, int64_t k) {
 // starts on 16 bytes, else the elements lane, lane + 32, ...).
 template <typename E, int MB>
 __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, const float* const (&xrow)[MB],
-                                   int lane, float (&acc)[MB]) {
+                                   const Int8Input& xq, int lane, float (&acc)[MB]) {
+  constexpr bool kInt8 = std::is_same_v<E, int8_t>;
   constexpr int kPer = 16 / sizeof(E);  // elements per 16-byte piece
   const int64_t K = p.cols;
   int64_t k_done = 0;
@@ -79,40 +103,38 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
       for (int b = 0; b < kBatch; ++b) {
         const int64_t i = i0 + 32 * b;
         if (b >= p.batch || i >= pieces) break;
-        float w[kPer];
 #pragma unroll
-        for (int e = 0; e < kPer; ++e) w[e] = element<E>(piece[b], e);
-#pragma unroll
-        for (int m = 0; m < MB; ++m) {
-#pragma unroll
-          for (int q = 0; q < kPer / 4; ++q) {
-            const float4 x = __ldg(reinterpret_cast<const float4*>(xrow[m] + i * kPer + 4 * q));
-            acc[m] = fmaf(w[4 * q], x.x, acc[m]);
-            acc[m] = fmaf(w[4 * q + 1], x.y, acc[m]);
-            acc[m] = fmaf(w[4 * q + 2], x.z, acc[m]);
-            acc[m] = fmaf(w[4 * q + 3], x.w, acc[m]);
-          }
-        }
+        for (int m = 0; m < MB; ++m) acc[m] = piece_product<E>(piece[b], i, xrow[m], xq, m < p.m_rows ? m : p.m_rows - 1, acc[m]);
       }
     }
     k_done = pieces * kPer;
   }
   for (int64_t k = k_done + lane; k < K; k += 32) {
-    const float w = element_at<E>(row, k);
-    for (int m = 0; m < MB; ++m) acc[m] = fmaf(w, __ldg(xrow[m] + k), acc[m]);
+    for (int m = 0; m < MB; ++m) {
+      if constexpr (kInt8) {
+        const int mm = m < p.m_rows ? m : p.m_rows - 1;
+        const float prod = static_cast<float>(int32_t{row[k]} * int32_t{xq.row(mm)[k]});  // exact
+        acc[m] = fmaf(xq.block_scale(mm, static_cast<uint32_t>(k)), prod, acc[m]);
+      } else {
+        acc[m] = fmaf(element_at<E>(row, k), __ldg(xrow[m] + k), acc[m]);
+      }
+    }
   }
 }
 
 // E: int8_t (scaled by parts[1][n]) or uint16_t (bf16, unscaled). A warp
 // takes rows n0 .. n0 + p.rows_per_warp - 1. When every row starts on 16
 // bytes (K * sizeof(E) a multiple of 16; then 4 rows a warp), a lane loads the
-// pieces of its warp's rows at one place of K together, and each float4 of x
+// pieces of its warp's rows at one place of K together, and each piece of x
 // it reads serves all of them (x's loads were 4 a piece of 16 weights with a
 // row a warp); a row's sums keep the order of row_partial, so the bits do not
 // depend on how many rows a warp takes. Otherwise a warp takes one row.
+// int8 x of one row is staged first by the whole block (`stage`: the dynamic
+// shared memory), of more rows quantized once a call (p.xq).
 template <typename E, bool kScaled, int MB>
-__global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowParams p,
+__global__ void __launch_bounds__(32 * kWarps, MB == 1 ? 3 : 1) rowmajor_gemv_kernel(const RowParams p,
                                                                        const __grid_constant__ LaunchJobs jobs) {
+  extern __shared__ __align__(16) unsigned char stage[];
   constexpr int kR = kRowsPerWarp;
   constexpr int kPer = 16 / sizeof(E);   // elements per 16-byte piece
   constexpr int kRowBatch = kBatch / kR;  // pieces of a row a lane loads before using any
@@ -121,6 +143,11 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
   const int lane = threadIdx.x;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.y) * p.rows_per_warp;
   const float* x = job.x;
+  Int8Input xq;
+  if constexpr (std::is_same_v<E, int8_t>) {  // one row of x: staged by the block; more: quantized once a call
+    if constexpr (MB == 1) xq = stage_int8<XLayout::kNatural>(job, stage, p.m_rows, static_cast<uint32_t>(K));
+    else xq = int8_input_at<XLayout::kNatural>(p.xq + blockIdx.y * p.xq_stride, p.m_rows, static_cast<uint32_t>(K));
+  }
   if (n0 >= N) return;
   const int here = static_cast<int>(N - n0 < p.rows_per_warp ? N - n0 : p.rows_per_warp);
   const E* rows = static_cast<const E*>(job.parts[0]) + n0 * K;
@@ -138,7 +165,7 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
     for (int r = 0; r < here; ++r) {
       float a[MB];
       for (int m = 0; m < MB; ++m) a[m] = 0.0f;
-      row_partial<E, MB>(p, rows + r * K, n0 + r, xrow, lane, a);
+      row_partial<E, MB>(p, rows + r * K, n0 + r, xrow, xq, lane, a);
       store(r, a);
     }
     return;
@@ -161,19 +188,36 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
       const int64_t i = i0 + 32 * b;
       if (b >= batch || i >= pieces) break;
 #pragma unroll
-      for (int m = 0; m < MB; ++m)
-#pragma unroll
-        for (int q = 0; q < kPer / 4; ++q) {
-          const float4 xv = __ldg(reinterpret_cast<const float4*>(xrow[m] + i * kPer + 4 * q));
+      for (int m = 0; m < MB; ++m) {
+        const int mm = m < p.m_rows ? m : p.m_rows - 1;
+        if constexpr (std::is_same_v<E, int8_t>) {
+          // The piece's x and its block's scale, once for the 4 rows.
+          const uint4 xv = *reinterpret_cast<const uint4*>(xq.row(mm) + 16 * i);
+          const float xs = xq.block_scale(mm, static_cast<uint32_t>(16 * i));
 #pragma unroll
           for (int r = 0; r < kR; ++r) {
             if (r >= here) break;
-            acc[r][m] = fmaf(element<E>(piece[r][b], 4 * q), xv.x, acc[r][m]);
-            acc[r][m] = fmaf(element<E>(piece[r][b], 4 * q + 1), xv.y, acc[r][m]);
-            acc[r][m] = fmaf(element<E>(piece[r][b], 4 * q + 2), xv.z, acc[r][m]);
-            acc[r][m] = fmaf(element<E>(piece[r][b], 4 * q + 3), xv.w, acc[r][m]);
+            int32_t d = __dp4a(static_cast<int>(piece[r][b].x), static_cast<int>(xv.x), 0);
+            d = __dp4a(static_cast<int>(piece[r][b].y), static_cast<int>(xv.y), d);
+            d = __dp4a(static_cast<int>(piece[r][b].z), static_cast<int>(xv.z), d);
+            d = __dp4a(static_cast<int>(piece[r][b].w), static_cast<int>(xv.w), d);
+            acc[r][m] = fmaf(xs, static_cast<float>(d), acc[r][m]);
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < kPer / 4; ++q) {
+            const float4 xv = __ldg(reinterpret_cast<const float4*>(xrow[m] + i * kPer + 4 * q));
+#pragma unroll
+            for (int r = 0; r < kR; ++r) {
+              if (r >= here) break;
+              acc[r][m] = fmaf(element<E>(piece[r][b], 4 * q), xv.x, acc[r][m]);
+              acc[r][m] = fmaf(element<E>(piece[r][b], 4 * q + 1), xv.y, acc[r][m]);
+              acc[r][m] = fmaf(element<E>(piece[r][b], 4 * q + 2), xv.z, acc[r][m]);
+              acc[r][m] = fmaf(element<E>(piece[r][b], 4 * q + 3), xv.w, acc[r][m]);
+            }
           }
         }
+      }
     }
   }
 #pragma unroll
@@ -183,10 +227,16 @@ __global__ void __launch_bounds__(32 * kWarps) rowmajor_gemv_kernel(const RowPar
   }
 }
 
+// int8_row: several rows of x are quantized once a call into the scratch (int8_input.cu), one row by each block.
+size_t int8_row_scratch(const FormatTraits&, int64_t, int64_t cols, int n_jobs, int m_rows) {
+  return m_rows > 1 ? static_cast<size_t>(n_jobs) * int8_job_stride(XLayout::kNatural, m_rows, cols) : 0;
+}
+
 template <typename E, bool kScaled>
 void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
-                  int m_rows, void*, void* stream) {
+                  int m_rows, void* scratch, void* stream) {
   check_call(format, m_rows, "GPU decode");
+  constexpr bool kInt8 = std::is_same_v<E, int8_t>;
   RowParams p;
   p.rows = rows;
   p.cols = cols;
@@ -196,15 +246,32 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
   EQ_CHECK(!gated_call(format, jobs, n_jobs, m_rows, cols),
            "GPU decode: " + std::string(format.name) + " takes no gated input (DeviceGemv::gated_input)");
   const cudaStream_t s = stream_of(stream);
+  size_t stride = 0;
+  if (kInt8 && m_rows > 1) {
+    EQ_CHECK(scratch != nullptr, "GPU decode: " + std::string(format.name) + ": no scratch for the int8 x");
+    quantize_jobs(XLayout::kNatural, jobs, n_jobs, m_rows, cols, 1, 1, scratch, s);
+    stride = int8_job_stride(XLayout::kNatural, m_rows, cols);
+  }
+  const size_t smem = kInt8 && stride == 0 ? int8_stage_bytes(XLayout::kNatural, m_rows, cols) : 0;
+  EQ_CHECK(smem + kDecodeStaticShared <= 48 * 1024 || smem + kDecodeStaticShared <= max_shared_bytes(),
+           "GPU decode: " + std::string(format.name) + ": a row of x of " + std::to_string(cols) +
+               " columns takes more shared memory than the GPU has");
+  int j0 = 0;
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
+    if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
+    j0 += n;
     const int64_t per_block = kWarps * p.rows_per_warp;
     const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block), static_cast<unsigned>(n));
     const dim3 block(32, kWarps);
+    auto launch = [&](auto kernel) {
+      if (smem + kDecodeStaticShared > 48 * 1024) allow_shared_bytes(reinterpret_cast<const void*>(kernel));
+      kernel<<<grid, block, smem, s>>>(p, batch);
+    };
     switch (rows_bucket(m_rows)) {
-      case 1: rowmajor_gemv_kernel<E, kScaled, 1><<<grid, block, 0, s>>>(p, batch); break;
-      case 2: rowmajor_gemv_kernel<E, kScaled, 2><<<grid, block, 0, s>>>(p, batch); break;
-      case 4: rowmajor_gemv_kernel<E, kScaled, 4><<<grid, block, 0, s>>>(p, batch); break;
-      default: rowmajor_gemv_kernel<E, kScaled, 8><<<grid, block, 0, s>>>(p, batch); break;
+      case 1: launch(rowmajor_gemv_kernel<E, kScaled, 1>); break;
+      case 2: launch(rowmajor_gemv_kernel<E, kScaled, 2>); break;
+      case 4: launch(rowmajor_gemv_kernel<E, kScaled, 4>); break;
+      default: launch(rowmajor_gemv_kernel<E, kScaled, 8>); break;
     }
     check_launch("row-major decode kernel");
   });
@@ -219,7 +286,7 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
 // that kernel a warp could take one row only, and the layer ran slower than
 // with these rows' own launches beside the others' (docs/benchmarks.md, "GPU
 // MoE layer").
-const DeviceGemv kInt8RowDeviceGemv{run_rowmajor<int8_t, true>};
+const DeviceGemv kInt8RowDeviceGemv{run_rowmajor<int8_t, true>, int8_row_scratch};
 const DeviceGemv kBf16DeviceGemv{run_rowmajor<uint16_t, false>};
 
 }  // namespace eq::quant::cuda

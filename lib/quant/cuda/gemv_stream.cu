@@ -10,17 +10,26 @@
 // slices, or 64 x 16 when K has few chunks); slice s takes chunks s, s + S, ...
 // of CHUNK k each and loads the words of up to kBatch of them before using any.
 // The slices' sums meet through shuffles within a warp, then in shared memory
-// across warps, in a fixed order. Per chunk and column:
-//   dot[m] = sum_k int(code_k) * x[m, k]        (int: the code's integer, below)
-//   acc[m] = fma(scale * unit, dot[m], acc[m]);  affine: acc[m] = fma(bias, sum_k x[m, k], acc[m])
-// A code becomes a float in registers, without a table in memory: every
-// stream code family states its values as integers, value(c) =
+// across warps, in a fixed order.
+//
+// x: the rows of 2, 4 and 8 bits multiply x as the CPU's decode kernels do
+// (gemv.h): each block quantizes its rows of x (or their gated input) to int8
+// in blocks of 32 with an fp32 scale into shared memory, the CPU's integers
+// exactly, in the order its codes come out of a word (int8_input.cuh). Per
+// chunk and column, one dp4a multiplies 4 code bytes by 4 x bytes (unsigned by
+// signed), summed exactly in an int32:
+//   d[m] = sum_k byte(code_k) q[m, k]
+//   acc[m] = fma(scale * unit * x_scale, d[m] - offset * sum_k q[m, k], acc[m])
+//   affine: acc[m] = fma(bias, x_scale * sum_k q[m, k], acc[m])
+// where every stream code family states its values as integers, value(c) =
 // (int8_bytes[c] - int8_offset) * int8_scale (packed_stream.h; affine codes:
-// the code itself). The bytes of four 4-bit table codes come from a 16-byte
-// table held in four registers (three byte permutes); two bytes become a half2
-// (1024 + b) by a permute, minus 1024 + offset (exact: |b - offset| < 256),
-// then two floats. Integer codes: a byte b becomes float(b - offset) as the
-// float with bits 0x4B0000bb minus 2^23 + offset (a permute and a subtraction).
+// the code itself, masked out of the word). 4-bit table codes take their
+// |value| from one of two 8-byte tables by byte permutes, the sign of each
+// half riding on its copy of x (code_bytes), so they need no offset. About
+// 1.5 instructions a weight, against 6.7 with float x, which bounded the
+// kernel (docs/benchmarks.md, "GPU decode"). The 3-bit rows, whose codes
+// straddle words, keep float32 x (as on the CPU): a code becomes the float
+// with bits 0x4B000000 | c minus 2^23 + offset, times x.
 // Everything the kernel knows of the format comes from the row: bits, group,
 // and its StreamEncoding (code integers, scale kind, biases, tensor scale).
 #include <cuda_runtime.h>
@@ -41,20 +50,26 @@ namespace {
 template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? (CHUNK * BITS / 32 >= 8 ? 3 : 4) : 1)
     stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ LaunchJobs jobs) {
-  extern __shared__ float stage[];  // a gated input [m_rows][K]
+  extern __shared__ __align__(16) unsigned char stage[];  // stage_bytes: the int8 x, or a gated float input
   __shared__ float partial[kPartialFloats<MB>];
-  stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC>(p, jobs.job[blockIdx.y], blockIdx.x, stage, partial);
+  stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC>(p, jobs.job[blockIdx.y], static_cast<int>(blockIdx.y),
+                                                             blockIdx.x, stage, partial);
 }
 
+static_assert(kPartialFloats<8> * sizeof(float) <= kDecodeStaticShared, "the kernel's static shared memory");
+
 template <int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>
-void launch_bits(const StreamParams& p, const LaunchJobs& jobs, int n_jobs, cudaStream_t stream) {
+void launch_bits(const StreamParams& p, size_t smem, const LaunchJobs& jobs, int n_jobs, cudaStream_t stream) {
   const int64_t cols = 4LL << p.quads_log2;
   const dim3 grid(static_cast<unsigned>((p.rows + cols - 1) / cols), static_cast<unsigned>(n_jobs));
   const bool vec = p.rows % 4 == 0;
-  const size_t smem = p.gated ? static_cast<size_t>(p.m_rows * p.cols) * sizeof(float) : 0;
-#define EQ_STREAM_LAUNCH(MB)                                                                          \
-  (vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true><<<grid, kThreads, smem, stream>>>(p, jobs) \
-       : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false><<<grid, kThreads, smem, stream>>>(p, jobs))
+  auto launch = [&](auto kernel) {
+    if (smem + kDecodeStaticShared > 48 * 1024) allow_shared_bytes(reinterpret_cast<const void*>(kernel));
+    kernel<<<grid, kThreads, smem, stream>>>(p, jobs);
+  };
+#define EQ_STREAM_LAUNCH(MB)                                                          \
+  launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true>           \
+             : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false>)
   switch (rows_bucket(p.m_rows)) {
     case 1: EQ_STREAM_LAUNCH(1); break;
     case 2: EQ_STREAM_LAUNCH(2); break;
@@ -80,9 +95,22 @@ StreamParams params_of(const FormatTraits& format, int64_t rows, int64_t cols, i
   if (table) {
     EQ_CHECK(l.bits == 4, "GPU decode: " + std::string(format.name) + ": a code table of " + std::to_string(l.bits) +
                               "-bit codes");
-    for (int c = 0; c < 16; ++c) p.table[c / 4] |= uint32_t{l.codes->int8_bytes[c]} << (8 * (c % 4));
+    // Each half's values must share a sign and fit 7 bits (code_bytes, gemv_stream.cuh): E2M1 and nl4 do.
+    for (int half = 0; half < 2; ++half) {
+      int sign = 0;
+      for (int c = 8 * half; c < 8 * half + 8; ++c) {
+        const int v = int{l.codes->int8_bytes[c]} - l.codes->int8_offset;
+        EQ_CHECK(v >= -127 && v <= 127 && !(sign > 0 && v < 0) && !(sign < 0 && v > 0),
+                 "GPU decode: " + std::string(format.name) + ": codes " + std::to_string(8 * half) + "-" +
+                     std::to_string(8 * half + 7) + " do not hold values of one sign within +-127");
+        if (v != 0) sign = v > 0 ? 1 : -1;
+        p.table[c / 4] |= static_cast<uint32_t>(v < 0 ? -v : v) << (8 * (c % 4));
+      }
+      (half == 0 ? p.sign_lo : p.sign_hi) = sign < 0 ? -1 : 1;
+    }
   }
   p.offset = 8388608.0f + static_cast<float>(l.codes->int8_offset);
+  p.int_offset = l.codes->int8_offset;
   p.unit = l.codes->int8_scale;
   // Chunks of 32 k (a whole number of words for every width), 16 for groups of 16 (4-bit only).
   const bool chunk16 = l.group % 32 != 0;
@@ -124,15 +152,38 @@ StreamParams params_of(const FormatTraits& format, int64_t rows, int64_t cols, i
 
 namespace {
 
+// Several rows of x are quantized once a call into the scratch (int8_input.cu), one row by each block.
+bool prequantized(Body body, int m_rows) { return body != Body::kAffine3 && m_rows > 1; }
+
+size_t scratch_bytes(const FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) {
+  Body body{};
+  params_of(format, rows, cols, m_rows, false, body);
+  return prequantized(body, m_rows) ? static_cast<size_t>(n_jobs) * int8_job_stride(layout_of(body), m_rows, cols) : 0;
+}
+
 void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
-                int m_rows, void*, void* stream) {
+                int m_rows, void* scratch, void* stream) {
   check_call(format, m_rows, "GPU decode");
   Body body{};
-  const StreamParams p = params_of(format, rows, cols, m_rows, gated_call(format, jobs, n_jobs, m_rows, cols), body);
+  const bool gated = gated_call(format, jobs, n_jobs, m_rows, cols);
+  StreamParams p = params_of(format, rows, cols, m_rows, gated, body);
   const cudaStream_t s = stream_of(stream);
+  size_t stride = 0;
+  if (prequantized(body, m_rows)) {
+    EQ_CHECK(scratch != nullptr, "GPU decode: " + std::string(format.name) + ": no scratch for the int8 x");
+    quantize_jobs(layout_of(body), jobs, n_jobs, m_rows, cols, p.sign_lo, p.sign_hi, scratch, s);
+    stride = int8_job_stride(layout_of(body), m_rows, cols);
+  }
+  int j0 = 0;
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
+    if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
+    j0 += n;
+    const size_t smem = stage_bytes(body, p);
+    EQ_CHECK(smem + kDecodeStaticShared <= 48 * 1024 || smem + kDecodeStaticShared <= max_shared_bytes(),
+             "GPU decode: " + std::string(format.name) + ": a row of x of " + std::to_string(cols) +
+                 " columns takes more shared memory than the GPU has");
     with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
-      launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, batch, n, s);
+      launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, batch, n, s);
     });
     check_launch("stream decode kernel");
   });
@@ -150,6 +201,11 @@ void segment_of(const FormatTraits& format, int64_t rows, int64_t cols, int m_ro
 
 }  // namespace stream
 
-const DeviceGemv kStreamDeviceGemv{stream::run_stream, nullptr, true, stream::segment_of};
+const DeviceGemv kStreamDeviceGemv{stream::run_stream, stream::scratch_bytes, true, stream::segment_of};
+
+bool device_gemv_int8_input(const FormatTraits& format) {
+  if (format.device_gemv == &kInt8RowDeviceGemv) return true;  // gemv_rowmajor.cu
+  return format.device_gemv == &kStreamDeviceGemv && stream::int8_body(stream_layout_of(format).bits);
+}
 
 }  // namespace eq::quant::cuda

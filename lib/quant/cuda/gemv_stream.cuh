@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "quant/cuda/gemv_common.cuh"
+#include "quant/cuda/int8_input.cuh"
 #include "quant/cuda/stream_scale.cuh"
 #include "quant/packed_stream.h"
 
@@ -26,8 +27,12 @@ struct StreamParams {
   int quads_log2 = 3;  // column quads per block: 8 or 16
   int batch = 1;       // chunks loaded before use, <= the kernel's kBatch
   bool gated = false;  // the jobs' inputs are gated (x_up), staged in shared memory
-  uint32_t table[4] = {};  // 4-bit table codes: byte c = code c's integer byte (int8_bytes[c])
-  float offset = 0.0f;     // 2^23 + int8_offset
+  uint32_t table[4] = {};  // 4-bit table codes: |value| of codes 0-7 (bytes of [0..1]), of 8-15 ([2..3])
+  int sign_lo = 1, sign_hi = 1;  // the sign of the values of codes 0-7, of 8-15
+  float offset = 0.0f;     // 2^23 + int8_offset (the 3-bit body's float codes)
+  int int_offset = 0;      // int8_offset (the int8 bodies but the table's)
+  const unsigned char* xq = nullptr;  // 2 to 8 rows of x: the launch's jobs' int8 x, quantized once (quantize_jobs)
+  size_t xq_stride = 0;               // bytes a job there
   float unit = 1.0f;       // int8_scale
 };
 
@@ -35,61 +40,69 @@ __device__ inline float decode_scale(const StreamParams& p, uint32_t raw, float 
   return stream_scale_value(p.scale_kind, raw, tensor_scale);
 }
 
-// Byte i of b as the float 2^23 + b_i (exact).
-__device__ inline float magic(uint32_t b, int i) { return __uint_as_float(__byte_perm(b, 0x4B000000u, 0x7650 + i)); }
-
-// The integer bytes of 4 codes (the low 16 bits of w, code 0 lowest) through
-// the 16-byte table t[0..3]: the low three bits of a code pick one of 8 bytes
-// in each half of the table, its high bit picks the half (a third permute).
-__device__ inline uint32_t table_bytes(const uint32_t (&t)[4], uint32_t w) {
-  const uint32_t sel = w & 0x7777u;
-  const uint32_t pick = ((w >> 1) & 0x4444u) | 0x3210u;  // byte j of lo, or of hi when bit 3 of code j is set
-  return __byte_perm(__byte_perm(t[0], t[1], sel), __byte_perm(t[2], t[3], sel), pick);
+// 4-bit table codes (fp4 E2M1, nl4): the table's two halves, codes 0-7 and
+// 8-15, each hold values of one sign (params_of checks it), so a code's
+// integer is sign_lo * lo[c] or sign_hi * hi[c - 8] with bytes |v| <= 127 in
+// two 8-byte tables (t[0..1], t[2..3]). A byte permute whose selector is the
+// code itself picks lo[c] for c < 8 and, for c >= 8 (the selector's sign bit
+// set), replicates the picked byte's sign bit: 0. The permute of the codes
+// with bit 3 flipped picks hi[c - 8] likewise. The signs ride on the staged x
+// (XLayout::kSplitTable). Four permutes, a flip and two shifts a word of 8
+// codes, where one table of 16 took six permutes and six masks and shifts.
+__device__ inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+  return d;
 }
 
-// Bytes 2i and 2i+1 of b as the half2 (1024 + byte, 1024 + byte), exactly.
-__device__ inline __half2 half_pair(uint32_t b, int i) {
-  const uint32_t h = __byte_perm(b, 0x64646464u, 0x4140 + 0x202 * i);
-  return *reinterpret_cast<const __half2*>(&h);
+// c + the sum of the 4 products of a's unsigned bytes and b's signed bytes.
+__device__ inline int32_t dot_u8_s8(uint32_t a, uint32_t b, int32_t c) {
+  int32_t d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
 }
 
-// Codes kGranule * g .. of one column (its chunk's words w) as floats of
-// their integers: 8 codes a granule for 4 bits, else 4.
-template <int BITS>
-inline constexpr int kGranule = BITS == 4 ? 8 : 4;
+// Whether a body multiplies int8 x: every width but 3 bits, the same split as
+// the CPU's decode kernels (gemv.h: kStreamGemvInt8, kStreamGemvFloat).
+__host__ __device__ constexpr bool int8_body(int bits) { return bits != 3; }
 
+// The staged order of x a body reads (int8_input.cuh).
 template <int BITS, bool TABLE>
-__device__ inline void decode_granule(const uint32_t* w, int g, float* v, const uint32_t (&t)[4], float offset) {
-  if constexpr (BITS == 4) {
-    if constexpr (TABLE) {
-      const uint32_t b0 = table_bytes(t, w[g]), b1 = table_bytes(t, w[g] >> 16);  // codes 8g .. 8g+3, 8g+4 ..
-      const __half2 off2 = __float2half2_rn(1024.0f + (offset - 8388608.0f));
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const __half2 d0 = __hsub2(half_pair(b0, i), off2), d1 = __hsub2(half_pair(b1, i), off2);
-        v[2 * i] = __low2float(d0), v[2 * i + 1] = __high2float(d0);
-        v[4 + 2 * i] = __low2float(d1), v[4 + 2 * i + 1] = __high2float(d1);
-      }
-    } else {
-      const uint32_t even = w[g] & 0x0f0f0f0fu, odd = (w[g] >> 4) & 0x0f0f0f0fu;  // codes 8g, 8g+2, ..; 8g+1, ..
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        v[2 * i] = magic(even, i) - offset;
-        v[2 * i + 1] = magic(odd, i) - offset;
-      }
-    }
+inline constexpr XLayout kXLayout = TABLE ? XLayout::kSplitTable
+                                  : BITS == 4 ? XLayout::kNib
+                                  : BITS == 2 ? XLayout::kCrumb
+                                              : XLayout::kNatural;
+
+// x words a code word meets: 4 (4-bit table: two halves x 2), 2 (4-bit affine), 1 (8-bit), 4 (2-bit).
+template <int BITS, bool TABLE>
+inline constexpr int kXWords = TABLE ? 4 : 8 / BITS;
+
+// The code bytes of one code word w, in the order of its x words.
+template <int BITS, bool TABLE>
+__device__ inline void code_bytes(uint32_t w, uint32_t (&b)[kXWords<BITS, TABLE>], const uint32_t (&t)[4]) {
+  if constexpr (TABLE) {
+    const uint32_t flipped = w ^ 0x88888888u;
+    b[0] = prmt(t[0], t[1], w), b[1] = prmt(t[2], t[3], flipped);
+    b[2] = prmt(t[0], t[1], w >> 16), b[3] = prmt(t[2], t[3], flipped >> 16);
+  } else if constexpr (BITS == 4) {
+    b[0] = w & 0x0f0f0f0fu, b[1] = (w >> 4) & 0x0f0f0f0fu;
   } else if constexpr (BITS == 8) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = magic(w[g], i) - offset;
+    b[0] = w;
   } else {
-    constexpr uint32_t kMask = (1u << BITS) - 1u;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int bit = (4 * g + e) * BITS, word = bit >> 5, shift = bit & 31;
-      uint32_t c = w[word] >> shift;
-      if (shift + BITS > 32) c = __funnelshift_r(w[word], w[word + 1], shift);
-      v[e] = __uint_as_float((c & kMask) | 0x4B000000u) - offset;
-    }
+    for (int s = 0; s < 4; ++s) b[s] = (w >> (2 * s)) & 0x03030303u;
+  }
+}
+
+// The 3-bit codes e = 4g .. 4g+3 of one column (its chunk's words w) as floats
+// of their integers: the float with bits 0x4B000000 | c is 2^23 + c, exactly.
+__device__ inline void decode_3bit(const uint32_t* w, int g, float* v, float offset) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int bit = (4 * g + e) * 3, word = bit >> 5, shift = bit & 31;
+    uint32_t c = w[word] >> shift;
+    if (shift + 3 > 32) c = __funnelshift_r(w[word], w[word + 1], shift);
+    v[e] = __uint_as_float((c & 7u) | 0x4B000000u) - offset;
   }
 }
 
@@ -101,13 +114,16 @@ inline constexpr int kPartialFloats = kThreads / 32 * MB * 64;
 // block calling: BITS-bit codes, CHUNK k (CHUNK * BITS / 32 words a column)
 // at a time; MB accumulators (rows of x); HAS_BIASES: affine (value + bias);
 // TABLE: 4-bit codes through the table; VEC: N % 4 == 0, the 4 columns' words
-// in one load. `stage`: the block's dynamic shared memory, for a gated input;
-// `partial_sums`: kPartialFloats<MB> floats of shared memory.
+// in one load. `job_index`: the job's place in the launch (its area of p.xq).
+// `stage`: the block's dynamic shared memory (stage_bytes), for the int8 x or
+// a gated float input; `partial_sums`: kPartialFloats<MB> floats of shared
+// memory.
 template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC>
-__device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const DeviceGemvJob& job, uint32_t block,
-                                                  float* stage, float* partial_sums) {
+__device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const DeviceGemvJob& job, int job_index,
+                                                  uint32_t block, unsigned char* stage, float* partial_sums) {
   constexpr int kWords = CHUNK * BITS / 32;
   constexpr int kBatch = kWords >= 3 ? 1 : 2;  // chunks whose loads are in flight together (64 bytes and more, or 2 of 32)
+  constexpr bool kInt8 = int8_body(BITS);
   auto partial = reinterpret_cast<float(*)[MB][64]>(partial_sums);  // [kThreads / 32][MB][64]
 
   // 32-bit offsets: run_stream checks that the parts hold fewer than 2^31 elements.
@@ -122,14 +138,13 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
   const int scale_bytes = p.scale_kind == static_cast<int>(ScaleKind::kF16) ? 2 : 1;
   uint32_t t[4];
   for (int i = 0; i < 4; ++i) t[i] = p.table[i];
-  const float offset = p.offset;
 
   float acc[4][MB];
   for (int j = 0; j < 4; ++j)
     for (int m = 0; m < MB; ++m) acc[j][m] = 0.0f;
   const int chunks = static_cast<int>(K / CHUNK);
   uint32_t w[kBatch][kWords][4];  // [chunk][word][column]
-  uint32_t sraw[kBatch][2], braw[kBatch][2];  // the 4 columns' scales (F16 pairs, or 4 bytes) and biases
+  uint32_t sraw[kBatch][2], braw[kBatch][2] = {};  // the 4 columns' scales (F16 pairs, or 4 bytes) and biases
   // Loads the words, scales and biases of chunks c0, c0 + slices, ... (p.batch of them).
   auto load = [&](int c0) {
 #pragma unroll
@@ -182,12 +197,26 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
       }
     }
   };
-  // The first chunks' loads are in flight while the block stages a gated input.
+  auto column_scale = [&](int i, int j) {
+    const uint32_t raw = scale_bytes == 2 ? (sraw[i][j >> 1] >> (16 * (j & 1))) & 0xffffu : (sraw[i][0] >> (8 * j)) & 0xffu;
+    return decode_scale(p, raw, tensor_scale) * p.unit;
+  };
+  auto column_bias = [&](int i, int j) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(braw[i][j >> 1] >> (16 * (j & 1)))));
+  };
+  // The first chunks' loads are in flight while the block stages its input.
   const bool live = n0 < N;
   if (live) load(s);
-  const float* x = block_input(job, stage, p.m_rows, K);
-  const float* xrow[MB];
-  for (int m = 0; m < MB; ++m) xrow[m] = x + (m < p.m_rows ? m : p.m_rows - 1) * K;
+  Int8Input xq{};
+  const float* xrow[MB] = {};
+  if constexpr (kInt8) {
+    // One row of x: staged by the block; more: quantized once a call (run_stream), p.xq.
+    if constexpr (MB == 1) xq = stage_int8<kXLayout<BITS, TABLE>>(job, stage, p.m_rows, K, p.sign_lo, p.sign_hi);
+    else xq = int8_input_at<kXLayout<BITS, TABLE>>(p.xq + static_cast<size_t>(job_index) * p.xq_stride, p.m_rows, K);
+  } else {
+    const float* x = block_input(job, reinterpret_cast<float*>(stage), p.m_rows, K);
+    for (int m = 0; m < MB; ++m) xrow[m] = x + (m < p.m_rows ? m : p.m_rows - 1) * K;
+  }
   if (live) {
     for (int c0 = s; c0 < chunks; c0 += slices * p.batch) {
       if (c0 != s) load(c0);
@@ -195,46 +224,99 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
       for (int i = 0; i < kBatch; ++i) {
         const int c = c0 + i * slices;
         if (i >= p.batch || c >= chunks) break;
-        const int k0 = c * CHUNK;
-        constexpr int kG = kGranule<BITS>;
-        float dot[4][MB], xs[MB];
-        for (int j = 0; j < 4; ++j)
-          for (int m = 0; m < MB; ++m) dot[j][m] = 0.0f;
-        for (int m = 0; m < MB; ++m) xs[m] = 0.0f;
+        const uint32_t k0 = static_cast<uint32_t>(c) * CHUNK;
+        if constexpr (kInt8) {
+          // Per column: d = sum_k byte(code_k) q_k exactly; the chunk's value
+          // sum is (d - offset * sum q) * scale * unit * x scale, plus bias * x scale * sum q.
+          constexpr int kXW = kXWords<BITS, TABLE>;
+          int32_t d[4][MB];
+          for (int j = 0; j < 4; ++j)
+            for (int m = 0; m < MB; ++m) d[j][m] = 0;
 #pragma unroll
-        for (int g = 0; g < CHUNK / kG; ++g) {
-          float xv[MB][kG];
+          for (int r = 0; r < kWords; ++r) {
+            uint32_t xw[MB][kXW];
 #pragma unroll
-          for (int m = 0; m < MB; ++m)
+            for (int m = 0; m < MB; ++m) {
+              // The x bytes of word r: 32 / BITS codes, 2 bytes each for the split table.
+              const int8_t* src = xq.row(m < p.m_rows ? m : p.m_rows - 1) + (k0 + r * 32 / BITS) * (TABLE ? 2 : 1);
+              if constexpr (kXW == 4) {
+                const uint4 v = *reinterpret_cast<const uint4*>(src);
+                xw[m][0] = v.x, xw[m][1] = v.y, xw[m][2] = v.z, xw[m][3] = v.w;
+              } else if constexpr (kXW == 2) {
+                const uint2 v = *reinterpret_cast<const uint2*>(src);
+                xw[m][0] = v.x, xw[m][1] = v.y;
+              } else {
+                xw[m][0] = *reinterpret_cast<const uint32_t*>(src);
+              }
+            }
 #pragma unroll
-            for (int e = 0; e < kG; e += 4) {
-              const float4 x4 = *reinterpret_cast<const float4*>(xrow[m] + k0 + kG * g + e);  // global or shared
-              xv[m][e] = x4.x, xv[m][e + 1] = x4.y, xv[m][e + 2] = x4.z, xv[m][e + 3] = x4.w;
+            for (int j = 0; j < 4; ++j) {
+              uint32_t b[kXW];
+              code_bytes<BITS, TABLE>(w[i][r][j], b, t);
+#pragma unroll
+              for (int m = 0; m < MB; ++m)
+#pragma unroll
+                for (int e = 0; e < kXW; ++e) d[j][m] = dot_u8_s8(b[e], xw[m][e], d[j][m]);
+            }
+          }
+          // The chunk's sum of q: for the offset of affine codes and for biases (the table's values need neither).
+          float xs[MB];
+          int32_t qs[MB];
+#pragma unroll
+          for (int m = 0; m < MB; ++m) {
+            const int mm = m < p.m_rows ? m : p.m_rows - 1;
+            xs[m] = xq.block_scale(mm, k0);
+            qs[m] = 0;
+            if constexpr (!TABLE) {
+              const int32_t* s16 = xq.sums(mm, k0);
+              qs[m] = CHUNK == 16 ? s16[0] : s16[0] + s16[1];
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float scale = column_scale(i, j);
+            float bias = 0.0f;
+            if constexpr (HAS_BIASES) bias = column_bias(i, j);
+            for (int m = 0; m < MB; ++m) {
+              const int32_t v = TABLE ? d[j][m] : d[j][m] - p.int_offset * qs[m];
+              acc[j][m] = fmaf(scale * xs[m], static_cast<float>(v), acc[j][m]);
+              if constexpr (HAS_BIASES) acc[j][m] = fmaf(bias, xs[m] * static_cast<float>(qs[m]), acc[j][m]);
+            }
+          }
+        } else {
+          float dot[4][MB], xs[MB];
+          for (int j = 0; j < 4; ++j)
+            for (int m = 0; m < MB; ++m) dot[j][m] = 0.0f;
+          for (int m = 0; m < MB; ++m) xs[m] = 0.0f;
+#pragma unroll
+          for (int g = 0; g < CHUNK / 4; ++g) {
+            float xv[MB][4];
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+              const float4 x4 = *reinterpret_cast<const float4*>(xrow[m] + k0 + 4 * g);  // global or shared
+              xv[m][0] = x4.x, xv[m][1] = x4.y, xv[m][2] = x4.z, xv[m][3] = x4.w;
               if constexpr (HAS_BIASES) xs[m] += (x4.x + x4.y) + (x4.z + x4.w);
             }
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            uint32_t cw[kWords];
+            for (int j = 0; j < 4; ++j) {
+              uint32_t cw[kWords];
 #pragma unroll
-            for (int r = 0; r < kWords; ++r) cw[r] = w[i][r][j];
-            float v[kG];
-            decode_granule<BITS, TABLE>(cw, g, v, t, offset);
+              for (int r = 0; r < kWords; ++r) cw[r] = w[i][r][j];
+              float v[4];
+              decode_3bit(cw, g, v, p.offset);
 #pragma unroll
-            for (int m = 0; m < MB; ++m)
+              for (int m = 0; m < MB; ++m)
 #pragma unroll
-              for (int e = 0; e < kG; ++e) dot[j][m] = fmaf(v[e], xv[m][e], dot[j][m]);
+                for (int e = 0; e < 4; ++e) dot[j][m] = fmaf(v[e], xv[m][e], dot[j][m]);
+            }
           }
-        }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint32_t raw = scale_bytes == 2 ? (sraw[i][j >> 1] >> (16 * (j & 1))) & 0xffffu
-                                                : (sraw[i][0] >> (8 * j)) & 0xffu;
-          const float scale = decode_scale(p, raw, tensor_scale) * p.unit;
-          for (int m = 0; m < MB; ++m) {
-            acc[j][m] = fmaf(scale, dot[j][m], acc[j][m]);
-            if constexpr (HAS_BIASES)
-              acc[j][m] = fmaf(__half2float(__ushort_as_half(static_cast<unsigned short>(braw[i][j >> 1] >> (16 * (j & 1))))),
-                               xs[m], acc[j][m]);
+          for (int j = 0; j < 4; ++j) {
+            const float scale = column_scale(i, j);
+            for (int m = 0; m < MB; ++m) {
+              acc[j][m] = fmaf(scale, dot[j][m], acc[j][m]);
+              if constexpr (HAS_BIASES) acc[j][m] = fmaf(column_bias(i, j), xs[m], acc[j][m]);
+            }
           }
         }
       }
@@ -284,6 +366,24 @@ __host__ __device__ inline void with_body(Body body, F&& f) {
 // x; `gated`: the jobs carry a gated input. Throws eq::Error for a layout
 // without a body or a shape too large for 32-bit offsets.
 StreamParams params_of(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated, Body& body);
+
+// The staged order of x a body reads.
+inline XLayout layout_of(Body body) {
+  switch (body) {
+    case Body::kAffine2: return XLayout::kCrumb;
+    case Body::kAffine4: return XLayout::kNib;
+    case Body::kTable4:
+    case Body::kTable4Chunk16: return XLayout::kSplitTable;
+    default: return XLayout::kNatural;
+  }
+}
+
+// Bytes of dynamic shared memory a block of `body` takes: the int8 x of one
+// row, staged by each block, or a gated float input of the 3-bit body.
+inline size_t stage_bytes(Body body, const StreamParams& p) {
+  if (body != Body::kAffine3) return p.m_rows == 1 ? int8_stage_bytes(layout_of(body), 1, p.cols) : 0;
+  return p.gated ? static_cast<size_t>(p.m_rows * p.cols) * sizeof(float) : 0;
+}
 
 // Columns one block covers.
 inline int64_t block_columns(const StreamParams& p) { return 4LL << p.quads_log2; }

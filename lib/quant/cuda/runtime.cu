@@ -1,6 +1,9 @@
 // The GPU's presence, and the helpers of cuda_common.cuh that run on the host.
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_gpus.h"
@@ -17,6 +20,8 @@ namespace {
 std::mutex gpus_mu;
 std::vector<int> chosen_gpus;
 bool gpus_known = false;
+
+constexpr int kMaxCachedDevices = 64;
 
 int visible_gpus(std::string* why) {
   int n = 0;
@@ -79,6 +84,34 @@ bool gated_call(const FormatTraits& format, const DeviceGemvJob* jobs, int n_job
            "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(m_rows) + " x " +
                std::to_string(cols) + " floats (at most " + std::to_string(kMaxGatedInput) + ")");
   return gated > 0;
+}
+
+size_t max_shared_bytes() {
+  // One GPU model a process in practice; the attribute is read per device all the same.
+  static std::atomic<int> cached[kMaxCachedDevices] = {};
+  int device = 0;
+  check(cudaGetDevice(&device), "current GPU");
+  if (device < kMaxCachedDevices && cached[device].load(std::memory_order_relaxed) > 0)
+    return static_cast<size_t>(cached[device].load(std::memory_order_relaxed));
+  int bytes = 0;
+  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory per block");
+  if (device < kMaxCachedDevices) cached[device].store(bytes, std::memory_order_relaxed);
+  return static_cast<size_t>(bytes);
+}
+
+void allow_shared_bytes(const void* kernel) {
+  // Once a kernel and GPU: all the dynamic shared memory its static part leaves.
+  static std::mutex mu;
+  static std::set<std::pair<const void*, int>> allowed;
+  int device = 0;
+  check(cudaGetDevice(&device), "current GPU");
+  std::lock_guard<std::mutex> lock(mu);
+  if (!allowed.insert({kernel, device}).second) return;
+  cudaFuncAttributes attributes{};
+  check(cudaFuncGetAttributes(&attributes, kernel), "attributes of a decode kernel");
+  const size_t room = max_shared_bytes() - attributes.sharedSizeBytes;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(room)),
+        "shared memory of a decode kernel");
 }
 
 int load_batch(int max_batch) {

@@ -49,6 +49,7 @@ void refuse_gemv(const FormatTraits&, int64_t, int64_t, const DeviceGemvJob*, in
 }
 }  // namespace
 const DeviceGemv kStreamDeviceGemv{refuse_gemv};
+bool device_gemv_int8_input(const FormatTraits&) { return false; }
 const DeviceGemv kInt8RowDeviceGemv{refuse_gemv};
 const DeviceGemv kBf16DeviceGemv{refuse_gemv};
 const DeviceGemv kTrellisDeviceGemv{refuse_gemv};
