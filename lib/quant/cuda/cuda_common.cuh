@@ -88,18 +88,6 @@ __device__ inline uint16_t f32_to_f16_device(float f) {
   return static_cast<uint16_t>(sign | (v >> 13));
 }
 
-__device__ inline float decode_minifloat_device(uint32_t v, int E, int M, int bias) {
-  const uint32_t sign = (v >> (E + M)) & 1u;
-  const uint32_t exp = (v >> M) & ((1u << E) - 1u);
-  const uint32_t mant = v & ((1u << M) - 1u);
-  float mag;
-  if (exp == 0)
-    mag = ldexpf(static_cast<float>(mant), 1 - bias - M);
-  else
-    mag = ldexpf(static_cast<float>(mant | (1u << M)), static_cast<int>(exp) - bias - M);
-  return sign ? -mag : mag;
-}
-
 __device__ inline uint32_t encode_minifloat_device(float f, int E, int M, int bias, double max_finite,
                                                    uint32_t overflow_code, uint32_t nan_code) {
   const uint32_t sign_bit = 1u << (E + M);
@@ -122,9 +110,15 @@ __device__ inline uint32_t encode_minifloat_device(float f, int E, int M, int bi
   return sign | (static_cast<uint32_t>(exp_unbiased + bias) << M) | mant;
 }
 
+// The bits of the float, without ldexpf (the nvfp4 decode converts a scale
+// every 16 weights): 2^(e - 7) (1 + m / 8) has the float exponent e + 120 and
+// the mantissa m << 20; a subnormal m 2^-9 is exact as a product. The same
+// values as the CPU's fp8_e4m3_to_f32 (core/numeric.h), all 256 codes.
 __device__ inline float fp8_e4m3_to_f32_device(uint8_t v) {
   if ((v & 0x7fu) == 0x7fu) return __int_as_float(0x7fc00000);
-  return decode_minifloat_device(v, 4, 3, 7);
+  const uint32_t e = (v >> 3) & 15u, m = v & 7u;
+  const float mag = e == 0 ? static_cast<float>(m) * 0x1p-9f : __uint_as_float(((e + 120u) << 23) | (m << 20));
+  return __uint_as_float(__float_as_uint(mag) | (static_cast<uint32_t>(v & 0x80u) << 24));
 }
 __device__ inline uint8_t f32_to_fp8_e4m3_device(float f) {
   return static_cast<uint8_t>(encode_minifloat_device(f, 4, 3, 7, 448.0, 0x7eu, 0x7fu));
