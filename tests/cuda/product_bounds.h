@@ -79,36 +79,63 @@ inline std::vector<double> envelope(const quant::PackedMatrix& m, const std::vec
   return env;
 }
 
-// The int8 input's share (quant::cuda::device_gemv_int8_input): x quantized
-// in blocks of 32 moves each x[k] by at most half its block's scale, amax /
-// 127 (the amax of |x| over the block), so the product moves by at most
-// sum_k (|W[n, k]| + 2 |bias|) amax_k / 254. [m_rows, rows], as envelope().
-inline std::vector<double> int8_envelope(const quant::PackedMatrix& m, const std::vector<float>& x, int m_rows) {
+// sum_k (|W[n, k]| + 2 |bias of (n, k)'s group|) * c(i, k, amax_k) for each
+// row i of x and output n, [m_rows, rows], with amax_k the max of |x[i, .]|
+// over k's block of 32 (the int8 x's block, quant/gemv.h).
+template <typename C>
+std::vector<double> int8_block_sum(const quant::PackedMatrix& m, const std::vector<float>& x, int m_rows, C&& c) {
   const quant::FormatTraits& f = *m.format;
   const int64_t N = m.rows, K = m.cols;
   std::vector<float> w(static_cast<size_t>(N * K));
   f.dequantize(m, w.data());
   const bool biased = f.stream != nullptr && f.stream->has_biases;
   const quant::StreamLayout layout = f.stream != nullptr ? quant::stream_layout_of(f) : quant::StreamLayout{};
-  std::vector<double> env(static_cast<size_t>(m_rows * N), 0.0);
+  std::vector<double> out(static_cast<size_t>(m_rows * N), 0.0);
   for (int i = 0; i < m_rows; ++i) {
-    std::vector<double> half_step(static_cast<size_t>(K));
+    std::vector<double> ck(static_cast<size_t>(K));
     for (int64_t b = 0; b < K; b += 32) {
       double amax = 0.0;
       for (int64_t k = b; k < std::min(K, b + 32); ++k) amax = std::max(amax, std::fabs(double{x[static_cast<size_t>(i * K + k)]}));
-      for (int64_t k = b; k < std::min(K, b + 32); ++k) half_step[static_cast<size_t>(k)] = amax / 254.0;
+      for (int64_t k = b; k < std::min(K, b + 32); ++k) ck[static_cast<size_t>(k)] = c(x[static_cast<size_t>(i * K + k)], amax);
     }
     for (int64_t n = 0; n < N; ++n) {
       double s = 0.0;
       for (int64_t k = 0; k < K; ++k) {
+        if (ck[static_cast<size_t>(k)] == 0.0) continue;
         double wk = std::fabs(w[static_cast<size_t>(n * K + k)]);
         if (biased) wk += 2.0 * std::fabs(quant::stream_bias(m, layout, k / layout.group, n));
-        s += wk * half_step[static_cast<size_t>(k)];
+        s += wk * ck[static_cast<size_t>(k)];
       }
-      env[static_cast<size_t>(i * N + n)] = s;
+      out[static_cast<size_t>(i * N + n)] = s;
     }
   }
-  return env;
+  return out;
+}
+
+// The int8 input's share (quant::cuda::device_gemv_int8_input): x quantized
+// in blocks of 32 moves each x[k] by at most half its block's scale, amax /
+// 127, so the product moves by at most sum_k (|W[n, k]| + 2 |bias|) amax_k / 254.
+inline std::vector<double> int8_envelope(const quant::PackedMatrix& m, const std::vector<float>& x, int m_rows) {
+  return int8_block_sum(m, x, m_rows, [](float, double amax) { return amax / 254.0; });
+}
+
+// Whether x, of a block whose amax is `amax`, lies so near a rounding tie of
+// its int8 value t = |x| 127 / amax that an x off by up to rel t + abs_t in
+// those units, quantized the same way, may round the other way.
+inline bool near_int8_tie(float x, double amax, double rel, double abs_t) {
+  if (amax == 0.0) return false;
+  const double t = std::fabs(double{x}) * 127.0 / amax;
+  return std::fabs(t - (std::floor(t) + 0.5)) <= rel * (t + 1.0) + abs_t;
+}
+
+// What the rounding of such near ties may move the product by when the two
+// sides' x differ by up to that (their blocks' amax by as little): a step
+// (amax / 127) of each near-tie x, sum_k (|W[n, k]| + 2 |bias|) amax_k / 127.
+inline std::vector<double> int8_tie_allowance(const quant::PackedMatrix& m, const std::vector<float>& x, int m_rows,
+                                              double rel, double abs_t) {
+  return int8_block_sum(m, x, m_rows, [rel, abs_t](float v, double amax) {
+    return near_int8_tie(v, amax, rel, abs_t) ? amax / 127.0 : 0.0;
+  });
 }
 
 }  // namespace eq::exec::cuda::bounds

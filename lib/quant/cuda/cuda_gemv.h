@@ -24,9 +24,10 @@ namespace eq::quant {
 // Rows of x one device call takes (the decode path's M).
 inline constexpr int kMaxDeviceGemvRows = 8;
 
-// Floats of a gated input (m_rows * cols) a call may take: a block of the
-// 3-bit rows stages it as floats in 32 KB of shared memory (beside the kernels'
-// own 16 KB at most); the int8 rows quantize it as they stage their x.
+// Floats of a gated input (m_rows * cols) a call may take, for every family:
+// a block of the 3-bit rows stages it as floats in 32 KB of shared memory
+// (beside the kernels' own 16 KB at most); the int8 rows quantize it as they
+// stage or quantize their x, and would take more.
 inline constexpr int64_t kMaxGatedInput = 8192;
 
 // One product of a grouped call: W's parts in device memory, in
@@ -90,6 +91,16 @@ extern const DeviceGemv kStreamDeviceGemv;
 // integers) rather than float32 x: the stream rows of 2, 4 and 8 bits, and
 // int8_row.
 bool device_gemv_int8_input(const FormatTraits& format);
+// That int8 x, as such a format's products read it (for the tests): x
+// [m_rows, cols] (device floats) quantized into `out` (device memory of
+// int8_x_bytes bytes): each row of cols rounded up to 32 bytes in the order
+// the format's codes meet it (4-bit affine: codes 0 2 4 6 | 1 3 5 7 of each 8;
+// 2-bit: 0 4 8 12 | 1 5 9 13 | ... of each 16; 4-bit tables: each 4 x twice,
+// times the sign of the table's codes 0-7, then of 8-15; else in order), then
+// every block's scale (float), then the sums of q over each 16 (int32).
+// Synchronizes.
+size_t int8_x_bytes(const FormatTraits& format, int m_rows, int64_t cols);
+void quantize_x_int8(const FormatTraits& format, const float* x, int m_rows, int64_t cols, void* out);
 // int8_row (int8 [N, K] with an fp32 scale per row) and bf16 ([N, K]).
 // gemv_rowmajor.cu.
 extern const DeviceGemv kInt8RowDeviceGemv;

@@ -33,13 +33,15 @@ inline cudaStream_t stream_of(void* stream) {
 // are not stored.
 inline int rows_bucket(int m_rows) { return m_rows <= 1 ? 1 : m_rows <= 2 ? 2 : m_rows <= 4 ? 4 : 8; }
 
+// Calls launch(batch, n, j0) for the jobs j0 .. j0 + n - 1, up to
+// kJobsPerLaunch at a time.
 template <typename F>
 void for_each_launch(const DeviceGemvJob* jobs, int n_jobs, F&& launch) {
   for (int j0 = 0; j0 < n_jobs; j0 += kJobsPerLaunch) {
     LaunchJobs batch;
     const int n = std::min(kJobsPerLaunch, n_jobs - j0);
     for (int j = 0; j < n; ++j) batch.job[j] = jobs[j0 + j];
-    launch(batch, n);
+    launch(batch, n, j0);
   }
 }
 

@@ -67,6 +67,9 @@ void launch(const MixedLaunch& L, bool vec, cudaStream_t stream) {
   size_t smem = 0;
   for (int i = 0; i < L.segments; ++i)
     smem = std::max(smem, stream::stage_bytes(static_cast<stream::Body>(L.seg[i].body), L.seg[i].stream));
+  EQ_CHECK(smem + kDecodeStaticShared <= 48 * 1024 || smem + kDecodeStaticShared <= max_shared_bytes(),
+           "GPU decode: a row of x of " + std::to_string(L.seg[0].stream.cols) +
+               " columns takes more shared memory than the GPU has");
   auto kernel = vec ? mixed_gemv_kernel<true> : mixed_gemv_kernel<false>;
   if (smem + kDecodeStaticShared > 48 * 1024) allow_shared_bytes(reinterpret_cast<const void*>(kernel));
   kernel<<<blocks, stream::kThreads, smem, stream>>>(L);
@@ -98,9 +101,6 @@ void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall
                                              "GPU decode: " + std::string(calls[c].format->name) +
                                                  " does not run in a launch of several formats");
   const bool vec = rows % 4 == 0;
-  EQ_CHECK(std::max(int8_stage_bytes(XLayout::kSplitTable, 1, cols), static_cast<size_t>(cols) * sizeof(float)) <=
-               max_shared_bytes() - kDecodeStaticShared,
-           "GPU decode: a row of x of " + std::to_string(cols) + " columns takes more shared memory than the GPU has");
   MixedLaunch L;
   auto flush = [&] {
     launch(L, vec, s);

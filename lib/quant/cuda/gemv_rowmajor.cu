@@ -10,7 +10,8 @@
 // takes one row, read element by element where it is not aligned.
 //
 // int8_row multiplies x as the CPU's decode kernel does: int8 in blocks of 32
-// with an fp32 scale (int8_input.cuh, staged by each block), a piece's 16
+// with an fp32 scale (int8_input.cuh: one row staged by each block, more
+// quantized once a call into the scratch), a piece's 16
 // products summed exactly by 4 dp4a and scaled by its block's x scale:
 // y[n] = scale[n] * sum_pieces x_scale * sum q w. bf16 multiplies float32 x.
 #include <cuda_runtime.h>
@@ -256,10 +257,8 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
   EQ_CHECK(smem + kDecodeStaticShared <= 48 * 1024 || smem + kDecodeStaticShared <= max_shared_bytes(),
            "GPU decode: " + std::string(format.name) + ": a row of x of " + std::to_string(cols) +
                " columns takes more shared memory than the GPU has");
-  int j0 = 0;
-  for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
+  for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
-    j0 += n;
     const int64_t per_block = kWarps * p.rows_per_warp;
     const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block), static_cast<unsigned>(n));
     const dim3 block(32, kWarps);

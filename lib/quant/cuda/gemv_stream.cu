@@ -13,9 +13,10 @@
 // across warps, in a fixed order.
 //
 // x: the rows of 2, 4 and 8 bits multiply x as the CPU's decode kernels do
-// (gemv.h): each block quantizes its rows of x (or their gated input) to int8
-// in blocks of 32 with an fp32 scale into shared memory, the CPU's integers
-// exactly, in the order its codes come out of a word (int8_input.cuh). Per
+// (gemv.h): x (or its gated input) quantized to int8 in blocks of 32 with an
+// fp32 scale, the CPU's integers exactly, in the order its codes come out of
+// a word (int8_input.cuh): one row of x by each block into its shared memory,
+// 2 to 8 rows once a call into the scratch (quantize_jobs). Per
 // chunk and column, one dp4a multiplies 4 code bytes by 4 x bytes (unsigned by
 // signed), summed exactly in an int32:
 //   d[m] = sum_k byte(code_k) q[m, k]
@@ -174,10 +175,8 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
     quantize_jobs(layout_of(body), jobs, n_jobs, m_rows, cols, p.sign_lo, p.sign_hi, scratch, s);
     stride = int8_job_stride(layout_of(body), m_rows, cols);
   }
-  int j0 = 0;
-  for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
+  for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
-    j0 += n;
     const size_t smem = stage_bytes(body, p);
     EQ_CHECK(smem + kDecodeStaticShared <= 48 * 1024 || smem + kDecodeStaticShared <= max_shared_bytes(),
              "GPU decode: " + std::string(format.name) + ": a row of x of " + std::to_string(cols) +
@@ -206,6 +205,33 @@ const DeviceGemv kStreamDeviceGemv{stream::run_stream, stream::scratch_bytes, tr
 bool device_gemv_int8_input(const FormatTraits& format) {
   if (format.device_gemv == &kInt8RowDeviceGemv) return true;  // gemv_rowmajor.cu
   return format.device_gemv == &kStreamDeviceGemv && stream::int8_body(stream_layout_of(format).bits);
+}
+
+namespace {
+// The layout and signs `format`'s products read x in (int8_row: in order).
+XLayout x_layout_of(const FormatTraits& format, int64_t cols, int* sign_lo, int* sign_hi) {
+  EQ_CHECK(device_gemv_int8_input(format), "GPU decode: " + std::string(format.name) + " multiplies float32 x");
+  *sign_lo = *sign_hi = 1;
+  if (format.device_gemv == &kInt8RowDeviceGemv) return XLayout::kNatural;
+  stream::Body body{};
+  const stream::StreamParams p = stream::params_of(format, 32, cols, 1, false, body);
+  *sign_lo = p.sign_lo, *sign_hi = p.sign_hi;
+  return stream::layout_of(body);
+}
+}  // namespace
+
+size_t int8_x_bytes(const FormatTraits& format, int m_rows, int64_t cols) {
+  int lo = 1, hi = 1;
+  return int8_stage_bytes(x_layout_of(format, cols, &lo, &hi), m_rows, cols);
+}
+
+void quantize_x_int8(const FormatTraits& format, const float* x, int m_rows, int64_t cols, void* out) {
+  int lo = 1, hi = 1;
+  const XLayout layout = x_layout_of(format, cols, &lo, &hi);
+  DeviceGemvJob job;
+  job.x = x;
+  quantize_jobs(layout, &job, 1, m_rows, cols, lo, hi, out, cudaStreamPerThread);
+  check(cudaStreamSynchronize(cudaStreamPerThread), "int8 quantization of x");
 }
 
 }  // namespace eq::quant::cuda

@@ -26,7 +26,7 @@ struct StreamParams {
   bool has_tensor_scale = false;
   int quads_log2 = 3;  // column quads per block: 8 or 16
   int batch = 1;       // chunks loaded before use, <= the kernel's kBatch
-  bool gated = false;  // the jobs' inputs are gated (x_up), staged in shared memory
+  bool gated = false;  // the jobs' inputs are gated (x_up): formed where x is staged or quantized
   uint32_t table[4] = {};  // 4-bit table codes: |value| of codes 0-7 (bytes of [0..1]), of 8-15 ([2..3])
   int sign_lo = 1, sign_hi = 1;  // the sign of the values of codes 0-7, of 8-15
   float offset = 0.0f;     // 2^23 + int8_offset (the 3-bit body's float codes)

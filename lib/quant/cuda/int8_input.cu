@@ -33,10 +33,9 @@ void quantize_jobs(XLayout layout, const DeviceGemvJob* jobs, int n_jobs, int m_
                    int sign_hi, void* scratch, cudaStream_t stream) {
   const size_t stride = int8_job_stride(layout, m_rows, K);
   const uint32_t k = static_cast<uint32_t>(K), units = int8_units(m_rows, k);
-  for_each_launch(jobs, n_jobs, [&, j0 = 0](const LaunchJobs& batch, int n) mutable {
+  for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     const dim3 grid((units + kQuantizeThreads - 1) / kQuantizeThreads, static_cast<unsigned>(n));
     unsigned char* base = static_cast<unsigned char*>(scratch) + static_cast<size_t>(j0) * stride;
-    j0 += n;
     switch (layout) {
       case XLayout::kNatural:
         quantize_jobs_kernel<XLayout::kNatural><<<grid, kQuantizeThreads, 0, stream>>>(batch, m_rows, k, sign_lo, sign_hi, base, stride);

@@ -69,7 +69,8 @@ __device__ inline Int8Input int8_input_at(const unsigned char* area, int m_rows,
 // Unit u of a staged input at `area` (int8_input_at's layout): x[m][k0 ..
 // k0 + 8) of the job's x (or its gated input), quantized as block_int8.h's
 // generic kernel does: amax, scale = amax / 127, q = round-half-even(clamp(x *
-// (127 / amax), +-127)), zeros past K. 4 adjacent lanes take a block of 32
+// (127 / amax), +-127)), zeros past K; the same bits for every finite x (a
+// NaN makes its block's scale NaN here). 4 adjacent lanes take a block of 32
 // (units 4b .. 4b + 3), so every lane of the warp must call, `live` or not.
 template <XLayout L>
 __device__ inline void quantize_unit(const DeviceGemvJob& job, unsigned char* area, int m_rows, uint32_t K, uint32_t u,
@@ -96,10 +97,14 @@ __device__ inline void quantize_unit(const DeviceGemvJob& job, unsigned char* ar
       if (k0 + e < K)
         v[e] = job.x_up != nullptr ? swiglu_device(job.x[at + e], job.x_up[at + e]) : job.x[at + e];
   }
+  // A NaN in the block makes its scale NaN, so that the products it enters are
+  // NaN (fmaxf alone would drop it and clamp it to -127).
   float amax = 0.0f;
-  for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
+  bool nan = false;
+  for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e])), nan = nan || isnan(v[e]);
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  nan = ((__ballot_sync(0xffffffffu, nan) >> (threadIdx.x & 28u)) & 15u) != 0;  // the 4 lanes of the block
   const float inv = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
   int32_t s8 = 0;
   int8_t* row = q + static_cast<size_t>(m) * row_bytes;
@@ -119,7 +124,7 @@ __device__ inline void quantize_unit(const DeviceGemvJob& job, unsigned char* ar
   }
   const int32_t s16 = s8 + __shfl_xor_sync(0xffffffffu, s8, 1);
   if (live && (u & 1u) == 0) sum16[static_cast<size_t>(m) * (kp / 16) + k0 / 16] = s16;
-  if (live && (u & 3u) == 0) scale[static_cast<size_t>(m) * blocks + b] = __fdiv_rn(amax, 127.0f);
+  if (live && (u & 3u) == 0) scale[static_cast<size_t>(m) * blocks + b] = nan ? __int_as_float(0x7fc00000) : __fdiv_rn(amax, 127.0f);
 }
 
 // Units of m_rows rows of K: 8 x each.

@@ -106,12 +106,13 @@ void allow_shared_bytes(const void* kernel) {
   int device = 0;
   check(cudaGetDevice(&device), "current GPU");
   std::lock_guard<std::mutex> lock(mu);
-  if (!allowed.insert({kernel, device}).second) return;
+  if (allowed.count({kernel, device})) return;
   cudaFuncAttributes attributes{};
   check(cudaFuncGetAttributes(&attributes, kernel), "attributes of a decode kernel");
   const size_t room = max_shared_bytes() - attributes.sharedSizeBytes;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(room)),
         "shared memory of a decode kernel");
+  allowed.insert({kernel, device});
 }
 
 int load_batch(int max_batch) {

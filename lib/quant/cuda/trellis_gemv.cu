@@ -224,7 +224,7 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   const float norm_n = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_n)));
   gated_call(format, jobs, n_jobs, m_rows, cols);  // checks; the input rotation forms the gated input
   const cudaStream_t s = stream_of(stream);
-  for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n) {
+  for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int) {
     // The caller's scratch: x~ [n][m][K] and z [n][m][N], reused launch after launch in stream order.
     const size_t xt_floats = static_cast<size_t>(n) * m_rows * cols;
     float* xt = static_cast<float*>(scratch);

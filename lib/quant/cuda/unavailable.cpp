@@ -50,6 +50,10 @@ void refuse_gemv(const FormatTraits&, int64_t, int64_t, const DeviceGemvJob*, in
 }  // namespace
 const DeviceGemv kStreamDeviceGemv{refuse_gemv};
 bool device_gemv_int8_input(const FormatTraits&) { return false; }
+size_t int8_x_bytes(const FormatTraits&, int, int64_t) { unsupported(std::string("--device cuda: ") + kWhy); }
+void quantize_x_int8(const FormatTraits&, const float*, int, int64_t, void*) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
 const DeviceGemv kInt8RowDeviceGemv{refuse_gemv};
 const DeviceGemv kBf16DeviceGemv{refuse_gemv};
 const DeviceGemv kTrellisDeviceGemv{refuse_gemv};
