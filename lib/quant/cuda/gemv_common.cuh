@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_gemv.h"
@@ -67,6 +68,18 @@ void allow_shared_bytes(const void* kernel);
 // Static shared memory a decode kernel may hold beside its staged input (the
 // stream kernel's partial sums at 8 rows of x).
 inline constexpr size_t kDecodeStaticShared = 16 * 1024;
+
+// Before a decode kernel's launch with `bytes` of dynamic shared memory for
+// its x of `cols` columns: throws eq::Error when they do not fit the GPU
+// beside its static part (`who`: the format, or the launch of several), and
+// asks for them (allow_shared_bytes) past 48 KB in all.
+inline void prepare_shared_bytes(const void* kernel, size_t bytes, std::string_view who, int64_t cols) {
+  if (bytes + kDecodeStaticShared <= 48 * 1024) return;
+  EQ_CHECK(bytes + kDecodeStaticShared <= max_shared_bytes(),
+           "GPU decode: " + std::string(who) + ": a row of x of " + std::to_string(cols) +
+               " columns takes more shared memory than the GPU has");
+  allow_shared_bytes(kernel);
+}
 
 // silu(g) * u (model/activation.h's kSwiGlu): the one expression of the
 // gated input on the GPU, wherever it is formed.

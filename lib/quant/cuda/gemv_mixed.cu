@@ -67,11 +67,8 @@ void launch(const MixedLaunch& L, bool vec, cudaStream_t stream) {
   size_t smem = 0;
   for (int i = 0; i < L.segments; ++i)
     smem = std::max(smem, stream::stage_bytes(static_cast<stream::Body>(L.seg[i].body), L.seg[i].stream));
-  EQ_CHECK(smem + kDecodeStaticShared <= 48 * 1024 || smem + kDecodeStaticShared <= max_shared_bytes(),
-           "GPU decode: a row of x of " + std::to_string(L.seg[0].stream.cols) +
-               " columns takes more shared memory than the GPU has");
   auto kernel = vec ? mixed_gemv_kernel<true> : mixed_gemv_kernel<false>;
-  if (smem + kDecodeStaticShared > 48 * 1024) allow_shared_bytes(reinterpret_cast<const void*>(kernel));
+  prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a launch of several formats", L.seg[0].stream.cols);
   kernel<<<blocks, stream::kThreads, smem, stream>>>(L);
   check_launch("mixed decode kernel");
 }

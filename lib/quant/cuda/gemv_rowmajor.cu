@@ -59,16 +59,20 @@ __device__ inline float element_at<uint16_t>(const uint16_t* row, int64_t k) {
 // acc plus one 16-byte piece i of a row times its x: int8 (the staged row mm
 // of xq; a piece lies in one block of 32) as 4 exact dp4a then its block's x
 // scale, bf16 in float32 against x (xrow).
+// The exact sum of the 16 products of an int8 piece and 16 bytes of int8 x.
+__device__ inline int32_t dot16(const uint4& piece, const uint4& x) {
+  int32_t d = __dp4a(static_cast<int>(piece.x), static_cast<int>(x.x), 0);
+  d = __dp4a(static_cast<int>(piece.y), static_cast<int>(x.y), d);
+  d = __dp4a(static_cast<int>(piece.z), static_cast<int>(x.z), d);
+  return __dp4a(static_cast<int>(piece.w), static_cast<int>(x.w), d);
+}
+
 template <typename E>
 __device__ inline float piece_product(const uint4& piece, int64_t i, const float* xrow, const Int8Input& xq, int mm,
                                       float acc) {
   if constexpr (std::is_same_v<E, int8_t>) {
     const uint4 xv = *reinterpret_cast<const uint4*>(xq.row(mm) + 16 * i);
-    int32_t d = __dp4a(static_cast<int>(piece.x), static_cast<int>(xv.x), 0);
-    d = __dp4a(static_cast<int>(piece.y), static_cast<int>(xv.y), d);
-    d = __dp4a(static_cast<int>(piece.z), static_cast<int>(xv.z), d);
-    d = __dp4a(static_cast<int>(piece.w), static_cast<int>(xv.w), d);
-    return fmaf(xq.block_scale(mm, static_cast<uint32_t>(16 * i)), static_cast<float>(d), acc);
+    return fmaf(xq.block_scale(mm, static_cast<uint32_t>(16 * i)), static_cast<float>(dot16(piece, xv)), acc);
   } else {
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
@@ -198,11 +202,7 @@ __global__ void __launch_bounds__(32 * kWarps, MB == 1 ? 3 : 1) rowmajor_gemv_ke
 #pragma unroll
           for (int r = 0; r < kR; ++r) {
             if (r >= here) break;
-            int32_t d = __dp4a(static_cast<int>(piece[r][b].x), static_cast<int>(xv.x), 0);
-            d = __dp4a(static_cast<int>(piece[r][b].y), static_cast<int>(xv.y), d);
-            d = __dp4a(static_cast<int>(piece[r][b].z), static_cast<int>(xv.z), d);
-            d = __dp4a(static_cast<int>(piece[r][b].w), static_cast<int>(xv.w), d);
-            acc[r][m] = fmaf(xs, static_cast<float>(d), acc[r][m]);
+            acc[r][m] = fmaf(xs, static_cast<float>(dot16(piece[r][b], xv)), acc[r][m]);
           }
         } else {
 #pragma unroll
@@ -254,16 +254,13 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
     stride = int8_job_stride(XLayout::kNatural, m_rows, cols);
   }
   const size_t smem = kInt8 && stride == 0 ? int8_stage_bytes(XLayout::kNatural, m_rows, cols) : 0;
-  EQ_CHECK(smem + kDecodeStaticShared <= 48 * 1024 || smem + kDecodeStaticShared <= max_shared_bytes(),
-           "GPU decode: " + std::string(format.name) + ": a row of x of " + std::to_string(cols) +
-               " columns takes more shared memory than the GPU has");
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
     const int64_t per_block = kWarps * p.rows_per_warp;
     const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block), static_cast<unsigned>(n));
     const dim3 block(32, kWarps);
     auto launch = [&](auto kernel) {
-      if (smem + kDecodeStaticShared > 48 * 1024) allow_shared_bytes(reinterpret_cast<const void*>(kernel));
+      prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
       kernel<<<grid, block, smem, s>>>(p, batch);
     };
     switch (rows_bucket(m_rows)) {

@@ -60,12 +60,13 @@ __global__ void __launch_bounds__(kThreads, MB == 1 ? (CHUNK * BITS / 32 >= 8 ? 
 static_assert(kPartialFloats<8> * sizeof(float) <= kDecodeStaticShared, "the kernel's static shared memory");
 
 template <int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>
-void launch_bits(const StreamParams& p, size_t smem, const LaunchJobs& jobs, int n_jobs, cudaStream_t stream) {
+void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const LaunchJobs& jobs, int n_jobs,
+                 cudaStream_t stream) {
   const int64_t cols = 4LL << p.quads_log2;
   const dim3 grid(static_cast<unsigned>((p.rows + cols - 1) / cols), static_cast<unsigned>(n_jobs));
   const bool vec = p.rows % 4 == 0;
   auto launch = [&](auto kernel) {
-    if (smem + kDecodeStaticShared > 48 * 1024) allow_shared_bytes(reinterpret_cast<const void*>(kernel));
+    prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, who, p.cols);
     kernel<<<grid, kThreads, smem, stream>>>(p, jobs);
   };
 #define EQ_STREAM_LAUNCH(MB)                                                          \
@@ -178,11 +179,8 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
     const size_t smem = stage_bytes(body, p);
-    EQ_CHECK(smem + kDecodeStaticShared <= 48 * 1024 || smem + kDecodeStaticShared <= max_shared_bytes(),
-             "GPU decode: " + std::string(format.name) + ": a row of x of " + std::to_string(cols) +
-                 " columns takes more shared memory than the GPU has");
     with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
-      launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, batch, n, s);
+      launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, batch, n, s);
     });
     check_launch("stream decode kernel");
   });

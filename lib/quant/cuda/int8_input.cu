@@ -23,6 +23,17 @@ __global__ void __launch_bounds__(kQuantizeThreads)
   quantize_unit<L>(jobs.job[blockIdx.y], scratch + blockIdx.y * stride, m_rows, K, u, u < units, sign_lo, sign_hi);
 }
 
+using QuantizeKernel = void (*)(LaunchJobs, int, uint32_t, int, int, unsigned char*, size_t);
+
+QuantizeKernel kernel_of(XLayout layout) {
+  switch (layout) {
+    case XLayout::kNib: return quantize_jobs_kernel<XLayout::kNib>;
+    case XLayout::kCrumb: return quantize_jobs_kernel<XLayout::kCrumb>;
+    case XLayout::kSplitTable: return quantize_jobs_kernel<XLayout::kSplitTable>;
+    default: return quantize_jobs_kernel<XLayout::kNatural>;
+  }
+}
+
 }  // namespace
 
 size_t int8_job_stride(XLayout layout, int m_rows, int64_t K) {
@@ -36,20 +47,7 @@ void quantize_jobs(XLayout layout, const DeviceGemvJob* jobs, int n_jobs, int m_
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     const dim3 grid((units + kQuantizeThreads - 1) / kQuantizeThreads, static_cast<unsigned>(n));
     unsigned char* base = static_cast<unsigned char*>(scratch) + static_cast<size_t>(j0) * stride;
-    switch (layout) {
-      case XLayout::kNatural:
-        quantize_jobs_kernel<XLayout::kNatural><<<grid, kQuantizeThreads, 0, stream>>>(batch, m_rows, k, sign_lo, sign_hi, base, stride);
-        break;
-      case XLayout::kNib:
-        quantize_jobs_kernel<XLayout::kNib><<<grid, kQuantizeThreads, 0, stream>>>(batch, m_rows, k, sign_lo, sign_hi, base, stride);
-        break;
-      case XLayout::kCrumb:
-        quantize_jobs_kernel<XLayout::kCrumb><<<grid, kQuantizeThreads, 0, stream>>>(batch, m_rows, k, sign_lo, sign_hi, base, stride);
-        break;
-      case XLayout::kSplitTable:
-        quantize_jobs_kernel<XLayout::kSplitTable><<<grid, kQuantizeThreads, 0, stream>>>(batch, m_rows, k, sign_lo, sign_hi, base, stride);
-        break;
-    }
+    kernel_of(layout)<<<grid, kQuantizeThreads, 0, stream>>>(batch, m_rows, k, sign_lo, sign_hi, base, stride);
     check_launch("int8 quantization of x");
   });
 }
