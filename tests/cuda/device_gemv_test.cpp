@@ -263,6 +263,9 @@ TEST(DeviceGemv, ExpertShapesMatchCpuMatmul) {
   }
 }
 
+// The trellis rows at an expert's shape, whose output Hadamard blocks of 128
+// rows are clusters of 4 thread blocks (trellis_gemv.cu), and at 192 rows
+// (blocks of 64: clusters of 2); the odd shapes above give blocks of 16 (one).
 TEST(DeviceGemv, TrellisExpertShape) {
   SKIP_WITHOUT_GPU();
   for (const char* name : {"trellis2", "trellis3_lut"}) {
@@ -270,6 +273,7 @@ TEST(DeviceGemv, TrellisExpertShape) {
     ASSERT_NE(f, nullptr);
     Checked c;
     check_format(*f, 768, 256, {1, 8}, c);
+    check_format(*f, 192, 128, {1, 3}, c);
     std::printf("%-12s %6lld outputs, worst |gpu - cpu| = %.3g of the tolerance\n", name,
                 static_cast<long long>(c.outputs), c.worst_ratio);
   }

@@ -63,6 +63,8 @@ int load_batch(int max_batch);
 // 48 KB in all: made once a kernel and GPU, for all that its static shared
 // memory leaves (sizes are still chosen launch by launch).
 size_t max_shared_bytes();
+// The current GPU's streaming multiprocessors, read once a device.
+int multiprocessor_count();
 void allow_shared_bytes(const void* kernel);
 
 // Static shared memory a decode kernel may hold beside its staged input (the

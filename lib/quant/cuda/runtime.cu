@@ -86,18 +86,31 @@ bool gated_call(const FormatTraits& format, const DeviceGemvJob* jobs, int n_job
   return gated > 0;
 }
 
-size_t max_shared_bytes() {
-  // One GPU model a process in practice; the attribute is read per device all the same.
+namespace {
+
+// An attribute of the current GPU, read once a device: one GPU model a
+// process in practice, but the attribute is read per device all the same.
+template <cudaDeviceAttr kAttribute>
+int current_gpu_attribute(const char* what) {
   static std::atomic<int> cached[kMaxCachedDevices] = {};
   int device = 0;
   check(cudaGetDevice(&device), "current GPU");
   if (device < kMaxCachedDevices && cached[device].load(std::memory_order_relaxed) > 0)
-    return static_cast<size_t>(cached[device].load(std::memory_order_relaxed));
-  int bytes = 0;
-  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory per block");
-  if (device < kMaxCachedDevices) cached[device].store(bytes, std::memory_order_relaxed);
-  return static_cast<size_t>(bytes);
+    return cached[device].load(std::memory_order_relaxed);
+  int value = 0;
+  check(cudaDeviceGetAttribute(&value, kAttribute, device), what);
+  if (device < kMaxCachedDevices) cached[device].store(value, std::memory_order_relaxed);
+  return value;
 }
+
+}  // namespace
+
+size_t max_shared_bytes() {
+  return static_cast<size_t>(
+      current_gpu_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>("shared memory per block"));
+}
+
+int multiprocessor_count() { return current_gpu_attribute<cudaDevAttrMultiProcessorCount>("multiprocessors"); }
 
 void allow_shared_bytes(const void* kernel) {
   // Once a kernel and GPU: all the dynamic shared memory its static part leaves.

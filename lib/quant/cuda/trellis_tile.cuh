@@ -2,7 +2,9 @@
 // the prefill product, gemm_trellis.cu) share: a tile's stream bytes as their
 // tile decoders read them (lane l of a warp owns the tile's weights
 // 8l .. 8l+7, whose symbols are the lane's `BITS` bytes of the 32 * BITS-byte
-// tile stream), and the Hadamard transform of one block of a rotation.
+// tile stream), and the prefill product's Hadamard transform of one block of
+// a rotation in shared memory (the decode product rotates in a warp's
+// registers, trellis_gemv.cu's warp_hadamard).
 #pragma once
 
 #include <cuda_runtime.h>
