@@ -263,9 +263,10 @@ TEST(DeviceGemv, ExpertShapesMatchCpuMatmul) {
   }
 }
 
-// The trellis rows at an expert's shape, whose output Hadamard blocks of 128
-// rows are clusters of 4 thread blocks (trellis_gemv.cu), and at 192 rows
-// (blocks of 64: clusters of 2); the odd shapes above give blocks of 16 (one).
+// The trellis rows at an expert's shape (output Hadamard blocks of 128 rows)
+// and at 192 rows (blocks of 64), one job a call: their thread blocks own one
+// strip each on a GPU of more multiprocessors than strips, in clusters of 8 and
+// 4 (trellis_gemv.cu); the odd shapes above give blocks of 16 (clusters of 1).
 TEST(DeviceGemv, TrellisExpertShape) {
   SKIP_WITHOUT_GPU();
   for (const char* name : {"trellis2", "trellis3_lut"}) {
@@ -311,6 +312,56 @@ TEST(DeviceGemv, GroupedCallEqualsSingleCalls) {
       grouped.download(a.data(), a.size() * sizeof(float));
       single.download(b.data(), b.size() * sizeof(float));
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << f.name << " M=" << m;
+    }
+  }
+}
+
+// A trellis call's blocks own more strips the more jobs it has (as many as
+// still give every multiprocessor a block, trellis_gemv.cu's strips_of), and
+// clusters shrink to match: 1 to 33 jobs of one expert shape take 1, 2, 4 and
+// 8 strips a block on a GPU of 132 multiprocessors (more jobs than one launch
+// holds, 33, take two launches). Each job's output has the bits of a call of
+// its own (the DeviceGemv contract), at 1, 2 and 3 rows of x, plain and gated.
+TEST(DeviceGemv, TrellisStripsPerBlockKeepEachJobsBits) {
+  SKIP_WITHOUT_GPU();
+  const quant::FormatTraits* f = quant::find_format("trellis4");
+  ASSERT_NE(f, nullptr);
+  const int64_t rows = 768, cols = 256;
+  const std::vector<float> w = normal(static_cast<size_t>(rows * cols), 0.02f, 4242);
+  const quant::QuantizedMatrix q = f->quantize(w.data(), rows, cols, {});
+  const DeviceMatrix d = upload(q.view());
+  for (int m : {1, 2, 3}) {
+    for (bool gated : {false, true}) {
+      for (int n : {1, 6, 12, 24, 33}) {
+        const std::vector<float> x = normal(static_cast<size_t>(n * m * cols), 1.0f, 900 + 10 * n + m);
+        const std::vector<float> up = normal(x.size(), 1.0f, 901 + 10 * n + m);
+        const size_t out = static_cast<size_t>(m * rows);
+        DeviceBuffer dx(x.size() * sizeof(float)), du(up.size() * sizeof(float));
+        DeviceBuffer grouped(n * out * sizeof(float)), single(n * out * sizeof(float));
+        dx.upload(x.data(), x.size() * sizeof(float));
+        du.upload(up.data(), up.size() * sizeof(float));
+        auto job = [&](int j, DeviceBuffer& y) {
+          quant::DeviceGemvJob one = d.job(dx.floats() + j * m * cols, y.floats() + j * out);
+          if (gated) one.x_up = du.floats() + j * m * cols;
+          return one;
+        };
+        std::vector<quant::DeviceGemvJob> jobs;
+        for (int j = 0; j < n; ++j) jobs.push_back(job(j, grouped));
+        gemv(*f, rows, cols, jobs, m);
+        for (int j = 0; j < n; ++j) {
+          const quant::DeviceGemvJob one = job(j, single);
+          gemv(*f, rows, cols, {&one, 1}, m);
+        }
+        synchronize();
+        std::vector<float> a(n * out), b(n * out);
+        grouped.download(a.data(), a.size() * sizeof(float));
+        single.download(b.data(), b.size() * sizeof(float));
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+            << n << " jobs, M=" << m << (gated ? ", gated" : "");
+        bool finite = true;
+        for (float v : a) finite = finite && std::isfinite(v);
+        EXPECT_TRUE(finite) << n << " jobs, M=" << m;
+      }
     }
   }
 }

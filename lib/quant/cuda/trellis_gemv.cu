@@ -46,6 +46,11 @@
 #include "quant/trellis/codebook.h"
 #include "quant/trellis/format.h"
 
+// Thread-block clusters and their barriers (step 3) are sm_90's.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "trellis_gemv.cu: the trellis decode needs sm_90 or newer (thread-block clusters)"
+#endif
+
 namespace eq::quant::cuda {
 
 namespace {
@@ -343,7 +348,9 @@ __global__ void __launch_bounds__(32 * warps_of(MB)) tile_gemv_kernel(const __gr
       for (int i = 0; i < 4; ++i) job.y[m * N + n + i] = v[i] * p.norm_n * static_cast<float>(sv[n + i]);
     }
   }
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");  // no block leaves while another reads its z
+  // No block leaves while another reads its z. Relaxed: every value read from
+  // another block has been consumed (the rotation's shuffles) before the arrive.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
 
 // Dynamic shared memory of a launch: x~ of the row at one row of x.
@@ -380,11 +387,16 @@ template <int BITS, bool kLut, int MB>
 void launch_tiles_strips(int strips, const TrellisParams& p, const LaunchJobs& jobs, int n_jobs, const float* xt,
                          cudaStream_t s) {
   switch (std::min(strips, max_strips(MB))) {
-    case 1: launch_tiles<BITS, kLut, MB, 1>(p, jobs, n_jobs, xt, s); break;
-    case 2: launch_tiles<BITS, kLut, MB, 2>(p, jobs, n_jobs, xt, s); break;
-    case 4: if constexpr (max_strips(MB) >= 4) launch_tiles<BITS, kLut, MB, 4>(p, jobs, n_jobs, xt, s); break;
-    default: if constexpr (max_strips(MB) >= 8) launch_tiles<BITS, kLut, MB, 8>(p, jobs, n_jobs, xt, s); break;
+    case 1: return launch_tiles<BITS, kLut, MB, 1>(p, jobs, n_jobs, xt, s);
+    case 2: return launch_tiles<BITS, kLut, MB, 2>(p, jobs, n_jobs, xt, s);
+    case 4:
+      if constexpr (max_strips(MB) >= 4) return launch_tiles<BITS, kLut, MB, 4>(p, jobs, n_jobs, xt, s);
+      break;
+    case 8:
+      if constexpr (max_strips(MB) >= 8) return launch_tiles<BITS, kLut, MB, 8>(p, jobs, n_jobs, xt, s);
+      break;
   }
+  fail(ErrorKind::kInternal, "GPU decode: no trellis kernel for " + std::to_string(strips) + " strips");
 }
 
 template <int BITS, bool kLut>
