@@ -83,12 +83,10 @@ int64_t mixed_gemv_blocks(const FormatTraits& format, int64_t rows, int64_t cols
 }
 
 int64_t mixed_gemv_wave() {
-  int device = 0, sms = 0, per_sm = 0;
-  check(cudaGetDevice(&device), "current GPU");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  int per_sm = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mixed_gemv_kernel<true>, stream::kThreads, 0),
         "occupancy of the mixed decode kernel");
-  return static_cast<int64_t>(sms) * per_sm;
+  return static_cast<int64_t>(multiprocessor_count()) * per_sm;
 }
 
 void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall* calls, int n_calls, void* stream) {

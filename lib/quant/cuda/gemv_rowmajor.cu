@@ -56,9 +56,6 @@ __device__ inline float element_at<uint16_t>(const uint16_t* row, int64_t k) {
   return __uint_as_float(static_cast<uint32_t>(row[k]) << 16);
 }
 
-// acc plus one 16-byte piece i of a row times its x: int8 (the staged row mm
-// of xq; a piece lies in one block of 32) as 4 exact dp4a then its block's x
-// scale, bf16 in float32 against x (xrow).
 // The exact sum of the 16 products of an int8 piece and 16 bytes of int8 x.
 __device__ inline int32_t dot16(const uint4& piece, const uint4& x) {
   int32_t d = __dp4a(static_cast<int>(piece.x), static_cast<int>(x.x), 0);
@@ -67,6 +64,9 @@ __device__ inline int32_t dot16(const uint4& piece, const uint4& x) {
   return __dp4a(static_cast<int>(piece.w), static_cast<int>(x.w), d);
 }
 
+// acc plus one 16-byte piece i of a row times its x: int8 (the staged row mm
+// of xq; a piece lies in one block of 32) as 4 exact dp4a then its block's x
+// scale, bf16 in float32 against x (xrow).
 template <typename E>
 __device__ inline float piece_product(const uint4& piece, int64_t i, const float* xrow, const Int8Input& xq, int mm,
                                       float acc) {

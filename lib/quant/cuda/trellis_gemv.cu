@@ -122,19 +122,23 @@ __device__ inline void rotated_chunk(const DeviceGemvJob& job, int m, int64_t K,
   for (int i = 0; i < 4; ++i) v[i] *= norm;
 }
 
+// rotated_chunk stored into the row of x~ at `row` (K floats, shared or global memory).
+__device__ inline void store_rotated_chunk(const DeviceGemvJob& job, int m, int64_t K, int64_t c0, int block,
+                                           float norm, int lane, float* row) {
+  float v[4];
+  rotated_chunk(job, m, K, c0, block, norm, lane, v);
+  const int64_t c = c0 + 4 * lane;
+  if (c < K) *reinterpret_cast<float4*>(row + c) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
 // Step 1 at 2 to 8 rows: warp w of block (chunk blockIdx.x * 8 + w, row
 // blockIdx.y, job blockIdx.z) writes its chunk of x~ to `xt` [job][m][K].
 __global__ void __launch_bounds__(32 * kRotateWarps) rotate_input_kernel(const __grid_constant__ TrellisParams p,
                                                                     const __grid_constant__ LaunchJobs jobs, float* xt) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kRotateWarps + threadIdx.y) * kChunk;
   if (c0 >= p.cols) return;  // the whole warp
-  float v[4];
-  rotated_chunk(jobs.job[blockIdx.z], blockIdx.y, p.cols, c0, p.block_k, p.norm_k, threadIdx.x, v);
-  const int64_t c = c0 + 4 * threadIdx.x;
-  if (c < p.cols) {
-    float* row = xt + (static_cast<int64_t>(blockIdx.z) * p.m_rows + blockIdx.y) * p.cols;
-    *reinterpret_cast<float4*>(row + c) = make_float4(v[0], v[1], v[2], v[3]);
-  }
+  float* row = xt + (static_cast<int64_t>(blockIdx.z) * p.m_rows + blockIdx.y) * p.cols;
+  store_rotated_chunk(jobs.job[blockIdx.z], blockIdx.y, p.cols, c0, p.block_k, p.norm_k, threadIdx.x, row);
 }
 
 // float(y(state)) of the row's code (trellis/codebook.h), without an
@@ -253,11 +257,8 @@ __global__ void __launch_bounds__(32 * warps_of(MB)) tile_gemv_kernel(const __gr
   const float* xm[MB];
   if constexpr (kFused) {
     float* xs = reinterpret_cast<float*>(dynamic_shared);
-    for (int64_t c0 = static_cast<int64_t>(threadIdx.y) * kChunk; c0 < K; c0 += kWarps * kChunk) {
-      float v[4];
-      rotated_chunk(job, 0, K, c0, p.block_k, p.norm_k, lane, v);
-      if (c0 + 4 * lane < K) *reinterpret_cast<float4*>(xs + c0 + 4 * lane) = make_float4(v[0], v[1], v[2], v[3]);
-    }
+    for (int64_t c0 = static_cast<int64_t>(threadIdx.y) * kChunk; c0 < K; c0 += kWarps * kChunk)
+      store_rotated_chunk(job, 0, K, c0, p.block_k, p.norm_k, lane, xs);
     xm[0] = xs;
   } else {
     for (int m = 0; m < MB; ++m)
@@ -329,12 +330,13 @@ __global__ void __launch_bounds__(32 * warps_of(MB)) tile_gemv_kernel(const __gr
   // visible to the other blocks; cooperative groups' sync adds a GPU-scope
   // fence, 1.6% of a step).
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-  const int rank = static_cast<int>(cg::this_cluster().block_rank());
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
   for (int m = threadIdx.y; m < p.m_rows; m += kWarps) {
     const int e = 4 * lane;  // the lane's 4 rows of the Hadamard block
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (e < p.block_n) {
-      const float4 t = *reinterpret_cast<const float4*>(cg::this_cluster().map_shared_rank(&z[m][e % kRows], e / kRows));
+      const float4 t = *reinterpret_cast<const float4*>(cluster.map_shared_rank(&z[m][e % kRows], e / kRows));
       v[0] = t.x;
       v[1] = t.y;
       v[2] = t.z;
