@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/memory.h"
+#include "exec/cuda/device_layers.h"
 #include "exec/cuda/device_linear.h"
 #include "exec/packed_linear.h"
 #include "exec/packed_moe_block.h"
@@ -316,7 +317,11 @@ std::unique_ptr<PackedModel> PackedModel::open_with(const std::string& folder, c
     dense_weights = dense.weights;
   }
   pm->model_ = std::make_unique<model::Model>(std::move(packed), mo);
-  if (dense_weights) dense_weights->store = &pm->model_->weights();
+  if (dense_weights) {
+    dense_weights->store = &pm->model_->weights();
+    // The layers whose attention matrices went to the GPU run there whole.
+    pm->model_->set_layer_runner(cuda::make_device_layers(*pm->model_));
+  }
   pm->reference_model_ = std::move(source);
   {
     const PackedModel* self = pm.get();

@@ -88,7 +88,18 @@ FloatBuffer Model::forward_hidden(std::span<const int32_t> tokens, int64_t batch
     invalid("forward: got " + std::to_string(tokens.size()) + " tokens for batch " + std::to_string(batch) +
             " x seq_len " + std::to_string(seq_len) + " (cache batch " + std::to_string(cache.batch()) + ")");
   FloatBuffer h = embed(tokens, seq_len);
-  for (int64_t l = 0; l < config_.num_layers; ++l) forward_layer(l, h.data(), batch, seq_len, cache);
+  for (int64_t l = 0; l < config_.num_layers;) {
+    check_layer_call(l, batch, seq_len, cache);
+    if (!runner_ || !runner_->runs(l)) {
+      forward_layer_here(l, h.data(), batch, seq_len, cache);
+      ++l;
+      continue;
+    }
+    int64_t last = l + 1;  // the runner's layers from l on, in one call
+    while (last < config_.num_layers && runner_->runs(last)) ++last;
+    runner_->forward_layers(l, last, h.data(), batch, seq_len, cache);
+    l = last;
+  }
   cache.advance(seq_len);
   final_norm(h.data(), n);
   return h;
@@ -104,17 +115,29 @@ FloatBuffer Model::embed(std::span<const int32_t> tokens, int64_t seq_len) const
   return h;
 }
 
-void Model::forward_layer(int64_t l, float* h, int64_t batch, int64_t seq_len, KvCache& cache) {
+void Model::check_layer_call(int64_t l, int64_t batch, int64_t seq_len, const KvCache& cache) const {
   const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, n = batch * seq_len, start = cache.length();
   if (batch != cache.batch() || seq_len <= 0 || l < 0 || l >= c.num_layers)
     invalid("forward: layer " + std::to_string(l) + " of " + std::to_string(c.num_layers) + ", batch " +
             std::to_string(batch) + " x seq_len " + std::to_string(seq_len) + " (cache batch " +
             std::to_string(cache.batch()) + ")");
-  if (start + seq_len > cache.capacity())
-    invalid("forward: positions up to " + std::to_string(start + seq_len) + " exceed the KV cache capacity " +
-            std::to_string(cache.capacity()));
-  rope_.reserve(start + seq_len);
+  if (cache.length() + seq_len > cache.capacity())
+    invalid("forward: positions up to " + std::to_string(cache.length() + seq_len) +
+            " exceed the KV cache capacity " + std::to_string(cache.capacity()));
+  rope_.reserve(cache.length() + seq_len);
+}
+
+void Model::forward_layer(int64_t l, float* h, int64_t batch, int64_t seq_len, KvCache& cache) {
+  check_layer_call(l, batch, seq_len, cache);
+  if (runner_ && runner_->runs(l))
+    runner_->forward_layers(l, l + 1, h, batch, seq_len, cache);
+  else
+    forward_layer_here(l, h, batch, seq_len, cache);
+}
+
+void Model::forward_layer_here(int64_t l, float* h, int64_t batch, int64_t seq_len, KvCache& cache) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, n = batch * seq_len, start = cache.length();
   FloatBuffer xn(n * H), delta(n * H);
   if (c.layer_linear(l)) {
     const LinearAttentionWeights lw = load_linear_attention(*weights_, c, l);

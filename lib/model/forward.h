@@ -18,6 +18,7 @@
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/layer_runner.h"
 #include "model/moe_block.h"
 #include "model/moe_observer.h"
 #include "model/open_checkpoint.h"
@@ -67,6 +68,13 @@ class Model {
   MoeBlock& moe_block(int64_t layer);
   // Observer for every MoE block (null to remove). Not owned.
   void set_observer(MoeObserver* observer) { observer_ = observer; }
+  MoeObserver* observer() const { return observer_; }
+  // Runs the layers it takes instead of this model's code (null: none). Set
+  // before the first forward: a cache filled without it lacks its layers.
+  void set_layer_runner(std::unique_ptr<LayerRunner> runner) { runner_ = std::move(runner); }
+  const RopeTable& rope() const { return rope_; }
+  // The matrices applied through their own kernel (ModelOptions::linear_ops).
+  const LinearOps& linear_ops() const { return linear_ops_; }
 
   KvCache new_cache(int64_t batch, int64_t capacity) const { return KvCache(config_, batch, capacity); }
 
@@ -82,7 +90,8 @@ class Model {
   // sequence and position of a bad id).
   FloatBuffer embed(std::span<const int32_t> tokens, int64_t seq_len) const;
   // Decoder layer `layer` on h [batch*seq_len, H] in place; positions
-  // cache.length() .. +seq_len-1 (the cache does not advance).
+  // cache.length() .. +seq_len-1 (the cache does not advance). Through the
+  // layer runner when it takes the layer.
   void forward_layer(int64_t layer, float* h, int64_t batch, int64_t seq_len, KvCache& cache);
   // The final norm, in place on h [rows, H].
   void final_norm(float* h, int64_t rows) const;
@@ -103,6 +112,11 @@ class Model {
   LinearOps linear_ops_;
   std::vector<std::unique_ptr<MoeBlock>> moe_blocks_;  // null for dense layers
   MoeObserver* observer_ = nullptr;
+  std::unique_ptr<LayerRunner> runner_;
+
+  void check_layer_call(int64_t layer, int64_t batch, int64_t seq_len, const KvCache& cache) const;
+  // forward_layer's own code (the layers the runner does not take).
+  void forward_layer_here(int64_t layer, float* h, int64_t batch, int64_t seq_len, KvCache& cache);
 };
 
 }  // namespace eq::model

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
@@ -45,6 +46,14 @@ class KvCache {
   float* conv_state(int64_t layer, int64_t seq) { return conv_[layer].data() + seq * conv_dim_; }
   float* recurrent_state(int64_t layer, int64_t seq) { return recurrent_[layer].data() + seq * recurrent_dim_; }
 
+  // What a LayerRunner keeps for the layers it runs (the GPU's keys and
+  // values), released with the cache. clear() leaves it: the positions it
+  // holds are overwritten as they are again.
+  struct Attachment {
+    virtual ~Attachment() = default;
+  };
+  std::unique_ptr<Attachment>& attachment() { return attachment_; }
+
  private:
   float* at(std::vector<FloatBuffer>& s, int64_t dim, int64_t layer, int64_t seq, int64_t pos) {
     return s[layer].data() + (seq * capacity_ + pos) * dim;
@@ -56,6 +65,7 @@ class KvCache {
   std::vector<FloatBuffer> k_, v_;
   int64_t conv_dim_ = 0, recurrent_dim_ = 0;
   std::vector<FloatBuffer> conv_, recurrent_;
+  std::unique_ptr<Attachment> attachment_;
 };
 
 }  // namespace eq::model

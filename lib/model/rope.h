@@ -35,6 +35,11 @@ class RopeTable {
   // `pos` (which must be below the reserved count).
   void apply(float* x, int64_t count, int64_t stride, int64_t pos) const;
   int64_t dim() const { return dim_; }
+  bool interleaved() const { return interleaved_; }
+  // The dim()/2 cos and sin values of position `pos` (below the reserved
+  // count), the attention factor applied: what apply() turns by.
+  const float* cos_row(int64_t pos) const { return cos_.data() + pos * (dim_ / 2); }
+  const float* sin_row(int64_t pos) const { return sin_.data() + pos * (dim_ / 2); }
 
  private:
   void ensure(int64_t pos) const;

@@ -20,6 +20,7 @@
 #include "exec/cuda/device_linear.h"
 #include "exec/packed_fixture.h"
 #include "exec/packed_model.h"
+#include "logit_agreement.h"
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/weights.h"
@@ -203,24 +204,9 @@ TEST(DeviceDense, PackedModelMatchesTheCpu) {
   };
   const model::FloatBuffer a = run(*gpu), b = run(*cpu);
   ASSERT_EQ(a.size(), b.size());
-  const int64_t V = gpu->config().vocab_size, rows = static_cast<int64_t>(a.size()) / V;
-  double kl_sum = 0.0;
-  int64_t same_top = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* p = b.data() + r * V;  // CPU
-    const float* q = a.data() + r * V;  // GPU
-    const double pm = *std::max_element(p, p + V), qm = *std::max_element(q, q + V);
-    double ps = 0.0, qs = 0.0;
-    for (int64_t v = 0; v < V; ++v) ps += std::exp(p[v] - pm), qs += std::exp(q[v] - qm);
-    double kl = 0.0;
-    for (int64_t v = 0; v < V; ++v) {
-      const double lp = p[v] - pm - std::log(ps), lq = q[v] - qm - std::log(qs);
-      kl += std::exp(lp) * (lp - lq);
-    }
-    kl_sum += kl;
-    same_top += std::max_element(p, p + V) - p == std::max_element(q, q + V) - q;
-  }
-  const double kl_mean = kl_sum / static_cast<double>(rows);
+  const test::LogitAgreement g = test::logit_agreement(b, a, gpu->config().vocab_size);  // CPU || GPU
+  const double kl_mean = g.kl_mean;
+  const int64_t same_top = g.same_top, rows = g.rows;
   EXPECT_LE(kl_mean, 1e-3);
   EXPECT_GE(same_top * 20, rows * 19) << same_top << " of " << rows << " positions with the same top token";
   std::printf("mean KL(CPU || GPU) %.3g nats over %lld positions; same top token at %lld\n", kl_mean,

@@ -85,6 +85,7 @@ class CudaDispatch : public Dispatch {
  public:
   CudaDispatch(DispatchKind kind, int64_t sort_cutoff) : kind_(kind), sort_cutoff_(sort_cutoff) {}
   DispatchKind kind() const override { return kind_; }
+  int64_t cutoff() const { return sort_cutoff_; }
   std::string name() const override { return std::string(dispatch_kind_name(kind_)); }
   int64_t sort_cutoff() const override { return kind_ == DispatchKind::kAuto ? sort_cutoff_ : -1; }
   void run(const MoeWork& work, DispatchScratch&) const override {
@@ -110,6 +111,17 @@ class CudaDispatch : public Dispatch {
 std::shared_ptr<const Dispatch> make_cuda_dispatch(DispatchKind kind, int64_t sort_cutoff) {
   quant::cuda::require_gpu();
   return std::make_shared<CudaDispatch>(kind, sort_cutoff);
+}
+
+bool is_cuda_dispatch(const Dispatch& d) { return dynamic_cast<const CudaDispatch*>(&d) != nullptr; }
+
+void run_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, int64_t tokens, int64_t top_k,
+                   const int32_t* expert_ids, float* slot_out) {
+  const auto* cd = dynamic_cast<const CudaDispatch*>(&d);
+  EQ_CHECK(cd != nullptr, "run_on_device: the dispatch " + d.name() + " does not run on the GPU");
+  Registry& r = Registry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  run_moe(r.layer(layer), cd->kind(), cd->cutoff(), x, tokens, top_k, expert_ids, slot_out, r.scratch);
 }
 
 std::string gpu_name() {

@@ -22,6 +22,17 @@ namespace eq::exec::cuda {
 
 std::shared_ptr<const Dispatch> make_cuda_dispatch(DispatchKind kind, int64_t sort_cutoff);
 
+// Whether `d` is one of make_cuda_dispatch's.
+bool is_cuda_dispatch(const Dispatch& d);
+
+// What d.run() does for rows already on the GPU: slot_out [tokens * top_k,
+// hidden] (device) for x [tokens, hidden] (device) and expert_ids [tokens *
+// top_k] (host), `layer` copied to the GPU as run() does. Enqueued on the
+// calling thread's default stream, not synchronized. `d` must be a CUDA
+// dispatch.
+void run_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, int64_t tokens, int64_t top_k,
+                   const int32_t* expert_ids, float* slot_out);
+
 struct CudaDispatchStats {
   int64_t layers_resident = 0;  // layers on the GPU now
   int64_t layer_uploads = 0;    // layer copies to the GPU so far (more than the layers: streamed)

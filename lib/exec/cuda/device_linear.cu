@@ -64,6 +64,13 @@ class DeviceLinear final : public model::LinearOp {
   int64_t cols() const override { return cols_; }
   bool replaces_tensor() const override { return false; }
 
+  // The GPU copy, placed first if it was not; null when it stays on the CPU.
+  const float* on_gpu() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!placed_) place_weights();
+    return host_ ? nullptr : w_.floats();
+  }
+
   void apply(const float* x, int64_t n, float* y) const override {
     if (n <= 0) return;
     {
@@ -171,6 +178,11 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig& c, const std::function
     if (!skip.count(name) && stored(name))
       d.ops[name] = std::make_shared<DeviceLinear>(name, shape[0], shape[1], d.weights);
   return d;
+}
+
+const float* device_matrix(const model::LinearOp* op) {
+  const auto* d = dynamic_cast<const DeviceLinear*>(op);
+  return d ? d->on_gpu() : nullptr;
 }
 
 uint64_t device_dense_bytes() { return g_dense_bytes.load(); }

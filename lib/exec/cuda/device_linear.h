@@ -46,6 +46,11 @@ struct DeviceDenseOps {
 DeviceDenseOps device_dense_ops(const model::ModelConfig& c, const std::function<bool(const std::string&)>& stored,
                                 const model::LinearOps& skip);
 
+// The GPU copy of an op of device_dense_ops ([rows, cols] float32,
+// row-major), copied there first if it was not yet; null for any other op
+// and for one whose matrix stays on the CPU for want of room.
+const float* device_matrix(const model::LinearOp* op);
+
 // Bytes of float32 weights copied to the GPU by every such op so far, and
 // those kept on the CPU for want of GPU memory.
 uint64_t device_dense_bytes();

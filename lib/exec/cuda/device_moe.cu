@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "exec/cuda/device_moe.h"
+#include "exec/cuda/row_kernels.cuh"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_gemv.h"
 #include "quant/cuda/gemv_common.cuh"
@@ -55,35 +56,6 @@ __global__ void mask_add_kernel(const float* __restrict__ in, const float* __res
   }
 }
 
-// h = act(g + gate_bias, u + up_bias) over `rows` rows of `width` (the
-// biases per column; null: none), model/activation.h's expressions as the
-// CPU's glu_block writes them.
-__global__ void glu_rows_kernel(const float* g, const float* u, float* h, int64_t rows, int64_t width,
-                                const float* gate_bias, const float* up_bias, int kind, float alpha, float limit) {
-  const int64_t n = rows * width;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = i % width;
-    float a = gate_bias ? g[i] + gate_bias[c] : g[i];
-    float b = up_bias ? u[i] + up_bias[c] : u[i];
-    if (kind == static_cast<int>(model::ActivationKind::kSwiGlu)) {
-      h[i] = quant::cuda::swiglu_device(a, b);
-    } else {
-      a = fminf(a, limit);
-      b = fminf(fmaxf(b, -limit), limit);
-      h[i] = (b + 1.0f) * (a / (1.0f + expf(a * -alpha)));
-    }
-  }
-}
-
-// y[r, :] += bias over `rows` rows of `width`.
-__global__ void add_bias_rows_kernel(float* y, int64_t rows, int64_t width, const float* bias) {
-  const int64_t n = rows * width;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] += bias[i % width];
-}
-
 // Whether decode calls of several formats share launches (Calls::run);
 // EXPERTQUANT_GPU_MIXED_LAUNCH=0 gives each format its own (for measurement).
 bool mixed_launches() {
@@ -96,8 +68,6 @@ bool mixed_launches() {
 
 // Whether a format's decode products take part in launches of several formats.
 bool joins_mixed(const quant::FormatTraits* f) { return mixed_launches() && f->device_gemv->segment != nullptr; }
-
-unsigned elementwise_blocks(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535)); }
 
 const float* floats_or_null(const DeviceBuffer& b) { return b.size() ? b.floats() : nullptr; }
 

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "exec/cuda/cuda_dispatch.h"
 #include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_layers.h"
 #include "exec/cuda/device_linear.h"
 #include "exec/cuda/device_moe.h"
 
@@ -70,6 +71,10 @@ void gemm(const quant::FormatTraits&, int64_t, int64_t, std::span<const quant::D
 }
 DeviceMoeLayer upload(const PackedLayer&) { refuse(); }
 std::shared_ptr<const Dispatch> make_cuda_dispatch(DispatchKind, int64_t) { refuse(); }
+bool is_cuda_dispatch(const Dispatch&) { return false; }
+void run_on_device(const Dispatch&, const PackedLayer&, const float*, int64_t, int64_t, const int32_t*, float*) {
+  refuse();
+}
 CudaDispatchStats cuda_dispatch_stats() { return {}; }
 std::string gpu_name() { return ""; }
 void run_moe(const DeviceMoeLayer&, DispatchKind, int64_t, const float*, int64_t, int64_t, const int32_t*, float*,
@@ -81,6 +86,11 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig&, const std::function<b
                                 const model::LinearOps&) {
   unsupported(std::string("--device cuda: ") + kWhy);
 }
+const float* device_matrix(const model::LinearOp*) { return nullptr; }
+std::unique_ptr<model::LayerRunner> make_device_layers(model::Model&) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
+DeviceLayerStats device_layer_stats() { return {}; }
 uint64_t device_dense_bytes() { return 0; }
 uint64_t device_dense_cpu_bytes() { return 0; }
 size_t gpu_free_bytes() { refuse(); }

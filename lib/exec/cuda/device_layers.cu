@@ -1,0 +1,589 @@
+// The decoder layers on the GPU (device_layers.h).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "exec/cuda/cuda_dispatch.h"
+#include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_layers.h"
+#include "exec/cuda/device_linear.h"
+#include "exec/cuda/row_kernels.cuh"
+#include "exec/packed_moe_block.h"
+#include "model/attention.h"
+#include "model/forward.h"
+#include "model/mlp.h"
+#include "model/routing.h"
+#include "model/weights.h"
+#include "quant/cuda/cuda_common.cuh"
+#include "quant/cuda/gemm_dense.cuh"
+
+namespace eq::exec::cuda {
+
+using quant::cuda::check_launch;
+using quant::cuda::stream_of;
+
+namespace {
+
+std::atomic<int64_t> g_layers_run{0}, g_feed_forward_on_cpu{0};
+
+constexpr int kNormThreads = 256;
+// The attention kernel: 4 warps a (query, head); keys in chunks of
+// kKeyChunk scores in shared memory; a head of up to 4 x 128 values.
+constexpr int kAttnThreads = 128;
+constexpr int kKeyChunk = 512;
+constexpr int kMaxHeadDim = 4 * kAttnThreads;
+
+// The sum of v over the block (every thread gets it); `red` holds a value per warp.
+template <typename T>
+__device__ T block_sum(T v, T* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // red may still be read from the previous call
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  T s = 0;
+  for (int w = 0; w < warps; ++w) s += red[w];
+  return s;
+}
+
+__device__ float block_max(float v, float* red) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < warps; ++w) m = fmaxf(m, red[w]);
+  return m;
+}
+
+// y[r] = w * (x[r] / sqrt(mean(x[r]^2) + eps)) for `rows` rows of `dim`, a
+// block a row, the sum of squares in double (model::rms_norm_rows). In place is fine.
+__global__ void rms_norm_kernel(const float* x, int64_t rows, int64_t dim, const float* w, double eps, float* y) {
+  __shared__ double red[kNormThreads / 32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * dim;
+    double ss = 0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += static_cast<double>(xr[i]) * xr[i];
+    ss = block_sum(ss, red);
+    const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + eps));
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[r * dim + i] = w[i] * (xr[i] * inv);
+  }
+}
+
+// q_proj's output with an output gate, [n][heads][query hd | gate hd], split
+// into q [n][heads][hd] and gate [n][heads][hd].
+__global__ void split_gate_kernel(const float* qg, int64_t rows, int64_t hd, float* q, float* gate) {
+  const int64_t total = rows * hd;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / hd, d = i % hd;
+    q[i] = qg[r * 2 * hd + d];
+    gate[i] = qg[r * 2 * hd + hd + d];
+  }
+}
+
+__global__ void clamp_kernel(float* x, int64_t n, float limit) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] = fminf(fmaxf(x[i], -limit), limit);
+}
+
+// One head's vector v after RoPE at dim d (model/rope.h): the first rope_dim
+// values turned (pairs (i, i + half), or (2i, 2i + 1) regrouped first), the
+// rest as they are.
+__device__ float roped(const float* v, int d, int rope_dim, bool interleaved, const float* cs, const float* sn) {
+  const int half = rope_dim / 2;
+  if (d >= rope_dim) return v[d];
+  const int i = d < half ? d : d - half;
+  const float x1 = interleaved ? v[2 * i] : v[i];
+  const float x2 = interleaved ? v[2 * i + 1] : v[i + half];
+  return d < half ? x1 * cs[i] - x2 * sn[i] : x2 * cs[i] + x1 * sn[i];
+}
+
+// Row r = b * seq_len + t is position start + t of sequence b: its q heads
+// turned into q_out, its k heads turned and its v stored at that position of
+// the layer's cache ([batch][capacity][kvd]).
+__global__ void rope_store_kernel(const float* q, const float* k, const float* v, int64_t seq_len, int64_t start,
+                                  int nh, int nkv, int hd, int rope_dim, bool interleaved, const float* cos_table,
+                                  const float* sin_table, float* q_out, float* k_cache, float* v_cache,
+                                  int64_t capacity) {
+  const int64_t r = blockIdx.x, b = r / seq_len, pos = start + r % seq_len;
+  const int half = rope_dim / 2;
+  const float* cs = cos_table + pos * half;
+  const float* sn = sin_table + pos * half;
+  const int64_t qd = static_cast<int64_t>(nh) * hd, kvd = static_cast<int64_t>(nkv) * hd;
+  for (int64_t i = threadIdx.x; i < qd; i += blockDim.x) {
+    const int64_t h = i / hd;
+    const int d = static_cast<int>(i % hd);
+    q_out[r * qd + i] = roped(q + r * qd + h * hd, d, rope_dim, interleaved, cs, sn);
+  }
+  float* kc = k_cache + (b * capacity + pos) * kvd;
+  float* vc = v_cache + (b * capacity + pos) * kvd;
+  for (int64_t i = threadIdx.x; i < kvd; i += blockDim.x) {
+    const int64_t h = i / hd;
+    const int d = static_cast<int>(i % hd);
+    kc[i] = roped(k + r * kvd + h * hd, d, rope_dim, interleaved, cs, sn);
+    vc[i] = v[r * kvd + i];
+  }
+}
+
+// ctx[r, head] = softmax(scale q·k_j over the visible keys j [, sink]) · v_j,
+// a block a (row, head): row r = b * seq_len + t at position pos = start + t
+// sees keys max(0, pos - window + 1) .. pos of its sequence (window 0: from
+// 0) in the cache. An online softmax over chunks of kKeyChunk keys: each
+// chunk's scores in shared memory (a warp a key), the running maximum and
+// sum rescaled as they grow, each thread summing p_j v_j for its dims.
+__global__ void __launch_bounds__(kAttnThreads) attention_kernel(
+    const float* q, const float* k_cache, const float* v_cache, float* ctx, int64_t seq_len, int64_t start,
+    int64_t capacity, int nh, int group, int hd, float scale, int64_t window, const float* sinks) {
+  __shared__ float qs[kMaxHeadDim];
+  __shared__ float p[kKeyChunk];
+  __shared__ float red[kAttnThreads / 32];
+  const int64_t r = blockIdx.x / nh;
+  const int h = static_cast<int>(blockIdx.x % nh), g = h / group;
+  const int64_t b = r / seq_len, pos = start + r % seq_len;
+  const int64_t qd = static_cast<int64_t>(nh) * hd, kvd = static_cast<int64_t>(nh / group) * hd;
+  const int64_t lo = window > 0 ? max(static_cast<int64_t>(0), pos - window + 1) : 0, hi = pos + 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = kAttnThreads / 32;
+  for (int d = threadIdx.x; d < hd; d += kAttnThreads) qs[d] = q[r * qd + h * hd + d];
+  const float* kb = k_cache + b * capacity * kvd + g * hd;
+  const float* vb = v_cache + b * capacity * kvd + g * hd;
+  float m = -INFINITY, l = 0.0f;
+  float acc[kMaxHeadDim / kAttnThreads] = {};
+  __syncthreads();
+  for (int64_t c0 = lo; c0 < hi; c0 += kKeyChunk) {
+    const int count = static_cast<int>(min(static_cast<int64_t>(kKeyChunk), hi - c0));
+    for (int j = warp; j < count; j += warps) {
+      const float* kj = kb + (c0 + j) * kvd;
+      float s = 0.0f;
+      for (int d = lane; d < hd; d += 32) s += qs[d] * kj[d];
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (lane == 0) p[j] = s * scale;
+    }
+    __syncthreads();
+    float cm = -INFINITY;
+    for (int j = threadIdx.x; j < count; j += kAttnThreads) cm = fmaxf(cm, p[j]);
+    const float nm = fmaxf(m, block_max(cm, red));
+    float cs = 0.0f;
+    for (int j = threadIdx.x; j < count; j += kAttnThreads) {
+      const float e = expf(p[j] - nm);
+      p[j] = e;
+      cs += e;
+    }
+    cs = block_sum(cs, red);  // its barriers also publish p
+    const float corr = expf(m - nm);
+    l = l * corr + cs;
+    for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) acc[i] *= corr;
+    for (int j = 0; j < count; ++j) {
+      const float pj = p[j];
+      const float* vj = vb + (c0 + j) * kvd;
+      for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) {
+        const int d = threadIdx.x + i * kAttnThreads;
+        if (d < hd) acc[i] += pj * vj[d];
+      }
+    }
+    m = nm;
+    __syncthreads();  // p is rewritten by the next chunk
+  }
+  if (sinks) {  // the sink's logit joins the softmax and adds no value
+    const float s = sinks[h], nm = fmaxf(m, s), corr = expf(m - nm);
+    l = l * corr + expf(s - nm);
+    for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) acc[i] *= corr;
+  }
+  for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) {
+    const int d = threadIdx.x + i * kAttnThreads;
+    if (d < hd) ctx[r * qd + h * hd + d] = acc[i] / l;
+  }
+}
+
+// x *= sigmoid(gate), elementwise.
+__global__ void sigmoid_gate_kernel(float* x, const float* gate, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] *= 1.0f / (1.0f + expf(-gate[i]));
+}
+
+__global__ void add_into_kernel(float* h, const float* d, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    h[i] += d[i];
+}
+
+// out[t] = Σ_j weights[t, j] slot_out[t, j] in slot order (model::combine_slots).
+__global__ void combine_kernel(const float* slot_out, const float* weights, int64_t tokens, int64_t top_k,
+                               int64_t hidden, float* out) {
+  const int64_t n = tokens * hidden;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / hidden, c = i % hidden;
+    float o = 0.0f;
+    for (int64_t j = 0; j < top_k; ++j) o += weights[t * top_k + j] * slot_out[(t * top_k + j) * hidden + c];
+    out[i] = o;
+  }
+}
+
+// out[t] += g_t shared[t], g_t = sigmoid(gate_logit[t]) (null: 1) (model::add_shared_expert).
+__global__ void add_shared_kernel(float* out, const float* shared, const float* gate_logit, int64_t tokens,
+                                  int64_t hidden) {
+  const int64_t n = tokens * hidden;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = gate_logit ? 1.0f / (1.0f + expf(-gate_logit[i / hidden])) : 1.0f;
+    out[i] += shared[i] * g;
+  }
+}
+
+DeviceBuffer upload_tensor(const model::Tensor32Ptr& t) {
+  if (!t) return {};
+  DeviceBuffer d(t->data.size() * sizeof(float));
+  d.upload(t->data.data(), t->data.size() * sizeof(float));
+  return d;
+}
+
+const float* or_null(const DeviceBuffer& b) { return b.size() ? b.floats() : nullptr; }
+
+// A gated MLP whose three matrices are on the GPU (a dense MLP or a shared expert).
+struct DeviceMlp {
+  const float *gate = nullptr, *up = nullptr, *down = nullptr;
+  int64_t inter = 0;
+  model::Activation act;
+  // All three of `w`'s ops are GPU matrices (device_matrix).
+  bool take(const model::MlpWeights& w) {
+    gate = device_matrix(w.gate_op);
+    up = device_matrix(w.up_op);
+    down = device_matrix(w.down_op);
+    inter = w.intermediate;
+    act = w.act;
+    return gate && up && down && !w.gate_bias && !w.up_bias && !w.down_bias;
+  }
+};
+
+// What a layer run here needs on the GPU.
+struct LayerState {
+  // attention
+  const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
+  DeviceBuffer input_norm, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm, sinks;
+  // feed-forward
+  DeviceBuffer post_norm;
+  bool moe = false;
+  model::LayerRouter router;  // on the host for the routing: its correction bias (the weight is dropped)
+  DeviceBuffer router_weight, router_bias;
+  bool mlp_here = false;  // the dense MLP, or the shared expert when there is one, is on the GPU
+  DeviceMlp mlp;
+  DeviceBuffer shared_gate;  // [hidden] when the shared expert is gated
+};
+
+// The GPU's keys and values of the layers run here, beside a KvCache.
+struct DeviceKv final : model::KvCache::Attachment {
+  const void* owner = nullptr;
+  int64_t batch = 0, capacity = 0, kvd = 0;
+  std::vector<DeviceBuffer> k, v;  // per layer, empty for layers not run here
+};
+
+class DeviceLayers final : public model::LayerRunner {
+ public:
+  explicit DeviceLayers(model::Model& m) : m_(m), c_(m.config()), states_(static_cast<size_t>(c_.num_layers)) {
+    decided_.assign(static_cast<size_t>(c_.num_layers), -1);
+  }
+
+  bool runs(int64_t l) const override {
+    int8_t& d = decided_[static_cast<size_t>(l)];
+    if (d < 0) d = decide(l) ? 1 : 0;
+    return d == 1;
+  }
+
+  void forward_layers(int64_t first, int64_t last, float* h, int64_t batch, int64_t seq_len,
+                      model::KvCache& cache) override {
+    const int64_t n = batch * seq_len, H = c_.hidden_size;
+    DeviceKv& kv = kv_of(cache);
+    grow_rows(n);
+    copy_to_device(h_.data(), h, static_cast<size_t>(n * H) * sizeof(float), h_staging_);
+    for (int64_t l = first; l < last; ++l) {
+      const LayerState& s = states_[static_cast<size_t>(l)];
+      attention(l, s, kv, batch, seq_len, cache.length());
+      feed_forward(l, s, batch, seq_len, cache.length());
+    }
+    g_layers_run += last - first;
+    copy_from_device(h, h_.data(), static_cast<size_t>(n * H) * sizeof(float), h_staging_);
+  }
+
+ private:
+  static cudaStream_t st() { return stream_of(nullptr); }
+
+  // Whether layer l runs here (its attention is grouped-query with its four
+  // matrices on the GPU), uploading what it needs when it does.
+  bool decide(int64_t l) const {
+    if (c_.attention != model::AttentionKind::kGrouped || c_.layer_linear(l) || c_.head_dim > kMaxHeadDim)
+      return false;
+    const model::WeightStore& w = m_.weights();
+    const model::AttentionWeights a = model::load_attention(w, c_, l, &m_.linear_ops());
+    LayerState& s = states_[static_cast<size_t>(l)];
+    s.wq = device_matrix(a.q_op);
+    s.wk = device_matrix(a.k_op);
+    s.wv = device_matrix(a.v_op);
+    s.wo = device_matrix(a.o_op);
+    if (!s.wq || !s.wk || !s.wv || !s.wo) return false;
+    s.input_norm = upload_tensor(a.input_norm);
+    s.q_bias = upload_tensor(a.q_bias);
+    s.k_bias = upload_tensor(a.k_bias);
+    s.v_bias = upload_tensor(a.v_bias);
+    s.o_bias = upload_tensor(a.o_bias);
+    s.q_norm = upload_tensor(a.q_norm);
+    s.k_norm = upload_tensor(a.k_norm);
+    s.sinks = upload_tensor(a.sinks);
+    s.post_norm = upload_tensor(model::load_post_attention_norm(w, c_, l));
+    s.moe = c_.layer_is_moe.at(static_cast<size_t>(l));
+    if (s.moe) {
+      s.router = model::load_router(c_, w, l);
+      s.router_weight = upload_tensor(s.router.weight);
+      s.router_bias = upload_tensor(s.router.bias);
+      s.router.weight = nullptr;
+      s.mlp_here = true;
+      if (c_.shared_expert_intermediate_size > 0) {
+        model::MlpWeights se;
+        se.intermediate = c_.shared_expert_intermediate_size;
+        se.act = c_.expert_activation;
+        se.gate_op = w.op(model::shared_expert_name(c_, l, model::Proj::kGate));
+        se.up_op = w.op(model::shared_expert_name(c_, l, model::Proj::kUp));
+        se.down_op = w.op(model::shared_expert_name(c_, l, model::Proj::kDown));
+        s.mlp_here = s.mlp.take(se);
+        if (c_.shared_expert_gated)
+          s.shared_gate = upload_tensor(w.get(model::shared_expert_gate_name(c_, l), {1, c_.hidden_size}));
+      }
+    } else {
+      s.mlp_here = s.mlp.take(model::load_dense_mlp(w, c_, l));
+    }
+    return true;
+  }
+
+  DeviceKv& kv_of(model::KvCache& cache) {
+    auto* kv = dynamic_cast<DeviceKv*>(cache.attachment().get());
+    if (kv == nullptr || kv->owner != this) {
+      auto made = std::make_unique<DeviceKv>();
+      kv = made.get();
+      kv->owner = this;
+      kv->batch = cache.batch();
+      kv->capacity = cache.capacity();
+      kv->kvd = c_.num_kv_heads * c_.head_dim;
+      kv->k.resize(static_cast<size_t>(c_.num_layers));
+      kv->v.resize(static_cast<size_t>(c_.num_layers));
+      cache.attachment() = std::move(made);
+    }
+    return *kv;
+  }
+
+  void grow_rows(int64_t n) {
+    const int64_t H = c_.hidden_size;
+    const size_t rows = static_cast<size_t>(n) * sizeof(float);
+    grow(h_, rows * H);
+    grow(xn_, rows * H);
+    grow(delta_, rows * H);
+  }
+
+  static void grow_to(DeviceBuffer& b, size_t floats) { grow(b, floats * sizeof(float)); }
+
+  void gemm(const float* x, const float* w, float* y, int64_t n, int64_t rows, int64_t cols, const DeviceBuffer& bias) {
+    quant::cuda::f32_gemm(x, w, y, n, rows, cols, st());
+    if (bias.size()) {
+      add_bias_rows_kernel<<<elementwise_blocks(n * rows), 256, 0, st()>>>(y, n, rows, bias.floats());
+      check_launch("bias kernel");
+    }
+  }
+
+  void rms_norm(const float* x, int64_t rows, int64_t dim, const DeviceBuffer& w, float* y) {
+    const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 65535));
+    rms_norm_kernel<<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, w.floats(), c_.rms_norm_eps, y);
+    check_launch("RMSNorm kernel");
+  }
+
+  // The cos and sin rows of positions [0, positions) on the GPU (the model's
+  // table, which check_layer_call reserved).
+  void reserve_rope(int64_t positions) {
+    if (positions <= rope_positions_) return;
+    const model::RopeTable& t = m_.rope();
+    const int64_t half = t.dim() / 2;
+    t.reserve(positions);
+    if (positions > rope_capacity_) {  // a larger table: every row again
+      int64_t cap = std::max<int64_t>(rope_capacity_, 256);
+      while (cap < positions) cap *= 2;
+      cos_ = DeviceBuffer(static_cast<size_t>(cap * half) * sizeof(float));
+      sin_ = DeviceBuffer(static_cast<size_t>(cap * half) * sizeof(float));
+      rope_capacity_ = cap;
+      rope_positions_ = 0;
+    }
+    const int64_t from = rope_positions_;
+    const size_t bytes = static_cast<size_t>((positions - from) * half) * sizeof(float);
+    const size_t at = static_cast<size_t>(from * half) * sizeof(float);
+    cos_.upload(t.cos_row(from), bytes, at);
+    sin_.upload(t.sin_row(from), bytes, at);
+    rope_positions_ = positions;
+  }
+
+  void attention(int64_t l, const LayerState& s, DeviceKv& kv, int64_t batch, int64_t seq_len, int64_t start) {
+    const int64_t H = c_.hidden_size, n = batch * seq_len, hd = c_.head_dim, nh = c_.num_heads,
+                  nkv = c_.num_kv_heads, qd = nh * hd, kvd = nkv * hd;
+    const bool gated = c_.attention_output_gate;
+    DeviceBuffer& kc = kv.k[static_cast<size_t>(l)];
+    DeviceBuffer& vc = kv.v[static_cast<size_t>(l)];
+    if (!kc.size()) {
+      const size_t bytes = static_cast<size_t>(kv.batch * kv.capacity * kvd) * sizeof(float);
+      kc = DeviceBuffer(bytes);
+      vc = DeviceBuffer(bytes);
+    }
+    reserve_rope(start + seq_len);
+    grow_to(q_, static_cast<size_t>(n * qd * (gated ? 2 : 1)));
+    grow_to(q_split_, static_cast<size_t>(n * qd));
+    grow_to(gate_, static_cast<size_t>(n * qd));
+    grow_to(q_rot_, static_cast<size_t>(n * qd));
+    grow_to(k_, static_cast<size_t>(n * kvd));
+    grow_to(v_, static_cast<size_t>(n * kvd));
+    grow_to(ctx_, static_cast<size_t>(n * qd));
+    rms_norm(h_.floats(), n, H, s.input_norm, xn_.floats());
+    float* q = q_.floats();
+    gemm(xn_.floats(), s.wq, q, n, gated ? 2 * qd : qd, H, s.q_bias);
+    gemm(xn_.floats(), s.wk, k_.floats(), n, kvd, H, s.k_bias);
+    gemm(xn_.floats(), s.wv, v_.floats(), n, kvd, H, s.v_bias);
+    if (gated) {  // [query | gate] per head
+      split_gate_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(q, n * nh, hd, q_split_.floats(),
+                                                                     gate_.floats());
+      check_launch("output gate split kernel");
+      q = q_split_.floats();
+    }
+    if (s.q_norm.size()) {
+      const bool whole = c_.qk_norm == model::QkNorm::kWhole;
+      rms_norm(q, whole ? n : n * nh, whole ? qd : hd, s.q_norm, q);
+      rms_norm(k_.floats(), whole ? n : n * nkv, whole ? kvd : hd, s.k_norm, k_.floats());
+    }
+    if (c_.clip_qkv > 0) {
+      const float lim = static_cast<float>(c_.clip_qkv);
+      clamp_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(q, n * qd, lim);
+      clamp_kernel<<<elementwise_blocks(n * kvd), 256, 0, st()>>>(k_.floats(), n * kvd, lim);
+      clamp_kernel<<<elementwise_blocks(n * kvd), 256, 0, st()>>>(v_.floats(), n * kvd, lim);
+      check_launch("clamp kernel");
+    }
+    const model::RopeTable& rope = m_.rope();
+    rope_store_kernel<<<static_cast<unsigned>(n), 128, 0, st()>>>(
+        q, k_.floats(), v_.floats(), seq_len, start, static_cast<int>(nh), static_cast<int>(nkv),
+        static_cast<int>(hd), static_cast<int>(rope.dim()), rope.interleaved(), cos_.floats(), sin_.floats(),
+        q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity);
+    check_launch("RoPE kernel");
+    attention_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
+        q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), seq_len, start, kv.capacity, static_cast<int>(nh),
+        static_cast<int>(nh / nkv), static_cast<int>(hd), model::attention_scale(c_), c_.layer_attention_window(l),
+        or_null(s.sinks));
+    check_launch("attention kernel");
+    if (gated) {
+      sigmoid_gate_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(ctx_.floats(), gate_.floats(), n * qd);
+      check_launch("output gate kernel");
+    }
+    gemm(ctx_.floats(), s.wo, delta_.floats(), n, H, qd, s.o_bias);
+    add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
+    check_launch("residual kernel");
+  }
+
+  // out [n, hidden] (device) = the MLP of xn_'s n rows.
+  void mlp(const DeviceMlp& w, int64_t n, float* out) {
+    const int64_t H = c_.hidden_size, I = w.inter;
+    grow_to(g_, static_cast<size_t>(n * I));
+    grow_to(u_, static_cast<size_t>(n * I));
+    quant::cuda::f32_gemm(xn_.floats(), w.gate, g_.floats(), n, I, H, st());
+    quant::cuda::f32_gemm(xn_.floats(), w.up, u_.floats(), n, I, H, st());
+    glu_rows_kernel<<<elementwise_blocks(n * I), 256, 0, st()>>>(g_.floats(), u_.floats(), g_.floats(), n, I, nullptr,
+                                                                nullptr, static_cast<int>(w.act.kind), w.act.alpha,
+                                                                w.act.limit);
+    check_launch("activation kernel");
+    quant::cuda::f32_gemm(g_.floats(), w.down, out, n, H, I, st());
+  }
+
+  void feed_forward(int64_t l, const LayerState& s, int64_t batch, int64_t seq_len, int64_t start) {
+    const int64_t H = c_.hidden_size, n = batch * seq_len;
+    rms_norm(h_.floats(), n, H, s.post_norm, xn_.floats());
+    PackedMoeBlock* block = s.moe ? dynamic_cast<PackedMoeBlock*>(&m_.moe_block(l)) : nullptr;
+    const bool here = s.mlp_here && m_.observer() == nullptr &&
+                      (!s.moe || (block != nullptr && is_cuda_dispatch(block->dispatch())));
+    if (!here) {
+      // On the CPU, on the rows copied over: the block reports to the observer itself.
+      ++g_feed_forward_on_cpu;
+      host_x_.resize(static_cast<size_t>(n * H));
+      host_out_.resize(static_cast<size_t>(n * H));
+      copy_from_device(host_x_.data(), xn_.data(), host_x_.size() * sizeof(float), host_staging_);
+      if (s.moe) {
+        model::MoeCall call{l, batch, seq_len, start, m_.observer()};
+        m_.moe_block(l).forward(call, host_x_.data(), host_out_.data());
+      } else {
+        model::mlp_forward(model::load_dense_mlp(m_.weights(), c_, l), host_x_.data(), n, H, host_out_.data());
+      }
+      copy_to_device(delta_.data(), host_out_.data(), host_out_.size() * sizeof(float), host_up_staging_);
+    } else if (!s.moe) {
+      mlp(s.mlp, n, delta_.floats());
+    } else {
+      moe(s, *block, n);
+    }
+    add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
+    check_launch("residual kernel");
+  }
+
+  void moe(const LayerState& s, const PackedMoeBlock& block, int64_t n) {
+    const int64_t H = c_.hidden_size, E = c_.num_experts, K = c_.top_k;
+    grow_to(logits_, static_cast<size_t>(n * E));
+    gemm(xn_.floats(), s.router_weight.floats(), logits_.floats(), n, E, H, s.router_bias);
+    host_logits_.resize(static_cast<size_t>(n * E));
+    copy_from_device(host_logits_.data(), logits_.data(), host_logits_.size() * sizeof(float), logits_staging_);
+    const model::Routing routing = route_survivors(c_, s.router, block.layer(), host_logits_.data(), n);
+    grow_to(weights_, static_cast<size_t>(n * K));
+    copy_to_device(weights_.data(), routing.weights.data(), routing.weights.size() * sizeof(float), weights_staging_);
+    grow_to(slot_out_, static_cast<size_t>(n * K * H));
+    run_on_device(block.dispatch(), block.layer(), xn_.floats(), n, K, routing.expert_ids.data(), slot_out_.floats());
+    combine_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(slot_out_.floats(), weights_.floats(), n, K, H,
+                                                               delta_.floats());
+    check_launch("combine kernel");
+    if (c_.shared_expert_intermediate_size == 0) return;
+    grow_to(shared_, static_cast<size_t>(n * H));
+    mlp(s.mlp, n, shared_.floats());
+    const float* gate_logit = nullptr;
+    if (s.shared_gate.size()) {
+      grow_to(shared_logit_, static_cast<size_t>(n));
+      quant::cuda::f32_gemm(xn_.floats(), s.shared_gate.floats(), shared_logit_.floats(), n, 1, H, st());
+      gate_logit = shared_logit_.floats();
+    }
+    add_shared_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(delta_.floats(), shared_.floats(), gate_logit, n,
+                                                                  H);
+    check_launch("shared expert kernel");
+  }
+
+  model::Model& m_;
+  const model::ModelConfig& c_;
+  mutable std::vector<LayerState> states_;
+  mutable std::vector<int8_t> decided_;  // per layer: -1 not yet, 0 CPU, 1 here
+  // The call's rows on the GPU.
+  DeviceBuffer h_, xn_, delta_, q_, q_split_, gate_, q_rot_, k_, v_, ctx_, g_, u_, logits_, weights_, slot_out_, shared_,
+      shared_logit_;
+  DeviceBuffer cos_, sin_;
+  int64_t rope_positions_ = 0, rope_capacity_ = 0;
+  // Each copy's own staging: a copy to the GPU may still read its staging
+  // when the next copy from the GPU fills another.
+  PinnedBuffer h_staging_, host_staging_, host_up_staging_, logits_staging_, weights_staging_;
+  std::vector<float> host_x_, host_out_, host_logits_;
+};
+
+}  // namespace
+
+DeviceLayerStats device_layer_stats() { return {g_layers_run.load(), g_feed_forward_on_cpu.load()}; }
+
+std::unique_ptr<model::LayerRunner> make_device_layers(model::Model& model) {
+  const char* v = std::getenv("EXPERTQUANT_GPU_LAYERS");
+  if (v != nullptr && std::string(v) == "0") return nullptr;
+  const std::string why = unavailable_reason();
+  if (!why.empty()) unsupported("--device cuda: " + why);
+  return std::make_unique<DeviceLayers>(model);
+}
+
+}  // namespace eq::exec::cuda

@@ -1,0 +1,53 @@
+// The packed model's decoder layers on the GPU (`--device cuda`, issue #41's
+// eighth slice): a model::LayerRunner that keeps the hidden state on the GPU
+// across consecutive layers and runs each layer there, so a layer costs one
+// round trip to the host (the router's logits) instead of one per product:
+//
+//   RMSNorm; q, k, v (cuBLAS float32, the float matrices of
+//   device_linear.h) with their biases, the output gate's split, q/k RMSNorm
+//   (per head or whole), clamping, RoPE (the model's own cos/sin table) and
+//   the keys and values stored in a GPU KV cache (KvCache::attachment); the
+//   attention of each query over its visible keys (causal, sliding window,
+//   sink logit) as an online softmax; the output gate; o_proj; the residual.
+//   RMSNorm; the router's logits on the GPU, the routing on the host (the
+//   CPU's code: the same experts for the same logits), the routed experts
+//   through the CUDA dispatch's strategy (device_moe.h) on the rows already
+//   there, the gate-weighted combine in slot order, the (gated) shared
+//   expert; or a dense MLP; the residual.
+//
+// A layer runs here when its attention is grouped-query and its attention
+// matrices are on the GPU; others (latent attention, the gated delta net,
+// quantized attention projections, matrices that found no room) run on the
+// CPU as before, and the hidden state crosses over around them. Within a
+// layer that runs here, a feed-forward part that cannot (an observer that
+// wants the block's values, a CPU dispatch, a packed shared expert or dense
+// MLP) runs on the CPU on rows copied over and back.
+// Results equal the CPU forward's within float32 rounding (the products' and
+// softmax's order of summation); near-tied router choices may differ.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "model/layer_runner.h"
+
+namespace eq::model {
+class Model;
+}
+
+namespace eq::exec::cuda {
+
+// The runner for `model` (which it must not outlive), or null when
+// EXPERTQUANT_GPU_LAYERS=0 (for measurement: every layer on the CPU, its
+// products on the GPU as before). Throws eq::Error (unsupported) in a build
+// without CUDA.
+std::unique_ptr<model::LayerRunner> make_device_layers(model::Model& model);
+
+// Over every runner of the process: layer calls run on the GPU, and those of
+// them whose feed-forward part ran on the CPU.
+struct DeviceLayerStats {
+  int64_t layers_run = 0, feed_forward_on_cpu = 0;
+};
+DeviceLayerStats device_layer_stats();
+
+}  // namespace eq::exec::cuda

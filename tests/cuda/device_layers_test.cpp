@@ -1,0 +1,163 @@
+// The decoder layers on the GPU (exec/cuda/device_layers.h, `--device cuda`;
+// ctest label `cuda`): a packed model whose layers run there gives the logits
+// of the same model with only its products on the GPU, for the bundled model
+// and every shared architecture (grouped-query attention with q/k norms,
+// partial RoPE, sinks and a sliding window, an output gate, biases, shared
+// experts and dense layers; latent attention and the gated delta net stay on
+// the CPU), and takes exactly the layers it should.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/cuda/cuda_dispatch.h"
+#include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_layers.h"
+#include "exec/packed_fixture.h"
+#include "exec/packed_model.h"
+#include "logit_agreement.h"
+#include "model/config.h"
+#include "model/forward.h"
+
+namespace eq::exec {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `model` packed as bf16 (a format of every shape; the experts' format is not
+// what these tests check) through the binary (not in this process: a pack
+// sets the process's trellis search, which other tests of this binary read).
+std::string pack_of(const std::string& model, const std::string& tag) {
+  const fs::path out = test::temp_dir("device_layers_" + tag) / "packed";
+  std::string output;
+  const int rc = test::run_command(
+      test::binary() + " pack --model " + model + " --uniform bf16 --force -o " + out.string(), &output);
+  EXPECT_EQ(rc, 0) << output;
+  return out.string();
+}
+
+// Opened with its float matrices and routed experts on the GPU; its layers
+// there too unless EXPERTQUANT_GPU_LAYERS=0 (read when it opens).
+std::unique_ptr<PackedModel> open_on_gpu(const std::string& folder, bool layers) {
+  if (!layers) ::setenv("EXPERTQUANT_GPU_LAYERS", "0", 1);
+  PackedModelOptions o = test::open_options(false);
+  o.model_path.clear();  // the pack alone
+  o.dense_device = quant::Device::kCuda;
+  auto pm = PackedModel::open(folder, o);
+  ::unsetenv("EXPERTQUANT_GPU_LAYERS");
+  pm->set_dispatch(cuda::make_cuda_dispatch(DispatchKind::kAuto, 4));
+  return pm;
+}
+
+// Logits of a prefill of 2 x 48 tokens and 5 decode steps of both sequences
+// (past gpt_oss-small's window of 32), with the decode rows after the prefill's.
+model::FloatBuffer run(PackedModel& pm) {
+  model::Model& m = pm.model();
+  const int64_t V = m.config().vocab_size;
+  std::vector<int32_t> text = test::corpus_tokens("c", 400);
+  for (int32_t& t : text) t %= static_cast<int32_t>(V);
+  std::vector<int32_t> prompt(text.begin(), text.begin() + 96);
+  model::KvCache cache = m.new_cache(2, 64);
+  model::FloatBuffer all = m.forward(prompt, 2, 48, cache);
+  for (int step = 0; step < 5; ++step) {
+    const std::vector<int32_t> next = {text[200 + step], text[300 + step]};
+    const model::FloatBuffer l = m.forward(next, 2, 1, cache);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+// The layers the runner should take: grouped-query attention, not linear.
+int64_t grouped_layers(const model::ModelConfig& c) {
+  if (c.attention != model::AttentionKind::kGrouped) return 0;
+  int64_t n = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) n += !c.layer_linear(l);
+  return n;
+}
+
+// The model with its layers on the GPU against the same model with only its
+// products there: a position whose router sees two experts within the
+// products' rounding of each other may pick the other one (and later
+// positions see it through attention), so logits are compared as
+// distributions: mean KL at most 1e-3 nats and the same top token at 19 in
+// 20 positions (a wrong rotation, mask, norm or cache position is far from
+// both). Every call runs the expected layers there, with their feed-forward
+// part on the GPU.
+void expect_layers_match(const std::string& model, const std::string& tag) {
+  const std::string folder = pack_of(model, tag);
+  auto with = open_on_gpu(folder, true);
+  auto without = open_on_gpu(folder, false);
+  const model::ModelConfig& c = with->config();
+  const cuda::DeviceLayerStats before = cuda::device_layer_stats();
+  const model::FloatBuffer a = run(*with);
+  const cuda::DeviceLayerStats after = cuda::device_layer_stats();
+  const model::FloatBuffer b = run(*without);
+  ASSERT_EQ(a.size(), b.size());
+  // 6 forward calls; consecutive layers run in one call, counted each.
+  EXPECT_EQ(after.layers_run - before.layers_run, 6 * grouped_layers(c)) << tag;
+  EXPECT_EQ(after.feed_forward_on_cpu - before.feed_forward_on_cpu, 0) << tag;
+  EXPECT_EQ(cuda::device_layer_stats().layers_run, after.layers_run) << tag << ": the runner ran with it off";
+  const test::LogitAgreement g = test::logit_agreement(b, a, c.vocab_size);
+  std::printf("%s: %lld of %lld layers on the GPU; mean KL(products only || layers) %.3g nats over %lld positions, "
+              "same top token at %lld\n",
+              tag.c_str(), static_cast<long long>(grouped_layers(c)), static_cast<long long>(c.num_layers),
+              g.kl_mean, static_cast<long long>(g.rows), static_cast<long long>(g.same_top));
+  EXPECT_LE(g.kl_mean, 1e-3) << tag;
+  EXPECT_GE(g.same_top * 20, g.rows * 19) << tag << ": " << g.same_top << " of " << g.rows;
+}
+
+TEST(DeviceLayers, BundledModelMatchesProductsOnly) {
+  const std::string why = cuda::unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  expect_layers_match(test::tinymoe_path(), "tinymoe");
+}
+
+TEST(DeviceLayers, SharedArchitecturesMatchProductsOnly) {
+  const std::string why = cuda::unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  EQ_REQUIRE_SHARED();
+  for (const char* name : {"qwen3moe-small", "glm4_moe-small", "gpt_oss-small", "qwen3_5_moe-small",
+                           "qwen3_next-small", "deepseek_v3-small"}) {
+    const fs::path model = test::shared_dir() / "models" / name;
+    if (!fs::exists(model / "config.json")) {
+      std::printf("%s: absent, skipped\n", name);
+      continue;
+    }
+    expect_layers_match(model.string(), name);
+  }
+}
+
+// With an observer on the model, each layer's feed-forward part runs on the
+// CPU on the rows copied over (the block reports its values there), and the
+// logits are those of the layers without one.
+TEST(DeviceLayers, ObserverTakesTheFeedForwardToTheCpu) {
+  const std::string why = cuda::unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  struct Count final : model::MoeObserver {
+    int64_t blocks = 0;
+    void on_moe_block(const model::MoeObservation&) override { ++blocks; }
+  } count;
+  const std::string folder = pack_of(test::tinymoe_path(), "observer");
+  auto observed = open_on_gpu(folder, true);
+  auto plain = open_on_gpu(folder, true);
+  observed->model().set_observer(&count);
+  const cuda::DeviceLayerStats before = cuda::device_layer_stats();
+  const model::FloatBuffer a = run(*observed);
+  const cuda::DeviceLayerStats after = cuda::device_layer_stats();
+  const model::FloatBuffer b = run(*plain);
+  const model::ModelConfig& c = plain->config();
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) moe_layers += c.layer_is_moe[static_cast<size_t>(l)];
+  EXPECT_EQ(count.blocks, 6 * moe_layers);
+  EXPECT_EQ(after.feed_forward_on_cpu - before.feed_forward_on_cpu, 6 * moe_layers);
+  const test::LogitAgreement g = test::logit_agreement(b, a, c.vocab_size);
+  EXPECT_LE(g.kl_mean, 1e-3);
+  EXPECT_GE(g.same_top * 20, g.rows * 19) << g.same_top << " of " << g.rows;
+}
+
+}  // namespace
+}  // namespace eq::exec
