@@ -60,6 +60,13 @@ Model::Model(ModelCheckpoint opened, const ModelOptions& options)
 
 Model::~Model() = default;
 
+KvCache Model::new_cache(int64_t batch, int64_t capacity) const {
+  std::vector<bool> elsewhere(static_cast<size_t>(config_.num_layers), false);
+  if (runner_)
+    for (int64_t l = 0; l < config_.num_layers; ++l) elsewhere[static_cast<size_t>(l)] = runner_->runs(l);
+  return KvCache(config_, batch, capacity, elsewhere);
+}
+
 void Model::set_moe_block(int64_t layer, std::unique_ptr<MoeBlock> block) {
   if (layer < 0 || layer >= config_.num_layers || !moe_blocks_[layer])
     invalid("set_moe_block: layer " + std::to_string(layer) + " is not a MoE layer");

@@ -76,7 +76,8 @@ class Model {
   // The matrices applied through their own kernel (ModelOptions::linear_ops).
   const LinearOps& linear_ops() const { return linear_ops_; }
 
-  KvCache new_cache(int64_t batch, int64_t capacity) const { return KvCache(config_, batch, capacity); }
+  // Without rows for the layers the runner takes (they keep theirs).
+  KvCache new_cache(int64_t batch, int64_t capacity) const;
 
   // tokens: [batch, seq_len] row-major, batch == cache.batch(); positions are
   // cache.length() .. +seq_len-1 and the cache advances by seq_len.

@@ -4,7 +4,7 @@
 
 namespace eq::model {
 
-KvCache::KvCache(const ModelConfig& c, int64_t batch, int64_t capacity)
+KvCache::KvCache(const ModelConfig& c, int64_t batch, int64_t capacity, const std::vector<bool>& elsewhere)
     : batch_(batch), capacity_(capacity) {
   if (batch <= 0 || capacity <= 0)
     invalid("KV cache: batch and capacity must be positive (got " + std::to_string(batch) + ", " +
@@ -27,7 +27,7 @@ KvCache::KvCache(const ModelConfig& c, int64_t batch, int64_t capacity)
     if (c.layer_linear(l)) {
       conv_[l].assign(static_cast<size_t>(batch * conv_dim_), 0.0f);
       recurrent_[l].assign(static_cast<size_t>(batch * recurrent_dim_), 0.0f);
-    } else {
+    } else if (static_cast<size_t>(l) >= elsewhere.size() || !elsewhere[static_cast<size_t>(l)]) {
       k_[l].assign(rows * key_dim_, 0.0f);
       v_[l].assign(rows * value_dim_, 0.0f);
     }

@@ -21,7 +21,9 @@ namespace eq::model {
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& c, int64_t batch, int64_t capacity);
+  // Layers marked in `elsewhere` keep their rows with a LayerRunner
+  // (attachment()): none are allocated here.
+  KvCache(const ModelConfig& c, int64_t batch, int64_t capacity, const std::vector<bool>& elsewhere = {});
 
   int64_t batch() const { return batch_; }
   int64_t capacity() const { return capacity_; }

@@ -188,7 +188,11 @@ TEST(DeviceDense, PackedModelMatchesTheCpu) {
   if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
   auto cpu = PackedModel::open(cli_pack(), on(quant::Device::kCpu));
   const uint64_t before = cuda::device_dense_bytes();
+  // Every layer on the CPU around its GPU products (the layers on the GPU are
+  // device_layers_test.cpp's, against this path).
+  ::setenv("EXPERTQUANT_GPU_LAYERS", "0", 1);
   auto gpu = PackedModel::open(cli_pack(), on(quant::Device::kCuda));
+  ::unsetenv("EXPERTQUANT_GPU_LAYERS");
   auto run = [](PackedModel& pm) {
     model::Model& m = pm.model();
     const std::vector<int32_t> text = test::corpus_tokens("c", 300);

@@ -13,8 +13,12 @@
 #include "exec/cuda/device_moe.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_quantize.h"
+#include "quant/cuda/gemv_common.cuh"
 
 namespace eq::exec::cuda {
+
+using quant::cuda::check;
+using quant::cuda::stream_of;
 
 namespace {
 
@@ -71,6 +75,17 @@ class Registry {
   DeviceBuffer x, out;
   PinnedBuffer x_staging, out_staging;
 
+  // The scratch is shared by every caller's stream: each call's work waits
+  // for the previous call's (queued on another thread's stream, it may not
+  // have run when the lock passes on). Caller holds mu.
+  void begin(cudaStream_t s) {
+    if (last_call_) check(cudaStreamWaitEvent(s, last_call_, 0), "wait for the previous MoE call");
+  }
+  void end(cudaStream_t s) {
+    if (!last_call_) check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "create an event");
+    check(cudaEventRecord(last_call_, s), "record the MoE call");
+  }
+
  private:
   struct Entry {
     DeviceMoeLayer layer;
@@ -79,6 +94,7 @@ class Registry {
   std::unordered_map<const PackedLayer*, Entry> resident_;
   std::list<const PackedLayer*> lru_;  // most recently used first
   CudaDispatchStats stats_;
+  cudaEvent_t last_call_ = nullptr;  // kept for the process's life, as the registry
 };
 
 class CudaDispatch : public Dispatch {
@@ -94,10 +110,12 @@ class CudaDispatch : public Dispatch {
     const DeviceMoeLayer& d = r.layer(*work.layer);
     const size_t in = static_cast<size_t>(work.tokens * work.hidden) * sizeof(float);
     const size_t out = static_cast<size_t>(work.tokens * work.top_k * work.hidden) * sizeof(float);
+    r.begin(stream_of(nullptr));
     grow(r.x, in);
     grow(r.out, out);
     copy_to_device(r.x.data(), work.x, in, r.x_staging);
     run_moe(d, kind_, sort_cutoff_, r.x.floats(), work.tokens, work.top_k, work.expert_ids, r.out.floats(), r.scratch);
+    r.end(stream_of(nullptr));
     copy_from_device(work.slot_out, r.out.data(), out, r.out_staging);  // waits for the stream's work
   }
 
@@ -121,7 +139,9 @@ void run_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, 
   EQ_CHECK(cd != nullptr, "run_on_device: the dispatch " + d.name() + " does not run on the GPU");
   Registry& r = Registry::get();
   std::lock_guard<std::mutex> lock(r.mu);
+  r.begin(stream_of(nullptr));
   run_moe(r.layer(layer), cd->kind(), cd->cutoff(), x, tokens, top_k, expert_ids, slot_out, r.scratch);
+  r.end(stream_of(nullptr));
 }
 
 std::string gpu_name() {

@@ -135,36 +135,53 @@ __global__ void rope_store_kernel(const float* q, const float* k, const float* v
   }
 }
 
-// ctx[r, head] = softmax(scale q·k_j over the visible keys j [, sink]) · v_j,
+// Where a head's query, keys, values and output lie: grouped-query attention
+// (keys and values of dim head_dim, a group of query heads a key head) and
+// latent attention in the latent space (queries [W_kᵀ q_nope | q_rope] of
+// dim kv_lora + rope against the cached rows, values their first kv_lora
+// values, every head on the one cached row).
+struct AttentionShape {
+  int heads = 0, group = 1;   // query heads; query heads a key head serves
+  int q_dim = 0, v_dim = 0;   // the score's and the value's widths
+  int64_t q_row = 0, q_head = 0;      // strides of q between rows and heads
+  int64_t kv_row = 0;                 // cache floats a position
+  int64_t k_group = 0, v_group = 0;   // offset of a key head's keys / values in a position
+  int64_t out_row = 0, out_head = 0;  // strides of the output
+};
+
+constexpr int kMaxScoreDim = 1024;
+
+// out[r, head] = softmax(scale q·k_j over the visible keys j [, sink]) · v_j,
 // a block a (row, head): row r = b * seq_len + t at position pos = start + t
 // sees keys max(0, pos - window + 1) .. pos of its sequence (window 0: from
-// 0) in the cache. An online softmax over chunks of kKeyChunk keys: each
-// chunk's scores in shared memory (a warp a key), the running maximum and
-// sum rescaled as they grow, each thread summing p_j v_j for its dims.
-__global__ void __launch_bounds__(kAttnThreads) attention_kernel(
-    const float* q, const float* k_cache, const float* v_cache, float* ctx, int64_t seq_len, int64_t start,
-    int64_t capacity, int nh, int group, int hd, float scale, int64_t window, const float* sinks) {
-  __shared__ float qs[kMaxHeadDim];
+// 0) in the caches (keys and values [batch][capacity][kv_row], one buffer or two). An online softmax over chunks
+// of kKeyChunk keys: each chunk's scores in shared memory (a warp a key), the
+// running maximum and sum rescaled as they grow, each thread summing p_j v_j
+// for its dims (model::attend_causal's values, in another order of summation).
+__global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q, const float* keys,
+                                                                 const float* values, float* out, AttentionShape a, int64_t seq_len, int64_t start,
+                                                                 int64_t capacity, float scale, int64_t window,
+                                                                 const float* sinks) {
+  __shared__ float qs[kMaxScoreDim];
   __shared__ float p[kKeyChunk];
   __shared__ float red[kAttnThreads / 32];
-  const int64_t r = blockIdx.x / nh;
-  const int h = static_cast<int>(blockIdx.x % nh), g = h / group;
+  const int64_t r = blockIdx.x / a.heads;
+  const int h = static_cast<int>(blockIdx.x % a.heads), g = h / a.group;
   const int64_t b = r / seq_len, pos = start + r % seq_len;
-  const int64_t qd = static_cast<int64_t>(nh) * hd, kvd = static_cast<int64_t>(nh / group) * hd;
   const int64_t lo = window > 0 ? max(static_cast<int64_t>(0), pos - window + 1) : 0, hi = pos + 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = kAttnThreads / 32;
-  for (int d = threadIdx.x; d < hd; d += kAttnThreads) qs[d] = q[r * qd + h * hd + d];
-  const float* kb = k_cache + b * capacity * kvd + g * hd;
-  const float* vb = v_cache + b * capacity * kvd + g * hd;
+  for (int d = threadIdx.x; d < a.q_dim; d += kAttnThreads) qs[d] = q[r * a.q_row + h * a.q_head + d];
+  const float* kb = keys + b * capacity * a.kv_row + g * a.k_group;
+  const float* vb = values + b * capacity * a.kv_row + g * a.v_group;
   float m = -INFINITY, l = 0.0f;
   float acc[kMaxHeadDim / kAttnThreads] = {};
   __syncthreads();
   for (int64_t c0 = lo; c0 < hi; c0 += kKeyChunk) {
     const int count = static_cast<int>(min(static_cast<int64_t>(kKeyChunk), hi - c0));
     for (int j = warp; j < count; j += warps) {
-      const float* kj = kb + (c0 + j) * kvd;
+      const float* kj = kb + (c0 + j) * a.kv_row;
       float s = 0.0f;
-      for (int d = lane; d < hd; d += 32) s += qs[d] * kj[d];
+      for (int d = lane; d < a.q_dim; d += 32) s += qs[d] * kj[d];
       for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (lane == 0) p[j] = s * scale;
     }
@@ -184,10 +201,10 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(
     for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) acc[i] *= corr;
     for (int j = 0; j < count; ++j) {
       const float pj = p[j];
-      const float* vj = vb + (c0 + j) * kvd;
+      const float* vj = vb + (c0 + j) * a.kv_row;
       for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) {
         const int d = threadIdx.x + i * kAttnThreads;
-        if (d < hd) acc[i] += pj * vj[d];
+        if (d < a.v_dim) acc[i] += pj * vj[d];
       }
     }
     m = nm;
@@ -200,7 +217,72 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(
   }
   for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) {
     const int d = threadIdx.x + i * kAttnThreads;
-    if (d < hd) ctx[r * qd + h * hd + d] = acc[i] / l;
+    if (d < a.v_dim) out[r * a.out_row + h * a.out_head + d] = acc[i] / l;
+  }
+}
+
+// Latent attention's rows (model/latent_attention.cpp): row r's kv_a [latent
+// (lora) | k_rope (rope)] becomes its cache row [RMSNorm(latent) | RoPE(k_rope)]
+// at its position, and each head's query [nope | rope] gets its rope part
+// turned (q_out). A block a row.
+__global__ void latent_rope_store_kernel(const float* kv_a, const float* q, const float* kv_norm, double eps,
+                                         int64_t seq_len, int64_t start, int nh, int hd, int nope, int lora, int rope,
+                                         bool interleaved, const float* cos_table, const float* sin_table,
+                                         float* q_out, float* cache, int64_t capacity) {
+  __shared__ double red[kAttnThreads / 32];
+  const int64_t r = blockIdx.x, b = r / seq_len, pos = start + r % seq_len;
+  const int half = rope / 2;
+  const float* cs = cos_table + pos * half;
+  const float* sn = sin_table + pos * half;
+  const int64_t row = lora + rope;
+  const float* in = kv_a + r * row;
+  float* c = cache + (b * capacity + pos) * row;
+  double ss = 0;
+  for (int i = threadIdx.x; i < lora; i += blockDim.x) ss += static_cast<double>(in[i]) * in[i];
+  ss = block_sum(ss, red);
+  const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(lora) + eps));
+  for (int i = threadIdx.x; i < lora; i += blockDim.x) c[i] = kv_norm[i] * (in[i] * inv);
+  for (int i = threadIdx.x; i < rope; i += blockDim.x) c[lora + i] = roped(in + lora, i, rope, interleaved, cs, sn);
+  const int64_t qd = static_cast<int64_t>(nh) * hd;
+  for (int64_t i = threadIdx.x; i < qd; i += blockDim.x) {
+    const int64_t h = i / hd;
+    const int d = static_cast<int>(i % hd);
+    q_out[r * qd + i] = d < nope ? q[r * qd + i] : roped(q + r * qd + h * hd + nope, d - nope, rope, interleaved, cs, sn);
+  }
+}
+
+// The absorbed query of each (row, head): [q_nope · W_k (lora) | q_rope],
+// W_k the head's nope rows of kv_b [nh * (nope + v), lora]. A block a (row,
+// head), threads over the lora columns.
+__global__ void absorb_query_kernel(const float* q, const float* kv_b, int nh, int hd, int nope, int v, int lora,
+                                    int rope, float* qa) {
+  const int64_t r = blockIdx.x / nh;
+  const int h = static_cast<int>(blockIdx.x % nh);
+  const float* qh = q + (r * nh + h) * hd;
+  const float* wk = kv_b + static_cast<int64_t>(h) * (nope + v) * lora;
+  float* out = qa + (r * nh + h) * (lora + rope);
+  for (int j = threadIdx.x; j < lora; j += blockDim.x) {
+    float s = 0.0f;
+    for (int i = 0; i < nope; ++i) s += qh[i] * wk[static_cast<int64_t>(i) * lora + j];
+    out[j] = s;
+  }
+  for (int i = threadIdx.x; i < rope; i += blockDim.x) out[lora + i] = qh[nope + i];
+}
+
+// ctx[r, head] (v values) = W_v · lat[r, head] (lora values), W_v the head's
+// value rows of kv_b. A block a (row, head), a warp an output value.
+__global__ void latent_values_kernel(const float* lat, const float* kv_b, int nh, int nope, int v, int lora,
+                                     float* ctx) {
+  const int64_t r = blockIdx.x / nh;
+  const int h = static_cast<int>(blockIdx.x % nh);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const float* x = lat + (r * nh + h) * lora;
+  for (int j = warp; j < v; j += warps) {
+    const float* w = kv_b + (static_cast<int64_t>(h) * (nope + v) + nope + j) * lora;
+    float s = 0.0f;
+    for (int i = lane; i < lora; i += 32) s += x[i] * w[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) ctx[(r * nh + h) * v + j] = s;
   }
 }
 
@@ -268,9 +350,11 @@ struct DeviceMlp {
 
 // What a layer run here needs on the GPU.
 struct LayerState {
-  // attention
+  // attention (grouped-query: wq, wk, wv, wo; latent: wq or wq_a and wq_b, wkv_a, wo, and kv_b)
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
   DeviceBuffer input_norm, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm, sinks;
+  const float *wq_a = nullptr, *wq_b = nullptr, *wkv_a = nullptr;
+  DeviceBuffer q_a_norm, q_a_bias, kv_a_norm, kv_a_bias, kv_b;
   // feed-forward
   DeviceBuffer post_norm;
   bool moe = false;
@@ -283,14 +367,17 @@ struct LayerState {
 
 // The GPU's keys and values of the layers run here, beside a KvCache.
 struct DeviceKv final : model::KvCache::Attachment {
-  const void* owner = nullptr;
-  int64_t batch = 0, capacity = 0, kvd = 0;
-  std::vector<DeviceBuffer> k, v;  // per layer, empty for layers not run here
+  uint64_t owner = 0;  // the runner's id (an address could be a later runner's)
+  int64_t batch = 0, capacity = 0;
+  std::vector<DeviceBuffer> k, v;  // per layer, empty for layers not run here (v: grouped-query only)
 };
+
+std::atomic<uint64_t> g_next_runner{1};
 
 class DeviceLayers final : public model::LayerRunner {
  public:
-  explicit DeviceLayers(model::Model& m) : m_(m), c_(m.config()), states_(static_cast<size_t>(c_.num_layers)) {
+  explicit DeviceLayers(model::Model& m)
+      : m_(m), c_(m.config()), id_(g_next_runner++), states_(static_cast<size_t>(c_.num_layers)) {
     decided_.assign(static_cast<size_t>(c_.num_layers), -1);
   }
 
@@ -308,7 +395,10 @@ class DeviceLayers final : public model::LayerRunner {
     copy_to_device(h_.data(), h, static_cast<size_t>(n * H) * sizeof(float), h_staging_);
     for (int64_t l = first; l < last; ++l) {
       const LayerState& s = states_[static_cast<size_t>(l)];
-      attention(l, s, kv, batch, seq_len, cache.length());
+      if (c_.attention == model::AttentionKind::kLatent)
+        latent_attention(l, s, kv, batch, seq_len, cache.length());
+      else
+        attention(l, s, kv, batch, seq_len, cache.length());
       feed_forward(l, s, batch, seq_len, cache.length());
     }
     g_layers_run += last - first;
@@ -318,27 +408,50 @@ class DeviceLayers final : public model::LayerRunner {
  private:
   static cudaStream_t st() { return stream_of(nullptr); }
 
-  // Whether layer l runs here (its attention is grouped-query with its four
-  // matrices on the GPU), uploading what it needs when it does.
+  // Whether layer l runs here (its attention is grouped-query or latent, its
+  // projections on the GPU, its widths within the kernels'), uploading what
+  // it needs when it does.
   bool decide(int64_t l) const {
-    if (c_.attention != model::AttentionKind::kGrouped || c_.layer_linear(l) || c_.head_dim > kMaxHeadDim)
+    if (c_.layer_linear(l)) return false;
+    const bool latent = c_.attention == model::AttentionKind::kLatent;
+    if (latent ? c_.kv_lora_rank > kMaxHeadDim || c_.kv_lora_rank + c_.qk_rope_head_dim > kMaxScoreDim ||
+                     c_.qk_nope_head_dim > c_.head_dim
+               : c_.head_dim > kMaxHeadDim)
       return false;
     const model::WeightStore& w = m_.weights();
     const model::AttentionWeights a = model::load_attention(w, c_, l, &m_.linear_ops());
     LayerState& s = states_[static_cast<size_t>(l)];
-    s.wq = device_matrix(a.q_op);
-    s.wk = device_matrix(a.k_op);
-    s.wv = device_matrix(a.v_op);
     s.wo = device_matrix(a.o_op);
-    if (!s.wq || !s.wk || !s.wv || !s.wo) return false;
+    if (latent) {
+      if (c_.q_lora_rank > 0) {
+        s.wq_a = device_matrix(a.q_a_op);
+        s.wq_b = device_matrix(a.q_b_op);
+        if (!s.wq_a || !s.wq_b) return false;
+      } else {
+        s.wq = device_matrix(a.q_op);
+        if (!s.wq) return false;
+      }
+      s.wkv_a = device_matrix(a.kv_a_op);
+      if (!s.wkv_a || !s.wo) return false;
+      s.q_a_norm = upload_tensor(a.q_a_norm);
+      s.q_a_bias = upload_tensor(a.q_a_bias);
+      s.kv_a_norm = upload_tensor(a.kv_a_norm);
+      s.kv_a_bias = upload_tensor(a.kv_a_bias);
+      s.kv_b = upload_tensor(a.kv_b);
+    } else {
+      s.wq = device_matrix(a.q_op);
+      s.wk = device_matrix(a.k_op);
+      s.wv = device_matrix(a.v_op);
+      if (!s.wq || !s.wk || !s.wv || !s.wo) return false;
+      s.q_bias = upload_tensor(a.q_bias);
+      s.k_bias = upload_tensor(a.k_bias);
+      s.v_bias = upload_tensor(a.v_bias);
+      s.q_norm = upload_tensor(a.q_norm);
+      s.k_norm = upload_tensor(a.k_norm);
+      s.sinks = upload_tensor(a.sinks);
+    }
     s.input_norm = upload_tensor(a.input_norm);
-    s.q_bias = upload_tensor(a.q_bias);
-    s.k_bias = upload_tensor(a.k_bias);
-    s.v_bias = upload_tensor(a.v_bias);
     s.o_bias = upload_tensor(a.o_bias);
-    s.q_norm = upload_tensor(a.q_norm);
-    s.k_norm = upload_tensor(a.k_norm);
-    s.sinks = upload_tensor(a.sinks);
     s.post_norm = upload_tensor(model::load_post_attention_norm(w, c_, l));
     s.moe = c_.layer_is_moe.at(static_cast<size_t>(l));
     if (s.moe) {
@@ -364,20 +477,39 @@ class DeviceLayers final : public model::LayerRunner {
     return true;
   }
 
+  // The cache's GPU rows: attached on its first call here, when it holds no
+  // position yet (positions stored without this runner are not on the GPU).
   DeviceKv& kv_of(model::KvCache& cache) {
     auto* kv = dynamic_cast<DeviceKv*>(cache.attachment().get());
-    if (kv == nullptr || kv->owner != this) {
-      auto made = std::make_unique<DeviceKv>();
-      kv = made.get();
-      kv->owner = this;
-      kv->batch = cache.batch();
-      kv->capacity = cache.capacity();
-      kv->kvd = c_.num_kv_heads * c_.head_dim;
-      kv->k.resize(static_cast<size_t>(c_.num_layers));
-      kv->v.resize(static_cast<size_t>(c_.num_layers));
-      cache.attachment() = std::move(made);
-    }
+    if (kv != nullptr && kv->owner == id_) return *kv;
+    if (cache.length() > 0)
+      invalid("GPU decoder layers: a KV cache holding " + std::to_string(cache.length()) +
+              " positions stored without them (a cache runs with one model from its first position)");
+    auto made = std::make_unique<DeviceKv>();
+    kv = made.get();
+    kv->owner = id_;
+    kv->batch = cache.batch();
+    kv->capacity = cache.capacity();
+    kv->k.resize(static_cast<size_t>(c_.num_layers));
+    kv->v.resize(static_cast<size_t>(c_.num_layers));
+    cache.attachment() = std::move(made);
     return *kv;
+  }
+
+  // Layer l's rows of the GPU cache (keys, and values unless latent),
+  // allocated on its first use; a clear error when the GPU lacks the room.
+  void attach_layer(DeviceKv& kv, int64_t l, int64_t key_dim, int64_t value_dim) {
+    DeviceBuffer& kc = kv.k[static_cast<size_t>(l)];
+    if (kc.size()) return;
+    const size_t rows = static_cast<size_t>(kv.batch * kv.capacity);
+    const size_t bytes = rows * static_cast<size_t>(key_dim + value_dim) * sizeof(float);
+    if (bytes + gpu_headroom_bytes() > gpu_free_bytes())
+      unsupported("GPU decoder layers: layer " + std::to_string(l) + "'s keys and values for " +
+                  std::to_string(kv.batch) + " x " + std::to_string(kv.capacity) + " positions need " +
+                  std::to_string(bytes >> 20) + " MiB, more than the GPU has free beside its headroom "
+                  "(EXPERTQUANT_GPU_LAYERS=0 keeps them on the CPU)");
+    kc = DeviceBuffer(rows * static_cast<size_t>(key_dim) * sizeof(float));
+    if (value_dim) kv.v[static_cast<size_t>(l)] = DeviceBuffer(rows * static_cast<size_t>(value_dim) * sizeof(float));
   }
 
   void grow_rows(int64_t n) {
@@ -399,8 +531,11 @@ class DeviceLayers final : public model::LayerRunner {
   }
 
   void rms_norm(const float* x, int64_t rows, int64_t dim, const DeviceBuffer& w, float* y) {
+    rms_norm(x, rows, dim, w, y, c_.rms_norm_eps);
+  }
+  void rms_norm(const float* x, int64_t rows, int64_t dim, const DeviceBuffer& w, float* y, double eps) {
     const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 65535));
-    rms_norm_kernel<<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, w.floats(), c_.rms_norm_eps, y);
+    rms_norm_kernel<<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, w.floats(), eps, y);
     check_launch("RMSNorm kernel");
   }
 
@@ -411,7 +546,8 @@ class DeviceLayers final : public model::LayerRunner {
     const model::RopeTable& t = m_.rope();
     const int64_t half = t.dim() / 2;
     t.reserve(positions);
-    if (positions > rope_capacity_) {  // a larger table: every row again
+    if (positions > rope_capacity_) {  // a larger table: every row again, once queued work is done with the old
+      synchronize(nullptr);
       int64_t cap = std::max<int64_t>(rope_capacity_, 256);
       while (cap < positions) cap *= 2;
       cos_ = DeviceBuffer(static_cast<size_t>(cap * half) * sizeof(float));
@@ -431,13 +567,9 @@ class DeviceLayers final : public model::LayerRunner {
     const int64_t H = c_.hidden_size, n = batch * seq_len, hd = c_.head_dim, nh = c_.num_heads,
                   nkv = c_.num_kv_heads, qd = nh * hd, kvd = nkv * hd;
     const bool gated = c_.attention_output_gate;
-    DeviceBuffer& kc = kv.k[static_cast<size_t>(l)];
-    DeviceBuffer& vc = kv.v[static_cast<size_t>(l)];
-    if (!kc.size()) {
-      const size_t bytes = static_cast<size_t>(kv.batch * kv.capacity * kvd) * sizeof(float);
-      kc = DeviceBuffer(bytes);
-      vc = DeviceBuffer(bytes);
-    }
+    attach_layer(kv, l, kvd, kvd);
+    const DeviceBuffer& kc = kv.k[static_cast<size_t>(l)];
+    const DeviceBuffer& vc = kv.v[static_cast<size_t>(l)];
     reserve_rope(start + seq_len);
     grow_to(q_, static_cast<size_t>(n * qd * (gated ? 2 : 1)));
     grow_to(q_split_, static_cast<size_t>(n * qd));
@@ -475,16 +607,84 @@ class DeviceLayers final : public model::LayerRunner {
         static_cast<int>(hd), static_cast<int>(rope.dim()), rope.interleaved(), cos_.floats(), sin_.floats(),
         q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity);
     check_launch("RoPE kernel");
+    AttentionShape shape;
+    shape.heads = static_cast<int>(nh);
+    shape.group = static_cast<int>(nh / nkv);
+    shape.q_dim = shape.v_dim = static_cast<int>(hd);
+    shape.q_row = shape.out_row = qd;
+    shape.q_head = shape.out_head = hd;
+    shape.kv_row = kvd;
+    shape.k_group = shape.v_group = hd;
     attention_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
-        q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), seq_len, start, kv.capacity, static_cast<int>(nh),
-        static_cast<int>(nh / nkv), static_cast<int>(hd), model::attention_scale(c_), c_.layer_attention_window(l),
-        or_null(s.sinks));
+        q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), shape, seq_len, start, kv.capacity, model::attention_scale(c_),
+        c_.layer_attention_window(l), or_null(s.sinks));
     check_launch("attention kernel");
     if (gated) {
       sigmoid_gate_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(ctx_.floats(), gate_.floats(), n * qd);
       check_launch("output gate kernel");
     }
     gemm(ctx_.floats(), s.wo, delta_.floats(), n, H, qd, s.o_bias);
+    add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
+    check_launch("residual kernel");
+  }
+
+  // Latent attention (model/latent_attention.cpp) in the latent space at every
+  // length: the CPU expands the keys instead where that is cheaper, the same
+  // attention in another order of summation.
+  void latent_attention(int64_t l, const LayerState& s, DeviceKv& kv, int64_t batch, int64_t seq_len,
+                        int64_t start) {
+    const int64_t H = c_.hidden_size, n = batch * seq_len, nh = c_.num_heads, hd = c_.head_dim,
+                  nope = c_.qk_nope_head_dim, rope = c_.qk_rope_head_dim, v = c_.v_head_dim, lora = c_.kv_lora_rank,
+                  qd = nh * hd, row = lora + rope;
+    attach_layer(kv, l, row, 0);
+    const DeviceBuffer& cache = kv.k[static_cast<size_t>(l)];
+    reserve_rope(start + seq_len);
+    grow_to(q_, static_cast<size_t>(n * qd));
+    grow_to(q_rot_, static_cast<size_t>(n * qd));
+    grow_to(k_, static_cast<size_t>(n * row));
+    grow_to(q_split_, static_cast<size_t>(n * nh * row));  // the absorbed queries
+    grow_to(ctx_, static_cast<size_t>(n * nh * lora));      // the latent contexts, then the values
+    grow_to(gate_, static_cast<size_t>(n * nh * v));
+    rms_norm(h_.floats(), n, H, s.input_norm, xn_.floats());
+    if (c_.q_lora_rank > 0) {
+      const int64_t r = c_.q_lora_rank;
+      grow_to(v_, static_cast<size_t>(n * r));
+      gemm(xn_.floats(), s.wq_a, v_.floats(), n, r, H, s.q_a_bias);
+      rms_norm(v_.floats(), n, r, s.q_a_norm, v_.floats(), c_.latent_norm_eps);
+      gemm(v_.floats(), s.wq_b, q_.floats(), n, qd, r, DeviceBuffer());
+    } else {
+      gemm(xn_.floats(), s.wq, q_.floats(), n, qd, H, DeviceBuffer());
+    }
+    gemm(xn_.floats(), s.wkv_a, k_.floats(), n, row, H, s.kv_a_bias);
+    const model::RopeTable& t = m_.rope();
+    latent_rope_store_kernel<<<static_cast<unsigned>(n), kAttnThreads, 0, st()>>>(
+        k_.floats(), q_.floats(), s.kv_a_norm.floats(), c_.latent_norm_eps, seq_len, start, static_cast<int>(nh),
+        static_cast<int>(hd), static_cast<int>(nope), static_cast<int>(lora), static_cast<int>(rope), t.interleaved(),
+        cos_.floats(), sin_.floats(), q_rot_.floats(), cache.floats(), kv.capacity);
+    check_launch("latent RoPE kernel");
+    absorb_query_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
+        q_rot_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(hd), static_cast<int>(nope),
+        static_cast<int>(v), static_cast<int>(lora), static_cast<int>(rope), q_split_.floats());
+    check_launch("query absorption kernel");
+    AttentionShape shape;
+    shape.heads = static_cast<int>(nh);
+    shape.group = static_cast<int>(nh);  // one cached row for every head
+    shape.q_dim = static_cast<int>(row);
+    shape.v_dim = static_cast<int>(lora);
+    shape.q_row = nh * row;
+    shape.q_head = row;
+    shape.kv_row = row;
+    shape.out_row = nh * lora;
+    shape.out_head = lora;
+    attention_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
+        q_split_.floats(), cache.floats(), cache.floats(), ctx_.floats(), shape, seq_len, start, kv.capacity,
+        model::attention_scale(c_), 0, nullptr);
+    check_launch("attention kernel");
+    latent_values_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
+        ctx_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(nope), static_cast<int>(v),
+        static_cast<int>(lora), gate_.floats());
+    check_launch("latent values kernel");
+    gemm(gate_.floats(), s.wo, delta_.floats(), n, H, nh * v, s.o_bias);
     add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
     check_launch("residual kernel");
   }
@@ -507,8 +707,9 @@ class DeviceLayers final : public model::LayerRunner {
     const int64_t H = c_.hidden_size, n = batch * seq_len;
     rms_norm(h_.floats(), n, H, s.post_norm, xn_.floats());
     PackedMoeBlock* block = s.moe ? dynamic_cast<PackedMoeBlock*>(&m_.moe_block(l)) : nullptr;
-    const bool here = s.mlp_here && m_.observer() == nullptr &&
-                      (!s.moe || (block != nullptr && is_cuda_dispatch(block->dispatch())));
+    // An observer sees MoE blocks only: it sends those to the CPU, not dense MLPs.
+    const bool here =
+        s.mlp_here && (!s.moe || (m_.observer() == nullptr && block != nullptr && is_cuda_dispatch(block->dispatch())));
     if (!here) {
       // On the CPU, on the rows copied over: the block reports to the observer itself.
       ++g_feed_forward_on_cpu;
@@ -561,6 +762,7 @@ class DeviceLayers final : public model::LayerRunner {
 
   model::Model& m_;
   const model::ModelConfig& c_;
+  uint64_t id_;
   mutable std::vector<LayerState> states_;
   mutable std::vector<int8_t> decided_;  // per layer: -1 not yet, 0 CPU, 1 here
   // The call's rows on the GPU.
@@ -580,7 +782,7 @@ DeviceLayerStats device_layer_stats() { return {g_layers_run.load(), g_feed_forw
 
 std::unique_ptr<model::LayerRunner> make_device_layers(model::Model& model) {
   const char* v = std::getenv("EXPERTQUANT_GPU_LAYERS");
-  if (v != nullptr && std::string(v) == "0") return nullptr;
+  if (v != nullptr && v[0] == '0') return nullptr;
   const std::string why = unavailable_reason();
   if (!why.empty()) unsupported("--device cuda: " + why);
   return std::make_unique<DeviceLayers>(model);
