@@ -5,6 +5,7 @@
 // shards of the packed folder; nothing is copied.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,7 +39,16 @@ struct ExpertLocation {
   int group = -1, slot = -1;  // -1: pruned
 };
 
+// A process-wide serial for each PackedLayer made: what the GPU's copy of a
+// layer is keyed by (exec/cuda/cuda_dispatch.cu), since an address can be
+// another layer's once the first is freed, and moves change it.
+inline uint64_t next_packed_layer_serial() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
 struct PackedLayer {
+  uint64_t serial = next_packed_layer_serial();
   int64_t layer = 0;
   int64_t num_experts = 0;
   std::vector<BitGroup> groups;

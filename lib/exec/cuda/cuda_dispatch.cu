@@ -42,7 +42,7 @@ class Registry {
   // The layer's GPU copy, uploaded (evicting least recently used layers when
   // it does not fit) on first use. Caller holds mu.
   const DeviceMoeLayer& layer(const PackedLayer& l) {
-    auto it = resident_.find(&l);
+    auto it = resident_.find(l.serial);
     if (it != resident_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.pos);
       return it->second.layer;
@@ -59,11 +59,11 @@ class Registry {
       scratch.call = DeviceBuffer();
       free_bytes = gpu_free_bytes();
     }
-    lru_.push_front(&l);
+    lru_.push_front(l.serial);
     Entry e{upload(l), lru_.begin()};
     ++stats_.layer_uploads;
     stats_.bytes_uploaded += e.layer.nbytes;
-    return resident_.emplace(&l, std::move(e)).first->second.layer;
+    return resident_.emplace(l.serial, std::move(e)).first->second.layer;
   }
   CudaDispatchStats stats() {
     CudaDispatchStats s = stats_;
@@ -89,10 +89,12 @@ class Registry {
  private:
   struct Entry {
     DeviceMoeLayer layer;
-    std::list<const PackedLayer*>::iterator pos;
+    std::list<uint64_t>::iterator pos;
   };
-  std::unordered_map<const PackedLayer*, Entry> resident_;
-  std::list<const PackedLayer*> lru_;  // most recently used first
+  // By PackedLayer::serial. A freed layer's copy stays until the room is
+  // needed (a process runs one model; tests run many, each with new serials).
+  std::unordered_map<uint64_t, Entry> resident_;
+  std::list<uint64_t> lru_;  // most recently used first
   CudaDispatchStats stats_;
   cudaEvent_t last_call_ = nullptr;  // kept for the process's life, as the registry
 };

@@ -6,6 +6,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,11 +36,16 @@ namespace {
 std::atomic<int64_t> g_layers_run{0}, g_feed_forward_on_cpu{0};
 
 constexpr int kNormThreads = 256;
-// The attention kernel: 4 warps a (query, head); keys in chunks of
-// kKeyChunk scores in shared memory; a head of up to 4 x 128 values.
-constexpr int kAttnThreads = 128;
+// The attention kernel: 8 warps a (query, head), each taking every 8th key;
+// keys in chunks of kKeyChunk scores in shared memory; a lane holds values
+// lane + 32 i of a head of up to kMaxHeadDim.
+constexpr int kAttnWarps = 8;
+constexpr int kAttnThreads = 32 * kAttnWarps;
 constexpr int kKeyChunk = 512;
-constexpr int kMaxHeadDim = 4 * kAttnThreads;
+constexpr int kMaxHeadDim = 512;
+constexpr int kValueRegs = kMaxHeadDim / 32;
+// Threads of the per-row kernels (RoPE, RMSNorm of a latent row).
+constexpr int kRowThreads = 128;
 
 // The sum of v over the block (every thread gets it); `red` holds a value per warp.
 template <typename T>
@@ -110,28 +117,31 @@ __device__ float roped(const float* v, int d, int rope_dim, bool interleaved, co
 
 // Row r = b * seq_len + t is position start + t of sequence b: its q heads
 // turned into q_out, its k heads turned and its v stored at that position of
-// the layer's cache ([batch][capacity][kvd]).
+// the layer's cache ([batch][capacity][kvd]). A block a (row, head): query
+// heads first, then key heads (each with its value head).
 __global__ void rope_store_kernel(const float* q, const float* k, const float* v, int64_t seq_len, int64_t start,
                                   int nh, int nkv, int hd, int rope_dim, bool interleaved, const float* cos_table,
                                   const float* sin_table, float* q_out, float* k_cache, float* v_cache,
                                   int64_t capacity) {
   const int64_t r = blockIdx.x, b = r / seq_len, pos = start + r % seq_len;
+  const int head = static_cast<int>(blockIdx.y);
   const int half = rope_dim / 2;
   const float* cs = cos_table + pos * half;
   const float* sn = sin_table + pos * half;
   const int64_t qd = static_cast<int64_t>(nh) * hd, kvd = static_cast<int64_t>(nkv) * hd;
-  for (int64_t i = threadIdx.x; i < qd; i += blockDim.x) {
-    const int64_t h = i / hd;
-    const int d = static_cast<int>(i % hd);
-    q_out[r * qd + i] = roped(q + r * qd + h * hd, d, rope_dim, interleaved, cs, sn);
+  if (head < nh) {
+    const float* in = q + r * qd + static_cast<int64_t>(head) * hd;
+    float* o = q_out + r * qd + static_cast<int64_t>(head) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) o[d] = roped(in, d, rope_dim, interleaved, cs, sn);
+    return;
   }
-  float* kc = k_cache + (b * capacity + pos) * kvd;
-  float* vc = v_cache + (b * capacity + pos) * kvd;
-  for (int64_t i = threadIdx.x; i < kvd; i += blockDim.x) {
-    const int64_t h = i / hd;
-    const int d = static_cast<int>(i % hd);
-    kc[i] = roped(k + r * kvd + h * hd, d, rope_dim, interleaved, cs, sn);
-    vc[i] = v[r * kvd + i];
+  const int64_t at = static_cast<int64_t>(head - nh) * hd;
+  const float* in = k + r * kvd + at;
+  float* kc = k_cache + (b * capacity + pos) * kvd + at;
+  float* vc = v_cache + (b * capacity + pos) * kvd + at;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    kc[d] = roped(in, d, rope_dim, interleaved, cs, sn);
+    vc[d] = v[r * kvd + at + d];
   }
 }
 
@@ -154,31 +164,37 @@ constexpr int kMaxScoreDim = 1024;
 // out[r, head] = softmax(scale q·k_j over the visible keys j [, sink]) · v_j,
 // a block a (row, head): row r = b * seq_len + t at position pos = start + t
 // sees keys max(0, pos - window + 1) .. pos of its sequence (window 0: from
-// 0) in the caches (keys and values [batch][capacity][kv_row], one buffer or two). An online softmax over chunks
-// of kKeyChunk keys: each chunk's scores in shared memory (a warp a key), the
-// running maximum and sum rescaled as they grow, each thread summing p_j v_j
-// for its dims (model::attend_causal's values, in another order of summation).
+// 0) in the caches (keys and values [batch][capacity][kv_row], one buffer or
+// two). An online softmax over chunks of kKeyChunk keys: each chunk's scores
+// in shared memory (a warp a key), the running maximum and sum rescaled as
+// they grow; each warp sums p_j v_j over its keys of the chunk (a lane its
+// values lane + 32 i), and the warps' sums are added at the end
+// (model::attend_causal's values, in another order of summation). The key
+// loops are unrolled so each lane has several loads in flight: at one token
+// a layer has few blocks, and each is bound by the latency of its reads.
 __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q, const float* keys,
-                                                                 const float* values, float* out, AttentionShape a, int64_t seq_len, int64_t start,
-                                                                 int64_t capacity, float scale, int64_t window,
-                                                                 const float* sinks) {
+                                                                 const float* values, float* out, AttentionShape a,
+                                                                 int64_t seq_len, int64_t start, int64_t capacity,
+                                                                 float scale, int64_t window, const float* sinks) {
   __shared__ float qs[kMaxScoreDim];
   __shared__ float p[kKeyChunk];
-  __shared__ float red[kAttnThreads / 32];
+  __shared__ float red[kAttnWarps];
+  __shared__ float sums[kAttnWarps][kMaxHeadDim];
   const int64_t r = blockIdx.x / a.heads;
   const int h = static_cast<int>(blockIdx.x % a.heads), g = h / a.group;
   const int64_t b = r / seq_len, pos = start + r % seq_len;
   const int64_t lo = window > 0 ? max(static_cast<int64_t>(0), pos - window + 1) : 0, hi = pos + 1;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = kAttnThreads / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int d = threadIdx.x; d < a.q_dim; d += kAttnThreads) qs[d] = q[r * a.q_row + h * a.q_head + d];
   const float* kb = keys + b * capacity * a.kv_row + g * a.k_group;
   const float* vb = values + b * capacity * a.kv_row + g * a.v_group;
   float m = -INFINITY, l = 0.0f;
-  float acc[kMaxHeadDim / kAttnThreads] = {};
+  float acc[kValueRegs] = {};
   __syncthreads();
   for (int64_t c0 = lo; c0 < hi; c0 += kKeyChunk) {
     const int count = static_cast<int>(min(static_cast<int64_t>(kKeyChunk), hi - c0));
-    for (int j = warp; j < count; j += warps) {
+#pragma unroll 4
+    for (int j = warp; j < count; j += kAttnWarps) {
       const float* kj = kb + (c0 + j) * a.kv_row;
       float s = 0.0f;
       for (int d = lane; d < a.q_dim; d += 32) s += qs[d] * kj[d];
@@ -198,12 +214,15 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
     cs = block_sum(cs, red);  // its barriers also publish p
     const float corr = expf(m - nm);
     l = l * corr + cs;
-    for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) acc[i] *= corr;
-    for (int j = 0; j < count; ++j) {
+#pragma unroll
+    for (int i = 0; i < kValueRegs; ++i) acc[i] *= corr;
+#pragma unroll 4
+    for (int j = warp; j < count; j += kAttnWarps) {
       const float pj = p[j];
       const float* vj = vb + (c0 + j) * a.kv_row;
-      for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) {
-        const int d = threadIdx.x + i * kAttnThreads;
+#pragma unroll
+      for (int i = 0; i < kValueRegs; ++i) {
+        const int d = lane + 32 * i;
         if (d < a.v_dim) acc[i] += pj * vj[d];
       }
     }
@@ -213,27 +232,41 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
   if (sinks) {  // the sink's logit joins the softmax and adds no value
     const float s = sinks[h], nm = fmaxf(m, s), corr = expf(m - nm);
     l = l * corr + expf(s - nm);
-    for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) acc[i] *= corr;
+#pragma unroll
+    for (int i = 0; i < kValueRegs; ++i) acc[i] *= corr;
   }
-  for (int i = 0; i < kMaxHeadDim / kAttnThreads; ++i) {
-    const int d = threadIdx.x + i * kAttnThreads;
-    if (d < a.v_dim) out[r * a.out_row + h * a.out_head + d] = acc[i] / l;
+#pragma unroll
+  for (int i = 0; i < kValueRegs; ++i) {
+    const int d = lane + 32 * i;
+    if (d < a.v_dim) sums[warp][d] = acc[i];
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < a.v_dim; d += kAttnThreads) {
+    float v = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) v += sums[w][d];
+    out[r * a.out_row + h * a.out_head + d] = v / l;
   }
 }
 
 // Latent attention's rows (model/latent_attention.cpp): row r's kv_a [latent
 // (lora) | k_rope (rope)] becomes its cache row [RMSNorm(latent) | RoPE(k_rope)]
-// at its position, and each head's query [nope | rope] gets its rope part
-// turned (q_out). A block a row.
+// at its position (blockIdx.y 0), and each head's query [nope | rope] gets its
+// rope part turned into q_out (blockIdx.y 1 + head).
 __global__ void latent_rope_store_kernel(const float* kv_a, const float* q, const float* kv_norm, double eps,
                                          int64_t seq_len, int64_t start, int nh, int hd, int nope, int lora, int rope,
                                          bool interleaved, const float* cos_table, const float* sin_table,
                                          float* q_out, float* cache, int64_t capacity) {
-  __shared__ double red[kAttnThreads / 32];
+  __shared__ double red[kRowThreads / 32];
   const int64_t r = blockIdx.x, b = r / seq_len, pos = start + r % seq_len;
   const int half = rope / 2;
   const float* cs = cos_table + pos * half;
   const float* sn = sin_table + pos * half;
+  if (blockIdx.y > 0) {
+    const int64_t at = r * nh * hd + static_cast<int64_t>(blockIdx.y - 1) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x)
+      q_out[at + d] = d < nope ? q[at + d] : roped(q + at + nope, d - nope, rope, interleaved, cs, sn);
+    return;
+  }
   const int64_t row = lora + rope;
   const float* in = kv_a + r * row;
   float* c = cache + (b * capacity + pos) * row;
@@ -243,12 +276,6 @@ __global__ void latent_rope_store_kernel(const float* kv_a, const float* q, cons
   const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(lora) + eps));
   for (int i = threadIdx.x; i < lora; i += blockDim.x) c[i] = kv_norm[i] * (in[i] * inv);
   for (int i = threadIdx.x; i < rope; i += blockDim.x) c[lora + i] = roped(in + lora, i, rope, interleaved, cs, sn);
-  const int64_t qd = static_cast<int64_t>(nh) * hd;
-  for (int64_t i = threadIdx.x; i < qd; i += blockDim.x) {
-    const int64_t h = i / hd;
-    const int d = static_cast<int>(i % hd);
-    q_out[r * qd + i] = d < nope ? q[r * qd + i] : roped(q + r * qd + h * hd + nope, d - nope, rope, interleaved, cs, sn);
-  }
 }
 
 // The absorbed query of each (row, head): [q_nope · W_k (lora) | q_rope],
@@ -365,11 +392,53 @@ struct LayerState {
   DeviceBuffer shared_gate;  // [hidden] when the shared expert is gated
 };
 
+// The GPU rows of caches that were released, kept for the next ones: a
+// decode run or a measurement makes a cache after another, and allocating
+// and freeing their rows each time costs tens of microseconds a buffer
+// (cudaFree waits for the whole GPU). Shared by a runner and its caches'
+// attachments, so a cache may outlive its runner.
+class KvPool {
+ public:
+  explicit KvPool(size_t keep) : keep_(keep) {}
+  // A kept buffer of exactly `bytes`, or an empty one.
+  DeviceBuffer take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->size() == bytes) {
+        DeviceBuffer b = std::move(*it);
+        free_.erase(it);
+        return b;
+      }
+    return {};
+  }
+  // Keeps `b`, the oldest kept buffer freed past `keep` of them.
+  void give(DeviceBuffer b) {
+    if (!b.size()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(b));
+    if (free_.size() > keep_) free_.erase(free_.begin());
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.clear();
+  }
+
+ private:
+  size_t keep_;
+  std::mutex mu_;
+  std::vector<DeviceBuffer> free_;
+};
+
 // The GPU's keys and values of the layers run here, beside a KvCache.
 struct DeviceKv final : model::KvCache::Attachment {
   uint64_t owner = 0;  // the runner's id (an address could be a later runner's)
   int64_t batch = 0, capacity = 0;
   std::vector<DeviceBuffer> k, v;  // per layer, empty for layers not run here (v: grouped-query only)
+  std::shared_ptr<KvPool> pool;
+  ~DeviceKv() override {
+    for (auto* rows : {&k, &v})
+      for (DeviceBuffer& b : *rows) pool->give(std::move(b));
+  }
 };
 
 std::atomic<uint64_t> g_next_runner{1};
@@ -377,7 +446,11 @@ std::atomic<uint64_t> g_next_runner{1};
 class DeviceLayers final : public model::LayerRunner {
  public:
   explicit DeviceLayers(model::Model& m)
-      : m_(m), c_(m.config()), id_(g_next_runner++), states_(static_cast<size_t>(c_.num_layers)) {
+      : m_(m),
+        c_(m.config()),
+        id_(g_next_runner++),
+        pool_(std::make_shared<KvPool>(static_cast<size_t>(4 * c_.num_layers))),  // two caches' keys and values
+        states_(static_cast<size_t>(c_.num_layers)) {
     decided_.assign(static_cast<size_t>(c_.num_layers), -1);
   }
 
@@ -488,6 +561,7 @@ class DeviceLayers final : public model::LayerRunner {
     auto made = std::make_unique<DeviceKv>();
     kv = made.get();
     kv->owner = id_;
+    kv->pool = pool_;
     kv->batch = cache.batch();
     kv->capacity = cache.capacity();
     kv->k.resize(static_cast<size_t>(c_.num_layers));
@@ -496,20 +570,29 @@ class DeviceLayers final : public model::LayerRunner {
     return *kv;
   }
 
-  // Layer l's rows of the GPU cache (keys, and values unless latent),
-  // allocated on its first use; a clear error when the GPU lacks the room.
+  // Layer l's rows of the GPU cache (keys, and values unless latent), on its
+  // first use: kept rows of released caches, else new ones, or a clear error
+  // when the GPU lacks the room.
   void attach_layer(DeviceKv& kv, int64_t l, int64_t key_dim, int64_t value_dim) {
     DeviceBuffer& kc = kv.k[static_cast<size_t>(l)];
+    DeviceBuffer& vc = kv.v[static_cast<size_t>(l)];
     if (kc.size()) return;
     const size_t rows = static_cast<size_t>(kv.batch * kv.capacity);
-    const size_t bytes = rows * static_cast<size_t>(key_dim + value_dim) * sizeof(float);
-    if (bytes + gpu_headroom_bytes() > gpu_free_bytes())
+    const size_t kbytes = rows * static_cast<size_t>(key_dim) * sizeof(float),
+                 vbytes = rows * static_cast<size_t>(value_dim) * sizeof(float);
+    kc = kv.pool->take(kbytes);
+    if (vbytes) vc = kv.pool->take(vbytes);
+    if (kc.size() && (vc.size() || !vbytes)) return;
+    kc = DeviceBuffer();  // freed, with every kept buffer: room for new ones
+    vc = DeviceBuffer();
+    kv.pool->clear();
+    if (kbytes + vbytes + gpu_headroom_bytes() > gpu_free_bytes())
       unsupported("GPU decoder layers: layer " + std::to_string(l) + "'s keys and values for " +
                   std::to_string(kv.batch) + " x " + std::to_string(kv.capacity) + " positions need " +
-                  std::to_string(bytes >> 20) + " MiB, more than the GPU has free beside its headroom "
-                  "(EXPERTQUANT_GPU_LAYERS=0 keeps them on the CPU)");
-    kc = DeviceBuffer(rows * static_cast<size_t>(key_dim) * sizeof(float));
-    if (value_dim) kv.v[static_cast<size_t>(l)] = DeviceBuffer(rows * static_cast<size_t>(value_dim) * sizeof(float));
+                  std::to_string((kbytes + vbytes) >> 20) + " MiB, more than the GPU has free beside its "
+                  "headroom (EXPERTQUANT_GPU_LAYERS=0 keeps them on the CPU)");
+    kc = DeviceBuffer(kbytes);
+    if (vbytes) vc = DeviceBuffer(vbytes);
   }
 
   void grow_rows(int64_t n) {
@@ -602,7 +685,7 @@ class DeviceLayers final : public model::LayerRunner {
       check_launch("clamp kernel");
     }
     const model::RopeTable& rope = m_.rope();
-    rope_store_kernel<<<static_cast<unsigned>(n), 128, 0, st()>>>(
+    rope_store_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(nh + nkv)), kRowThreads, 0, st()>>>(
         q, k_.floats(), v_.floats(), seq_len, start, static_cast<int>(nh), static_cast<int>(nkv),
         static_cast<int>(hd), static_cast<int>(rope.dim()), rope.interleaved(), cos_.floats(), sin_.floats(),
         q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity);
@@ -657,12 +740,12 @@ class DeviceLayers final : public model::LayerRunner {
     }
     gemm(xn_.floats(), s.wkv_a, k_.floats(), n, row, H, s.kv_a_bias);
     const model::RopeTable& t = m_.rope();
-    latent_rope_store_kernel<<<static_cast<unsigned>(n), kAttnThreads, 0, st()>>>(
+    latent_rope_store_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(1 + nh)), kRowThreads, 0, st()>>>(
         k_.floats(), q_.floats(), s.kv_a_norm.floats(), c_.latent_norm_eps, seq_len, start, static_cast<int>(nh),
         static_cast<int>(hd), static_cast<int>(nope), static_cast<int>(lora), static_cast<int>(rope), t.interleaved(),
         cos_.floats(), sin_.floats(), q_rot_.floats(), cache.floats(), kv.capacity);
     check_launch("latent RoPE kernel");
-    absorb_query_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
+    absorb_query_kernel<<<static_cast<unsigned>(n * nh), kRowThreads, 0, st()>>>(
         q_rot_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(hd), static_cast<int>(nope),
         static_cast<int>(v), static_cast<int>(lora), static_cast<int>(rope), q_split_.floats());
     check_launch("query absorption kernel");
@@ -680,7 +763,7 @@ class DeviceLayers final : public model::LayerRunner {
         q_split_.floats(), cache.floats(), cache.floats(), ctx_.floats(), shape, seq_len, start, kv.capacity,
         model::attention_scale(c_), 0, nullptr);
     check_launch("attention kernel");
-    latent_values_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
+    latent_values_kernel<<<static_cast<unsigned>(n * nh), kRowThreads, 0, st()>>>(
         ctx_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(nope), static_cast<int>(v),
         static_cast<int>(lora), gate_.floats());
     check_launch("latent values kernel");
@@ -763,6 +846,7 @@ class DeviceLayers final : public model::LayerRunner {
   model::Model& m_;
   const model::ModelConfig& c_;
   uint64_t id_;
+  std::shared_ptr<KvPool> pool_;
   mutable std::vector<LayerState> states_;
   mutable std::vector<int8_t> decided_;  // per layer: -1 not yet, 0 CPU, 1 here
   // The call's rows on the GPU.
