@@ -9,19 +9,22 @@
 //   the keys and values stored in a GPU KV cache (KvCache::attachment); the
 //   attention of each query over its visible keys (causal, sliding window,
 //   sink logit) as an online softmax; the output gate; o_proj; the residual.
+//   Latent attention the same way in the latent space: each head's query
+//   absorbed into the cached [norm(latent) | RoPE(k_rope)] rows, its value
+//   W_v times its latent context.
 //   RMSNorm; the router's logits on the GPU, the routing on the host (the
 //   CPU's code: the same experts for the same logits), the routed experts
 //   through the CUDA dispatch's strategy (device_moe.h) on the rows already
 //   there, the gate-weighted combine in slot order, the (gated) shared
 //   expert; or a dense MLP; the residual.
 //
-// A layer runs here when its attention is grouped-query and its attention
-// matrices are on the GPU; others (latent attention, the gated delta net,
-// quantized attention projections, matrices that found no room) run on the
-// CPU as before, and the hidden state crosses over around them. Within a
-// layer that runs here, a feed-forward part that cannot (an observer that
-// wants the block's values, a CPU dispatch, a packed shared expert or dense
-// MLP) runs on the CPU on rows copied over and back.
+// A layer runs here when its attention is grouped-query or latent and its
+// projections are on the GPU; others (the gated delta net, quantized
+// attention projections, matrices that found no room) run on the CPU as
+// before, and the hidden state crosses over around them. Within a layer that
+// runs here, a feed-forward part that cannot (a MoE block under an observer,
+// which wants the block's values, a CPU dispatch, a packed shared expert or
+// dense MLP) runs on the CPU on rows copied over and back.
 // Results equal the CPU forward's within float32 rounding (the products' and
 // softmax's order of summation); near-tied router choices may differ.
 #pragma once
