@@ -487,8 +487,7 @@ class DeviceLayers final : public model::LayerRunner {
   bool decide(int64_t l) const {
     if (c_.layer_linear(l)) return false;
     const bool latent = c_.attention == model::AttentionKind::kLatent;
-    if (latent ? c_.kv_lora_rank > kMaxHeadDim || c_.kv_lora_rank + c_.qk_rope_head_dim > kMaxScoreDim ||
-                     c_.qk_nope_head_dim > c_.head_dim
+    if (latent ? c_.kv_lora_rank > kMaxHeadDim || c_.kv_lora_rank + c_.qk_rope_head_dim > kMaxScoreDim
                : c_.head_dim > kMaxHeadDim)
       return false;
     const model::WeightStore& w = m_.weights();
@@ -605,8 +604,12 @@ class DeviceLayers final : public model::LayerRunner {
 
   static void grow_to(DeviceBuffer& b, size_t floats) { grow(b, floats * sizeof(float)); }
 
-  void gemm(const float* x, const float* w, float* y, int64_t n, int64_t rows, int64_t cols, const DeviceBuffer& bias) {
+  // y [n, rows] = x [n, cols] W^T (+ bias, when it has any).
+  void gemm(const float* x, const float* w, float* y, int64_t n, int64_t rows, int64_t cols) {
     quant::cuda::f32_gemm(x, w, y, n, rows, cols, st());
+  }
+  void gemm(const float* x, const float* w, float* y, int64_t n, int64_t rows, int64_t cols, const DeviceBuffer& bias) {
+    gemm(x, w, y, n, rows, cols);
     if (bias.size()) {
       add_bias_rows_kernel<<<elementwise_blocks(n * rows), 256, 0, st()>>>(y, n, rows, bias.floats());
       check_launch("bias kernel");
@@ -655,8 +658,10 @@ class DeviceLayers final : public model::LayerRunner {
     const DeviceBuffer& vc = kv.v[static_cast<size_t>(l)];
     reserve_rope(start + seq_len);
     grow_to(q_, static_cast<size_t>(n * qd * (gated ? 2 : 1)));
-    grow_to(q_split_, static_cast<size_t>(n * qd));
-    grow_to(gate_, static_cast<size_t>(n * qd));
+    if (gated) {
+      grow_to(q_split_, static_cast<size_t>(n * qd));
+      grow_to(gate_, static_cast<size_t>(n * qd));
+    }
     grow_to(q_rot_, static_cast<size_t>(n * qd));
     grow_to(k_, static_cast<size_t>(n * kvd));
     grow_to(v_, static_cast<size_t>(n * kvd));
@@ -699,8 +704,8 @@ class DeviceLayers final : public model::LayerRunner {
     shape.kv_row = kvd;
     shape.k_group = shape.v_group = hd;
     attention_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
-        q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), shape, seq_len, start, kv.capacity, model::attention_scale(c_),
-        c_.layer_attention_window(l), or_null(s.sinks));
+        q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), shape, seq_len, start, kv.capacity,
+        model::attention_scale(c_), c_.layer_attention_window(l), or_null(s.sinks));
     check_launch("attention kernel");
     if (gated) {
       sigmoid_gate_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(ctx_.floats(), gate_.floats(), n * qd);
@@ -724,19 +729,19 @@ class DeviceLayers final : public model::LayerRunner {
     reserve_rope(start + seq_len);
     grow_to(q_, static_cast<size_t>(n * qd));
     grow_to(q_rot_, static_cast<size_t>(n * qd));
-    grow_to(k_, static_cast<size_t>(n * row));
-    grow_to(q_split_, static_cast<size_t>(n * nh * row));  // the absorbed queries
-    grow_to(ctx_, static_cast<size_t>(n * nh * lora));      // the latent contexts, then the values
-    grow_to(gate_, static_cast<size_t>(n * nh * v));
+    grow_to(k_, static_cast<size_t>(n * row));  // kv_a's rows
+    grow_to(q_absorbed_, static_cast<size_t>(n * nh * row));
+    grow_to(latent_ctx_, static_cast<size_t>(n * nh * lora));
+    grow_to(ctx_, static_cast<size_t>(n * nh * v));
     rms_norm(h_.floats(), n, H, s.input_norm, xn_.floats());
     if (c_.q_lora_rank > 0) {
       const int64_t r = c_.q_lora_rank;
-      grow_to(v_, static_cast<size_t>(n * r));
-      gemm(xn_.floats(), s.wq_a, v_.floats(), n, r, H, s.q_a_bias);
-      rms_norm(v_.floats(), n, r, s.q_a_norm, v_.floats(), c_.latent_norm_eps);
-      gemm(v_.floats(), s.wq_b, q_.floats(), n, qd, r, DeviceBuffer());
+      grow_to(q_low_, static_cast<size_t>(n * r));
+      gemm(xn_.floats(), s.wq_a, q_low_.floats(), n, r, H, s.q_a_bias);
+      rms_norm(q_low_.floats(), n, r, s.q_a_norm, q_low_.floats(), c_.latent_norm_eps);
+      gemm(q_low_.floats(), s.wq_b, q_.floats(), n, qd, r);
     } else {
-      gemm(xn_.floats(), s.wq, q_.floats(), n, qd, H, DeviceBuffer());
+      gemm(xn_.floats(), s.wq, q_.floats(), n, qd, H);
     }
     gemm(xn_.floats(), s.wkv_a, k_.floats(), n, row, H, s.kv_a_bias);
     const model::RopeTable& t = m_.rope();
@@ -747,7 +752,7 @@ class DeviceLayers final : public model::LayerRunner {
     check_launch("latent RoPE kernel");
     absorb_query_kernel<<<static_cast<unsigned>(n * nh), kRowThreads, 0, st()>>>(
         q_rot_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(hd), static_cast<int>(nope),
-        static_cast<int>(v), static_cast<int>(lora), static_cast<int>(rope), q_split_.floats());
+        static_cast<int>(v), static_cast<int>(lora), static_cast<int>(rope), q_absorbed_.floats());
     check_launch("query absorption kernel");
     AttentionShape shape;
     shape.heads = static_cast<int>(nh);
@@ -760,14 +765,14 @@ class DeviceLayers final : public model::LayerRunner {
     shape.out_row = nh * lora;
     shape.out_head = lora;
     attention_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
-        q_split_.floats(), cache.floats(), cache.floats(), ctx_.floats(), shape, seq_len, start, kv.capacity,
+        q_absorbed_.floats(), cache.floats(), cache.floats(), latent_ctx_.floats(), shape, seq_len, start, kv.capacity,
         model::attention_scale(c_), 0, nullptr);
     check_launch("attention kernel");
     latent_values_kernel<<<static_cast<unsigned>(n * nh), kRowThreads, 0, st()>>>(
-        ctx_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(nope), static_cast<int>(v),
-        static_cast<int>(lora), gate_.floats());
+        latent_ctx_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(nope), static_cast<int>(v),
+        static_cast<int>(lora), ctx_.floats());
     check_launch("latent values kernel");
-    gemm(gate_.floats(), s.wo, delta_.floats(), n, H, nh * v, s.o_bias);
+    gemm(ctx_.floats(), s.wo, delta_.floats(), n, H, nh * v, s.o_bias);
     add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
     check_launch("residual kernel");
   }
@@ -777,13 +782,13 @@ class DeviceLayers final : public model::LayerRunner {
     const int64_t H = c_.hidden_size, I = w.inter;
     grow_to(g_, static_cast<size_t>(n * I));
     grow_to(u_, static_cast<size_t>(n * I));
-    quant::cuda::f32_gemm(xn_.floats(), w.gate, g_.floats(), n, I, H, st());
-    quant::cuda::f32_gemm(xn_.floats(), w.up, u_.floats(), n, I, H, st());
+    gemm(xn_.floats(), w.gate, g_.floats(), n, I, H);
+    gemm(xn_.floats(), w.up, u_.floats(), n, I, H);
     glu_rows_kernel<<<elementwise_blocks(n * I), 256, 0, st()>>>(g_.floats(), u_.floats(), g_.floats(), n, I, nullptr,
                                                                 nullptr, static_cast<int>(w.act.kind), w.act.alpha,
                                                                 w.act.limit);
     check_launch("activation kernel");
-    quant::cuda::f32_gemm(g_.floats(), w.down, out, n, H, I, st());
+    gemm(g_.floats(), w.down, out, n, H, I);
   }
 
   void feed_forward(int64_t l, const LayerState& s, int64_t batch, int64_t seq_len, int64_t start) {
@@ -835,7 +840,7 @@ class DeviceLayers final : public model::LayerRunner {
     const float* gate_logit = nullptr;
     if (s.shared_gate.size()) {
       grow_to(shared_logit_, static_cast<size_t>(n));
-      quant::cuda::f32_gemm(xn_.floats(), s.shared_gate.floats(), shared_logit_.floats(), n, 1, H, st());
+      gemm(xn_.floats(), s.shared_gate.floats(), shared_logit_.floats(), n, 1, H);
       gate_logit = shared_logit_.floats();
     }
     add_shared_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(delta_.floats(), shared_.floats(), gate_logit, n,
@@ -850,8 +855,10 @@ class DeviceLayers final : public model::LayerRunner {
   mutable std::vector<LayerState> states_;
   mutable std::vector<int8_t> decided_;  // per layer: -1 not yet, 0 CPU, 1 here
   // The call's rows on the GPU.
-  DeviceBuffer h_, xn_, delta_, q_, q_split_, gate_, q_rot_, k_, v_, ctx_, g_, u_, logits_, weights_, slot_out_, shared_,
-      shared_logit_;
+  DeviceBuffer h_, xn_, delta_, q_, q_split_, gate_, q_rot_, k_, v_, ctx_, g_, u_, logits_, weights_, slot_out_,
+      shared_, shared_logit_;
+  // Latent attention's: q_a's rows, the absorbed queries, the latent contexts.
+  DeviceBuffer q_low_, q_absorbed_, latent_ctx_;
   DeviceBuffer cos_, sin_;
   int64_t rope_positions_ = 0, rope_capacity_ = 0;
   // Each copy's own staging: a copy to the GPU may still read its staging
