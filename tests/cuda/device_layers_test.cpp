@@ -31,6 +31,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+#define EQ_REQUIRE_GPU()                                                        \
+  do {                                                                          \
+    const std::string why = cuda::unavailable_reason();                         \
+    if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;                        \
+  } while (0)
+
 // `model` packed as bf16 (a format of every shape; the experts' format is not
 // what these tests check) through the binary (not in this process: a pack
 // sets the process's trellis search, which other tests of this binary read).
@@ -41,6 +47,12 @@ std::string pack_of(const std::string& model, const std::string& tag) {
       test::binary() + " pack --model " + model + " --uniform bf16 --force -o " + out.string(), &output);
   if (rc != 0) throw std::runtime_error("pack of " + model + " failed (" + std::to_string(rc) + "): " + output);
   return out.string();
+}
+
+// The bundled model's pack, made once for the tests that use it.
+const std::string& tinymoe_pack() {
+  static const std::string folder = pack_of(test::tinymoe_path(), "tinymoe");
+  return folder;
 }
 
 // Opened with its float matrices and routed experts on the GPU; its layers
@@ -58,6 +70,26 @@ std::unique_ptr<PackedModel> open_on_gpu(const std::string& folder, bool layers)
   auto pm = PackedModel::open(folder, o);
   pm->set_dispatch(cuda::make_cuda_dispatch(DispatchKind::kAuto, 4));
   return pm;
+}
+
+// One pack opened twice: its layers on the GPU, and only its products.
+struct WithAndWithout {
+  explicit WithAndWithout(const std::string& folder)
+      : with(open_on_gpu(folder, true)), without(open_on_gpu(folder, false)) {}
+  std::unique_ptr<PackedModel> with, without;
+};
+
+// Logits of the GPU layers (b) against those of the products only (a), as
+// distributions: mean KL at most `kl_bound` nats and the same top token at
+// 19 in 20 positions; printed under `tag`.
+void expect_agree(const model::FloatBuffer& a, const model::FloatBuffer& b, int64_t vocab, double kl_bound,
+                  const std::string& tag) {
+  ASSERT_EQ(a.size(), b.size()) << tag;
+  const test::LogitAgreement g = test::logit_agreement(a, b, vocab);
+  std::printf("%s: mean KL(products only || layers) %.3g nats over %lld positions, same top token at %lld\n",
+              tag.c_str(), g.kl_mean, static_cast<long long>(g.rows), static_cast<long long>(g.same_top));
+  EXPECT_LE(g.kl_mean, kl_bound) << tag;
+  EXPECT_GE(g.same_top * 20, g.rows * 19) << tag << ": " << g.same_top << " of " << g.rows;
 }
 
 // Logits of a prefill of 2 x 48 tokens and 5 decode steps of both sequences
@@ -91,40 +123,31 @@ int64_t attention_layers(const model::ModelConfig& c) {
 // positions see it through attention), so logits are compared as
 // distributions: mean KL at most 1e-5 nats (measured at most 2e-9 with bf16
 // experts) and the same top token at 19 in 20 positions (a wrong rotation,
-// mask, norm or cache position is far from both). Every call runs the expected layers there, with their feed-forward
-// part on the GPU.
-void expect_layers_match(const std::string& model, const std::string& tag) {
-  const std::string folder = pack_of(model, tag);
-  auto with = open_on_gpu(folder, true);
-  auto without = open_on_gpu(folder, false);
-  const model::ModelConfig& c = with->config();
+// mask, norm or cache position is far from both). Every call runs the
+// expected layers there, with their feed-forward part on the GPU.
+void expect_layers_match(const std::string& folder, const std::string& tag) {
+  const WithAndWithout p(folder);
+  const model::ModelConfig& c = p.with->config();
   const cuda::DeviceLayerStats before = cuda::device_layer_stats();
-  const model::FloatBuffer a = run(*with);
+  const model::FloatBuffer a = run(*p.with);
   const cuda::DeviceLayerStats after = cuda::device_layer_stats();
-  const model::FloatBuffer b = run(*without);
-  ASSERT_EQ(a.size(), b.size());
+  const model::FloatBuffer b = run(*p.without);
   // 6 forward calls; consecutive layers run in one call, counted each.
   EXPECT_EQ(after.layers_run - before.layers_run, 6 * attention_layers(c)) << tag;
   EXPECT_EQ(after.feed_forward_on_cpu - before.feed_forward_on_cpu, 0) << tag;
   EXPECT_EQ(cuda::device_layer_stats().layers_run, after.layers_run) << tag << ": the runner ran with it off";
-  const test::LogitAgreement g = test::logit_agreement(b, a, c.vocab_size);
-  std::printf("%s: %lld of %lld layers on the GPU; mean KL(products only || layers) %.3g nats over %lld positions, "
-              "same top token at %lld\n",
-              tag.c_str(), static_cast<long long>(attention_layers(c)), static_cast<long long>(c.num_layers),
-              g.kl_mean, static_cast<long long>(g.rows), static_cast<long long>(g.same_top));
-  EXPECT_LE(g.kl_mean, 1e-5) << tag;
-  EXPECT_GE(g.same_top * 20, g.rows * 19) << tag << ": " << g.same_top << " of " << g.rows;
+  expect_agree(b, a, c.vocab_size, 1e-5,
+               tag + " (" + std::to_string(attention_layers(c)) + " of " + std::to_string(c.num_layers) +
+                   " layers on the GPU)");
 }
 
 TEST(DeviceLayers, BundledModelMatchesProductsOnly) {
-  const std::string why = cuda::unavailable_reason();
-  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
-  expect_layers_match(test::tinymoe_path(), "tinymoe");
+  EQ_REQUIRE_GPU();
+  expect_layers_match(tinymoe_pack(), "tinymoe");
 }
 
 TEST(DeviceLayers, SharedArchitecturesMatchProductsOnly) {
-  const std::string why = cuda::unavailable_reason();
-  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  EQ_REQUIRE_GPU();
   EQ_REQUIRE_SHARED();
   for (const char* name : {"qwen3moe-small", "glm4_moe-small", "gpt_oss-small", "qwen3_5_moe-small",
                            "qwen3_next-small", "deepseek_v3-small"}) {
@@ -133,7 +156,7 @@ TEST(DeviceLayers, SharedArchitecturesMatchProductsOnly) {
       std::printf("%s: absent, skipped\n", name);
       continue;
     }
-    expect_layers_match(model.string(), name);
+    expect_layers_match(pack_of(model.string(), name), name);
   }
 }
 
@@ -141,15 +164,13 @@ TEST(DeviceLayers, SharedArchitecturesMatchProductsOnly) {
 // CPU on the rows copied over (the block reports its values there), and the
 // logits are those of the layers without one.
 TEST(DeviceLayers, ObserverTakesTheFeedForwardToTheCpu) {
-  const std::string why = cuda::unavailable_reason();
-  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  EQ_REQUIRE_GPU();
   struct Count final : model::MoeObserver {
     int64_t blocks = 0;
     void on_moe_block(const model::MoeObservation&) override { ++blocks; }
   } count;
-  const std::string folder = pack_of(test::tinymoe_path(), "observer");
-  auto observed = open_on_gpu(folder, true);
-  auto plain = open_on_gpu(folder, true);
+  auto observed = open_on_gpu(tinymoe_pack(), true);
+  auto plain = open_on_gpu(tinymoe_pack(), true);
   observed->model().set_observer(&count);
   const cuda::DeviceLayerStats before = cuda::device_layer_stats();
   const model::FloatBuffer a = run(*observed);
@@ -160,9 +181,7 @@ TEST(DeviceLayers, ObserverTakesTheFeedForwardToTheCpu) {
   for (int64_t l = 0; l < c.num_layers; ++l) moe_layers += c.layer_is_moe[static_cast<size_t>(l)];
   EXPECT_EQ(count.blocks, 6 * moe_layers);
   EXPECT_EQ(after.feed_forward_on_cpu - before.feed_forward_on_cpu, 6 * moe_layers);
-  const test::LogitAgreement g = test::logit_agreement(b, a, c.vocab_size);
-  EXPECT_LE(g.kl_mean, 1e-3);
-  EXPECT_GE(g.same_top * 20, g.rows * 19) << g.same_top << " of " << g.rows;
+  expect_agree(b, a, c.vocab_size, 1e-3, "under an observer");
 }
 
 // One sequence of 700 tokens then 3 decode steps: each query of the last
@@ -170,11 +189,8 @@ TEST(DeviceLayers, ObserverTakesTheFeedForwardToTheCpu) {
 // the attention kernel (512), so the running maximum and sum are rescaled
 // across chunks.
 TEST(DeviceLayers, LongContextMatchesProductsOnly) {
-  const std::string why = cuda::unavailable_reason();
-  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
-  const std::string folder = pack_of(test::tinymoe_path(), "long");
-  auto with = open_on_gpu(folder, true);
-  auto without = open_on_gpu(folder, false);
+  EQ_REQUIRE_GPU();
+  const WithAndWithout p(tinymoe_pack());
   auto run_long = [](PackedModel& pm) {
     model::Model& m = pm.model();
     const std::vector<int32_t> text = test::corpus_tokens("c", 720);
@@ -187,29 +203,21 @@ TEST(DeviceLayers, LongContextMatchesProductsOnly) {
     }
     return all;
   };
-  const model::FloatBuffer a = run_long(*with), b = run_long(*without);
-  ASSERT_EQ(a.size(), b.size());
-  const test::LogitAgreement g = test::logit_agreement(b, a, with->config().vocab_size);
-  std::printf("700 + 3 tokens: mean KL %.3g nats over %lld positions, same top token at %lld\n", g.kl_mean,
-              static_cast<long long>(g.rows), static_cast<long long>(g.same_top));
-  EXPECT_LE(g.kl_mean, 1e-5);
-  EXPECT_GE(g.same_top * 20, g.rows * 19) << g.same_top << " of " << g.rows;
+  const model::FloatBuffer a = run_long(*p.with), b = run_long(*p.without);
+  expect_agree(b, a, p.with->config().vocab_size, 1e-5, "700 + 3 tokens");
 }
 
 // A cache that already holds positions stored without the runner (by the
 // same pack opened with its layers on the CPU) is refused, not read as if
 // its keys were on the GPU.
 TEST(DeviceLayers, CacheFilledElsewhereIsRefused) {
-  const std::string why = cuda::unavailable_reason();
-  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
-  const std::string folder = pack_of(test::tinymoe_path(), "refused");
-  auto with = open_on_gpu(folder, true);
-  auto without = open_on_gpu(folder, false);
+  EQ_REQUIRE_GPU();
+  const WithAndWithout p(tinymoe_pack());
   const std::vector<int32_t> text = test::corpus_tokens("c", 20);
-  model::KvCache cache = without->model().new_cache(1, 32);
-  (void)without->model().forward(std::vector<int32_t>(text.begin(), text.begin() + 16), 1, 16, cache);
+  model::KvCache cache = p.without->model().new_cache(1, 32);
+  (void)p.without->model().forward(std::vector<int32_t>(text.begin(), text.begin() + 16), 1, 16, cache);
   try {
-    (void)with->model().forward(std::vector<int32_t>{text[16]}, 1, 1, cache);
+    (void)p.with->model().forward(std::vector<int32_t>{text[16]}, 1, 1, cache);
     FAIL() << "a cache of 16 positions stored on the CPU was used by the GPU layers";
   } catch (const eq::Error& e) {
     EXPECT_NE(std::string(e.what()).find("stored without them"), std::string::npos) << e.what();
