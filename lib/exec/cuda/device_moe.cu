@@ -66,6 +66,19 @@ bool mixed_launches() {
   return on;
 }
 
+// The most rows of an expert batch that take the decode products (which
+// take x as int8 for most formats); larger batches take the bf16 prefill
+// products. EXPERTQUANT_GPU_GEMV_MAX_ROWS=N (0 .. kMaxDeviceGemvRows) lowers
+// it from kMaxDeviceGemvRows (for measurement). Read once.
+int64_t gemv_max_rows() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_GEMV_MAX_ROWS");
+    const int64_t k = quant::kMaxDeviceGemvRows;
+    return v == nullptr ? k : std::clamp<int64_t>(std::atoll(v), 0, k);
+  }();
+  return n;
+}
+
 // Whether a format's decode products take part in launches of several formats.
 bool joins_mixed(const quant::FormatTraits* f) { return mixed_launches() && f->device_gemv->segment != nullptr; }
 
@@ -95,7 +108,7 @@ struct Calls {
 
   // x_up: a decode job's gated input (DeviceGemvJob::x_up), or null.
   void add(const DeviceMatrix& w, const float* x, float* y, int64_t m, const float* x_up = nullptr) {
-    const bool decode = m <= quant::kMaxDeviceGemvRows;
+    const bool decode = m <= gemv_max_rows();
     Call& c = calls[{w.format, w.rows, w.cols, decode ? m : 0}];
     if (decode) {
       c.gemv.push_back(w.job(x, y));
@@ -202,7 +215,7 @@ struct Lane {
 bool lane_gates_down(const DeviceMoeLayer& L, std::span<const Batch> batches) {
   if (L.biased || L.act.kind != model::ActivationKind::kSwiGlu) return false;
   for (const Batch& b : batches)
-    if (b.m > quant::kMaxDeviceGemvRows || !gated_down(b.m, L.inter) ||
+    if (b.m > gemv_max_rows() || !gated_down(b.m, L.inter) ||
         !expert_of(L, b.expert).down.format->device_gemv->gated_input)
       return false;
   return true;
@@ -257,7 +270,7 @@ void run_batches(const DeviceMoeLayer& L, const std::vector<Batch>& batches, int
   const int64_t I = L.inter;
   bool decode = true, one_row = true;
   for (const Batch& b : batches) {
-    decode = decode && b.m <= quant::kMaxDeviceGemvRows;
+    decode = decode && b.m <= gemv_max_rows();
     one_row = one_row && b.m == 1;
   }
   std::vector<Lane> lanes;

@@ -9,7 +9,8 @@
 // docs/design.md, "GPU prefill".
 //
 // Against the format's `matmul` the result differs by the two bf16 roundings
-// (x and W, 2^-9 of each factor) and the float32 sums: at most
+// (x and W, 2^-9 of each factor; int8_row's W and bf16's are exact) and the
+// float32 sums: at most
 // (2^-8 + 2^-18 + 2 gamma(K)) times sum_k |W[n,k]| |x[k]| (in the rotated
 // basis for rotated rows; tests/cuda/device_gemm_test.cpp).
 //

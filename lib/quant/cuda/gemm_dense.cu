@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -79,6 +80,21 @@ __global__ void round_to_bf16_kernel(const float* __restrict__ in, __nv_bfloat16
     out[i] = __float2bfloat16_rn(in[i]);
 }
 
+// io = bf16(in - io): the residual of in's rounding to io, rounded.
+__global__ void residual_to_bf16_kernel(const float* __restrict__ in, __nv_bfloat16* __restrict__ io, int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    io[i] = __float2bfloat16_rn(in[i] - __bfloat162float(io[i]));
+}
+
+bool split_x() {
+  static const bool on = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_SPLIT_X");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
 }  // namespace
 
 void round_to_bf16(const float* in, __nv_bfloat16* out, int64_t count, cudaStream_t s) {
@@ -89,23 +105,35 @@ void round_to_bf16(const float* in, __nv_bfloat16* out, int64_t count, cudaStrea
 }
 
 void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
-               int64_t rows, int64_t cols, cudaStream_t s) {
+               int64_t rows, int64_t cols, cudaStream_t s, bool accumulate) {
   if (m <= 0) return;
   EQ_CHECK(m < (int64_t{1} << 31) && rows < (int64_t{1} << 31) && cols < (int64_t{1} << 31),
            "GPU prefill: a product of [" + std::to_string(m) + ", " + std::to_string(cols) + "] x [" +
                std::to_string(cols) + ", " + std::to_string(rows) + "] is past cuBLAS's 32-bit sizes");
   cublasHandle_t h = handle_of_current_device();
   check_blas(blas().set_stream(h, s), "set stream");
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   // Column-major view: y^T [rows, m] = op(W) [rows, cols] * x^T [cols, m].
   // W [rows, cols] row-major is W^T column-major (op T, ld cols); W^T
   // [cols, rows] row-major is W column-major (op N, ld rows).
   const bool kn = layout == WeightLayout::kColsByRows;
   check_blas(blas().gemm_ex(h, kn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
                             static_cast<int>(m), static_cast<int>(cols), &one, w, CUDA_R_16BF,
-                            static_cast<int>(kn ? rows : cols), x, CUDA_R_16BF, static_cast<int>(cols), &zero, y,
+                            static_cast<int>(kn ? rows : cols), x, CUDA_R_16BF, static_cast<int>(cols), &beta, y,
                             CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "bf16 product");
+}
+
+void bf16_product(const float* x, __nv_bfloat16* xb, const __nv_bfloat16* w, WeightLayout layout, float* y,
+                  int64_t m, int64_t rows, int64_t cols, cudaStream_t s) {
+  if (m <= 0) return;
+  round_to_bf16(x, xb, m * cols, s);
+  bf16_gemm(xb, w, layout, y, m, rows, cols, s);
+  if (!split_x()) return;
+  const int64_t count = m * cols, blocks = std::min<int64_t>((count + 255) / 256, 65535);
+  residual_to_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(x, xb, count);  // after the product read xb
+  check_launch("bf16 residual");
+  bf16_gemm(xb, w, layout, y, m, rows, cols, s, true);
 }
 
 void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows, int64_t cols, cudaStream_t s) {

@@ -27,10 +27,21 @@ enum class WeightLayout {
   kColsByRows,  // W^T [cols, rows] row-major (W[n, k] at k * rows + n)
 };
 
-// y [m, rows] = x [m, cols] W^T, x and W bf16, y float32 (overwritten), on
-// `s`, through the calling thread's cuBLAS handle of the current device.
+// y [m, rows] = x [m, cols] W^T, x and W bf16, y float32 (overwritten, or
+// added to when `accumulate`), on `s`, through the calling thread's cuBLAS
+// handle of the current device.
 void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
-               int64_t rows, int64_t cols, cudaStream_t s);
+               int64_t rows, int64_t cols, cudaStream_t s, bool accumulate = false);
+
+// y = x W^T for float32 x [m, cols] and bf16 W: x rounded to bf16 in `xb`
+// (scratch of m * cols values), then bf16_gemm. With
+// EXPERTQUANT_GPU_SPLIT_X=1 (read once) x's rounding residual, rounded to
+// bf16 in turn, is multiplied and added as well: x then carries 16
+// significant bits instead of 8 (an error of 2^-17 of each value instead of
+// 2^-9) at twice the tensor cores' work, which separates the error of x's
+// rounding from that of W's in a measurement.
+void bf16_product(const float* x, __nv_bfloat16* xb, const __nv_bfloat16* w, WeightLayout layout, float* y,
+                  int64_t m, int64_t rows, int64_t cols, cudaStream_t s);
 
 // y [m, rows] = x [m, cols] W^T for W [rows, cols] row-major, all float32
 // (no TF32: cuBLAS's float32 compute), y overwritten, on `s`, through the

@@ -1,6 +1,8 @@
 // The GPU prefill product of the row-major formats (cuda_gemm.h): int8_row
-// (qweight I8 [N, K], scales F32 [N]) dequantized into bf16 W [N, K], and
-// bf16, whose stored weight [N, K] is the operand itself (no scratch for W).
+// (qweight I8 [N, K], scales F32 [N]) as its integers in bf16 [N, K] (exact:
+// they have at most 8 significant bits), the row scales applied to y's
+// columns after the product, so W adds no rounding of its own; and bf16,
+// whose stored weight [N, K] is the operand itself (no scratch for W).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -13,12 +15,18 @@ namespace eq::quant::cuda {
 
 namespace {
 
-// W [N, K] = q * scale[n], in bf16; grid-stride over the N * K elements.
-__global__ void int8_row_dequant_kernel(const int8_t* __restrict__ q, const float* __restrict__ scales, int64_t N,
-                                        int64_t K, __nv_bfloat16* __restrict__ w) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N * K;
+// Q [N, K] = q in bf16 (exactly); grid-stride over the N * K elements.
+__global__ void int8_to_bf16_kernel(const int8_t* __restrict__ q, int64_t count, __nv_bfloat16* __restrict__ w) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    w[i] = __float2bfloat16_rn(static_cast<float>(q[i]) * __ldg(scales + i / K));
+    w[i] = __float2bfloat16_rn(static_cast<float>(q[i]));
+}
+
+// y[r, n] *= scale[n] over m rows of N.
+__global__ void scale_columns_kernel(float* __restrict__ y, int64_t m, int64_t N, const float* __restrict__ scales) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m * N;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] *= __ldg(scales + i % N);
 }
 
 size_t int8_row_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
@@ -34,11 +42,14 @@ void run_int8_row(const FormatTraits&, int64_t rows, int64_t cols, const DeviceG
   for (int j = 0; j < n_jobs; ++j) {
     const DeviceGemmJob& job = jobs[j];
     if (job.m_rows <= 0) continue;
-    int8_row_dequant_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(
-        static_cast<const int8_t*>(job.parts[0]), static_cast<const float*>(job.parts[1]), rows, cols, w);
+    int8_to_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(static_cast<const int8_t*>(job.parts[0]),
+                                                                      rows * cols, w);
     check_launch("int8_row dequantize kernel");
-    round_to_bf16(job.x, xb, job.m_rows * cols, s);
-    bf16_gemm(xb, w, WeightLayout::kRowsByCols, job.y, job.m_rows, rows, cols, s);
+    bf16_product(job.x, xb, w, WeightLayout::kRowsByCols, job.y, job.m_rows, rows, cols, s);
+    const int64_t out_blocks = std::min<int64_t>((job.m_rows * rows + 255) / 256, 8192);
+    scale_columns_kernel<<<static_cast<unsigned>(out_blocks), 256, 0, s>>>(job.y, job.m_rows, rows,
+                                                                          static_cast<const float*>(job.parts[1]));
+    check_launch("int8_row scale kernel");
   }
 }
 
@@ -53,9 +64,8 @@ void run_bf16(const FormatTraits&, int64_t rows, int64_t cols, const DeviceGemmJ
   for (int j = 0; j < n_jobs; ++j) {
     const DeviceGemmJob& job = jobs[j];
     if (job.m_rows <= 0) continue;
-    round_to_bf16(job.x, xb, job.m_rows * cols, s);
-    bf16_gemm(xb, static_cast<const __nv_bfloat16*>(job.parts[0]), WeightLayout::kRowsByCols, job.y, job.m_rows,
-              rows, cols, s);
+    bf16_product(job.x, xb, static_cast<const __nv_bfloat16*>(job.parts[0]), WeightLayout::kRowsByCols, job.y,
+                 job.m_rows, rows, cols, s);
   }
 }
 

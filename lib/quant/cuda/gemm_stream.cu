@@ -109,8 +109,7 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
                                        (l.has_biases ? " with biases" : "") + (chunk16 ? " in groups of 16" : ""));
     }
     check_launch("stream dequantize kernel");
-    round_to_bf16(job.x, xb, job.m_rows * cols, s);
-    bf16_gemm(xb, wt, WeightLayout::kColsByRows, job.y, job.m_rows, rows, cols, s);
+    bf16_product(job.x, xb, wt, WeightLayout::kColsByRows, job.y, job.m_rows, rows, cols, s);
   }
 }
 
