@@ -49,9 +49,9 @@ void add_exec_options(CLI::App* sub, ExecFlags& f) {
                   "kernel (overrides the runtime config's mlp_kernels)")
       ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   sub->add_option("--device", f.device,
-                  "Where the routed experts run: cpu (default) or cuda (a CUDA GPU: the packed experts are copied to "
-                  "it, layer by layer as memory allows; router, attention and combine stay on the CPU; auto dispatch "
-                  "uses the runtime config's \"cuda\" sort cutoff)");
+                  "Where the model runs: cpu (default) or cuda (a CUDA GPU: the packed experts are copied to it, "
+                  "layer by layer as memory allows, and each decoder layer whose float matrices fit runs there whole, "
+                  "the routing's choice on the CPU; auto dispatch uses the runtime config's \"cuda\" sort cutoff)");
 }
 
 exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {

@@ -24,10 +24,11 @@ KvCache::KvCache(const ModelConfig& c, int64_t batch, int64_t capacity, const st
   conv_dim_ = (a.conv_kernel - 1) * a.conv_dim();
   recurrent_dim_ = a.num_value_heads * a.key_head_dim * a.value_head_dim;
   for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (static_cast<size_t>(l) < elsewhere.size() && elsewhere[static_cast<size_t>(l)]) continue;
     if (c.layer_linear(l)) {
       conv_[l].assign(static_cast<size_t>(batch * conv_dim_), 0.0f);
       recurrent_[l].assign(static_cast<size_t>(batch * recurrent_dim_), 0.0f);
-    } else if (static_cast<size_t>(l) >= elsewhere.size() || !elsewhere[static_cast<size_t>(l)]) {
+    } else {
       k_[l].assign(rows * key_dim_, 0.0f);
       v_[l].assign(rows * value_dim_, 0.0f);
     }

@@ -21,8 +21,8 @@ namespace eq::model {
 
 class KvCache {
  public:
-  // Layers marked in `elsewhere` keep their rows with a LayerRunner
-  // (attachment()): none are allocated here.
+  // Layers marked in `elsewhere` keep their rows or states with a
+  // LayerRunner (attachment()): none are allocated here.
   KvCache(const ModelConfig& c, int64_t batch, int64_t capacity, const std::vector<bool>& elsewhere = {});
 
   int64_t batch() const { return batch_; }

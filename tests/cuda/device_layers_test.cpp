@@ -4,8 +4,10 @@
 // and every shared architecture (grouped-query attention with q/k norms,
 // partial RoPE, sinks and a sliding window, an output gate, biases, shared
 // experts and dense layers; latent attention with interleaved RoPE; the gated
-// delta net stays on the CPU), over more keys than one chunk of the attention
-// kernel, and takes exactly the layers it should.
+// delta net, fused and separate projections, its states carried from the
+// prefill to the decode steps), over more keys than one chunk of the attention
+// kernel, and takes every layer. device_delta_net_test.cpp checks the gated
+// delta net's kernels at the real models' head widths.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -110,13 +112,6 @@ model::FloatBuffer run(PackedModel& pm) {
   return all;
 }
 
-// The layers the runner should take: every one but the gated delta net's.
-int64_t attention_layers(const model::ModelConfig& c) {
-  int64_t n = 0;
-  for (int64_t l = 0; l < c.num_layers; ++l) n += !c.layer_linear(l);
-  return n;
-}
-
 // The model with its layers on the GPU against the same model with only its
 // products there: a position whose router sees two experts within the
 // products' rounding of each other may pick the other one (and later
@@ -133,12 +128,11 @@ void expect_layers_match(const std::string& folder, const std::string& tag) {
   const cuda::DeviceLayerStats after = cuda::device_layer_stats();
   const model::FloatBuffer b = run(*p.without);
   // 6 forward calls; consecutive layers run in one call, counted each.
-  EXPECT_EQ(after.layers_run - before.layers_run, 6 * attention_layers(c)) << tag;
+  EXPECT_EQ(after.layers_run - before.layers_run, 6 * c.num_layers) << tag;
   EXPECT_EQ(after.feed_forward_on_cpu - before.feed_forward_on_cpu, 0) << tag;
   EXPECT_EQ(cuda::device_layer_stats().layers_run, after.layers_run) << tag << ": the runner ran with it off";
   expect_agree(b, a, c.vocab_size, 1e-5,
-               tag + " (" + std::to_string(attention_layers(c)) + " of " + std::to_string(c.num_layers) +
-                   " layers on the GPU)");
+               tag + " (" + std::to_string(c.num_layers) + " layers on the GPU)");
 }
 
 TEST(DeviceLayers, BundledModelMatchesProductsOnly) {

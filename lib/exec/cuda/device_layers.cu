@@ -6,13 +6,16 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "exec/cuda/cuda_dispatch.h"
+#include "exec/cuda/device_delta_net.h"
 #include "exec/cuda/device_exec.h"
 #include "exec/cuda/device_layers.h"
 #include "exec/cuda/device_linear.h"
@@ -46,30 +49,6 @@ constexpr int kMaxHeadDim = 512;
 constexpr int kValueRegs = kMaxHeadDim / 32;
 // Threads of the per-row kernels (RoPE, RMSNorm of a latent row).
 constexpr int kRowThreads = 128;
-
-// The sum of v over the block (every thread gets it); `red` holds a value per warp.
-template <typename T>
-__device__ T block_sum(T v, T* red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();  // red may still be read from the previous call
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  T s = 0;
-  for (int w = 0; w < warps; ++w) s += red[w];
-  return s;
-}
-
-__device__ float block_max(float v, float* red) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float m = -INFINITY;
-  for (int w = 0; w < warps; ++w) m = fmaxf(m, red[w]);
-  return m;
-}
 
 // y[r] = w * (x[r] / sqrt(mean(x[r]^2) + eps)) for `rows` rows of `dim`, a
 // block a row, the sum of squares in double (model::rms_norm_rows). In place is fine.
@@ -350,13 +329,6 @@ __global__ void add_shared_kernel(float* out, const float* shared, const float* 
   }
 }
 
-DeviceBuffer upload_tensor(const model::Tensor32Ptr& t) {
-  if (!t) return {};
-  DeviceBuffer d(t->data.size() * sizeof(float));
-  d.upload(t->data.data(), t->data.size() * sizeof(float));
-  return d;
-}
-
 const float* or_null(const DeviceBuffer& b) { return b.size() ? b.floats() : nullptr; }
 
 // A gated MLP whose three matrices are on the GPU (a dense MLP or a shared expert).
@@ -382,6 +354,7 @@ struct LayerState {
   DeviceBuffer input_norm, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm, sinks;
   const float *wq_a = nullptr, *wq_b = nullptr, *wkv_a = nullptr;
   DeviceBuffer q_a_norm, q_a_bias, kv_a_norm, kv_a_bias, kv_b;
+  DeltaNetWeights delta;  // a linear-attention layer's (its input norm included)
   // feed-forward
   DeviceBuffer post_norm;
   bool moe = false;
@@ -434,10 +407,15 @@ struct DeviceKv final : model::KvCache::Attachment {
   uint64_t owner = 0;  // the runner's id (an address could be a later runner's)
   int64_t batch = 0, capacity = 0;
   std::vector<DeviceBuffer> k, v;  // per layer, empty for layers not run here (v: grouped-query only)
+  std::vector<DeltaNetState> delta;  // per layer, for the linear-attention layers run here
   std::shared_ptr<KvPool> pool;
   ~DeviceKv() override {
     for (auto* rows : {&k, &v})
       for (DeviceBuffer& b : *rows) pool->give(std::move(b));
+    for (DeltaNetState& d : delta) {
+      pool->give(std::move(d.conv));
+      pool->give(std::move(d.recurrent));
+    }
   }
 };
 
@@ -468,7 +446,9 @@ class DeviceLayers final : public model::LayerRunner {
     copy_to_device(h_.data(), h, static_cast<size_t>(n * H) * sizeof(float), h_staging_);
     for (int64_t l = first; l < last; ++l) {
       const LayerState& s = states_[static_cast<size_t>(l)];
-      if (c_.attention == model::AttentionKind::kLatent)
+      if (c_.layer_linear(l))
+        delta_net(l, s, kv, batch, seq_len, cache.length());
+      else if (c_.attention == model::AttentionKind::kLatent)
         latent_attention(l, s, kv, batch, seq_len, cache.length());
       else
         attention(l, s, kv, batch, seq_len, cache.length());
@@ -481,18 +461,45 @@ class DeviceLayers final : public model::LayerRunner {
  private:
   static cudaStream_t st() { return stream_of(nullptr); }
 
-  // Whether layer l runs here (its attention is grouped-query or latent, its
-  // projections on the GPU, its widths within the kernels'), uploading what
-  // it needs when it does.
+  // Whether layer l runs here (its attention or gated delta net's projections
+  // on the GPU, its widths within the kernels'), uploading what it needs when
+  // it does.
   bool decide(int64_t l) const {
-    if (c_.layer_linear(l)) return false;
+    const model::WeightStore& w = m_.weights();
+    LayerState& s = states_[static_cast<size_t>(l)];
+    if (c_.layer_linear(l) ? !load_device_delta_net(w, c_, l, s.delta) : !decide_attention(l, s)) return false;
+    s.post_norm = device_copy(model::load_post_attention_norm(w, c_, l));
+    s.moe = c_.layer_is_moe.at(static_cast<size_t>(l));
+    if (s.moe) {
+      s.router = model::load_router(c_, w, l);
+      s.router_weight = device_copy(s.router.weight);
+      s.router_bias = device_copy(s.router.bias);
+      s.router.weight = nullptr;
+      s.mlp_here = true;
+      if (c_.shared_expert_intermediate_size > 0) {
+        model::MlpWeights se;
+        se.intermediate = c_.shared_expert_intermediate_size;
+        se.act = c_.expert_activation;
+        se.gate_op = w.op(model::shared_expert_name(c_, l, model::Proj::kGate));
+        se.up_op = w.op(model::shared_expert_name(c_, l, model::Proj::kUp));
+        se.down_op = w.op(model::shared_expert_name(c_, l, model::Proj::kDown));
+        s.mlp_here = s.mlp.take(se);
+        if (c_.shared_expert_gated)
+          s.shared_gate = device_copy(w.get(model::shared_expert_gate_name(c_, l), {1, c_.hidden_size}));
+      }
+    } else {
+      s.mlp_here = s.mlp.take(model::load_dense_mlp(w, c_, l));
+    }
+    return true;
+  }
+
+  // The attention part of decide: grouped-query or latent.
+  bool decide_attention(int64_t l, LayerState& s) const {
     const bool latent = c_.attention == model::AttentionKind::kLatent;
     if (latent ? c_.kv_lora_rank > kMaxHeadDim || c_.kv_lora_rank + c_.qk_rope_head_dim > kMaxScoreDim
                : c_.head_dim > kMaxHeadDim)
       return false;
-    const model::WeightStore& w = m_.weights();
-    const model::AttentionWeights a = model::load_attention(w, c_, l, &m_.linear_ops());
-    LayerState& s = states_[static_cast<size_t>(l)];
+    const model::AttentionWeights a = model::load_attention(m_.weights(), c_, l, &m_.linear_ops());
     s.wo = device_matrix(a.o_op);
     if (latent) {
       if (c_.q_lora_rank > 0) {
@@ -505,47 +512,25 @@ class DeviceLayers final : public model::LayerRunner {
       }
       s.wkv_a = device_matrix(a.kv_a_op);
       if (!s.wkv_a || !s.wo) return false;
-      s.q_a_norm = upload_tensor(a.q_a_norm);
-      s.q_a_bias = upload_tensor(a.q_a_bias);
-      s.kv_a_norm = upload_tensor(a.kv_a_norm);
-      s.kv_a_bias = upload_tensor(a.kv_a_bias);
-      s.kv_b = upload_tensor(a.kv_b);
+      s.q_a_norm = device_copy(a.q_a_norm);
+      s.q_a_bias = device_copy(a.q_a_bias);
+      s.kv_a_norm = device_copy(a.kv_a_norm);
+      s.kv_a_bias = device_copy(a.kv_a_bias);
+      s.kv_b = device_copy(a.kv_b);
     } else {
       s.wq = device_matrix(a.q_op);
       s.wk = device_matrix(a.k_op);
       s.wv = device_matrix(a.v_op);
       if (!s.wq || !s.wk || !s.wv || !s.wo) return false;
-      s.q_bias = upload_tensor(a.q_bias);
-      s.k_bias = upload_tensor(a.k_bias);
-      s.v_bias = upload_tensor(a.v_bias);
-      s.q_norm = upload_tensor(a.q_norm);
-      s.k_norm = upload_tensor(a.k_norm);
-      s.sinks = upload_tensor(a.sinks);
+      s.q_bias = device_copy(a.q_bias);
+      s.k_bias = device_copy(a.k_bias);
+      s.v_bias = device_copy(a.v_bias);
+      s.q_norm = device_copy(a.q_norm);
+      s.k_norm = device_copy(a.k_norm);
+      s.sinks = device_copy(a.sinks);
     }
-    s.input_norm = upload_tensor(a.input_norm);
-    s.o_bias = upload_tensor(a.o_bias);
-    s.post_norm = upload_tensor(model::load_post_attention_norm(w, c_, l));
-    s.moe = c_.layer_is_moe.at(static_cast<size_t>(l));
-    if (s.moe) {
-      s.router = model::load_router(c_, w, l);
-      s.router_weight = upload_tensor(s.router.weight);
-      s.router_bias = upload_tensor(s.router.bias);
-      s.router.weight = nullptr;
-      s.mlp_here = true;
-      if (c_.shared_expert_intermediate_size > 0) {
-        model::MlpWeights se;
-        se.intermediate = c_.shared_expert_intermediate_size;
-        se.act = c_.expert_activation;
-        se.gate_op = w.op(model::shared_expert_name(c_, l, model::Proj::kGate));
-        se.up_op = w.op(model::shared_expert_name(c_, l, model::Proj::kUp));
-        se.down_op = w.op(model::shared_expert_name(c_, l, model::Proj::kDown));
-        s.mlp_here = s.mlp.take(se);
-        if (c_.shared_expert_gated)
-          s.shared_gate = upload_tensor(w.get(model::shared_expert_gate_name(c_, l), {1, c_.hidden_size}));
-      }
-    } else {
-      s.mlp_here = s.mlp.take(model::load_dense_mlp(w, c_, l));
-    }
+    s.input_norm = device_copy(a.input_norm);
+    s.o_bias = device_copy(a.o_bias);
     return true;
   }
 
@@ -565,33 +550,51 @@ class DeviceLayers final : public model::LayerRunner {
     kv->capacity = cache.capacity();
     kv->k.resize(static_cast<size_t>(c_.num_layers));
     kv->v.resize(static_cast<size_t>(c_.num_layers));
+    kv->delta.resize(static_cast<size_t>(c_.num_layers));
     cache.attachment() = std::move(made);
     return *kv;
   }
 
   // Layer l's rows of the GPU cache (keys, and values unless latent), on its
-  // first use: kept rows of released caches, else new ones, or a clear error
-  // when the GPU lacks the room.
+  // first use.
   void attach_layer(DeviceKv& kv, int64_t l, int64_t key_dim, int64_t value_dim) {
     DeviceBuffer& kc = kv.k[static_cast<size_t>(l)];
-    DeviceBuffer& vc = kv.v[static_cast<size_t>(l)];
     if (kc.size()) return;
     const size_t rows = static_cast<size_t>(kv.batch * kv.capacity);
-    const size_t kbytes = rows * static_cast<size_t>(key_dim) * sizeof(float),
-                 vbytes = rows * static_cast<size_t>(value_dim) * sizeof(float);
-    kc = kv.pool->take(kbytes);
-    if (vbytes) vc = kv.pool->take(vbytes);
-    if (kc.size() && (vc.size() || !vbytes)) return;
-    kc = DeviceBuffer();  // freed, with every kept buffer: room for new ones
-    vc = DeviceBuffer();
+    attach(kv, l, {{&kc, rows * static_cast<size_t>(key_dim) * sizeof(float)},
+                   {&kv.v[static_cast<size_t>(l)], rows * static_cast<size_t>(value_dim) * sizeof(float)}});
+  }
+
+  // A linear-attention layer's states, on its first use.
+  DeltaNetState& attach_delta_net(DeviceKv& kv, int64_t l) {
+    DeltaNetState& d = kv.delta[static_cast<size_t>(l)];
+    if (!d.conv.size())
+      attach(kv, l, {{&d.conv, delta_net_conv_bytes(c_, kv.batch)},
+                     {&d.recurrent, delta_net_recurrent_bytes(c_, kv.batch)}});
+    return d;
+  }
+
+  // Buffers of the given sizes (0: none) for layer l of a cache: kept ones of
+  // released caches, else new ones, or a clear error when the GPU lacks the room.
+  static void attach(DeviceKv& kv, int64_t l, std::initializer_list<std::pair<DeviceBuffer*, size_t>> buffers) {
+    bool all = true;
+    size_t total = 0;
+    for (const auto& [b, bytes] : buffers)
+      if (bytes) {
+        *b = kv.pool->take(bytes);
+        all = all && b->size() > 0;
+        total += bytes;
+      }
+    if (all) return;
+    for (const auto& [b, bytes] : buffers) *b = DeviceBuffer();  // freed, with every kept buffer: room for new ones
     kv.pool->clear();
-    if (kbytes + vbytes + gpu_headroom_bytes() > gpu_free_bytes())
-      unsupported("GPU decoder layers: layer " + std::to_string(l) + "'s keys and values for " +
-                  std::to_string(kv.batch) + " x " + std::to_string(kv.capacity) + " positions need " +
-                  std::to_string((kbytes + vbytes) >> 20) + " MiB, more than the GPU has free beside its "
-                  "headroom (EXPERTQUANT_GPU_LAYERS=0 keeps them on the CPU)");
-    kc = DeviceBuffer(kbytes);
-    if (vbytes) vc = DeviceBuffer(vbytes);
+    if (total + gpu_headroom_bytes() > gpu_free_bytes())
+      unsupported("GPU decoder layers: layer " + std::to_string(l) + "'s cache for " + std::to_string(kv.batch) +
+                  " x " + std::to_string(kv.capacity) + " positions needs " + std::to_string(total >> 20) +
+                  " MiB, more than the GPU has free beside its headroom (EXPERTQUANT_GPU_LAYERS=0 keeps it on "
+                  "the CPU)");
+    for (const auto& [b, bytes] : buffers)
+      if (bytes) *b = DeviceBuffer(bytes);
   }
 
   void grow_rows(int64_t n) {
@@ -712,6 +715,16 @@ class DeviceLayers final : public model::LayerRunner {
       check_launch("output gate kernel");
     }
     gemm(ctx_.floats(), s.wo, delta_.floats(), n, H, qd, s.o_bias);
+    add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
+    check_launch("residual kernel");
+  }
+
+  // A linear-attention layer (device_delta_net.h); its states in the cache.
+  void delta_net(int64_t l, const LayerState& s, DeviceKv& kv, int64_t batch, int64_t seq_len, int64_t start) {
+    const int64_t H = c_.hidden_size, n = batch * seq_len;
+    DeltaNetState& state = attach_delta_net(kv, l);
+    rms_norm(h_.floats(), n, H, s.delta.input_norm, xn_.floats());
+    delta_net_.forward(c_, s.delta, xn_.floats(), batch, seq_len, start, state, delta_.floats(), st());
     add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
     check_launch("residual kernel");
   }
@@ -859,6 +872,7 @@ class DeviceLayers final : public model::LayerRunner {
       shared_, shared_logit_;
   // Latent attention's: q_a's rows, the absorbed queries, the latent contexts.
   DeviceBuffer q_low_, q_absorbed_, latent_ctx_;
+  DeviceDeltaNet delta_net_;  // the linear-attention layers' rows
   DeviceBuffer cos_, sin_;
   int64_t rope_positions_ = 0, rope_capacity_ = 0;
   // Each copy's own staging: a copy to the GPU may still read its staging

@@ -185,6 +185,13 @@ const float* device_matrix(const model::LinearOp* op) {
   return d ? d->on_gpu() : nullptr;
 }
 
+DeviceBuffer device_copy(const model::Tensor32Ptr& t) {
+  if (!t) return {};
+  DeviceBuffer d(t->data.size() * sizeof(float));
+  d.upload(t->data.data(), t->data.size() * sizeof(float));
+  return d;
+}
+
 uint64_t device_dense_bytes() { return g_dense_bytes.load(); }
 uint64_t device_dense_cpu_bytes() { return g_dense_cpu_bytes.load(); }
 

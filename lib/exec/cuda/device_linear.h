@@ -20,8 +20,10 @@
 #include <memory>
 #include <string>
 
+#include "exec/cuda/device_exec.h"
 #include "model/config.h"
 #include "model/linear_op.h"
+#include "model/weights.h"
 
 namespace eq::model {
 class WeightStore;
@@ -50,6 +52,10 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig& c, const std::function
 // row-major), copied there first if it was not yet; null for any other op
 // and for one whose matrix stays on the CPU for want of room.
 const float* device_matrix(const model::LinearOp* op);
+
+// A small float tensor (a norm's weight, a bias) copied to the GPU; empty for
+// null.
+DeviceBuffer device_copy(const model::Tensor32Ptr& t);
 
 // Bytes of float32 weights copied to the GPU by every such op so far, and
 // those kept on the CPU for want of GPU memory.

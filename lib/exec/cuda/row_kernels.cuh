@@ -1,5 +1,6 @@
-// Elementwise kernels over rows of float32 shared by the GPU MoE layer
-// (device_moe.cu) and the GPU decoder layers (device_layers.cu).
+// Elementwise kernels over rows of float32, and block reductions, shared by
+// the GPU MoE layer (device_moe.cu), the GPU decoder layers
+// (device_layers.cu) and their gated delta net (device_delta_net.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +17,30 @@ namespace {
 // Blocks of 256 threads for a grid-stride loop over n elements.
 inline unsigned elementwise_blocks(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535));
+}
+
+// The sum of v over the block (every thread gets it); `red` holds a value per warp.
+template <typename T>
+__device__ T block_sum(T v, T* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // red may still be read from the previous call
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  T s = 0;
+  for (int w = 0; w < warps; ++w) s += red[w];
+  return s;
+}
+
+__device__ float block_max(float v, float* red) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < warps; ++w) m = fmaxf(m, red[w]);
+  return m;
 }
 
 // h = act(g + gate_bias, u + up_bias) over `rows` rows of `width` (the

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "exec/cuda/cuda_dispatch.h"
+#include "exec/cuda/device_delta_net.h"
 #include "exec/cuda/device_exec.h"
 #include "exec/cuda/device_layers.h"
 #include "exec/cuda/device_linear.h"
@@ -87,6 +88,16 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig&, const std::function<b
   unsupported(std::string("--device cuda: ") + kWhy);
 }
 const float* device_matrix(const model::LinearOp*) { return nullptr; }
+DeviceBuffer device_copy(const model::Tensor32Ptr& t) { return DeviceBuffer(t ? t->data.size() * sizeof(float) : 0); }
+bool load_device_delta_net(const model::WeightStore&, const model::ModelConfig&, int64_t, DeltaNetWeights&) {
+  refuse();
+}
+size_t delta_net_conv_bytes(const model::ModelConfig&, int64_t) { return 0; }
+size_t delta_net_recurrent_bytes(const model::ModelConfig&, int64_t) { return 0; }
+void DeviceDeltaNet::forward(const model::ModelConfig&, const DeltaNetWeights&, const float*, int64_t, int64_t,
+                             int64_t, DeltaNetState&, float*, void*) {
+  refuse();
+}
 std::unique_ptr<model::LayerRunner> make_device_layers(model::Model&) {
   unsupported(std::string("--device cuda: ") + kWhy);
 }
