@@ -18,10 +18,14 @@
 //   there, the gate-weighted combine in slot order, the (gated) shared
 //   expert; or a dense MLP; the residual.
 //
-// A layer runs here when its attention is grouped-query or latent and its
-// projections are on the GPU; others (the gated delta net, quantized
-// attention projections, matrices that found no room) run on the CPU as
-// before, and the hidden state crosses over around them. Within a layer that
+//   A gated delta net (linear-attention) layer's attention part the same way
+//   through device_delta_net.h, its conv and recurrent states in the GPU
+//   cache.
+//
+// A layer runs here when its projections are on the GPU and its widths within
+// the kernels'; others (quantized attention projections, matrices that found
+// no room) run on the CPU as before, and the hidden state crosses over around
+// them. Within a layer that
 // runs here, a feed-forward part that cannot (a MoE block under an observer,
 // which wants the block's values, a CPU dispatch, a packed shared expert or
 // dense MLP) runs on the CPU on rows copied over and back.
