@@ -629,7 +629,7 @@ class DeviceLayers final : public model::LayerRunner {
   }
 
   // The cos and sin rows of positions [0, positions) on the GPU (the model's
-  // table, which check_layer_call reserved).
+  // table, reserved that far first).
   void reserve_rope(int64_t positions) {
     if (positions <= rope_positions_) return;
     const model::RopeTable& t = m_.rope();
@@ -659,7 +659,7 @@ class DeviceLayers final : public model::LayerRunner {
     attach_layer(kv, l, kvd, kvd);
     const DeviceBuffer& kc = kv.k[static_cast<size_t>(l)];
     const DeviceBuffer& vc = kv.v[static_cast<size_t>(l)];
-    reserve_rope(start + seq_len);
+    reserve_rope(kv.capacity);  // once a cache: no step copies rows
     grow_to(q_, static_cast<size_t>(n * qd * (gated ? 2 : 1)));
     if (gated) {
       grow_to(q_split_, static_cast<size_t>(n * qd));
@@ -739,7 +739,7 @@ class DeviceLayers final : public model::LayerRunner {
                   qd = nh * hd, row = lora + rope;
     attach_layer(kv, l, row, 0);
     const DeviceBuffer& cache = kv.k[static_cast<size_t>(l)];
-    reserve_rope(start + seq_len);
+    reserve_rope(kv.capacity);  // once a cache: no step copies rows
     grow_to(q_, static_cast<size_t>(n * qd));
     grow_to(q_rot_, static_cast<size_t>(n * qd));
     grow_to(k_, static_cast<size_t>(n * row));  // kv_a's rows
