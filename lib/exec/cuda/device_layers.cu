@@ -41,26 +41,49 @@ std::atomic<int64_t> g_layers_run{0}, g_feed_forward_on_cpu{0};
 constexpr int kNormThreads = 256;
 // The attention kernel: 8 warps a (query, head), each taking every 8th key;
 // keys in chunks of kKeyChunk scores in shared memory; a lane holds values
-// lane + 32 i of a head of up to kMaxHeadDim.
+// 4 lane + 128 i of a head of up to kMaxHeadDim (float4 reads; widths that are
+// not multiples of 4 take lane + 32 j, 4 i + j, scalar reads).
 constexpr int kAttnWarps = 8;
 constexpr int kAttnThreads = 32 * kAttnWarps;
 constexpr int kKeyChunk = 512;
 constexpr int kMaxHeadDim = 512;
-constexpr int kValueRegs = kMaxHeadDim / 32;
+constexpr int kValueQuads = kMaxHeadDim / 128;
 // Threads of the per-row kernels (RoPE, RMSNorm of a latent row).
 constexpr int kRowThreads = 128;
 
 // y[r] = w * (x[r] / sqrt(mean(x[r]^2) + eps)) for `rows` rows of `dim`, a
-// block a row, the sum of squares in double (model::rms_norm_rows). In place is fine.
+// block a row, the sum of squares in double (model::rms_norm_rows). In place
+// is fine. A thread's values and weights (i = tid + j * blockDim) are all
+// read before the first is used, so their reads are in flight together: read
+// one after another, a row of 2,048 took 5.5 us, its latency. Each thread
+// sums its values in the order of i, as the loop it replaced. kRegs values a
+// thread are held (the launch picks the fewest that hold the row: 1 for a
+// head, 8 for a hidden row of 2,048); the rest of a longer row is read again.
+template <int kRegs>
 __global__ void rms_norm_kernel(const float* x, int64_t rows, int64_t dim, const float* w, double eps, float* y) {
   __shared__ double red[kNormThreads / 32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * dim;
+    float v[kRegs], wv[kRegs];
+#pragma unroll
+    for (int j = 0; j < kRegs; ++j) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+      v[j] = i < dim ? xr[i] : 0.0f;
+      wv[j] = i < dim ? w[i] : 0.0f;
+    }
     double ss = 0;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += static_cast<double>(xr[i]) * xr[i];
-    ss = block_sum(ss, red);
+#pragma unroll
+    for (int j = 0; j < kRegs; ++j) ss += static_cast<double>(v[j]) * v[j];
+    const int64_t held = static_cast<int64_t>(kRegs) * blockDim.x;
+    for (int64_t i = threadIdx.x + held; i < dim; i += blockDim.x) ss += static_cast<double>(xr[i]) * xr[i];
+    ss = block_sum(ss, red);  // its barriers: every thread has read its values before any writes (in place)
     const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + eps));
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[r * dim + i] = w[i] * (xr[i] * inv);
+    for (int64_t i = threadIdx.x + held; i < dim; i += blockDim.x) y[r * dim + i] = w[i] * (xr[i] * inv);
+#pragma unroll
+    for (int j = 0; j < kRegs; ++j) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+      if (i < dim) y[r * dim + i] = wv[j] * (v[j] * inv);
+    }
   }
 }
 
@@ -146,19 +169,22 @@ constexpr int kMaxScoreDim = 1024;
 // 0) in the caches (keys and values [batch][capacity][kv_row], one buffer or
 // two). An online softmax over chunks of kKeyChunk keys: each chunk's scores
 // in shared memory (a warp a key), the running maximum and sum rescaled as
-// they grow; each warp sums p_j v_j over its keys of the chunk (a lane its
-// values lane + 32 i), and the warps' sums are added at the end
-// (model::attend_causal's values, in another order of summation). The key
-// loops are unrolled so each lane has several loads in flight: at one token
-// a layer has few blocks, and each is bound by the latency of its reads.
+// they grow; each warp sums p_j v_j over its keys of the chunk, and the warps'
+// sums are added at the end (model::attend_causal's values, in another order
+// of summation). At one token a layer has few blocks, each bound by the
+// latency of its reads: a lane reads a key's or value's 4 consecutive floats
+// at once (kVec: every width and offset a multiple of 4; else 4 scalar reads
+// 32 apart), and the key loops are unrolled so each lane has several reads in
+// flight.
+template <bool kVec>
 __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q, const float* keys,
                                                                  const float* values, float* out, AttentionShape a,
                                                                  int64_t seq_len, int64_t start, int64_t capacity,
                                                                  float scale, int64_t window, const float* sinks) {
-  __shared__ float qs[kMaxScoreDim];
+  __shared__ __align__(16) float qs[kMaxScoreDim];
   __shared__ float p[kKeyChunk];
   __shared__ float red[kAttnWarps];
-  __shared__ float sums[kAttnWarps][kMaxHeadDim];
+  __shared__ __align__(16) float sums[kAttnWarps][kMaxHeadDim];
   const int64_t r = blockIdx.x / a.heads;
   const int h = static_cast<int>(blockIdx.x % a.heads), g = h / a.group;
   const int64_t b = r / seq_len, pos = start + r % seq_len;
@@ -168,7 +194,11 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
   const float* kb = keys + b * capacity * a.kv_row + g * a.k_group;
   const float* vb = values + b * capacity * a.kv_row + g * a.v_group;
   float m = -INFINITY, l = 0.0f;
-  float acc[kValueRegs] = {};
+  // Value d of this lane: kVec 4 lane + 128 i + j, else lane + 32 (4 i + j).
+  auto value_at = [&](int i, int j) { return kVec ? 4 * lane + 128 * i + j : lane + 32 * (4 * i + j); };
+  float4 acc[kValueQuads];
+#pragma unroll
+  for (int i = 0; i < kValueQuads; ++i) acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   __syncthreads();
   for (int64_t c0 = lo; c0 < hi; c0 += kKeyChunk) {
     const int count = static_cast<int>(min(static_cast<int64_t>(kKeyChunk), hi - c0));
@@ -176,7 +206,15 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
     for (int j = warp; j < count; j += kAttnWarps) {
       const float* kj = kb + (c0 + j) * a.kv_row;
       float s = 0.0f;
-      for (int d = lane; d < a.q_dim; d += 32) s += qs[d] * kj[d];
+      if constexpr (kVec) {
+        for (int d = 4 * lane; d < a.q_dim; d += 128) {
+          const float4 k4 = *reinterpret_cast<const float4*>(kj + d);
+          const float4 q4 = *reinterpret_cast<const float4*>(qs + d);
+          s += q4.x * k4.x + q4.y * k4.y + q4.z * k4.z + q4.w * k4.w;
+        }
+      } else {
+        for (int d = lane; d < a.q_dim; d += 32) s += qs[d] * kj[d];
+      }
       for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (lane == 0) p[j] = s * scale;
     }
@@ -194,15 +232,28 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
     const float corr = expf(m - nm);
     l = l * corr + cs;
 #pragma unroll
-    for (int i = 0; i < kValueRegs; ++i) acc[i] *= corr;
+    for (int i = 0; i < kValueQuads; ++i) acc[i] = make_float4(acc[i].x * corr, acc[i].y * corr, acc[i].z * corr,
+                                                                acc[i].w * corr);
 #pragma unroll 4
     for (int j = warp; j < count; j += kAttnWarps) {
       const float pj = p[j];
       const float* vj = vb + (c0 + j) * a.kv_row;
 #pragma unroll
-      for (int i = 0; i < kValueRegs; ++i) {
-        const int d = lane + 32 * i;
-        if (d < a.v_dim) acc[i] += pj * vj[d];
+      for (int i = 0; i < kValueQuads; ++i) {
+        if (value_at(i, 0) >= a.v_dim) break;  // the same for every key
+        float4 v4;
+        if constexpr (kVec) {
+          v4 = *reinterpret_cast<const float4*>(vj + value_at(i, 0));
+        } else {
+          v4.x = vj[value_at(i, 0)];
+          v4.y = value_at(i, 1) < a.v_dim ? vj[value_at(i, 1)] : 0.0f;
+          v4.z = value_at(i, 2) < a.v_dim ? vj[value_at(i, 2)] : 0.0f;
+          v4.w = value_at(i, 3) < a.v_dim ? vj[value_at(i, 3)] : 0.0f;
+        }
+        acc[i].x += pj * v4.x;
+        acc[i].y += pj * v4.y;
+        acc[i].z += pj * v4.z;
+        acc[i].w += pj * v4.w;
       }
     }
     m = nm;
@@ -212,12 +263,15 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
     const float s = sinks[h], nm = fmaxf(m, s), corr = expf(m - nm);
     l = l * corr + expf(s - nm);
 #pragma unroll
-    for (int i = 0; i < kValueRegs; ++i) acc[i] *= corr;
+    for (int i = 0; i < kValueQuads; ++i) acc[i] = make_float4(acc[i].x * corr, acc[i].y * corr, acc[i].z * corr,
+                                                                acc[i].w * corr);
   }
 #pragma unroll
-  for (int i = 0; i < kValueRegs; ++i) {
-    const int d = lane + 32 * i;
-    if (d < a.v_dim) sums[warp][d] = acc[i];
+  for (int i = 0; i < kValueQuads; ++i) {
+    const float parts[4] = {acc[i].x, acc[i].y, acc[i].z, acc[i].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (value_at(i, j) < a.v_dim) sums[warp][value_at(i, j)] = parts[j];
   }
   __syncthreads();
   for (int d = threadIdx.x; d < a.v_dim; d += kAttnThreads) {
@@ -225,6 +279,27 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
     for (int w = 0; w < kAttnWarps; ++w) v += sums[w][d];
     out[r * a.out_row + h * a.out_head + d] = v / l;
   }
+}
+
+// Whether every width and offset of `a` is a multiple of 4 floats (the cache
+// rows and q then take float4 reads).
+bool quad_aligned(const AttentionShape& a) {
+  return a.q_dim % 4 == 0 && a.v_dim % 4 == 0 && a.q_row % 4 == 0 && a.q_head % 4 == 0 && a.kv_row % 4 == 0 &&
+         a.k_group % 4 == 0 && a.v_group % 4 == 0;
+}
+
+// attention_kernel's launch: one block a (row, head) of the n rows.
+void launch_attention(const float* q, const float* keys, const float* values, float* out, const AttentionShape& a,
+                      int64_t n, int64_t seq_len, int64_t start, int64_t capacity, float scale, int64_t window,
+                      const float* sinks, cudaStream_t st) {
+  const unsigned blocks = static_cast<unsigned>(n * a.heads);
+  if (quad_aligned(a))
+    attention_kernel<true><<<blocks, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity, scale,
+                                                            window, sinks);
+  else
+    attention_kernel<false><<<blocks, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity,
+                                                             scale, window, sinks);
+  check_launch("attention kernel");
 }
 
 // Latent attention's rows (model/latent_attention.cpp): row r's kv_a [latent
@@ -624,7 +699,13 @@ class DeviceLayers final : public model::LayerRunner {
   }
   void rms_norm(const float* x, int64_t rows, int64_t dim, const DeviceBuffer& w, float* y, double eps) {
     const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 65535));
-    rms_norm_kernel<<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, w.floats(), eps, y);
+    const float* wf = w.floats();
+    if (dim <= kNormThreads)
+      rms_norm_kernel<1><<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, wf, eps, y);
+    else if (dim <= 8 * kNormThreads)
+      rms_norm_kernel<8><<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, wf, eps, y);
+    else
+      rms_norm_kernel<32><<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, wf, eps, y);
     check_launch("RMSNorm kernel");
   }
 
@@ -706,10 +787,8 @@ class DeviceLayers final : public model::LayerRunner {
     shape.q_head = shape.out_head = hd;
     shape.kv_row = kvd;
     shape.k_group = shape.v_group = hd;
-    attention_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
-        q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), shape, seq_len, start, kv.capacity,
-        model::attention_scale(c_), c_.layer_attention_window(l), or_null(s.sinks));
-    check_launch("attention kernel");
+    launch_attention(q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), shape, n, seq_len, start, kv.capacity,
+                     model::attention_scale(c_), c_.layer_attention_window(l), or_null(s.sinks), st());
     if (gated) {
       sigmoid_gate_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(ctx_.floats(), gate_.floats(), n * qd);
       check_launch("output gate kernel");
@@ -777,10 +856,8 @@ class DeviceLayers final : public model::LayerRunner {
     shape.kv_row = row;
     shape.out_row = nh * lora;
     shape.out_head = lora;
-    attention_kernel<<<static_cast<unsigned>(n * nh), kAttnThreads, 0, st()>>>(
-        q_absorbed_.floats(), cache.floats(), cache.floats(), latent_ctx_.floats(), shape, seq_len, start, kv.capacity,
-        model::attention_scale(c_), 0, nullptr);
-    check_launch("attention kernel");
+    launch_attention(q_absorbed_.floats(), cache.floats(), cache.floats(), latent_ctx_.floats(), shape, n, seq_len,
+                     start, kv.capacity, model::attention_scale(c_), 0, nullptr, st());
     latent_values_kernel<<<static_cast<unsigned>(n * nh), kRowThreads, 0, st()>>>(
         latent_ctx_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(nope), static_cast<int>(v),
         static_cast<int>(lora), ctx_.floats());
