@@ -142,6 +142,71 @@ TEST(DeviceGemm, ExpertShapeMatchesCpuMatmul) {
   }
 }
 
+// Several experts of one format and shape in one call (a prefill's MoE call):
+// jobs of different matrices and rows, one with none, more jobs than one
+// batch of the products' kernels takes (kGemmBatch), each against its own
+// CPU matmul within the bound above: a job reading another's matrix, rows or
+// scratch is far outside it. The slowly quantized rows (trellis) take 3
+// matrices in turn, so a neighbouring job's matrix is still another one.
+TEST(DeviceGemm, ManyJobsInOneCallMatchCpuMatmul) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 128, cols = 256;
+  const std::vector<int> ms = {9, 0, 33, 1, 17, 130, 2, 64, 9, 40, 3, 5, 8, 12, 20, 31, 33, 9, 11, 6,
+                               7, 19, 25, 9, 9, 14, 2, 1, 90, 10, 16, 9, 4, 70, 9, 13};  // 36 jobs
+  for (const quant::FormatTraits& f : quant::all_formats()) {
+    if (f.device_gemm == nullptr || rows % f.row_multiple || cols % f.col_multiple) continue;
+    const size_t distinct = f.slow_quantizer ? 3 : ms.size();
+    std::vector<quant::QuantizedMatrix> q;
+    std::vector<DeviceMatrix> d;
+    std::vector<std::vector<float>> x;
+    for (size_t j = 0; j < distinct; ++j) {
+      const std::vector<float> w = normal(static_cast<size_t>(rows * cols), 0.02f, 1000 + static_cast<int>(j));
+      quant::QuantizeOptions o;
+      o.tensor_name = std::string(f.name) + " job " + std::to_string(j);
+      q.push_back(f.quantize(w.data(), rows, cols, o));
+    }
+    for (size_t j = 0; j < ms.size(); ++j)
+      x.push_back(normal(static_cast<size_t>(std::max(ms[j], 1) * cols), 1.0f, 2000 + static_cast<int>(j)));
+    for (const auto& m : q) d.push_back(upload(m.view()));
+    std::vector<DeviceBuffer> dx, dy;
+    std::vector<quant::DeviceGemmJob> jobs;
+    for (size_t j = 0; j < ms.size(); ++j) {
+      dx.emplace_back(x[j].size() * sizeof(float));
+      dx.back().upload(x[j].data(), x[j].size() * sizeof(float));
+      std::vector<float> poison(static_cast<size_t>(std::max(ms[j], 1) * rows), std::nanf(""));
+      dy.emplace_back(poison.size() * sizeof(float));
+      dy.back().upload(poison.data(), poison.size() * sizeof(float));
+    }
+    for (size_t j = 0; j < ms.size(); ++j)
+      jobs.push_back(gemm_job(d[j % distinct], dx[j].floats(), dy[j].floats(), ms[j]));
+    DeviceBuffer scratch;
+    gemm(f, rows, cols, jobs, scratch);
+    synchronize();
+    double worst = 0.0;
+    for (size_t j = 0; j < ms.size(); ++j) {
+      if (ms[j] == 0) continue;
+      const quant::PackedMatrix view = q[j % distinct].view();
+      std::vector<float> cpu(static_cast<size_t>(ms[j] * rows)), gpu(cpu.size());
+      f.matmul(view, x[j].data(), ms[j], cpu.data(), false);
+      dy[j].download(gpu.data(), gpu.size() * sizeof(float));
+      double g = 0.0;
+      const std::vector<double> env = envelope(view, x[j], ms[j], &g);
+      int bad = 0;
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
+        const double tol = (kBf16Pair + g) * env[i] + 1e-30;
+        worst = std::max(worst, std::isfinite(diff) ? diff / tol : INFINITY);
+        if (!(diff <= tol) && bad++ < 3)
+          ADD_FAILURE() << f.name << " job " << j << " (M=" << ms[j] << ") output " << i << ": gpu " << gpu[i]
+                        << " cpu " << cpu[i];
+      }
+      EXPECT_EQ(bad, 0) << f.name << " job " << j;
+    }
+    std::printf("%-12s %zu jobs in one call, worst |gpu - cpu| = %.3g of the tolerance\n", std::string(f.name).c_str(),
+                ms.size(), worst);
+  }
+}
+
 // ---- the MoE layer ----
 
 struct SmallLayer {

@@ -87,6 +87,19 @@ __global__ void residual_to_bf16_kernel(const float* __restrict__ in, __nv_bfloa
     io[i] = __float2bfloat16_rn(in[i] - __bfloat162float(io[i]));
 }
 
+// Job blockIdx.z's x rounded to bf16 into xb + z * x_stride bytes (kResidual:
+// its rounding's residual, in place of the rounding already there).
+template <bool kResidual>
+__global__ void round_batch_kernel(const __grid_constant__ GemmBatch b, int64_t cols, __nv_bfloat16* xb,
+                                   size_t x_stride) {
+  const DeviceGemmJob& job = b.job[blockIdx.z];
+  auto* out = reinterpret_cast<__nv_bfloat16*>(reinterpret_cast<char*>(xb) + blockIdx.z * x_stride);
+  const int64_t count = job.m_rows * cols;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = kResidual ? __float2bfloat16_rn(job.x[i] - __bfloat162float(out[i])) : __float2bfloat16_rn(job.x[i]);
+}
+
 bool split_x() {
   static const bool on = [] {
     const char* v = std::getenv("EXPERTQUANT_GPU_SPLIT_X");
@@ -122,6 +135,25 @@ void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layo
                             static_cast<int>(kn ? rows : cols), x, CUDA_R_16BF, static_cast<int>(cols), &beta, y,
                             CUDA_R_32F, static_cast<int>(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "bf16 product");
+}
+
+void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, WeightLayout layout, __nv_bfloat16* xb,
+                   size_t x_stride, int64_t rows, int64_t cols, cudaStream_t s) {
+  if (n <= 0) return;
+  int64_t max_m = 0;
+  for (int j = 0; j < n; ++j) max_m = std::max(max_m, b.job[j].m_rows);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_m * cols + 255) / 256, 4096)), 1,
+                  static_cast<unsigned>(n));
+  auto x_of = [&](int j) {
+    return reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(xb) + static_cast<size_t>(j) * x_stride);
+  };
+  round_batch_kernel<false><<<grid, 256, 0, s>>>(b, cols, xb, x_stride);
+  check_launch("round to bf16");
+  for (int j = 0; j < n; ++j) bf16_gemm(x_of(j), w[j], layout, b.job[j].y, b.job[j].m_rows, rows, cols, s);
+  if (!split_x()) return;
+  round_batch_kernel<true><<<grid, 256, 0, s>>>(b, cols, xb, x_stride);  // after the products read xb
+  check_launch("bf16 residual");
+  for (int j = 0; j < n; ++j) bf16_gemm(x_of(j), w[j], layout, b.job[j].y, b.job[j].m_rows, rows, cols, s, true);
 }
 
 void bf16_product(const float* x, __nv_bfloat16* xb, const __nv_bfloat16* w, WeightLayout layout, float* y,

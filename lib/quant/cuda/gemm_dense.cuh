@@ -1,6 +1,10 @@
-// What the GPU prefill products (gemm_*.cu) share: x rounded to bf16, and the
-// bf16 product on the tensor cores through cuBLAS with float32 accumulation;
-// and the float32 product of the dense matrices (exec/cuda/device_linear.h).
+// What the GPU prefill products (gemm_*.cu) share: the jobs of a call taken in
+// batches (each kernel before and after the products runs once a batch, its
+// blocks indexing the batch's jobs by blockIdx.z, instead of once a job: a
+// prefill's MoE call has hundreds of jobs of a few rows each, and their
+// launches, not their work, had bound it), x rounded to bf16, and the bf16
+// product on the tensor cores through cuBLAS with float32 accumulation; and
+// the float32 product of the dense matrices (exec/cuda/device_linear.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,6 +22,38 @@ namespace eq::quant::cuda {
 inline constexpr size_t kGemmAlign = 256;
 inline size_t gemm_align(size_t bytes) { return (bytes + kGemmAlign - 1) / kGemmAlign * kGemmAlign; }
 
+// A batch's jobs, as a kernel parameter (__grid_constant__).
+inline constexpr int kGemmBatch = 32;
+struct GemmBatch {
+  DeviceGemmJob job[kGemmBatch];
+};
+
+// Jobs a batch takes when each needs `job_bytes` of scratch: at most
+// kGemmBatch, and as many as keep the batch within kGemmBatchBytes (at
+// least one).
+inline constexpr size_t kGemmBatchBytes = size_t{128} << 20;
+inline int gemm_batch(size_t job_bytes) {
+  const size_t n = job_bytes == 0 ? kGemmBatch : kGemmBatchBytes / job_bytes;
+  return static_cast<int>(n < 1 ? 1 : n > static_cast<size_t>(kGemmBatch) ? kGemmBatch : n);
+}
+
+// Calls run(batch, n) for the jobs with rows (m_rows > 0), `per` at a time
+// (per <= kGemmBatch), in order.
+template <typename F>
+void for_each_batch(const DeviceGemmJob* jobs, int n_jobs, int per, F&& run) {
+  GemmBatch b;
+  int n = 0;
+  for (int j = 0; j < n_jobs; ++j) {
+    if (jobs[j].m_rows <= 0) continue;
+    b.job[n++] = jobs[j];
+    if (n == per) {
+      run(b, n);
+      n = 0;
+    }
+  }
+  if (n > 0) run(b, n);
+}
+
 // out[i] = bf16(in[i]) (round to nearest even), count values, on `s`.
 void round_to_bf16(const float* in, __nv_bfloat16* out, int64_t count, cudaStream_t s);
 
@@ -32,6 +68,12 @@ enum class WeightLayout {
 // handle of the current device.
 void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
                int64_t rows, int64_t cols, cudaStream_t s, bool accumulate = false);
+
+// y_j = x_j W_j^T for the batch's n jobs, W_j bf16 at w[j] (layout), each x_j
+// rounded to bf16 into xb + j * x_stride bytes (one launch for the batch), then
+// a bf16_gemm a job; with EXPERTQUANT_GPU_SPLIT_X=1 as bf16_product below.
+void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, WeightLayout layout, __nv_bfloat16* xb,
+                   size_t x_stride, int64_t rows, int64_t cols, cudaStream_t s);
 
 // y = x W^T for float32 x [m, cols] and bf16 W: x rounded to bf16 in `xb`
 // (scratch of m * cols values), then bf16_gemm. With

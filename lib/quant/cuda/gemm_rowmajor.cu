@@ -15,58 +15,81 @@ namespace eq::quant::cuda {
 
 namespace {
 
-// Q [N, K] = q in bf16 (exactly); grid-stride over the N * K elements.
-__global__ void int8_to_bf16_kernel(const int8_t* __restrict__ q, int64_t count, __nv_bfloat16* __restrict__ w) {
+// Job z's Q [N, K] = q in bf16 (exactly) into w + z * w_stride values.
+__global__ void int8_to_bf16_kernel(const __grid_constant__ GemmBatch b, int64_t count, __nv_bfloat16* w,
+                                    size_t w_stride) {
+  const auto* q = static_cast<const int8_t*>(b.job[blockIdx.z].parts[0]);
+  __nv_bfloat16* out = w + blockIdx.z * w_stride;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    w[i] = __float2bfloat16_rn(static_cast<float>(q[i]));
+    out[i] = __float2bfloat16_rn(static_cast<float>(q[i]));
 }
 
-// y[r, n] *= scale[n] over m rows of N.
-__global__ void scale_columns_kernel(float* __restrict__ y, int64_t m, int64_t N, const float* __restrict__ scales) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m * N;
+// Job z's y[r, n] *= scale[n] over its m rows of N.
+__global__ void scale_columns_kernel(const __grid_constant__ GemmBatch b, int64_t N) {
+  const DeviceGemmJob& job = b.job[blockIdx.z];
+  const auto* scales = static_cast<const float*>(job.parts[1]);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < job.m_rows * N;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] *= __ldg(scales + i % N);
+    job.y[i] *= __ldg(scales + i % N);
 }
+
+// A job's scratch: Q [N, K] (int8_row only) and x bf16 [m, K]; a batch's,
+// the jobs' Q one after another, then their x.
+size_t q_bytes(int64_t rows, int64_t cols) { return gemm_align(static_cast<size_t>(rows * cols) * 2); }
+size_t x_bytes(int64_t cols, int64_t max_m_rows) { return gemm_align(static_cast<size_t>(max_m_rows * cols) * 2); }
 
 size_t int8_row_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
-  return gemm_align(static_cast<size_t>(rows * cols) * 2) + gemm_align(static_cast<size_t>(max_m_rows * cols) * 2);
+  const size_t job = q_bytes(rows, cols) + x_bytes(cols, max_m_rows);
+  return static_cast<size_t>(gemm_batch(job)) * job;
+}
+
+int64_t max_rows_of(const DeviceGemmJob* jobs, int n_jobs) {
+  int64_t m = 0;
+  for (int j = 0; j < n_jobs; ++j) m = std::max(m, jobs[j].m_rows);
+  return m;
 }
 
 void run_int8_row(const FormatTraits&, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs,
                   void* scratch, void* stream) {
   const cudaStream_t s = stream_of(stream);
+  const size_t qb = q_bytes(rows, cols), xbytes = x_bytes(cols, max_rows_of(jobs, n_jobs));
+  const int per = gemm_batch(qb + xbytes);
   auto* w = static_cast<__nv_bfloat16*>(scratch);
-  auto* xb = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + gemm_align(static_cast<size_t>(rows * cols) * 2));
-  const int64_t blocks = std::min<int64_t>((rows * cols + 255) / 256, 8192);
-  for (int j = 0; j < n_jobs; ++j) {
-    const DeviceGemmJob& job = jobs[j];
-    if (job.m_rows <= 0) continue;
-    int8_to_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(static_cast<const int8_t*>(job.parts[0]),
-                                                                      rows * cols, w);
+  auto* xb = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + static_cast<size_t>(per) * qb);
+  const size_t w_stride = qb / 2;
+  for_each_batch(jobs, n_jobs, per, [&](const GemmBatch& b, int n) {
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>((rows * cols + 255) / 256, 8192)), 1,
+                    static_cast<unsigned>(n));
+    int8_to_bf16_kernel<<<grid, 256, 0, s>>>(b, rows * cols, w, w_stride);
     check_launch("int8_row dequantize kernel");
-    bf16_product(job.x, xb, w, WeightLayout::kRowsByCols, job.y, job.m_rows, rows, cols, s);
-    const int64_t out_blocks = std::min<int64_t>((job.m_rows * rows + 255) / 256, 8192);
-    scale_columns_kernel<<<static_cast<unsigned>(out_blocks), 256, 0, s>>>(job.y, job.m_rows, rows,
-                                                                          static_cast<const float*>(job.parts[1]));
+    const __nv_bfloat16* ws[kGemmBatch];
+    for (int j = 0; j < n; ++j) ws[j] = w + static_cast<size_t>(j) * w_stride;
+    bf16_products(b, n, ws, WeightLayout::kRowsByCols, xb, xbytes, rows, cols, s);
+    int64_t max_m = 0;
+    for (int j = 0; j < n; ++j) max_m = std::max(max_m, b.job[j].m_rows);
+    const dim3 out_grid(static_cast<unsigned>(std::min<int64_t>((max_m * rows + 255) / 256, 8192)), 1,
+                        static_cast<unsigned>(n));
+    scale_columns_kernel<<<out_grid, 256, 0, s>>>(b, rows);
     check_launch("int8_row scale kernel");
-  }
+  });
 }
 
 size_t bf16_scratch_bytes(const FormatTraits&, int64_t, int64_t cols, int64_t max_m_rows) {
-  return gemm_align(static_cast<size_t>(max_m_rows * cols) * 2);
+  const size_t job = x_bytes(cols, max_m_rows);
+  return static_cast<size_t>(gemm_batch(job)) * job;
 }
 
 void run_bf16(const FormatTraits&, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs, void* scratch,
               void* stream) {
   const cudaStream_t s = stream_of(stream);
+  const size_t xbytes = x_bytes(cols, max_rows_of(jobs, n_jobs));
   auto* xb = static_cast<__nv_bfloat16*>(scratch);
-  for (int j = 0; j < n_jobs; ++j) {
-    const DeviceGemmJob& job = jobs[j];
-    if (job.m_rows <= 0) continue;
-    bf16_product(job.x, xb, static_cast<const __nv_bfloat16*>(job.parts[0]), WeightLayout::kRowsByCols, job.y,
-                 job.m_rows, rows, cols, s);
-  }
+  for_each_batch(jobs, n_jobs, gemm_batch(xbytes), [&](const GemmBatch& b, int n) {
+    const __nv_bfloat16* ws[kGemmBatch];
+    for (int j = 0; j < n; ++j) ws[j] = static_cast<const __nv_bfloat16*>(b.job[j].parts[0]);
+    bf16_products(b, n, ws, WeightLayout::kRowsByCols, xb, xbytes, rows, cols, s);
+  });
 }
 
 }  // namespace

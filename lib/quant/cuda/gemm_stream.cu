@@ -4,12 +4,14 @@
 // bf16 W^T [K, N], then the bf16 product (gemm_dense.cuh).
 //
 // Dequantization: one thread per output column n and chunk of 32 k (16 for
-// groups of 16): it reads the chunk's words of column n (a warp reads 32
+// groups of 16) of a job (blockIdx.z: one launch a batch of jobs,
+// gemm_dense.cuh): it reads the chunk's words of column n (a warp reads 32
 // adjacent words: coalesced), and writes value(code) * scale (+ bias) for
 // each k of the chunk at W^T[k, n] (a warp writes 32 adjacent values).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -32,13 +34,18 @@ struct DequantParams {
   float values[256];   // value(code) before the group's scale (and bias), code < 2^bits
 };
 
-// W^T [K, N] (bf16) from the parts; grid (N / kThreads, K / CHUNK).
+// Job z's W^T [K, N] (bf16) from its parts into wt + z * w_stride values;
+// grid (N / kThreads, K / CHUNK, jobs).
 template <int BITS, int CHUNK, bool HAS_BIASES>
 __global__ void __launch_bounds__(kThreads) stream_dequant_kernel(const __grid_constant__ DequantParams p,
-                                                                   const uint32_t* __restrict__ qweight,
-                                                                   const void* __restrict__ scales,
-                                                                   const void* __restrict__ third,
-                                                                   __nv_bfloat16* __restrict__ wt) {
+                                                                   const __grid_constant__ GemmBatch batch,
+                                                                   __nv_bfloat16* __restrict__ wt_all,
+                                                                   size_t w_stride) {
+  const DeviceGemmJob& job = batch.job[blockIdx.z];
+  const uint32_t* __restrict__ qweight = static_cast<const uint32_t*>(job.parts[0]);
+  const void* __restrict__ scales = job.parts[1];
+  const void* __restrict__ third = job.parts[2];
+  __nv_bfloat16* __restrict__ wt = wt_all + blockIdx.z * w_stride;
   constexpr int kWords = CHUNK * BITS / 32;
   constexpr uint32_t kMask = (1u << BITS) - 1u;
   __shared__ float table[1 << BITS];
@@ -65,15 +72,21 @@ __global__ void __launch_bounds__(kThreads) stream_dequant_kernel(const __grid_c
 }
 
 template <int BITS, int CHUNK, bool HAS_BIASES>
-void launch_dequant(const DequantParams& p, const DeviceGemmJob& job, __nv_bfloat16* wt, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((p.rows + kThreads - 1) / kThreads), static_cast<unsigned>(p.cols / CHUNK));
-  stream_dequant_kernel<BITS, CHUNK, HAS_BIASES><<<grid, kThreads, 0, s>>>(
-      p, static_cast<const uint32_t*>(job.parts[0]), job.parts[1], job.parts[2], wt);
+void launch_dequant(const DequantParams& p, const GemmBatch& b, int n, __nv_bfloat16* wt, size_t w_stride,
+                    cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((p.rows + kThreads - 1) / kThreads), static_cast<unsigned>(p.cols / CHUNK),
+                  static_cast<unsigned>(n));
+  stream_dequant_kernel<BITS, CHUNK, HAS_BIASES><<<grid, kThreads, 0, s>>>(p, b, wt, w_stride);
 }
 
-// Scratch: W^T bf16 [K, N], then x bf16 [m, K].
+// A job's scratch: W^T bf16 [K, N] and x bf16 [m, K]; a batch's, the jobs'
+// W^T one after another, then their x.
+size_t w_bytes(int64_t rows, int64_t cols) { return gemm_align(static_cast<size_t>(rows * cols) * 2); }
+size_t x_bytes(int64_t cols, int64_t max_m_rows) { return gemm_align(static_cast<size_t>(max_m_rows * cols) * 2); }
+
 size_t stream_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
-  return gemm_align(static_cast<size_t>(rows * cols) * 2) + gemm_align(static_cast<size_t>(max_m_rows * cols) * 2);
+  const size_t job = w_bytes(rows, cols) + x_bytes(cols, max_m_rows);
+  return static_cast<size_t>(gemm_batch(job)) * job;
 }
 
 void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs,
@@ -91,26 +104,31 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   p.has_tensor_scale = l.has_tensor_scale;
   for (uint32_t c = 0; c < (1u << l.bits); ++c) p.values[c] = l.codes->value(c);
   const cudaStream_t s = stream_of(stream);
+  int64_t max_m = 0;
+  for (int j = 0; j < n_jobs; ++j) max_m = std::max(max_m, jobs[j].m_rows);
+  const size_t wb = w_bytes(rows, cols), xbytes = x_bytes(cols, max_m);
+  const int per = gemm_batch(wb + xbytes);
   auto* wt = static_cast<__nv_bfloat16*>(scratch);
-  auto* xb = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + gemm_align(static_cast<size_t>(rows * cols) * 2));
+  auto* xb = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + static_cast<size_t>(per) * wb);
+  const size_t w_stride = wb / 2;  // values
   const int kind = (l.has_biases ? 100 : 0) + l.bits * (chunk16 ? -1 : 1);
-  for (int j = 0; j < n_jobs; ++j) {
-    const DeviceGemmJob& job = jobs[j];
-    if (job.m_rows <= 0) continue;
+  for_each_batch(jobs, n_jobs, per, [&](const GemmBatch& b, int n) {
     switch (kind) {
-      case 102: launch_dequant<2, 32, true>(p, job, wt, s); break;
-      case 103: launch_dequant<3, 32, true>(p, job, wt, s); break;
-      case 104: launch_dequant<4, 32, true>(p, job, wt, s); break;
-      case 108: launch_dequant<8, 32, true>(p, job, wt, s); break;
-      case 4: launch_dequant<4, 32, false>(p, job, wt, s); break;
-      case -4: launch_dequant<4, 16, false>(p, job, wt, s); break;
+      case 102: launch_dequant<2, 32, true>(p, b, n, wt, w_stride, s); break;
+      case 103: launch_dequant<3, 32, true>(p, b, n, wt, w_stride, s); break;
+      case 104: launch_dequant<4, 32, true>(p, b, n, wt, w_stride, s); break;
+      case 108: launch_dequant<8, 32, true>(p, b, n, wt, w_stride, s); break;
+      case 4: launch_dequant<4, 32, false>(p, b, n, wt, w_stride, s); break;
+      case -4: launch_dequant<4, 16, false>(p, b, n, wt, w_stride, s); break;
       default:
         fail(ErrorKind::kInternal, "GPU prefill: no kernel for " + std::to_string(l.bits) + "-bit stream codes" +
                                        (l.has_biases ? " with biases" : "") + (chunk16 ? " in groups of 16" : ""));
     }
     check_launch("stream dequantize kernel");
-    bf16_product(job.x, xb, wt, WeightLayout::kColsByRows, job.y, job.m_rows, rows, cols, s);
-  }
+    const __nv_bfloat16* w[kGemmBatch];
+    for (int j = 0; j < n; ++j) w[j] = wt + static_cast<size_t>(j) * w_stride;
+    bf16_products(b, n, w, WeightLayout::kColsByRows, xb, xbytes, rows, cols, s);
+  });
 }
 
 }  // namespace

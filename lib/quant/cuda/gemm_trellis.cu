@@ -37,13 +37,20 @@ constexpr int kMaxGridRows = 65535;
 enum Part { kTiles = 0, kSu = 1, kSv = 2, kScales = 3 };
 
 // One Hadamard block (blockIdx.x) of rows blockIdx.y, blockIdx.y + gridDim.y, ...
-// of `in` [m, dim]. Input side (kInput): out_bf16 = bf16(norm * H(signs o in));
-// output side: out = norm * signs o H(in).
+// of job blockIdx.z's rows [m, dim]. Input side (kInput): its x~ = bf16(norm *
+// H(su o x)) into xb + z * x_stride values; output side: its y = norm * sv o
+// H(z_j), z_j at z + z * z_stride floats.
 template <bool kInput>
-__global__ void __launch_bounds__(kHadThreads) rotate_rows_kernel(const float* __restrict__ in, int64_t m,
-                                                                   int64_t dim, int block, const int8_t* __restrict__ signs,
-                                                                   float norm, __nv_bfloat16* __restrict__ out_bf16,
-                                                                   float* __restrict__ out) {
+__global__ void __launch_bounds__(kHadThreads) rotate_rows_kernel(const __grid_constant__ GemmBatch b, int64_t dim,
+                                                                   int block, float norm, const float* z_all,
+                                                                   size_t z_stride, __nv_bfloat16* xb_all,
+                                                                   size_t x_stride) {
+  const DeviceGemmJob& job = b.job[blockIdx.z];
+  const int64_t m = job.m_rows;
+  const float* __restrict__ in = kInput ? job.x : z_all + blockIdx.z * z_stride;
+  const int8_t* __restrict__ signs = static_cast<const int8_t*>(job.parts[kInput ? kSu : kSv]);
+  __nv_bfloat16* __restrict__ out_bf16 = kInput ? xb_all + blockIdx.z * x_stride : nullptr;
+  float* __restrict__ out = kInput ? nullptr : job.y;
   __shared__ float v[kMaxHadamardBlock];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * block;
   for (int64_t row = blockIdx.y; row < m; row += gridDim.y) {
@@ -64,13 +71,18 @@ struct LutTables {
   int8_t a[trellis::kLutEntries], b[trellis::kLutEntries];
 };
 
-// W'' [N, K] in bf16: warp (blockIdx.x * kTileWarps + threadIdx.y) decodes
-// tile i = kt * NT + nt of the stream (the stored order).
+// Job blockIdx.y's W'' [N, K] in bf16 into w + y * w_stride values: warp
+// (blockIdx.x * kTileWarps + threadIdx.y) decodes tile i = kt * NT + nt of
+// the stream (the stored order).
 template <int BITS, bool kLut>
-__global__ void __launch_bounds__(32 * kTileWarps) tile_dequant_kernel(const uint8_t* __restrict__ tiles,
-                                                                        const float* __restrict__ scales, int64_t N,
+__global__ void __launch_bounds__(32 * kTileWarps) tile_dequant_kernel(const __grid_constant__ GemmBatch b, int64_t N,
                                                                         int64_t K, const __grid_constant__ LutTables luts,
-                                                                        __nv_bfloat16* __restrict__ w) {
+                                                                        __nv_bfloat16* __restrict__ w_all,
+                                                                        size_t w_stride) {
+  const DeviceGemmJob& job = b.job[blockIdx.y];
+  const uint8_t* __restrict__ tiles = static_cast<const uint8_t*>(job.parts[kTiles]);
+  const float* __restrict__ scales = static_cast<const float*>(job.parts[kScales]);
+  __nv_bfloat16* __restrict__ w = w_all + blockIdx.y * w_stride;
   constexpr int kTileBytes = trellis::kTileSize * BITS / 8;
   __shared__ int8_t lut[2 * trellis::kLutEntries];
   const int tid = threadIdx.y * 32 + threadIdx.x;
@@ -97,24 +109,33 @@ __global__ void __launch_bounds__(32 * kTileWarps) tile_dequant_kernel(const uin
 }
 
 template <bool kLut>
-void launch_dequant(int bits, const DeviceGemmJob& job, int64_t N, int64_t K, const LutTables& luts,
-                    __nv_bfloat16* w, cudaStream_t s) {
+void launch_dequant(int bits, const GemmBatch& b, int n, int64_t N, int64_t K, const LutTables& luts,
+                    __nv_bfloat16* w, size_t w_stride, cudaStream_t s) {
   const int64_t tiles = (N / trellis::kTileDim) * (K / trellis::kTileDim);
-  const dim3 grid(static_cast<unsigned>((tiles + kTileWarps - 1) / kTileWarps)), block(32, kTileWarps);
-  const auto* t = static_cast<const uint8_t*>(job.parts[kTiles]);
-  const auto* sc = static_cast<const float*>(job.parts[kScales]);
+  const dim3 grid(static_cast<unsigned>((tiles + kTileWarps - 1) / kTileWarps), static_cast<unsigned>(n)),
+      block(32, kTileWarps);
   switch (bits) {
-    case 2: tile_dequant_kernel<2, kLut><<<grid, block, 0, s>>>(t, sc, N, K, luts, w); break;
-    case 3: tile_dequant_kernel<3, kLut><<<grid, block, 0, s>>>(t, sc, N, K, luts, w); break;
-    case 4: tile_dequant_kernel<4, kLut><<<grid, block, 0, s>>>(t, sc, N, K, luts, w); break;
+    case 2: tile_dequant_kernel<2, kLut><<<grid, block, 0, s>>>(b, N, K, luts, w, w_stride); break;
+    case 3: tile_dequant_kernel<3, kLut><<<grid, block, 0, s>>>(b, N, K, luts, w, w_stride); break;
+    case 4: tile_dequant_kernel<4, kLut><<<grid, block, 0, s>>>(b, N, K, luts, w, w_stride); break;
     default: fail(ErrorKind::kInternal, "GPU prefill: no trellis kernel for " + std::to_string(bits) + " bits");
   }
 }
 
-// Scratch: W'' bf16 [N, K], x~ bf16 [m, K], z float [m, N].
+// A job's scratch: W'' bf16 [N, K], x~ bf16 [m, K], z float [m, N]; a
+// batch's, the jobs' W'' one after another, then their x~, then their z.
+struct TrellisScratch {
+  size_t w = 0, x = 0, z = 0;
+  TrellisScratch(int64_t rows, int64_t cols, int64_t max_m_rows)
+      : w(gemm_align(static_cast<size_t>(rows * cols) * 2)),
+        x(gemm_align(static_cast<size_t>(max_m_rows * cols) * 2)),
+        z(gemm_align(static_cast<size_t>(max_m_rows * rows) * 4)) {}
+  size_t job() const { return w + x + z; }
+};
+
 size_t trellis_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
-  return gemm_align(static_cast<size_t>(rows * cols) * 2) + gemm_align(static_cast<size_t>(max_m_rows * cols) * 2) +
-         gemm_align(static_cast<size_t>(max_m_rows * rows) * 4);
+  const TrellisScratch t(rows, cols, max_m_rows);
+  return static_cast<size_t>(gemm_batch(t.job())) * t.job();
 }
 
 void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs,
@@ -131,28 +152,33 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   const float norm_k = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_k)));
   const float norm_n = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_n)));
   const cudaStream_t s = stream_of(stream);
-  char* base = static_cast<char*>(scratch);
-  auto* w = reinterpret_cast<__nv_bfloat16*>(base);
   int64_t max_m = 0;
   for (int j = 0; j < n_jobs; ++j) max_m = std::max(max_m, jobs[j].m_rows);
-  auto* xb = reinterpret_cast<__nv_bfloat16*>(base + gemm_align(static_cast<size_t>(rows * cols) * 2));
-  auto* z = reinterpret_cast<float*>(reinterpret_cast<char*>(xb) + gemm_align(static_cast<size_t>(max_m * cols) * 2));
-  for (int j = 0; j < n_jobs; ++j) {
-    const DeviceGemmJob& job = jobs[j];
-    if (job.m_rows <= 0) continue;
-    const unsigned grid_rows = static_cast<unsigned>(std::min<int64_t>(job.m_rows, kMaxGridRows));
-    rotate_rows_kernel<true><<<dim3(static_cast<unsigned>(cols / block_k), grid_rows), kHadThreads, 0, s>>>(
-        job.x, job.m_rows, cols, static_cast<int>(block_k), static_cast<const int8_t*>(job.parts[kSu]), norm_k, xb,
-        nullptr);
-    if (lut) launch_dequant<true>(format.weight_bits, job, rows, cols, luts, w, s);
-    else launch_dequant<false>(format.weight_bits, job, rows, cols, luts, w, s);
+  const TrellisScratch t(rows, cols, max_m);
+  const int per = gemm_batch(t.job());
+  char* base = static_cast<char*>(scratch);
+  auto* w = reinterpret_cast<__nv_bfloat16*>(base);
+  auto* xb = reinterpret_cast<__nv_bfloat16*>(base + static_cast<size_t>(per) * t.w);
+  auto* z = reinterpret_cast<float*>(base + static_cast<size_t>(per) * (t.w + t.x));
+  const size_t w_stride = t.w / 2, x_stride = t.x / 2, z_stride = t.z / 4;
+  for_each_batch(jobs, n_jobs, per, [&](const GemmBatch& b, int n) {
+    int64_t batch_m = 0;
+    for (int j = 0; j < n; ++j) batch_m = std::max(batch_m, b.job[j].m_rows);
+    const unsigned grid_rows = static_cast<unsigned>(std::min<int64_t>(batch_m, kMaxGridRows));
+    rotate_rows_kernel<true><<<dim3(static_cast<unsigned>(cols / block_k), grid_rows, static_cast<unsigned>(n)),
+                               kHadThreads, 0, s>>>(b, cols, static_cast<int>(block_k), norm_k, nullptr, 0, xb,
+                                                    x_stride);
+    if (lut) launch_dequant<true>(format.weight_bits, b, n, rows, cols, luts, w, w_stride, s);
+    else launch_dequant<false>(format.weight_bits, b, n, rows, cols, luts, w, w_stride, s);
     check_launch("trellis prefill rotation and dequantize kernels");
-    bf16_gemm(xb, w, WeightLayout::kRowsByCols, z, job.m_rows, rows, cols, s);
-    rotate_rows_kernel<false><<<dim3(static_cast<unsigned>(rows / block_n), grid_rows), kHadThreads, 0, s>>>(
-        z, job.m_rows, rows, static_cast<int>(block_n), static_cast<const int8_t*>(job.parts[kSv]), norm_n, nullptr,
-        job.y);
+    for (int j = 0; j < n; ++j)
+      bf16_gemm(xb + static_cast<size_t>(j) * x_stride, w + static_cast<size_t>(j) * w_stride,
+                WeightLayout::kRowsByCols, z + static_cast<size_t>(j) * z_stride, b.job[j].m_rows, rows, cols, s);
+    rotate_rows_kernel<false><<<dim3(static_cast<unsigned>(rows / block_n), grid_rows, static_cast<unsigned>(n)),
+                                kHadThreads, 0, s>>>(b, rows, static_cast<int>(block_n), norm_n, z, z_stride, nullptr,
+                                                     0);
     check_launch("trellis prefill output rotation");
-  }
+  });
 }
 
 }  // namespace
