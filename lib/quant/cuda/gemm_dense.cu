@@ -4,11 +4,13 @@
 // machine without cuBLAS gets one line saying what is missing.
 #include <cublas_api.h>
 #include <dlfcn.h>
+#include <mma.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -100,6 +102,52 @@ __global__ void round_batch_kernel(const __grid_constant__ GemmBatch b, int64_t 
     out[i] = kResidual ? __float2bfloat16_rn(job.x[i] - __bfloat162float(out[i])) : __float2bfloat16_rn(job.x[i]);
 }
 
+// The tile product's jobs (bf16_gemms), as a kernel parameter.
+struct TileJobs {
+  const __nv_bfloat16* x[kGemmBatch];
+  const __nv_bfloat16* w[kGemmBatch];
+  float* y[kGemmBatch];
+  int64_t m[kGemmBatch];
+};
+constexpr int kTileWarps = 4;  // warps a block: 16 rows of x by 64 columns of y
+
+// Warp w of block (bx, by, job z) computes y_z's 16 x 16 tile at rows 16 by,
+// columns 16 (4 bx + w) on the tensor cores (bf16 in, float32 sums), through
+// shared memory so that rows past m_z are not stored. kColsByRows: W stored as
+// W^T [K, N] row-major (a row-major B fragment), else W [N, K] (column-major).
+template <bool kColsByRows>
+__global__ void __launch_bounds__(32 * kTileWarps) tile_product_kernel(const __grid_constant__ TileJobs p, int64_t rows,
+                                                                       int64_t cols, bool accumulate) {
+  namespace wmma = nvcuda::wmma;
+  __shared__ float tile[kTileWarps][16 * 16];
+  const int z = static_cast<int>(blockIdx.z);
+  const int64_t m = p.m[z], m0 = static_cast<int64_t>(blockIdx.y) * 16;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kTileWarps + warp) * 16;
+  if (m0 >= m || n0 >= rows) return;  // whole warps; no block barrier follows
+  using BLayout = std::conditional_t<kColsByRows, wmma::row_major, wmma::col_major>;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  const __nv_bfloat16* x = p.x[z] + m0 * cols;
+  const __nv_bfloat16* w = p.w[z];
+#pragma unroll 4
+  for (int64_t k = 0; k < cols; k += 16) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, BLayout> b;
+    wmma::load_matrix_sync(a, x + k, static_cast<unsigned>(cols));
+    if constexpr (kColsByRows) wmma::load_matrix_sync(b, w + k * rows + n0, static_cast<unsigned>(rows));
+    else wmma::load_matrix_sync(b, w + n0 * cols + k, static_cast<unsigned>(cols));
+    wmma::mma_sync(acc, a, b, acc);
+  }
+  wmma::store_matrix_sync(tile[warp], acc, 16, wmma::mem_row_major);
+  __syncwarp();
+  float* y = p.y[z];
+  for (int i = lane; i < 256; i += 32) {
+    const int64_t r = m0 + i / 16, c = n0 + i % 16;
+    if (r < m) y[r * rows + c] = accumulate ? y[r * rows + c] + tile[warp][i] : tile[warp][i];
+  }
+}
+
 bool split_x() {
   static const bool on = [] {
     const char* v = std::getenv("EXPERTQUANT_GPU_SPLIT_X");
@@ -137,23 +185,62 @@ void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layo
              "bf16 product");
 }
 
+void bf16_gemms(int n, const __nv_bfloat16* const* x, const __nv_bfloat16* const* w, float* const* y,
+                const int64_t* m, WeightLayout layout, int64_t rows, int64_t cols, cudaStream_t s, bool accumulate) {
+  // EXPERTQUANT_GPU_TILE_PRODUCT=0 sends every product to cuBLAS (for measurement). Read once.
+  static const bool tile_on = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_TILE_PRODUCT");
+    return v == nullptr || v[0] != '0';
+  }();
+  TileJobs t;
+  int tiled = 0;
+  int64_t max_m = 0;
+  const bool shape_ok = tile_on && rows % 16 == 0 && cols % 16 == 0;
+  for (int j = 0; j < n; ++j) {
+    if (m[j] <= 0) continue;
+    if (shape_ok && m[j] <= kTileRows) {
+      t.x[tiled] = x[j];
+      t.w[tiled] = w[j];
+      t.y[tiled] = y[j];
+      t.m[tiled] = m[j];
+      max_m = std::max(max_m, m[j]);
+      ++tiled;
+    } else {
+      bf16_gemm(x[j], w[j], layout, y[j], m[j], rows, cols, s, accumulate);
+    }
+  }
+  if (tiled == 0) return;
+  const dim3 grid(static_cast<unsigned>((rows / 16 + kTileWarps - 1) / kTileWarps),
+                  static_cast<unsigned>((max_m + 15) / 16), static_cast<unsigned>(tiled));
+  if (layout == WeightLayout::kColsByRows)
+    tile_product_kernel<true><<<grid, 32 * kTileWarps, 0, s>>>(t, rows, cols, accumulate);
+  else
+    tile_product_kernel<false><<<grid, 32 * kTileWarps, 0, s>>>(t, rows, cols, accumulate);
+  check_launch("tile product kernel");
+}
+
 void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, WeightLayout layout, __nv_bfloat16* xb,
                    size_t x_stride, int64_t rows, int64_t cols, cudaStream_t s) {
   if (n <= 0) return;
   int64_t max_m = 0;
-  for (int j = 0; j < n; ++j) max_m = std::max(max_m, b.job[j].m_rows);
+  const __nv_bfloat16* x[kGemmBatch];
+  float* y[kGemmBatch];
+  int64_t m[kGemmBatch];
+  for (int j = 0; j < n; ++j) {
+    max_m = std::max(max_m, b.job[j].m_rows);
+    x[j] = reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(xb) + static_cast<size_t>(j) * x_stride);
+    y[j] = b.job[j].y;
+    m[j] = b.job[j].m_rows;
+  }
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_m * cols + 255) / 256, 4096)), 1,
                   static_cast<unsigned>(n));
-  auto x_of = [&](int j) {
-    return reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(xb) + static_cast<size_t>(j) * x_stride);
-  };
   round_batch_kernel<false><<<grid, 256, 0, s>>>(b, cols, xb, x_stride);
   check_launch("round to bf16");
-  for (int j = 0; j < n; ++j) bf16_gemm(x_of(j), w[j], layout, b.job[j].y, b.job[j].m_rows, rows, cols, s);
+  bf16_gemms(n, x, w, y, m, layout, rows, cols, s);
   if (!split_x()) return;
   round_batch_kernel<true><<<grid, 256, 0, s>>>(b, cols, xb, x_stride);  // after the products read xb
   check_launch("bf16 residual");
-  for (int j = 0; j < n; ++j) bf16_gemm(x_of(j), w[j], layout, b.job[j].y, b.job[j].m_rows, rows, cols, s, true);
+  bf16_gemms(n, x, w, y, m, layout, rows, cols, s, true);
 }
 
 void bf16_product(const float* x, __nv_bfloat16* xb, const __nv_bfloat16* w, WeightLayout layout, float* y,

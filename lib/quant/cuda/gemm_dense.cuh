@@ -22,6 +22,12 @@ namespace eq::quant::cuda {
 inline constexpr size_t kGemmAlign = 256;
 inline size_t gemm_align(size_t bytes) { return (bytes + kGemmAlign - 1) / kGemmAlign * kGemmAlign; }
 
+// A job's slot of bf16 x in a batch's scratch: its rows rounded up to 16, so
+// that the tile product's reads of a last partial tile stay in the slot.
+inline size_t x_slot_bytes(int64_t cols, int64_t max_m_rows) {
+  return gemm_align(static_cast<size_t>((max_m_rows + 15) / 16 * 16 * cols) * 2);
+}
+
 // A batch's jobs, as a kernel parameter (__grid_constant__).
 inline constexpr int kGemmBatch = 32;
 struct GemmBatch {
@@ -69,9 +75,21 @@ enum class WeightLayout {
 void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
                int64_t rows, int64_t cols, cudaStream_t s, bool accumulate = false);
 
+// y_j = x_j W_j^T (added to y_j when `accumulate`) for n products of one
+// shape, x_j bf16 [m[j], cols] (in a slot of x_slot_bytes), W_j bf16 (layout),
+// y_j float32: the jobs of up to kTileRows rows in one launch of a
+// tensor-core kernel of our own when the shape is a multiple of 16 both ways
+// (a warp a 16 x 16 tile of y), the others through bf16_gemm, a call each. A
+// prefill's MoE call has hundreds of products of a few rows, and each cuBLAS
+// call costs about 10 us of the host's time.
+inline constexpr int64_t kTileRows = 64;
+void bf16_gemms(int n, const __nv_bfloat16* const* x, const __nv_bfloat16* const* w, float* const* y,
+                const int64_t* m, WeightLayout layout, int64_t rows, int64_t cols, cudaStream_t s,
+                bool accumulate = false);
+
 // y_j = x_j W_j^T for the batch's n jobs, W_j bf16 at w[j] (layout), each x_j
 // rounded to bf16 into xb + j * x_stride bytes (one launch for the batch), then
-// a bf16_gemm a job; with EXPERTQUANT_GPU_SPLIT_X=1 as bf16_product below.
+// bf16_gemms; with EXPERTQUANT_GPU_SPLIT_X=1 as bf16_product below.
 void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, WeightLayout layout, __nv_bfloat16* xb,
                    size_t x_stride, int64_t rows, int64_t cols, cudaStream_t s);
 

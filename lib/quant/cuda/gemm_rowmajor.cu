@@ -37,7 +37,7 @@ __global__ void scale_columns_kernel(const __grid_constant__ GemmBatch b, int64_
 // A job's scratch: Q [N, K] (int8_row only) and x bf16 [m, K]; a batch's,
 // the jobs' Q one after another, then their x.
 size_t q_bytes(int64_t rows, int64_t cols) { return gemm_align(static_cast<size_t>(rows * cols) * 2); }
-size_t x_bytes(int64_t cols, int64_t max_m_rows) { return gemm_align(static_cast<size_t>(max_m_rows * cols) * 2); }
+size_t x_bytes(int64_t cols, int64_t max_m_rows) { return x_slot_bytes(cols, max_m_rows); }
 
 size_t int8_row_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
   const size_t job = q_bytes(rows, cols) + x_bytes(cols, max_m_rows);

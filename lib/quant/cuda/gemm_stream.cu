@@ -82,7 +82,7 @@ void launch_dequant(const DequantParams& p, const GemmBatch& b, int n, __nv_bflo
 // A job's scratch: W^T bf16 [K, N] and x bf16 [m, K]; a batch's, the jobs'
 // W^T one after another, then their x.
 size_t w_bytes(int64_t rows, int64_t cols) { return gemm_align(static_cast<size_t>(rows * cols) * 2); }
-size_t x_bytes(int64_t cols, int64_t max_m_rows) { return gemm_align(static_cast<size_t>(max_m_rows * cols) * 2); }
+size_t x_bytes(int64_t cols, int64_t max_m_rows) { return x_slot_bytes(cols, max_m_rows); }
 
 size_t stream_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
   const size_t job = w_bytes(rows, cols) + x_bytes(cols, max_m_rows);

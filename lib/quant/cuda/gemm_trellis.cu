@@ -128,7 +128,7 @@ struct TrellisScratch {
   size_t w = 0, x = 0, z = 0;
   TrellisScratch(int64_t rows, int64_t cols, int64_t max_m_rows)
       : w(gemm_align(static_cast<size_t>(rows * cols) * 2)),
-        x(gemm_align(static_cast<size_t>(max_m_rows * cols) * 2)),
+        x(x_slot_bytes(cols, max_m_rows)),
         z(gemm_align(static_cast<size_t>(max_m_rows * rows) * 4)) {}
   size_t job() const { return w + x + z; }
 };
@@ -171,9 +171,16 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
     if (lut) launch_dequant<true>(format.weight_bits, b, n, rows, cols, luts, w, w_stride, s);
     else launch_dequant<false>(format.weight_bits, b, n, rows, cols, luts, w, w_stride, s);
     check_launch("trellis prefill rotation and dequantize kernels");
-    for (int j = 0; j < n; ++j)
-      bf16_gemm(xb + static_cast<size_t>(j) * x_stride, w + static_cast<size_t>(j) * w_stride,
-                WeightLayout::kRowsByCols, z + static_cast<size_t>(j) * z_stride, b.job[j].m_rows, rows, cols, s);
+    const __nv_bfloat16 *xs[kGemmBatch], *ws[kGemmBatch];
+    float* zs[kGemmBatch];
+    int64_t ms[kGemmBatch];
+    for (int j = 0; j < n; ++j) {
+      xs[j] = xb + static_cast<size_t>(j) * x_stride;
+      ws[j] = w + static_cast<size_t>(j) * w_stride;
+      zs[j] = z + static_cast<size_t>(j) * z_stride;
+      ms[j] = b.job[j].m_rows;
+    }
+    bf16_gemms(n, xs, ws, zs, ms, WeightLayout::kRowsByCols, rows, cols, s);
     rotate_rows_kernel<false><<<dim3(static_cast<unsigned>(rows / block_n), grid_rows, static_cast<unsigned>(n)),
                                 kHadThreads, 0, s>>>(b, rows, static_cast<int>(block_n), norm_n, z, z_stride, nullptr,
                                                      0);
