@@ -1,10 +1,10 @@
 // The gated delta net on the GPU (exec/cuda/device_delta_net.h; ctest label
 // `cuda`) against the CPU's model::linear_attention_forward on random weights
 // and inputs: a prefill of 2 sequences (the CPU's chunked form, over more than
-// one chunk) then decode steps (the CPU's recurrence), outputs and the states
-// left in the cache, for key heads of 32, 64 and 128 (a state column on 1, 2
-// and 4 threads), both projection layouts and a value head narrower than a
-// warp's multiple.
+// one chunk), a second chunk of 5 positions, then decode steps (the CPU's
+// recurrence), outputs and the states left in the cache, for key heads of 32,
+// 64 and 128 (a state column on 1, 2 and 4 threads), both projection layouts,
+// and value heads whose threads end in a partial warp (64 x 40: 80 threads).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,7 +70,7 @@ double relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
 void expect_matches_cpu(const Shape& shape) {
   const model::ModelConfig c = config_of(shape);
   const model::LinearAttentionConfig& d = c.linear;
-  const int64_t H = c.hidden_size, B = 2, T = 70, steps = 3, layer = 0;
+  const int64_t H = c.hidden_size, B = 2, T = 70, T2 = 5, steps = 3, layer = 0;
   ASSERT_TRUE(c.layer_linear(layer));
   std::mt19937 rng(static_cast<uint32_t>(shape.dk * 131 + shape.dv));
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(H));
@@ -90,16 +90,20 @@ void expect_matches_cpu(const Shape& shape) {
   w.norm = random_tensor({d.value_head_dim}, 0.1f, 1.0f, rng);
   w.out = random_tensor({H, d.value_dim()}, 1.0f / std::sqrt(static_cast<float>(d.value_dim())), 0, rng);
   const model::Tensor32Ptr x_prefill = random_tensor({B * T, H}, 1.0f, 0, rng);
+  const model::Tensor32Ptr x_chunk = random_tensor({B * T2, H}, 1.0f, 0, rng);
   const model::Tensor32Ptr x_steps = random_tensor({steps, B, H}, 1.0f, 0, rng);
 
-  // The CPU: the prefill, then one token of each sequence a step.
-  model::KvCache cache(c, B, T + steps);
-  std::vector<float> cpu(static_cast<size_t>((B * T + steps * B) * H));
+  // The CPU: the prefill, the second chunk, then one token of each sequence a step.
+  model::KvCache cache(c, B, T + T2 + steps);
+  const int64_t rows = B * T + B * T2 + steps * B, at_steps = B * (T + T2);
+  std::vector<float> cpu(static_cast<size_t>(rows * H));
   model::linear_attention_forward(c, w, layer, x_prefill->data.data(), B, T, cache, cpu.data());
   cache.advance(T);
+  model::linear_attention_forward(c, w, layer, x_chunk->data.data(), B, T2, cache, cpu.data() + B * T * H);
+  cache.advance(T2);
   for (int64_t s = 0; s < steps; ++s) {
     model::linear_attention_forward(c, w, layer, x_steps->data.data() + s * B * H, B, 1, cache,
-                                    cpu.data() + (B * T + s * B) * H);
+                                    cpu.data() + (at_steps + s * B) * H);
     cache.advance(1);
   }
 
@@ -121,18 +125,22 @@ void expect_matches_cpu(const Shape& shape) {
   cuda::DeltaNetState state{cuda::DeviceBuffer(cuda::delta_net_conv_bytes(c, B)),
                             cuda::DeviceBuffer(cuda::delta_net_recurrent_bytes(c, B))};
   // Left over from another sequence: a call at position 0 zeroes the states first.
-  std::vector<float> junk(state.recurrent.size() / sizeof(float), 7.0f);
-  state.recurrent.upload(junk.data(), junk.size() * sizeof(float));
-  const int64_t rows = B * T + steps * B;
+  for (cuda::DeviceBuffer* b : {&state.conv, &state.recurrent}) {
+    std::vector<float> junk(b->size() / sizeof(float), 7.0f);
+    b->upload(junk.data(), junk.size() * sizeof(float));
+  }
   cuda::DeviceBuffer x(static_cast<size_t>(rows * H) * sizeof(float)), y(static_cast<size_t>(rows * H) * sizeof(float));
   x.upload(x_prefill->data.data(), static_cast<size_t>(B * T * H) * sizeof(float));
-  x.upload(x_steps->data.data(), static_cast<size_t>(steps * B * H) * sizeof(float),
+  x.upload(x_chunk->data.data(), static_cast<size_t>(B * T2 * H) * sizeof(float),
            static_cast<size_t>(B * T * H) * sizeof(float));
+  x.upload(x_steps->data.data(), static_cast<size_t>(steps * B * H) * sizeof(float),
+           static_cast<size_t>(at_steps * H) * sizeof(float));
   cuda::DeviceDeltaNet net;
   net.forward(c, dw, x.floats(), B, T, 0, state, y.floats(), nullptr);
+  net.forward(c, dw, x.floats() + B * T * H, B, T2, T, state, y.floats() + B * T * H, nullptr);
   for (int64_t s = 0; s < steps; ++s)
-    net.forward(c, dw, x.floats() + (B * T + s * B) * H, B, 1, T + s, state, y.floats() + (B * T + s * B) * H,
-                nullptr);
+    net.forward(c, dw, x.floats() + (at_steps + s * B) * H, B, 1, T + T2 + s, state,
+                y.floats() + (at_steps + s * B) * H, nullptr);
   std::vector<float> gpu(cpu.size()), conv(state.conv.size() / sizeof(float)),
       recurrent(state.recurrent.size() / sizeof(float));
   y.download(gpu.data(), gpu.size() * sizeof(float));
@@ -161,7 +169,8 @@ TEST(DeviceDeltaNet, MatchesTheCpu) {
   const std::string why = cuda::unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
   for (const Shape& s : {Shape{"qwen3_5_moe_text", 2, 4, 32, 32}, Shape{"qwen3_next", 2, 4, 64, 64},
-                         Shape{"qwen3_5_moe_text", 2, 4, 128, 128}, Shape{"qwen3_next", 1, 3, 128, 40}})
+                         Shape{"qwen3_5_moe_text", 2, 4, 128, 128}, Shape{"qwen3_next", 1, 3, 128, 40},
+                         Shape{"qwen3_5_moe_text", 2, 4, 64, 40}})
     expect_matches_cpu(s);
 }
 

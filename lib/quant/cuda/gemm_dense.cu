@@ -7,6 +7,7 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -119,7 +120,7 @@ template <bool kColsByRows>
 __global__ void __launch_bounds__(32 * kTileWarps) tile_product_kernel(const __grid_constant__ TileJobs p, int64_t rows,
                                                                        int64_t cols, bool accumulate) {
   namespace wmma = nvcuda::wmma;
-  __shared__ float tile[kTileWarps][16 * 16];
+  __shared__ __align__(32) float tile[kTileWarps][16 * 16];  // store_matrix_sync wants 32 bytes
   const int z = static_cast<int>(blockIdx.z);
   const int64_t m = p.m[z], m0 = static_cast<int64_t>(blockIdx.y) * 16;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -196,9 +197,12 @@ void bf16_gemms(int n, const __nv_bfloat16* const* x, const __nv_bfloat16* const
   int tiled = 0;
   int64_t max_m = 0;
   const bool shape_ok = tile_on && rows % 16 == 0 && cols % 16 == 0;
+  // wmma's loads want 32-byte aligned operands: the x slots are by
+  // construction, W is when its parts are each their own allocation.
+  auto aligned32 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; };
   for (int j = 0; j < n; ++j) {
     if (m[j] <= 0) continue;
-    if (shape_ok && m[j] <= kTileRows) {
+    if (shape_ok && m[j] <= kTileRows && aligned32(w[j]) && aligned32(x[j])) {
       t.x[tiled] = x[j];
       t.w[tiled] = w[j];
       t.y[tiled] = y[j];

@@ -43,6 +43,16 @@ inline int gemm_batch(size_t job_bytes) {
   return static_cast<int>(n < 1 ? 1 : n > static_cast<size_t>(kGemmBatch) ? kGemmBatch : n);
 }
 
+// A call's scratch for jobs of up to `job_bytes` each: gemm_batch(b) * b is at
+// most max(b, min(kGemmBatch * b, kGemmBatchBytes)) for every b <= job_bytes,
+// so scratch sized for a call's largest rows also holds the batches of jobs
+// with fewer (more of them a batch).
+inline size_t batch_scratch_bytes(size_t job_bytes) {
+  const size_t all = static_cast<size_t>(kGemmBatch) * job_bytes;
+  const size_t capped = all < kGemmBatchBytes ? all : kGemmBatchBytes;
+  return job_bytes > capped ? job_bytes : capped;
+}
+
 // Calls run(batch, n) for the jobs with rows (m_rows > 0), `per` at a time
 // (per <= kGemmBatch), in order.
 template <typename F>

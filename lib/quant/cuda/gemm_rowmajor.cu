@@ -41,7 +41,7 @@ size_t x_bytes(int64_t cols, int64_t max_m_rows) { return x_slot_bytes(cols, max
 
 size_t int8_row_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
   const size_t job = q_bytes(rows, cols) + x_bytes(cols, max_m_rows);
-  return static_cast<size_t>(gemm_batch(job)) * job;
+  return batch_scratch_bytes(job);
 }
 
 int64_t max_rows_of(const DeviceGemmJob* jobs, int n_jobs) {
@@ -77,7 +77,7 @@ void run_int8_row(const FormatTraits&, int64_t rows, int64_t cols, const DeviceG
 
 size_t bf16_scratch_bytes(const FormatTraits&, int64_t, int64_t cols, int64_t max_m_rows) {
   const size_t job = x_bytes(cols, max_m_rows);
-  return static_cast<size_t>(gemm_batch(job)) * job;
+  return batch_scratch_bytes(job);
 }
 
 void run_bf16(const FormatTraits&, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs, void* scratch,

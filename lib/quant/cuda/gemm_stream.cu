@@ -86,7 +86,7 @@ size_t x_bytes(int64_t cols, int64_t max_m_rows) { return x_slot_bytes(cols, max
 
 size_t stream_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
   const size_t job = w_bytes(rows, cols) + x_bytes(cols, max_m_rows);
-  return static_cast<size_t>(gemm_batch(job)) * job;
+  return batch_scratch_bytes(job);
 }
 
 void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs,

@@ -135,7 +135,7 @@ struct TrellisScratch {
 
 size_t trellis_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
   const TrellisScratch t(rows, cols, max_m_rows);
-  return static_cast<size_t>(gemm_batch(t.job())) * t.job();
+  return batch_scratch_bytes(t.job());
 }
 
 void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs,
