@@ -77,19 +77,6 @@ cublasHandle_t handle_of_current_device() {
   return h;
 }
 
-__global__ void round_to_bf16_kernel(const float* __restrict__ in, __nv_bfloat16* __restrict__ out, int64_t count) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(in[i]);
-}
-
-// io = bf16(in - io): the residual of in's rounding to io, rounded.
-__global__ void residual_to_bf16_kernel(const float* __restrict__ in, __nv_bfloat16* __restrict__ io, int64_t count) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    io[i] = __float2bfloat16_rn(in[i] - __bfloat162float(io[i]));
-}
-
 // Job blockIdx.z's x rounded to bf16 into xb + z * x_stride bytes (kResidual:
 // its rounding's residual, in place of the rounding already there).
 template <bool kResidual>
@@ -158,13 +145,6 @@ bool split_x() {
 }
 
 }  // namespace
-
-void round_to_bf16(const float* in, __nv_bfloat16* out, int64_t count, cudaStream_t s) {
-  if (count <= 0) return;
-  const int64_t blocks = std::min<int64_t>((count + 255) / 256, 65535);
-  round_to_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(in, out, count);
-  check_launch("round to bf16");
-}
 
 void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
                int64_t rows, int64_t cols, cudaStream_t s, bool accumulate) {
@@ -245,18 +225,6 @@ void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, Wei
   round_batch_kernel<true><<<grid, 256, 0, s>>>(b, cols, xb, x_stride);  // after the products read xb
   check_launch("bf16 residual");
   bf16_gemms(n, x, w, y, m, layout, rows, cols, s, true);
-}
-
-void bf16_product(const float* x, __nv_bfloat16* xb, const __nv_bfloat16* w, WeightLayout layout, float* y,
-                  int64_t m, int64_t rows, int64_t cols, cudaStream_t s) {
-  if (m <= 0) return;
-  round_to_bf16(x, xb, m * cols, s);
-  bf16_gemm(xb, w, layout, y, m, rows, cols, s);
-  if (!split_x()) return;
-  const int64_t count = m * cols, blocks = std::min<int64_t>((count + 255) / 256, 65535);
-  residual_to_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(x, xb, count);  // after the product read xb
-  check_launch("bf16 residual");
-  bf16_gemm(xb, w, layout, y, m, rows, cols, s, true);
 }
 
 void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows, int64_t cols, cudaStream_t s) {

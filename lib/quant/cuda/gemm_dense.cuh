@@ -70,9 +70,6 @@ void for_each_batch(const DeviceGemmJob* jobs, int n_jobs, int per, F&& run) {
   if (n > 0) run(b, n);
 }
 
-// out[i] = bf16(in[i]) (round to nearest even), count values, on `s`.
-void round_to_bf16(const float* in, __nv_bfloat16* out, int64_t count, cudaStream_t s);
-
 // How the dequantized W is laid out.
 enum class WeightLayout {
   kRowsByCols,  // W [rows, cols] row-major (W[n, k] at n * cols + k)
@@ -97,21 +94,16 @@ void bf16_gemms(int n, const __nv_bfloat16* const* x, const __nv_bfloat16* const
                 const int64_t* m, WeightLayout layout, int64_t rows, int64_t cols, cudaStream_t s,
                 bool accumulate = false);
 
-// y_j = x_j W_j^T for the batch's n jobs, W_j bf16 at w[j] (layout), each x_j
-// rounded to bf16 into xb + j * x_stride bytes (one launch for the batch), then
-// bf16_gemms; with EXPERTQUANT_GPU_SPLIT_X=1 as bf16_product below.
-void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, WeightLayout layout, __nv_bfloat16* xb,
-                   size_t x_stride, int64_t rows, int64_t cols, cudaStream_t s);
-
-// y = x W^T for float32 x [m, cols] and bf16 W: x rounded to bf16 in `xb`
-// (scratch of m * cols values), then bf16_gemm. With
+// y_j = x_j W_j^T for the batch's n jobs, W_j bf16 at w[j] (layout), each
+// float32 x_j rounded to bf16 (round to nearest even) into xb + j * x_stride
+// bytes (one launch for the batch), then bf16_gemms. With
 // EXPERTQUANT_GPU_SPLIT_X=1 (read once) x's rounding residual, rounded to
 // bf16 in turn, is multiplied and added as well: x then carries 16
 // significant bits instead of 8 (an error of 2^-17 of each value instead of
 // 2^-9) at twice the tensor cores' work, which separates the error of x's
 // rounding from that of W's in a measurement.
-void bf16_product(const float* x, __nv_bfloat16* xb, const __nv_bfloat16* w, WeightLayout layout, float* y,
-                  int64_t m, int64_t rows, int64_t cols, cudaStream_t s);
+void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, WeightLayout layout, __nv_bfloat16* xb,
+                   size_t x_stride, int64_t rows, int64_t cols, cudaStream_t s);
 
 // y [m, rows] = x [m, cols] W^T for W [rows, cols] row-major, all float32
 // (no TF32: cuBLAS's float32 compute), y overwritten, on `s`, through the
