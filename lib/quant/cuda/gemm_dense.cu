@@ -206,12 +206,11 @@ void bf16_gemms(int n, const __nv_bfloat16* const* x, const __nv_bfloat16* const
 void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, WeightLayout layout, __nv_bfloat16* xb,
                    size_t x_stride, int64_t rows, int64_t cols, cudaStream_t s) {
   if (n <= 0) return;
-  int64_t max_m = 0;
+  const int64_t max_m = max_rows(b.job, n);
   const __nv_bfloat16* x[kGemmBatch];
   float* y[kGemmBatch];
   int64_t m[kGemmBatch];
   for (int j = 0; j < n; ++j) {
-    max_m = std::max(max_m, b.job[j].m_rows);
     x[j] = reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(xb) + static_cast<size_t>(j) * x_stride);
     y[j] = b.job[j].y;
     m[j] = b.job[j].m_rows;

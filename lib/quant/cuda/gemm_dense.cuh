@@ -22,6 +22,18 @@ namespace eq::quant::cuda {
 inline constexpr size_t kGemmAlign = 256;
 inline size_t gemm_align(size_t bytes) { return (bytes + kGemmAlign - 1) / kGemmAlign * kGemmAlign; }
 
+// Bytes of a dequantized bf16 W [rows, cols] in a batch's scratch.
+inline size_t bf16_matrix_bytes(int64_t rows, int64_t cols) {
+  return gemm_align(static_cast<size_t>(rows * cols) * 2);
+}
+
+// The most rows of x among n jobs.
+inline int64_t max_rows(const DeviceGemmJob* jobs, int n) {
+  int64_t m = 0;
+  for (int j = 0; j < n; ++j) m = jobs[j].m_rows > m ? jobs[j].m_rows : m;
+  return m;
+}
+
 // A job's slot of bf16 x in a batch's scratch: its rows rounded up to 16, so
 // that the tile product's reads of a last partial tile stay in the slot.
 inline size_t x_slot_bytes(int64_t cols, int64_t max_m_rows) {

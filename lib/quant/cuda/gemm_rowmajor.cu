@@ -36,24 +36,14 @@ __global__ void scale_columns_kernel(const __grid_constant__ GemmBatch b, int64_
 
 // A job's scratch: Q [N, K] (int8_row only) and x bf16 [m, K]; a batch's,
 // the jobs' Q one after another, then their x.
-size_t q_bytes(int64_t rows, int64_t cols) { return gemm_align(static_cast<size_t>(rows * cols) * 2); }
-size_t x_bytes(int64_t cols, int64_t max_m_rows) { return x_slot_bytes(cols, max_m_rows); }
-
 size_t int8_row_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
-  const size_t job = q_bytes(rows, cols) + x_bytes(cols, max_m_rows);
-  return batch_scratch_bytes(job);
-}
-
-int64_t max_rows_of(const DeviceGemmJob* jobs, int n_jobs) {
-  int64_t m = 0;
-  for (int j = 0; j < n_jobs; ++j) m = std::max(m, jobs[j].m_rows);
-  return m;
+  return batch_scratch_bytes(bf16_matrix_bytes(rows, cols) + x_slot_bytes(cols, max_m_rows));
 }
 
 void run_int8_row(const FormatTraits&, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs,
                   void* scratch, void* stream) {
   const cudaStream_t s = stream_of(stream);
-  const size_t qb = q_bytes(rows, cols), xbytes = x_bytes(cols, max_rows_of(jobs, n_jobs));
+  const size_t qb = bf16_matrix_bytes(rows, cols), xbytes = x_slot_bytes(cols, max_rows(jobs, n_jobs));
   const int per = gemm_batch(qb + xbytes);
   auto* w = static_cast<__nv_bfloat16*>(scratch);
   auto* xb = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + static_cast<size_t>(per) * qb);
@@ -66,8 +56,7 @@ void run_int8_row(const FormatTraits&, int64_t rows, int64_t cols, const DeviceG
     const __nv_bfloat16* ws[kGemmBatch];
     for (int j = 0; j < n; ++j) ws[j] = w + static_cast<size_t>(j) * w_stride;
     bf16_products(b, n, ws, WeightLayout::kRowsByCols, xb, xbytes, rows, cols, s);
-    int64_t max_m = 0;
-    for (int j = 0; j < n; ++j) max_m = std::max(max_m, b.job[j].m_rows);
+    const int64_t max_m = max_rows(b.job, n);
     const dim3 out_grid(static_cast<unsigned>(std::min<int64_t>((max_m * rows + 255) / 256, 8192)), 1,
                         static_cast<unsigned>(n));
     scale_columns_kernel<<<out_grid, 256, 0, s>>>(b, rows);
@@ -76,14 +65,13 @@ void run_int8_row(const FormatTraits&, int64_t rows, int64_t cols, const DeviceG
 }
 
 size_t bf16_scratch_bytes(const FormatTraits&, int64_t, int64_t cols, int64_t max_m_rows) {
-  const size_t job = x_bytes(cols, max_m_rows);
-  return batch_scratch_bytes(job);
+  return batch_scratch_bytes(x_slot_bytes(cols, max_m_rows));
 }
 
 void run_bf16(const FormatTraits&, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs, void* scratch,
               void* stream) {
   const cudaStream_t s = stream_of(stream);
-  const size_t xbytes = x_bytes(cols, max_rows_of(jobs, n_jobs));
+  const size_t xbytes = x_slot_bytes(cols, max_rows(jobs, n_jobs));
   auto* xb = static_cast<__nv_bfloat16*>(scratch);
   for_each_batch(jobs, n_jobs, gemm_batch(xbytes), [&](const GemmBatch& b, int n) {
     const __nv_bfloat16* ws[kGemmBatch];

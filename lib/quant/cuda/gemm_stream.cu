@@ -81,12 +81,8 @@ void launch_dequant(const DequantParams& p, const GemmBatch& b, int n, __nv_bflo
 
 // A job's scratch: W^T bf16 [K, N] and x bf16 [m, K]; a batch's, the jobs'
 // W^T one after another, then their x.
-size_t w_bytes(int64_t rows, int64_t cols) { return gemm_align(static_cast<size_t>(rows * cols) * 2); }
-size_t x_bytes(int64_t cols, int64_t max_m_rows) { return x_slot_bytes(cols, max_m_rows); }
-
 size_t stream_scratch_bytes(const FormatTraits&, int64_t rows, int64_t cols, int64_t max_m_rows) {
-  const size_t job = w_bytes(rows, cols) + x_bytes(cols, max_m_rows);
-  return batch_scratch_bytes(job);
+  return batch_scratch_bytes(bf16_matrix_bytes(rows, cols) + x_slot_bytes(cols, max_m_rows));
 }
 
 void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemmJob* jobs, int n_jobs,
@@ -104,9 +100,7 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   p.has_tensor_scale = l.has_tensor_scale;
   for (uint32_t c = 0; c < (1u << l.bits); ++c) p.values[c] = l.codes->value(c);
   const cudaStream_t s = stream_of(stream);
-  int64_t max_m = 0;
-  for (int j = 0; j < n_jobs; ++j) max_m = std::max(max_m, jobs[j].m_rows);
-  const size_t wb = w_bytes(rows, cols), xbytes = x_bytes(cols, max_m);
+  const size_t wb = bf16_matrix_bytes(rows, cols), xbytes = x_slot_bytes(cols, max_rows(jobs, n_jobs));
   const int per = gemm_batch(wb + xbytes);
   auto* wt = static_cast<__nv_bfloat16*>(scratch);
   auto* xb = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + static_cast<size_t>(per) * wb);

@@ -127,7 +127,7 @@ void launch_dequant(int bits, const GemmBatch& b, int n, int64_t N, int64_t K, c
 struct TrellisScratch {
   size_t w = 0, x = 0, z = 0;
   TrellisScratch(int64_t rows, int64_t cols, int64_t max_m_rows)
-      : w(gemm_align(static_cast<size_t>(rows * cols) * 2)),
+      : w(bf16_matrix_bytes(rows, cols)),
         x(x_slot_bytes(cols, max_m_rows)),
         z(gemm_align(static_cast<size_t>(max_m_rows * rows) * 4)) {}
   size_t job() const { return w + x + z; }
@@ -152,9 +152,7 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   const float norm_k = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_k)));
   const float norm_n = static_cast<float>(1.0 / std::sqrt(static_cast<double>(block_n)));
   const cudaStream_t s = stream_of(stream);
-  int64_t max_m = 0;
-  for (int j = 0; j < n_jobs; ++j) max_m = std::max(max_m, jobs[j].m_rows);
-  const TrellisScratch t(rows, cols, max_m);
+  const TrellisScratch t(rows, cols, max_rows(jobs, n_jobs));
   const int per = gemm_batch(t.job());
   char* base = static_cast<char*>(scratch);
   auto* w = reinterpret_cast<__nv_bfloat16*>(base);
@@ -162,9 +160,7 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   auto* z = reinterpret_cast<float*>(base + static_cast<size_t>(per) * (t.w + t.x));
   const size_t w_stride = t.w / 2, x_stride = t.x / 2, z_stride = t.z / 4;
   for_each_batch(jobs, n_jobs, per, [&](const GemmBatch& b, int n) {
-    int64_t batch_m = 0;
-    for (int j = 0; j < n; ++j) batch_m = std::max(batch_m, b.job[j].m_rows);
-    const unsigned grid_rows = static_cast<unsigned>(std::min<int64_t>(batch_m, kMaxGridRows));
+    const unsigned grid_rows = static_cast<unsigned>(std::min<int64_t>(max_rows(b.job, n), kMaxGridRows));
     rotate_rows_kernel<true><<<dim3(static_cast<unsigned>(cols / block_k), grid_rows, static_cast<unsigned>(n)),
                                kHadThreads, 0, s>>>(b, cols, static_cast<int>(block_k), norm_k, nullptr, 0, xb,
                                                     x_stride);
