@@ -161,7 +161,7 @@ void expect_matches_cpu(const Shape& shape) {
   // Float32 products and sums in other orders (the chunked form against
   // the recurrence): about 1e-6 measured; a wrong head, row or gate is O(1).
   EXPECT_LE(out_gap, 1e-4);
-  EXPECT_LE(conv_gap, 1e-6);  // the inputs themselves, copied
+  EXPECT_LE(conv_gap, 1e-6);  // the last projections themselves, no recurrence (measured <= 4.1e-7)
   EXPECT_LE(state_gap, 1e-4);
 }
 
