@@ -46,6 +46,30 @@ struct DeviceGemvJob {
   float* y = nullptr;
 };
 
+// The jobs of a routed launch (DeviceGemv::run_routed), as data in device
+// memory the host never reads: the router's expert ids of `pairs` pairs
+// (token t's top_k choices are pairs t * top_k ..), each expert's bit group
+// and products, and where a pair's rows go. Job j of a launch of group
+// `group` is pair p's when that pair's expert is in the group (else it is
+// dead):
+//   kGateUp: p = j / 2, j even: gate, odd: up; x = x + (p / top_k) * x_stride,
+//            y = (even ? y_gate : y_up) + p * y_stride;
+//   kDown:   p = j; x = x + p * x_stride (x_up likewise, when not null),
+//            y = y_gate + p * y_stride.
+struct RoutedPairs {
+  enum Step : int32_t { kGateUp = 0, kDown = 1 };
+  const int32_t* expert_ids = nullptr;  // [pairs]
+  const int32_t* group_of = nullptr;    // [experts]: -1 for pruned experts
+  const DeviceGemvJob* products = nullptr;  // [experts][3]: gate, up, down (parts only)
+  int32_t experts = 0, top_k = 1, group = 0;
+  Step step = kGateUp;
+  const float* x = nullptr;
+  const float* x_up = nullptr;
+  int64_t x_stride = 0;
+  float *y_gate = nullptr, *y_up = nullptr;
+  int64_t y_stride = 0;
+};
+
 namespace cuda {
 struct GemvSegment;  // a format's part of a launch of several formats (gemv_mixed.cuh)
 }  // namespace cuda
@@ -71,6 +95,14 @@ struct DeviceGemv {
   // needs no scratch for one row of x and takes a gated input (gated_input).
   void (*segment)(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated,
                   cuda::GemvSegment& segment) = nullptr;
+  // Null, or run() for routed jobs (exec/cuda/device_moe.h, "routed
+  // decode"): the jobs of `pairs` (RoutedPairs, its arrays written on the
+  // GPU by earlier work on `stream`), one row of x each. The launch has
+  // blocks for every job a group could have (2 * pairs for kGateUp, pairs
+  // for kDown); those of dead jobs return at once. Each live y gets the bits
+  // run() gives it with one row of x. No scratch.
+  void (*run_routed)(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs,
+                     int n_pairs, void* stream) = nullptr;
 };
 
 // One format's jobs in a launch of several formats.

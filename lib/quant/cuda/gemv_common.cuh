@@ -23,7 +23,38 @@ inline constexpr int kJobsPerLaunch = 32;
 // parameter indexed at run time would be copied to each thread's local memory.
 struct LaunchJobs {
   DeviceGemvJob job[kJobsPerLaunch];
+  // The kernels reach their jobs through live() and at(), as RoutedJobs's.
+  __device__ bool live(unsigned) const { return true; }
+  __device__ const DeviceGemvJob& at(unsigned j) const { return job[j]; }
 };
+
+// A routed launch's jobs (DeviceGemv::run_routed): each block makes its own
+// from the router's ids in device memory (RoutedPairs), so the host never
+// sees them.
+struct RoutedJobs {
+  RoutedPairs r;
+  int jobs = 0;  // the launch's block columns
+  __device__ int32_t pair_of(unsigned j) const {
+    return r.step == RoutedPairs::kGateUp ? static_cast<int32_t>(j >> 1) : static_cast<int32_t>(j);
+  }
+  __device__ bool live(unsigned j) const {
+    const int32_t e = r.expert_ids[pair_of(j)];
+    return e >= 0 && e < r.experts && r.group_of[e] == r.group;
+  }
+  __device__ DeviceGemvJob at(unsigned j) const {
+    const int32_t p = pair_of(j), e = r.expert_ids[p];
+    const bool down = r.step == RoutedPairs::kDown;
+    DeviceGemvJob job = r.products[3 * static_cast<int64_t>(e) + (down ? 2 : (j & 1))];
+    job.x = r.x + (down ? p : p / r.top_k) * r.x_stride;
+    job.x_up = down && r.x_up ? r.x_up + p * r.x_stride : nullptr;
+    job.y = (down || (j & 1) == 0 ? r.y_gate : r.y_up) + p * r.y_stride;
+    return job;
+  }
+};
+// The block columns of a routed launch of n_pairs pairs.
+inline int routed_jobs(const RoutedPairs& r, int n_pairs) {
+  return r.step == RoutedPairs::kGateUp ? 2 * n_pairs : n_pairs;
+}
 
 inline cudaStream_t stream_of(void* stream) {
   return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;

@@ -136,15 +136,17 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
 // depend on how many rows a warp takes. Otherwise a warp takes one row.
 // int8 x of one row is staged first by the whole block (`stage`: the dynamic
 // shared memory), of more rows quantized once a call (p.xq).
-template <typename E, bool kScaled, int MB>
+// Jobs: LaunchJobs, or RoutedJobs (one row of x).
+template <typename E, bool kScaled, int MB, typename Jobs>
 __global__ void __launch_bounds__(32 * kWarps, MB == 1 ? 3 : 1) rowmajor_gemv_kernel(const RowParams p,
-                                                                       const __grid_constant__ LaunchJobs jobs) {
+                                                                       const __grid_constant__ Jobs jobs) {
   extern __shared__ __align__(16) unsigned char stage[];
   constexpr int kR = kRowsPerWarp;
   constexpr int kPer = 16 / sizeof(E);   // elements per 16-byte piece
   constexpr int kRowBatch = kBatch / kR;  // pieces of a row a lane loads before using any
   const int64_t N = p.rows, K = p.cols;
-  const DeviceGemvJob& job = jobs.job[blockIdx.y];
+  if (!jobs.live(blockIdx.y)) return;  // the whole block
+  const DeviceGemvJob& job = jobs.at(blockIdx.y);  // a routed launch's: a copy of its own
   const int lane = threadIdx.x;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.y) * p.rows_per_warp;
   const float* x = job.x;
@@ -233,17 +235,28 @@ size_t int8_row_scratch(const FormatTraits&, int64_t, int64_t cols, int n_jobs, 
   return m_rows > 1 ? static_cast<size_t>(n_jobs) * int8_job_stride(XLayout::kNatural, m_rows, cols) : 0;
 }
 
-template <typename E, bool kScaled>
-void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
-                  int m_rows, void* scratch, void* stream) {
-  check_call(format, m_rows, "GPU decode");
-  constexpr bool kInt8 = std::is_same_v<E, int8_t>;
+template <typename E>
+RowParams row_params(int64_t rows, int64_t cols, int m_rows) {
   RowParams p;
   p.rows = rows;
   p.cols = cols;
   p.m_rows = m_rows;
   p.batch = load_batch(kBatch);
   p.rows_per_warp = (cols * static_cast<int64_t>(sizeof(E))) % 16 == 0 ? kRowsPerWarp : 1;
+  return p;
+}
+
+dim3 row_grid(const RowParams& p, int n_jobs) {
+  const int64_t per_block = kWarps * p.rows_per_warp;
+  return dim3(static_cast<unsigned>((p.rows + per_block - 1) / per_block), static_cast<unsigned>(n_jobs));
+}
+
+template <typename E, bool kScaled>
+void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
+                  int m_rows, void* scratch, void* stream) {
+  check_call(format, m_rows, "GPU decode");
+  constexpr bool kInt8 = std::is_same_v<E, int8_t>;
+  RowParams p = row_params<E>(rows, cols, m_rows);
   EQ_CHECK(!gated_call(format, jobs, n_jobs, m_rows, cols),
            "GPU decode: " + std::string(format.name) + " takes no gated input (DeviceGemv::gated_input)");
   const cudaStream_t s = stream_of(stream);
@@ -256,21 +269,34 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
   const size_t smem = kInt8 && stride == 0 ? int8_stage_bytes(XLayout::kNatural, m_rows, cols) : 0;
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
-    const int64_t per_block = kWarps * p.rows_per_warp;
-    const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block), static_cast<unsigned>(n));
+    const dim3 grid = row_grid(p, n);
     const dim3 block(32, kWarps);
     auto launch = [&](auto kernel) {
       prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
       kernel<<<grid, block, smem, s>>>(p, batch);
     };
     switch (rows_bucket(m_rows)) {
-      case 1: launch(rowmajor_gemv_kernel<E, kScaled, 1>); break;
-      case 2: launch(rowmajor_gemv_kernel<E, kScaled, 2>); break;
-      case 4: launch(rowmajor_gemv_kernel<E, kScaled, 4>); break;
-      default: launch(rowmajor_gemv_kernel<E, kScaled, 8>); break;
+      case 1: launch(rowmajor_gemv_kernel<E, kScaled, 1, LaunchJobs>); break;
+      case 2: launch(rowmajor_gemv_kernel<E, kScaled, 2, LaunchJobs>); break;
+      case 4: launch(rowmajor_gemv_kernel<E, kScaled, 4, LaunchJobs>); break;
+      default: launch(rowmajor_gemv_kernel<E, kScaled, 8, LaunchJobs>); break;
     }
     check_launch("row-major decode kernel");
   });
+}
+
+template <typename E, bool kScaled>
+void run_rowmajor_routed(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs,
+                         int n_pairs, void* stream) {
+  EQ_CHECK(pairs.x_up == nullptr,
+           "GPU decode: " + std::string(format.name) + " takes no gated input (DeviceGemv::gated_input)");
+  const RowParams p = row_params<E>(rows, cols, 1);
+  const size_t smem = std::is_same_v<E, int8_t> ? int8_stage_bytes(XLayout::kNatural, 1, cols) : 0;
+  const auto kernel = rowmajor_gemv_kernel<E, kScaled, 1, RoutedJobs>;
+  prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
+  const RoutedJobs jobs{pairs, routed_jobs(pairs, n_pairs)};
+  kernel<<<row_grid(p, jobs.jobs), dim3(32, kWarps), smem, stream_of(stream)>>>(p, jobs);
+  check_launch("row-major decode kernel");
 }
 
 }  // namespace
@@ -282,7 +308,9 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
 // that kernel a warp could take one row only, and the layer ran slower than
 // with these rows' own launches beside the others' (docs/benchmarks.md, "GPU
 // MoE layer").
-const DeviceGemv kInt8RowDeviceGemv{run_rowmajor<int8_t, true>, int8_row_scratch};
-const DeviceGemv kBf16DeviceGemv{run_rowmajor<uint16_t, false>};
+const DeviceGemv kInt8RowDeviceGemv{run_rowmajor<int8_t, true>, int8_row_scratch, false, nullptr,
+                                    run_rowmajor_routed<int8_t, true>};
+const DeviceGemv kBf16DeviceGemv{run_rowmajor<uint16_t, false>, nullptr, false, nullptr,
+                                 run_rowmajor_routed<uint16_t, false>};
 
 }  // namespace eq::quant::cuda

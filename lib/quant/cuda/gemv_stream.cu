@@ -37,6 +37,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "quant/cuda/gemv_mixed.cuh"
@@ -48,19 +49,21 @@ namespace stream {
 
 namespace {
 
-template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC>
+// Jobs: LaunchJobs, or RoutedJobs (one row of x).
+template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC, typename Jobs>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? (CHUNK * BITS / 32 >= 8 ? 3 : 4) : 1)
-    stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ LaunchJobs jobs) {
+    stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ Jobs jobs) {
   extern __shared__ __align__(16) unsigned char stage[];  // stage_bytes: the int8 x, or a gated float input
   __shared__ float partial[kPartialFloats<MB>];
-  stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC>(p, jobs.job[blockIdx.y], static_cast<int>(blockIdx.y),
+  if (!jobs.live(blockIdx.y)) return;  // the whole block
+  stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y),
                                                              blockIdx.x, stage, partial);
 }
 
 static_assert(kPartialFloats<8> * sizeof(float) <= kDecodeStaticShared, "the kernel's static shared memory");
 
-template <int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>
-void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const LaunchJobs& jobs, int n_jobs,
+template <int BITS, int CHUNK, bool HAS_BIASES, bool TABLE, typename Jobs>
+void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const Jobs& jobs, int n_jobs,
                  cudaStream_t stream) {
   const int64_t cols = 4LL << p.quads_log2;
   const dim3 grid(static_cast<unsigned>((p.rows + cols - 1) / cols), static_cast<unsigned>(n_jobs));
@@ -70,8 +73,12 @@ void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const
     kernel<<<grid, kThreads, smem, stream>>>(p, jobs);
   };
 #define EQ_STREAM_LAUNCH(MB)                                                          \
-  launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true>           \
-             : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false>)
+  launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true, Jobs>     \
+             : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false, Jobs>)
+  if constexpr (std::is_same_v<Jobs, RoutedJobs>) {  // one row of x
+    EQ_STREAM_LAUNCH(1);
+    return;
+  }
   switch (rows_bucket(p.m_rows)) {
     case 1: EQ_STREAM_LAUNCH(1); break;
     case 2: EQ_STREAM_LAUNCH(2); break;
@@ -186,6 +193,21 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   });
 }
 
+void run_stream_routed(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs, int n_pairs,
+                       void* stream) {
+  const bool gated = pairs.x_up != nullptr;
+  EQ_CHECK(!gated || cols <= kMaxGatedInput,
+           "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(cols) + " columns");
+  Body body{};
+  const StreamParams p = params_of(format, rows, cols, 1, gated, body);
+  const size_t smem = stage_bytes(body, p);
+  const RoutedJobs jobs{pairs, routed_jobs(pairs, n_pairs)};
+  with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
+    launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, jobs, jobs.jobs, stream_of(stream));
+  });
+  check_launch("stream decode kernel");
+}
+
 // A block of the launch of several formats (gemv_mixed.cuh).
 void segment_of(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated, GemvSegment& seg) {
   Body body{};
@@ -198,7 +220,8 @@ void segment_of(const FormatTraits& format, int64_t rows, int64_t cols, int m_ro
 
 }  // namespace stream
 
-const DeviceGemv kStreamDeviceGemv{stream::run_stream, stream::scratch_bytes, true, stream::segment_of};
+const DeviceGemv kStreamDeviceGemv{stream::run_stream, stream::scratch_bytes, true, stream::segment_of,
+                                    stream::run_stream_routed};
 
 bool device_gemv_int8_input(const FormatTraits& format) {
   if (format.device_gemv == &kInt8RowDeviceGemv) return true;  // gemv_rowmajor.cu

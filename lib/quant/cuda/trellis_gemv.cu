@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "quant/cuda/gemv_common.cuh"
@@ -216,9 +217,11 @@ __device__ inline float dot8(const float v[8], float4 a, float4 b, float t) {
 // Steps 2 and 3 for the S strips of 16 output rows from 16 * S * blockIdx.x,
 // job blockIdx.y; step 1 too at one row of x (MB == 1, x~ rotated into the
 // dynamic shared memory), else x~ from `xt` [job][m][K].
-template <int BITS, bool kLut, int MB, int S>
+// Jobs: LaunchJobs, or RoutedJobs (one row of x): a dead job's blocks, a
+// whole cluster (its blocks share blockIdx.y), return at once.
+template <int BITS, bool kLut, int MB, int S, typename Jobs>
 __global__ void __launch_bounds__(32 * warps_of(MB)) tile_gemv_kernel(const __grid_constant__ TrellisParams p,
-                                                                 const __grid_constant__ LaunchJobs jobs,
+                                                                 const __grid_constant__ Jobs jobs,
                                                                  const float* xt) {
   constexpr bool kFused = MB == 1;
   constexpr int kWarps = warps_of(MB);
@@ -229,12 +232,13 @@ __global__ void __launch_bounds__(32 * warps_of(MB)) tile_gemv_kernel(const __gr
   __shared__ int8_t lut[2 * trellis::kLutEntries];
   __shared__ float partial[kWarps][MB][kRows];
   __shared__ __align__(16) float z[MB][kRows];
+  if (!jobs.live(blockIdx.y)) return;
   const int tid = threadIdx.y * 32 + threadIdx.x;
   const int lane = threadIdx.x;
   if (kLut && tid < 2 * trellis::kLutEntries)
     lut[tid] = tid < trellis::kLutEntries ? p.lut_a[tid] : p.lut_b[tid - trellis::kLutEntries];
 
-  const DeviceGemvJob& job = jobs.job[blockIdx.y];
+  const DeviceGemvJob& job = jobs.at(blockIdx.y);
   const int64_t N = p.rows, K = p.cols;
   const int64_t NT = N / kTileDim, KT = K / kTileDim;
   const int64_t nt0 = static_cast<int64_t>(blockIdx.x) * S;
@@ -361,9 +365,9 @@ size_t tile_shared_bytes(int64_t cols) {
   return MB == 1 ? static_cast<size_t>(cols) * sizeof(float) : 0;
 }
 
-template <int BITS, bool kLut, int MB, int S>
-void launch_tiles(const TrellisParams& p, const LaunchJobs& jobs, int n_jobs, const float* xt, cudaStream_t s) {
-  const auto kernel = tile_gemv_kernel<BITS, kLut, MB, S>;
+template <int BITS, bool kLut, int MB, int S, typename Jobs>
+void launch_tiles(const TrellisParams& p, const Jobs& jobs, int n_jobs, const float* xt, cudaStream_t s) {
+  const auto kernel = tile_gemv_kernel<BITS, kLut, MB, S, Jobs>;
   const size_t smem = tile_shared_bytes<MB>(p.cols);
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "trellis", p.cols);
   cudaLaunchConfig_t config = {};
@@ -385,8 +389,8 @@ void launch_tiles(const TrellisParams& p, const LaunchJobs& jobs, int n_jobs, co
 // registers.
 constexpr int max_strips(int mb) { return mb == 1 ? kMaxStrips : mb == 2 ? std::min(4, kMaxStrips) : 2; }
 
-template <int BITS, bool kLut, int MB>
-void launch_tiles_strips(int strips, const TrellisParams& p, const LaunchJobs& jobs, int n_jobs, const float* xt,
+template <int BITS, bool kLut, int MB, typename Jobs>
+void launch_tiles_strips(int strips, const TrellisParams& p, const Jobs& jobs, int n_jobs, const float* xt,
                          cudaStream_t s) {
   switch (std::min(strips, max_strips(MB))) {
     case 1: return launch_tiles<BITS, kLut, MB, 1>(p, jobs, n_jobs, xt, s);
@@ -401,9 +405,13 @@ void launch_tiles_strips(int strips, const TrellisParams& p, const LaunchJobs& j
   fail(ErrorKind::kInternal, "GPU decode: no trellis kernel for " + std::to_string(strips) + " strips");
 }
 
-template <int BITS, bool kLut>
-void launch_tiles_rows(int mb, int strips, const TrellisParams& p, const LaunchJobs& jobs, int n_jobs, const float* xt,
+template <int BITS, bool kLut, typename Jobs>
+void launch_tiles_rows(int mb, int strips, const TrellisParams& p, const Jobs& jobs, int n_jobs, const float* xt,
                        cudaStream_t s) {
+  if constexpr (std::is_same_v<Jobs, RoutedJobs>) {  // one row of x
+    launch_tiles_strips<BITS, kLut, 1>(strips, p, jobs, n_jobs, xt, s);
+    return;
+  }
   switch (mb) {
     case 1: launch_tiles_strips<BITS, kLut, 1>(strips, p, jobs, n_jobs, xt, s); break;
     case 2: launch_tiles_strips<BITS, kLut, 2>(strips, p, jobs, n_jobs, xt, s); break;
@@ -412,8 +420,8 @@ void launch_tiles_rows(int mb, int strips, const TrellisParams& p, const LaunchJ
   }
 }
 
-template <bool kLut>
-void launch_tiles_bits(int bits, int mb, int strips, const TrellisParams& p, const LaunchJobs& jobs, int n_jobs,
+template <bool kLut, typename Jobs>
+void launch_tiles_bits(int bits, int mb, int strips, const TrellisParams& p, const Jobs& jobs, int n_jobs,
                        const float* xt, cudaStream_t s) {
   switch (bits) {
     case 2: launch_tiles_rows<2, kLut>(mb, strips, p, jobs, n_jobs, xt, s); break;
@@ -444,9 +452,7 @@ size_t trellis_scratch_bytes(const FormatTraits&, int64_t, int64_t cols, int n_j
   return static_cast<size_t>(std::min(n_jobs, kJobsPerLaunch)) * m_rows * cols * sizeof(float);
 }
 
-void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
-                 int m_rows, void* scratch, void* stream) {
-  check_call(format, m_rows, "GPU decode");
+TrellisParams trellis_params(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows) {
   EQ_CHECK(rows % kTileDim == 0 && cols % kTileDim == 0,
            "GPU decode: " + std::string(format.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
   TrellisParams p;
@@ -458,11 +464,18 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
   p.block_n = static_cast<int>(hadamard_block_size(rows));
   p.norm_k = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.block_k)));
   p.norm_n = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.block_n)));
-  const bool lut = trellis::code_of(format) == Code::kLut;
   for (int i = 0; i < trellis::kLutEntries; ++i) {
     p.lut_a[i] = trellis::kLutA[i];
     p.lut_b[i] = trellis::kLutB[i];
   }
+  return p;
+}
+
+void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
+                 int m_rows, void* scratch, void* stream) {
+  check_call(format, m_rows, "GPU decode");
+  const TrellisParams p = trellis_params(format, rows, cols, m_rows);
+  const bool lut = trellis::code_of(format) == Code::kLut;
   gated_call(format, jobs, n_jobs, m_rows, cols);  // checks; the input rotation forms the gated input
   // Past the shared memory, one row takes the scratch path of two rows.
   const bool fused = fused_input(m_rows, cols);
@@ -488,6 +501,24 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
 
 }  // namespace
 
-const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes, true};
+// Routed jobs: one row of x, rotated in each block's shared memory.
+void run_trellis_routed(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs,
+                        int n_pairs, void* stream) {
+  EQ_CHECK(pairs.x_up == nullptr || cols <= kMaxGatedInput,
+           "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(cols) + " columns");
+  EQ_CHECK(fused_input(1, cols), "GPU decode: " + std::string(format.name) + ": a row of x of " +
+                                     std::to_string(cols) + " columns takes more shared memory than the GPU has");
+  const TrellisParams p = trellis_params(format, rows, cols, 1);
+  const RoutedJobs jobs{pairs, routed_jobs(pairs, n_pairs)};
+  const int strips = strips_of(rows, p.block_n, 1, jobs.jobs);
+  const cudaStream_t s = stream_of(stream);
+  if (trellis::code_of(format) == Code::kLut)
+    launch_tiles_bits<true>(format.weight_bits, 1, strips, p, jobs, jobs.jobs, nullptr, s);
+  else
+    launch_tiles_bits<false>(format.weight_bits, 1, strips, p, jobs, jobs.jobs, nullptr, s);
+  check_launch("trellis decode kernels");
+}
+
+const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes, true, nullptr, run_trellis_routed};
 
 }  // namespace eq::quant::cuda
