@@ -2,6 +2,7 @@
 // each dispatch strategy and format mix:
 //   bench/moe_dispatch_cuda [--shape qwen3-30b-a3b] [--mixes bf16,fp4_g32,...] [--m 1,16,512,4096]
 //                           [--dispatch mask-combine,sorted,auto] [--sort-cutoff N] [--iters N] [--graph]
+//                           [--routed]
 // For each mix (a preset of exec/synthetic_layer.h or one format; default
 // bf16, fp4_g32, int4_g64, int8_row, trellis4, mix842, mix842t): a synthetic
 // layer of the shape with random codes (the kernels do a real pack's work),
@@ -15,7 +16,9 @@
 // first. --graph adds the GPU's own time a call ("GPU ms"): the call captured
 // once in a CUDA graph and replayed, so the host's part (sorting, building and
 // launching the calls) is left out; "-" where the call cannot be captured (its
-// index copies come from pageable memory).
+// index copies come from pageable memory). --routed adds a row "routed" at
+// M <= the sort cutoff: routed decode (run_moe_routed) with the ids already
+// in device memory, as a model step's router kernel leaves them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -66,9 +69,13 @@ int main(int argc, char** argv) {
               ms_arg = "1,4,16,64,512,4096", dispatch_arg = "mask-combine,sorted,auto";
   int iters = 9;
   int64_t sort_cutoff = 8;
-  bool graph = false;
+  bool graph = false, routed = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--routed") {
+      routed = true;
+      continue;
+    }
     if (a == "--graph") {
       graph = true;
       continue;
@@ -127,9 +134,19 @@ int main(int argc, char** argv) {
         for (float& v : x) v = nd(rng);
         exec::cuda::DeviceBuffer dx(x.size() * sizeof(float)), dout(static_cast<size_t>(M * K * H) * sizeof(float));
         dx.upload(x.data(), x.size() * sizeof(float));
-        for (exec::DispatchKind kind : kinds) {
+        exec::cuda::DeviceBuffer dids(ids.size() * sizeof(int32_t));
+        dids.upload(ids.data(), ids.size() * sizeof(int32_t));
+        std::vector<int> rows;  // a DispatchKind, or -1: routed
+        for (exec::DispatchKind kind : kinds) rows.push_back(static_cast<int>(kind));
+        if (routed && M <= sort_cutoff && d.routed) rows.push_back(-1);
+        for (int row : rows) {
+          const auto kind = static_cast<exec::DispatchKind>(row);
           auto call = [&] {
-            exec::cuda::run_moe(d, kind, sort_cutoff, dx.floats(), M, K, ids.data(), dout.floats(), scratch, s);
+            if (row < 0)
+              exec::cuda::run_moe_routed(d, dx.floats(), M, K, static_cast<const int32_t*>(dids.data()),
+                                         dout.floats(), scratch, s);
+            else
+              exec::cuda::run_moe(d, kind, sort_cutoff, dx.floats(), M, K, ids.data(), dout.floats(), scratch, s);
           };
           call();
           exec::cuda::synchronize(s);
@@ -137,7 +154,7 @@ int main(int argc, char** argv) {
           double gpu_med = -1.0;
           if (graph) gpu_med = graph_ms(call, s, iters);
           const double tflops = 2.0 * static_cast<double>(M * K) * 3.0 * H * I / (med * 1e-3) / 1e12;
-          const auto key = std::make_pair(M, static_cast<int>(kind));
+          const auto key = std::make_pair(M, row);
           if (mix_name == "bf16") base_bf16[key] = med;
           if (mix_name == "fp4_g32") base_fp4[key] = med, gpu_fp4[key] = gpu_med;
           char rb[16] = "-", rf[16] = "-", g[40] = "";
@@ -149,7 +166,8 @@ int main(int argc, char** argv) {
           else if (graph) std::snprintf(g, sizeof g, " %10.4f %7s", gpu_med, "-");
           std::printf("%-10s %8.3f %6lld %-13s %10.4f %9.1f %8s %8s%s\n", mix_name.c_str(),
                       static_cast<double>(d.nbytes) / 1e9, static_cast<long long>(M),
-                      std::string(exec::dispatch_kind_name(kind)).c_str(), med, tflops, rb, rf, g);
+                      row < 0 ? "routed" : std::string(exec::dispatch_kind_name(kind)).c_str(), med, tflops, rb, rf,
+                      g);
           std::fflush(stdout);
         }
       }

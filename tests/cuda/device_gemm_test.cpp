@@ -30,8 +30,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -219,10 +221,13 @@ struct SmallLayer {
 // 7 experts of [I, H] in four formats (two groups of several experts), one
 // of them pruned, quantized from random weights; `gpt_oss`: every expert with
 // gate, up and down biases and the clamped SwiGLU.
-SmallLayer make_layer(int64_t H, int64_t I, bool gpt_oss = false) {
+constexpr std::array<const char*, 7> kLayerFormats = {"fp4_g32",  "int3_g64", "fp4_g32", "trellis2_lut",
+                                                      "int3_g64", "fp4_g32",  "int8_row"};
+
+SmallLayer make_layer(int64_t H, int64_t I, bool gpt_oss = false,
+                      const std::array<const char*, 7>& formats = kLayerFormats) {
   SmallLayer s;
   s.biases.reserve(21);
-  const char* formats[] = {"fp4_g32", "int3_g64", "fp4_g32", "trellis2_lut", "int3_g64", "fp4_g32", "int8_row"};
   const int64_t E = 7, pruned = 5;
   s.storage.reserve(3 * E);
   for (int64_t e = 0; e < E; ++e) {
@@ -395,6 +400,53 @@ TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
                     "the CPU dispatch\n",
                     what.c_str(), vs_ref, tau, vs_cpu);
       }
+    }
+  }
+}
+
+// Routed decode against auto's per-pair path with the same ids: equal to
+// the bit (the same kernels' bodies on the same x), for a layer whose down
+// products all form SwiGLU themselves and one with int8_row and bf16 groups
+// (a SwiGLU launch between); gpt-oss's biased experts take no routed decode.
+TEST(DeviceMoe, RoutedDecodeEqualsPerPairPath) {
+  SKIP_WITHOUT_GPU();
+  const int64_t H = 256, I = 128, top_k = 2;
+  EXPECT_FALSE(upload(make_layer(H, I, /*gpt_oss=*/true).layer).routed);
+  const std::array<const char*, 7> gated = {"fp4_g32", "int3_g64", "nl4_g32", "trellis4", "int4_g64", "fp4_g32",
+                                            "trellis2_lut"};
+  const std::array<const char*, 7> mixed = {"fp4_g32", "int8_row", "fp4_g32", "trellis2_lut", "bf16", "fp4_g32",
+                                            "int8_row"};
+  for (const auto& formats : {gated, mixed, kLayerFormats}) {
+    SmallLayer s = make_layer(H, I, false, formats);
+    const DeviceMoeLayer d = upload(s.layer);
+    ASSERT_TRUE(d.routed) << formats[1];
+    DeviceMoeScratch scratch;
+    for (int64_t tokens : {1, 3, 4, 20}) {
+      const int64_t pairs = tokens * top_k;
+      const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 60 + tokens);
+      const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 11 + tokens);
+      DeviceBuffer dx(x.size() * sizeof(float)), dids(ids.size() * sizeof(int32_t));
+      DeviceBuffer a(static_cast<size_t>(pairs * H) * sizeof(float)), b(a.size());
+      dx.upload(x.data(), x.size() * sizeof(float));
+      dids.upload(ids.data(), ids.size() * sizeof(int32_t));
+      std::vector<float> poison(static_cast<size_t>(pairs * H), std::nanf(""));
+      a.upload(poison.data(), a.size());
+      b.upload(poison.data(), b.size());
+      run_moe(d, DispatchKind::kAuto, /*sort_cutoff=*/tokens, dx.floats(), tokens, top_k, ids.data(), a.floats(),
+              scratch);
+      run_moe_routed(d, dx.floats(), tokens, top_k, static_cast<const int32_t*>(dids.data()), b.floats(), scratch);
+      synchronize();
+      std::vector<float> per_pair(poison.size()), routed(poison.size());
+      a.download(per_pair.data(), a.size());
+      b.download(routed.data(), b.size());
+      int64_t differ = 0, first = -1;
+      for (size_t i = 0; i < routed.size(); ++i)
+        if (std::memcmp(&routed[i], &per_pair[i], sizeof(float)) != 0 && differ++ == 0) first = static_cast<int64_t>(i);
+      EXPECT_EQ(differ, 0) << formats[1] << " M=" << tokens << ": first at pair " << first / H << " (expert "
+                           << (first >= 0 ? ids[static_cast<size_t>(first / H)] : -1) << "): routed "
+                           << (first >= 0 ? routed[static_cast<size_t>(first)] : 0.0f) << " per pair "
+                           << (first >= 0 ? per_pair[static_cast<size_t>(first)] : 0.0f);
+      for (float v : routed) ASSERT_TRUE(std::isfinite(v)) << formats[1] << " M=" << tokens;
     }
   }
 }

@@ -130,6 +130,13 @@ void expect_layers_match(const std::string& folder, const std::string& tag) {
   // 6 forward calls; consecutive layers run in one call, counted each.
   EXPECT_EQ(after.layers_run - before.layers_run, 6 * c.num_layers) << tag;
   EXPECT_EQ(after.feed_forward_on_cpu - before.feed_forward_on_cpu, 0) << tag;
+  // The 5 decode steps (2 tokens, auto's cutoff 4) route on the GPU, except
+  // where the experts' activation is not a plain SwiGLU (gpt-oss's clamped
+  // one, with biases: device_moe.h, routed decode).
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) moe_layers += c.layer_is_moe[static_cast<size_t>(l)];
+  const bool routes = c.expert_activation.kind == model::ActivationKind::kSwiGlu;
+  EXPECT_EQ(after.moe_routed - before.moe_routed, routes ? 5 * moe_layers : 0) << tag;
   EXPECT_EQ(cuda::device_layer_stats().layers_run, after.layers_run) << tag << ": the runner ran with it off";
   expect_agree(b, a, c.vocab_size, 1e-5,
                tag + " (" + std::to_string(c.num_layers) + " layers on the GPU)");

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <list>
 #include <mutex>
 #include <string>
@@ -143,6 +144,29 @@ void run_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, 
   std::lock_guard<std::mutex> lock(r.mu);
   r.begin(stream_of(nullptr));
   run_moe(r.layer(layer), cd->kind(), cd->cutoff(), x, tokens, top_k, expert_ids, slot_out, r.scratch);
+  r.end(stream_of(nullptr));
+}
+
+bool routes_on_device(const Dispatch& d, const PackedLayer& layer, int64_t tokens) {
+  static const bool on = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_ROUTED");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  const auto* cd = dynamic_cast<const CudaDispatch*>(&d);
+  if (!on || cd == nullptr || cd->kind() != DispatchKind::kAuto || tokens > cd->cutoff()) return false;
+  Registry& r = Registry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.layer(layer).routed;
+}
+
+void run_routed_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, int64_t tokens,
+                          int64_t top_k, const int32_t* expert_ids, float* slot_out) {
+  EQ_CHECK(dynamic_cast<const CudaDispatch*>(&d) != nullptr,
+           "run_routed_on_device: the dispatch " + d.name() + " does not run on the GPU");
+  Registry& r = Registry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.begin(stream_of(nullptr));
+  run_moe_routed(r.layer(layer), x, tokens, top_k, expert_ids, slot_out, r.scratch);
   r.end(stream_of(nullptr));
 }
 

@@ -19,6 +19,7 @@
 #include "exec/cuda/device_exec.h"
 #include "exec/cuda/device_layers.h"
 #include "exec/cuda/device_linear.h"
+#include "exec/cuda/device_routing.h"
 #include "exec/cuda/row_kernels.cuh"
 #include "exec/packed_moe_block.h"
 #include "model/attention.h"
@@ -36,7 +37,7 @@ using quant::cuda::stream_of;
 
 namespace {
 
-std::atomic<int64_t> g_layers_run{0}, g_feed_forward_on_cpu{0};
+std::atomic<int64_t> g_layers_run{0}, g_feed_forward_on_cpu{0}, g_moe_routed{0};
 
 constexpr int kNormThreads = 256;
 // The attention kernel: 8 warps a (query, head), each taking every 8th key;
@@ -435,6 +436,7 @@ struct LayerState {
   bool moe = false;
   model::LayerRouter router;  // on the host for the routing: its correction bias (the weight is dropped)
   DeviceBuffer router_weight, router_bias;
+  mutable std::unique_ptr<DeviceRouter> device_router;  // made on the first routed decode step
   bool mlp_here = false;  // the dense MLP, or the shared expert when there is one, is on the GPU
   DeviceMlp mlp;
   DeviceBuffer shared_gate;  // [hidden] when the shared expert is gated
@@ -910,17 +912,41 @@ class DeviceLayers final : public model::LayerRunner {
     check_launch("residual kernel");
   }
 
+  // route_survivors's rule on the GPU: pruned experts are never chosen.
+  DeviceRouter device_router_of(const LayerState& s, const PackedLayer& layer) const {
+    std::vector<uint8_t> allowed;
+    if (layer.any_pruned()) {
+      allowed.assign(static_cast<size_t>(c_.num_experts), 0);
+      for (int32_t e : layer.survivors) allowed[static_cast<size_t>(e)] = 1;
+    }
+    return make_device_router(model::router_rule(c_), c_.num_experts, c_.top_k,
+                              s.router.correction_bias ? s.router.correction_bias->data.data() : nullptr,
+                              allowed.empty() ? nullptr : allowed.data());
+  }
+
   void moe(const LayerState& s, const PackedMoeBlock& block, int64_t n) {
     const int64_t H = c_.hidden_size, E = c_.num_experts, K = c_.top_k;
     grow_to(logits_, static_cast<size_t>(n * E));
     gemm(xn_.floats(), s.router_weight.floats(), logits_.floats(), n, E, H, s.router_bias);
-    host_logits_.resize(static_cast<size_t>(n * E));
-    copy_from_device(host_logits_.data(), logits_.data(), host_logits_.size() * sizeof(float), logits_staging_);
-    const model::Routing routing = route_survivors(c_, s.router, block.layer(), host_logits_.data(), n);
     grow_to(weights_, static_cast<size_t>(n * K));
-    copy_to_device(weights_.data(), routing.weights.data(), routing.weights.size() * sizeof(float), weights_staging_);
     grow_to(slot_out_, static_cast<size_t>(n * K * H));
-    run_on_device(block.dispatch(), block.layer(), xn_.floats(), n, K, routing.expert_ids.data(), slot_out_.floats());
+    if (routes_on_device(block.dispatch(), block.layer(), n)) {
+      // Routed decode: the ids stay on the GPU, nothing waits for the host.
+      ++g_moe_routed;
+      if (!s.device_router) s.device_router = std::make_unique<DeviceRouter>(device_router_of(s, block.layer()));
+      grow_to(ids_, static_cast<size_t>(n * K));  // int32, as many as floats
+      int32_t* ids = static_cast<int32_t*>(ids_.data());
+      route_on_device(*s.device_router, logits_.floats(), n, ids, weights_.floats(), st());
+      run_routed_on_device(block.dispatch(), block.layer(), xn_.floats(), n, K, ids, slot_out_.floats());
+    } else {
+      host_logits_.resize(static_cast<size_t>(n * E));
+      copy_from_device(host_logits_.data(), logits_.data(), host_logits_.size() * sizeof(float), logits_staging_);
+      const model::Routing routing = route_survivors(c_, s.router, block.layer(), host_logits_.data(), n);
+      copy_to_device(weights_.data(), routing.weights.data(), routing.weights.size() * sizeof(float),
+                     weights_staging_);
+      run_on_device(block.dispatch(), block.layer(), xn_.floats(), n, K, routing.expert_ids.data(),
+                    slot_out_.floats());
+    }
     combine_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(slot_out_.floats(), weights_.floats(), n, K, H,
                                                                delta_.floats());
     check_launch("combine kernel");
@@ -945,7 +971,7 @@ class DeviceLayers final : public model::LayerRunner {
   mutable std::vector<LayerState> states_;
   mutable std::vector<int8_t> decided_;  // per layer: -1 not yet, 0 CPU, 1 here
   // The call's rows on the GPU.
-  DeviceBuffer h_, xn_, delta_, q_, q_split_, gate_, q_rot_, k_, v_, ctx_, g_, u_, logits_, weights_, slot_out_,
+  DeviceBuffer h_, xn_, delta_, q_, q_split_, gate_, q_rot_, k_, v_, ctx_, g_, u_, logits_, weights_, ids_, slot_out_,
       shared_, shared_logit_;
   // Latent attention's: q_a's rows, the absorbed queries, the latent contexts.
   DeviceBuffer q_low_, q_absorbed_, latent_ctx_;
@@ -960,7 +986,9 @@ class DeviceLayers final : public model::LayerRunner {
 
 }  // namespace
 
-DeviceLayerStats device_layer_stats() { return {g_layers_run.load(), g_feed_forward_on_cpu.load()}; }
+DeviceLayerStats device_layer_stats() {
+  return {g_layers_run.load(), g_feed_forward_on_cpu.load(), g_moe_routed.load()};
+}
 
 std::unique_ptr<model::LayerRunner> make_device_layers(model::Model& model) {
   const char* v = std::getenv("EXPERTQUANT_GPU_LAYERS");

@@ -54,6 +54,7 @@ std::unique_ptr<model::LayerRunner> make_device_layers(model::Model& model);
 // them whose feed-forward part ran on the CPU.
 struct DeviceLayerStats {
   int64_t layers_run = 0, feed_forward_on_cpu = 0;
+  int64_t moe_routed = 0;  // MoE layer calls routed on the GPU (device_routing.h, device_moe.h's routed decode)
 };
 DeviceLayerStats device_layer_stats();
 

@@ -397,7 +397,109 @@ std::vector<Batch> per_pair_batches(const float* x, int64_t tokens, int64_t top_
   return batches;
 }
 
+// h = silu(g) * u over the rows of the pairs whose expert is in bit group
+// `group` (routed decode, a group whose down takes no gated input): each
+// group's lane forms only its own pairs' rows, so the lanes need not meet.
+__global__ void routed_glu_kernel(const quant::RoutedPairs r, int64_t pairs, int64_t width, const float* g,
+                                  const float* u, float* h) {
+  for (int64_t p = blockIdx.y; p < pairs; p += gridDim.y) {
+    const int32_t e = r.expert_ids[p];
+    if (e < 0 || e >= r.experts || r.group_of[e] != r.group) continue;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < width;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      h[p * width + i] = quant::cuda::swiglu_device(g[p * width + i], u[p * width + i]);
+  }
+}
+
+// Whether routed decode runs each bit group on a lane of its own (the
+// default) or all of them in turn on the caller's stream:
+// EXPERTQUANT_GPU_ROUTED_LANES=0, for measurement. Read once.
+bool routed_lanes() {
+  static const bool on = [] {
+    const char* v = std::getenv("EXPERTQUANT_GPU_ROUTED_LANES");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+// Whether routed decode takes layer d (DeviceMoeLayer::routed), and its groups.
+void plan_routed(DeviceMoeLayer& d) {
+  d.routed = false;
+  if (d.biased || d.act.kind != model::ActivationKind::kSwiGlu || d.groups.empty()) return;
+  std::vector<DeviceMoeLayer::RoutedGroup> groups;
+  for (const std::vector<int32_t>& members : d.groups) {
+    DeviceMoeLayer::RoutedGroup rg;
+    for (int32_t id : members) {
+      const DeviceExpert& e = expert_of(d, id);
+      if (rg.up == nullptr) rg.up = e.gate.format, rg.down = e.down.format;
+      if (e.gate.format != rg.up || e.up.format != rg.up || e.down.format != rg.down) return;
+    }
+    if (rg.up->device_gemv->run_routed == nullptr || rg.down->device_gemv->run_routed == nullptr) return;
+    rg.gated = rg.down->device_gemv->gated_input && gated_down(1, d.inter);
+    groups.push_back(rg);
+  }
+  std::vector<int32_t> group_of(d.group_of.begin(), d.group_of.end());
+  std::vector<quant::DeviceGemvJob> parts(static_cast<size_t>(3 * d.num_experts));
+  for (int64_t id = 0; id < d.num_experts; ++id) {
+    if (d.index_of[static_cast<size_t>(id)] < 0) continue;
+    const DeviceExpert& e = expert_of(d, static_cast<int32_t>(id));
+    parts[static_cast<size_t>(3 * id)] = e.gate.job(nullptr, nullptr);
+    parts[static_cast<size_t>(3 * id + 1)] = e.up.job(nullptr, nullptr);
+    parts[static_cast<size_t>(3 * id + 2)] = e.down.job(nullptr, nullptr);
+  }
+  d.routed_group_of = DeviceBuffer(group_of.size() * sizeof(int32_t));
+  d.routed_group_of.upload(group_of.data(), group_of.size() * sizeof(int32_t));
+  d.routed_parts = DeviceBuffer(parts.size() * sizeof(quant::DeviceGemvJob));
+  d.routed_parts.upload(parts.data(), parts.size() * sizeof(quant::DeviceGemvJob));
+  d.routed_groups = std::move(groups);
+  d.routed = true;
+}
+
 }  // namespace
+
+void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int64_t top_k, const int32_t* ids,
+                    float* slot_out, DeviceMoeScratch& s, void* stream) {
+  EQ_CHECK(L.routed, "GPU MoE layer: routed decode on a layer that does not take it");
+  const int64_t pairs = tokens * top_k, H = L.hidden, I = L.inter;
+  if (pairs <= 0) return;
+  EQ_CHECK(pairs <= 65535, "GPU MoE layer: routed decode of " + std::to_string(pairs) + " pairs");
+  const int groups = static_cast<int>(L.routed_groups.size());
+  const size_t rows = aligned(static_cast<size_t>(pairs * I) * sizeof(float));
+  grow(s.work, 3 * rows, stream);
+  float* g = s.work.floats();
+  float* u = reinterpret_cast<float*>(static_cast<char*>(s.work.data()) + rows);
+  float* h = reinterpret_cast<float*>(static_cast<char*>(s.work.data()) + 2 * rows);
+  quant::RoutedPairs r;
+  r.expert_ids = ids;
+  r.group_of = static_cast<const int32_t*>(L.routed_group_of.data());
+  r.products = static_cast<const quant::DeviceGemvJob*>(L.routed_parts.data());
+  r.experts = static_cast<int32_t>(L.num_experts);
+  r.top_k = static_cast<int32_t>(top_k);
+  const int n = static_cast<int>(pairs);
+  // Each group on a lane of its own, as the per-pair path's: gate and up,
+  // SwiGLU of its own pairs where down does not form it, down.
+  const int lanes = routed_lanes() ? groups : 1;
+  s.lanes.fork(lanes, stream);
+  for (int gi = 0; gi < groups; ++gi) {
+    const DeviceMoeLayer::RoutedGroup& rg = L.routed_groups[static_cast<size_t>(gi)];
+    void* lane = s.lanes.lane(lanes > 1 ? gi : 0, stream);
+    r.group = gi;
+    r.step = quant::RoutedPairs::kGateUp;
+    r.x = x, r.x_up = nullptr, r.x_stride = H;
+    r.y_gate = g, r.y_up = u, r.y_stride = I;
+    rg.up->device_gemv->run_routed(*rg.up, I, H, r, n, lane);
+    if (!rg.gated) {
+      routed_glu_kernel<<<dim3(static_cast<unsigned>((I + 255) / 256), static_cast<unsigned>(pairs)), 256, 0,
+                          stream_of(lane)>>>(r, pairs, I, g, u, h);
+      check_launch("routed activation kernel");
+    }
+    r.step = quant::RoutedPairs::kDown;
+    r.x = rg.gated ? g : h, r.x_up = rg.gated ? u : nullptr, r.x_stride = I;
+    r.y_gate = slot_out, r.y_up = nullptr, r.y_stride = H;
+    rg.down->device_gemv->run_routed(*rg.down, H, I, r, n, lane);
+  }
+  s.lanes.join(lanes, stream);
+}
 
 void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float* x, int m_rows, float* out,
                        DeviceBuffer& scratch, void* stream) {
@@ -513,6 +615,7 @@ DeviceMoeLayer upload(const PackedLayer& layer) {
                                    : -1);
     }
   }
+  plan_routed(d);
   return d;
 }
 

@@ -32,6 +32,14 @@
 //
 // The expert ids come from the host (the router's output); pruned experts
 // are never routed (an id of one throws).
+//
+// Routed decode (run_moe_routed) is auto's per-pair path with the expert
+// ids in device memory (device_routing.h's output), so that nothing waits
+// for the host: each bit group's products run through DeviceGemv::run_routed
+// on a lane of their own, with blocks for every pair; a block reads its
+// pair's expert id and returns at once when that expert is in another group
+// (quant::RoutedPairs). Each pair's result has the bits the per-pair path
+// gives it.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +71,19 @@ struct DeviceMoeLayer {
   int64_t mixed_wave = 0;               // quant::cuda::mixed_gemv_wave() on the layer's GPU
   std::vector<int64_t> mixed_blocks;    // per uploaded expert: its gate and up blocks in a launch of
                                         // several formats, -1 when it takes no part
+  // Routed decode: every expert's formats have routed products, gate and up
+  // share a format within each bit group and down one, and the activation is
+  // a plain SwiGLU without biases.
+  struct RoutedGroup {
+    const quant::FormatTraits *up = nullptr, *down = nullptr;
+    bool gated = false;  // down forms SwiGLU from g and u itself (DeviceGemvJob::x_up)
+  };
+  bool routed = false;
+  std::vector<RoutedGroup> routed_groups;  // by position in `groups`
+  DeviceBuffer routed_group_of;            // int32 [num_experts]: group_of on the GPU
+  DeviceBuffer routed_parts;               // DeviceGemvJob [num_experts][3]: gate, up, down parts (pruned: none)
 };
+
 
 // Copies every expert of `layer` that was not pruned to the GPU, with its
 // biases. Throws eq::Error (unsupported) for a format without GPU products,
@@ -87,6 +107,14 @@ struct DeviceMoeScratch {
 void run_moe(const DeviceMoeLayer& layer, DispatchKind kind, int64_t sort_cutoff, const float* x, int64_t tokens,
              int64_t top_k, const int32_t* expert_ids, float* slot_out, DeviceMoeScratch& scratch,
              void* stream = nullptr);
+
+// run_moe with kAuto at tokens <= sort_cutoff (each pair through its
+// expert, one row of x), the ids [tokens * top_k] in device memory: every
+// id must name an expert that was not pruned (device_routing.h's do), else
+// its pair's slot row is left as it was. layer.routed must hold. Enqueued
+// on `stream`; the host reads nothing.
+void run_moe_routed(const DeviceMoeLayer& layer, const float* x, int64_t tokens, int64_t top_k,
+                    const int32_t* expert_ids, float* slot_out, DeviceMoeScratch& scratch, void* stream = nullptr);
 
 // The prefill product y_j = x_j W_j^T through FormatTraits::device_gemm for
 // jobs of one format and shape (any m_rows); `scratch` grows as needed.

@@ -9,6 +9,7 @@
 #include "exec/cuda/device_layers.h"
 #include "exec/cuda/device_linear.h"
 #include "exec/cuda/device_moe.h"
+#include "exec/cuda/device_routing.h"
 
 namespace eq::exec::cuda {
 
@@ -76,6 +77,19 @@ bool is_cuda_dispatch(const Dispatch&) { return false; }
 void run_on_device(const Dispatch&, const PackedLayer&, const float*, int64_t, int64_t, const int32_t*, float*) {
   refuse();
 }
+bool routes_on_device(const Dispatch&, const PackedLayer&, int64_t) { return false; }
+void run_routed_on_device(const Dispatch&, const PackedLayer&, const float*, int64_t, int64_t, const int32_t*,
+                          float*) {
+  refuse();
+}
+void run_moe_routed(const DeviceMoeLayer&, const float*, int64_t, int64_t, const int32_t*, float*,
+                    DeviceMoeScratch&, void*) {
+  refuse();
+}
+DeviceRouter make_device_router(const model::RouterRule&, int64_t, int64_t, const float*, const uint8_t*) {
+  refuse();
+}
+void route_on_device(const DeviceRouter&, const float*, int64_t, int32_t*, float*, void*) { refuse(); }
 CudaDispatchStats cuda_dispatch_stats() { return {}; }
 std::string gpu_name() { return ""; }
 void run_moe(const DeviceMoeLayer&, DispatchKind, int64_t, const float*, int64_t, int64_t, const int32_t*, float*,
