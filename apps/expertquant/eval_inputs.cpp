@@ -51,7 +51,8 @@ void add_exec_options(CLI::App* sub, ExecFlags& f) {
   sub->add_option("--device", f.device,
                   "Where the model runs: cpu (default) or cuda (a CUDA GPU: the packed experts are copied to it, "
                   "layer by layer as memory allows, and each decoder layer whose float matrices fit runs there whole, "
-                  "the routing's choice on the CPU; auto dispatch uses the runtime config's \"cuda\" sort cutoff)");
+                  "a decode step's routing too, a prefill's on the CPU; auto dispatch uses the runtime config's "
+                  "\"cuda\" sort cutoff)");
 }
 
 exec::RuntimeConfig resolve_runtime(const ExecFlags& f) {

@@ -1,7 +1,8 @@
-// The packed model's decoder layers on the GPU (`--device cuda`, issue #41's
-// eighth slice): a model::LayerRunner that keeps the hidden state on the GPU
-// across consecutive layers and runs each layer there, so a layer costs one
-// round trip to the host (the router's logits) instead of one per product:
+// The packed model's decoder layers on the GPU (`--device cuda`): a
+// model::LayerRunner that keeps the hidden state on the GPU across
+// consecutive layers and runs each layer there, so a prefill's layer costs
+// one round trip to the host (the router's logits) instead of one per
+// product, and a decode step's none:
 //
 //   RMSNorm; q, k, v (cuBLAS float32, the float matrices of
 //   device_linear.h) with their biases, the output gate's split, q/k RMSNorm
@@ -12,11 +13,13 @@
 //   Latent attention the same way in the latent space: each head's query
 //   absorbed into the cached [norm(latent) | RoPE(k_rope)] rows, its value
 //   W_v times its latent context.
-//   RMSNorm; the router's logits on the GPU, the routing on the host (the
-//   CPU's code: the same experts for the same logits), the routed experts
-//   through the CUDA dispatch's strategy (device_moe.h) on the rows already
-//   there, the gate-weighted combine in slot order, the (gated) shared
-//   expert; or a dense MLP; the residual.
+//   RMSNorm; the router's logits on the GPU; the routing on the GPU at a
+//   decode step that takes routed decode (device_routing.h: auto dispatch at
+//   most its cutoff of tokens, cuda_dispatch.h's routes_on_device), else on
+//   the host (the CPU's code); the routed experts through the CUDA
+//   dispatch's strategy (device_moe.h) on the rows already there, the
+//   gate-weighted combine in slot order, the (gated) shared expert; or a
+//   dense MLP; the residual.
 //
 //   A gated delta net (linear-attention) layer's attention part the same way
 //   through device_delta_net.h, its conv and recurrent states in the GPU
