@@ -381,16 +381,18 @@ __global__ void add_into_kernel(float* h, const float* d, int64_t n) {
     h[i] += d[i];
 }
 
-// out[t] = Σ_j weights[t, j] slot_out[t, j] in slot order (model::combine_slots).
+// out[t] = Σ_j weights[t, j] slot_out[t, j] in slot order (model::combine_slots);
+// `residual`: out[t] += that sum instead (the residual's add, the same bits as
+// add_into_kernel after a combine into a buffer of its own).
 __global__ void combine_kernel(const float* slot_out, const float* weights, int64_t tokens, int64_t top_k,
-                               int64_t hidden, float* out) {
+                               int64_t hidden, float* out, bool residual) {
   const int64_t n = tokens * hidden;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / hidden, c = i % hidden;
     float o = 0.0f;
     for (int64_t j = 0; j < top_k; ++j) o += weights[t * top_k + j] * slot_out[(t * top_k + j) * hidden + c];
-    out[i] = o;
+    out[i] = residual ? out[i] + o : o;
   }
 }
 
@@ -905,8 +907,8 @@ class DeviceLayers final : public model::LayerRunner {
       copy_to_device(delta_.data(), host_out_.data(), host_out_.size() * sizeof(float), host_up_staging_);
     } else if (!s.moe) {
       mlp(s.mlp, n, delta_.floats());
-    } else {
-      moe(s, *block, n);
+    } else if (moe(s, *block, n)) {
+      return;  // the combine added the experts' sum into h
     }
     add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
     check_launch("residual kernel");
@@ -924,7 +926,9 @@ class DeviceLayers final : public model::LayerRunner {
                               allowed.empty() ? nullptr : allowed.data());
   }
 
-  void moe(const LayerState& s, const PackedMoeBlock& block, int64_t n) {
+  // delta = the MoE block's output; or, without a shared expert, h += it
+  // (one launch fewer a layer), and then true.
+  bool moe(const LayerState& s, const PackedMoeBlock& block, int64_t n) {
     const int64_t H = c_.hidden_size, E = c_.num_experts, K = c_.top_k;
     grow_to(logits_, static_cast<size_t>(n * E));
     gemm(xn_.floats(), s.router_weight.floats(), logits_.floats(), n, E, H, s.router_bias);
@@ -947,10 +951,11 @@ class DeviceLayers final : public model::LayerRunner {
       run_on_device(block.dispatch(), block.layer(), xn_.floats(), n, K, routing.expert_ids.data(),
                     slot_out_.floats());
     }
+    const bool shared = c_.shared_expert_intermediate_size > 0;
     combine_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(slot_out_.floats(), weights_.floats(), n, K, H,
-                                                               delta_.floats());
+                                                               shared ? delta_.floats() : h_.floats(), !shared);
     check_launch("combine kernel");
-    if (c_.shared_expert_intermediate_size == 0) return;
+    if (!shared) return true;
     grow_to(shared_, static_cast<size_t>(n * H));
     mlp(s.mlp, n, shared_.floats());
     const float* gate_logit = nullptr;
@@ -962,6 +967,7 @@ class DeviceLayers final : public model::LayerRunner {
     add_shared_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(delta_.floats(), shared_.floats(), gate_logit, n,
                                                                   H);
     check_launch("shared expert kernel");
+    return false;
   }
 
   model::Model& m_;
