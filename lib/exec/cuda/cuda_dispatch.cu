@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "exec/cuda/cuda_dispatch.h"
 #include "exec/cuda/device_moe.h"
+#include "exec/cuda/device_routing.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_quantize.h"
 #include "quant/cuda/gemv_common.cuh"
@@ -52,6 +53,9 @@ class Registry {
     // rows, the prefill's bf16 operands).
     const uint64_t need = layer_bytes(l) + gpu_headroom_bytes();
     size_t free_bytes = gpu_free_bytes();
+    // Work queued by earlier calls (a routed decode step waits for nothing on
+    // the host) may still read what is freed: it finishes first.
+    if (free_bytes < need && !lru_.empty()) check(cudaDeviceSynchronize(), "finish the GPU's work before freeing");
     while (free_bytes < need && !lru_.empty()) {
       resident_.erase(lru_.back());
       lru_.pop_back();
@@ -147,13 +151,15 @@ void run_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, 
   r.end(stream_of(nullptr));
 }
 
-bool routes_on_device(const Dispatch& d, const PackedLayer& layer, int64_t tokens) {
+bool routes_on_device(const Dispatch& d, const PackedLayer& layer, int64_t tokens, int64_t top_k) {
   static const bool on = [] {
     const char* v = std::getenv("EXPERTQUANT_GPU_ROUTED");
     return v == nullptr || std::string(v) != "0";
   }();
   const auto* cd = dynamic_cast<const CudaDispatch*>(&d);
-  if (!on || cd == nullptr || cd->kind() != DispatchKind::kAuto || tokens > cd->cutoff()) return false;
+  if (!on || cd == nullptr || cd->kind() != DispatchKind::kAuto || tokens > cd->cutoff() ||
+      tokens * top_k > kMaxRoutedPairs || layer.num_experts > kMaxDeviceRouterExperts || top_k > kMaxDeviceRouterTopK)
+    return false;
   Registry& r = Registry::get();
   std::lock_guard<std::mutex> lock(r.mu);
   return r.layer(layer).routed;

@@ -33,11 +33,13 @@ bool is_cuda_dispatch(const Dispatch& d);
 void run_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, int64_t tokens, int64_t top_k,
                    const int32_t* expert_ids, float* slot_out);
 
-// Whether run_routed_on_device takes a call of `tokens` tokens: `d` is a
-// CUDA dispatch of kind auto, tokens <= its sort_cutoff, and the layer takes
-// routed decode (device_moe.h; it is copied to the GPU to know).
+// Whether run_routed_on_device takes a call of `tokens` tokens of top_k
+// experts each: `d` is a CUDA dispatch of kind auto, tokens <= its
+// sort_cutoff, the pairs within kMaxRoutedPairs, the experts and top_k
+// within the GPU router's (device_routing.h), and the layer takes routed
+// decode (device_moe.h; it is copied to the GPU to know).
 // EXPERTQUANT_GPU_ROUTED=0 says no to every call (for measurement).
-bool routes_on_device(const Dispatch& d, const PackedLayer& layer, int64_t tokens);
+bool routes_on_device(const Dispatch& d, const PackedLayer& layer, int64_t tokens, int64_t top_k);
 // run_on_device with the expert ids in device memory (run_moe_routed).
 void run_routed_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, int64_t tokens,
                           int64_t top_k, const int32_t* expert_ids, float* slot_out);

@@ -934,7 +934,7 @@ class DeviceLayers final : public model::LayerRunner {
     gemm(xn_.floats(), s.router_weight.floats(), logits_.floats(), n, E, H, s.router_bias);
     grow_to(weights_, static_cast<size_t>(n * K));
     grow_to(slot_out_, static_cast<size_t>(n * K * H));
-    if (routes_on_device(block.dispatch(), block.layer(), n)) {
+    if (routes_on_device(block.dispatch(), block.layer(), n, K)) {
       // Routed decode: the ids stay on the GPU, nothing waits for the host.
       ++g_moe_routed;
       if (!s.device_router) s.device_router = std::make_unique<DeviceRouter>(device_router_of(s, block.layer()));

@@ -425,7 +425,8 @@ bool routed_lanes() {
 // Whether routed decode takes layer d (DeviceMoeLayer::routed), and its groups.
 void plan_routed(DeviceMoeLayer& d) {
   d.routed = false;
-  if (d.biased || d.act.kind != model::ActivationKind::kSwiGlu || d.groups.empty()) return;
+  // Routed decode runs one-row decode products only: not when they are off (EXPERTQUANT_GPU_GEMV_MAX_ROWS=0).
+  if (d.biased || d.act.kind != model::ActivationKind::kSwiGlu || d.groups.empty() || gemv_max_rows() < 1) return;
   std::vector<DeviceMoeLayer::RoutedGroup> groups;
   for (const std::vector<int32_t>& members : d.groups) {
     DeviceMoeLayer::RoutedGroup rg;
@@ -462,7 +463,8 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
   EQ_CHECK(L.routed, "GPU MoE layer: routed decode on a layer that does not take it");
   const int64_t pairs = tokens * top_k, H = L.hidden, I = L.inter;
   if (pairs <= 0) return;
-  EQ_CHECK(pairs <= 65535, "GPU MoE layer: routed decode of " + std::to_string(pairs) + " pairs");
+  EQ_CHECK(pairs <= kMaxRoutedPairs, "GPU MoE layer: routed decode of " + std::to_string(pairs) + " pairs (at most " +
+                                         std::to_string(kMaxRoutedPairs) + ")");
   const int groups = static_cast<int>(L.routed_groups.size());
   const size_t rows = aligned(static_cast<size_t>(pairs * I) * sizeof(float));
   grow(s.work, 3 * rows, stream);

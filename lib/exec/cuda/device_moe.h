@@ -108,6 +108,10 @@ void run_moe(const DeviceMoeLayer& layer, DispatchKind kind, int64_t sort_cutoff
              int64_t top_k, const int32_t* expert_ids, float* slot_out, DeviceMoeScratch& scratch,
              void* stream = nullptr);
 
+// The most pairs (tokens * top_k) of a routed call: its gate and up launch
+// has a row of blocks for each pair's two products (gridDim.y <= 65535).
+inline constexpr int64_t kMaxRoutedPairs = 32767;
+
 // run_moe with kAuto at tokens <= sort_cutoff (each pair through its
 // expert, one row of x), the ids [tokens * top_k] in device memory: every
 // id must name an expert that was not pruned (device_routing.h's do), else

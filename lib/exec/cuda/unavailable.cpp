@@ -77,7 +77,7 @@ bool is_cuda_dispatch(const Dispatch&) { return false; }
 void run_on_device(const Dispatch&, const PackedLayer&, const float*, int64_t, int64_t, const int32_t*, float*) {
   refuse();
 }
-bool routes_on_device(const Dispatch&, const PackedLayer&, int64_t) { return false; }
+bool routes_on_device(const Dispatch&, const PackedLayer&, int64_t, int64_t) { return false; }
 void run_routed_on_device(const Dispatch&, const PackedLayer&, const float*, int64_t, int64_t, const int32_t*,
                           float*) {
   refuse();
