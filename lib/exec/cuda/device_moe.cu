@@ -439,7 +439,6 @@ void plan_routed(DeviceMoeLayer& d) {
     rg.gated = rg.down->device_gemv->gated_input && gated_down(1, d.inter);
     groups.push_back(rg);
   }
-  std::vector<int32_t> group_of(d.group_of.begin(), d.group_of.end());
   std::vector<quant::DeviceGemvJob> parts(static_cast<size_t>(3 * d.num_experts));
   for (int64_t id = 0; id < d.num_experts; ++id) {
     if (d.index_of[static_cast<size_t>(id)] < 0) continue;
@@ -448,8 +447,8 @@ void plan_routed(DeviceMoeLayer& d) {
     parts[static_cast<size_t>(3 * id + 1)] = e.up.job(nullptr, nullptr);
     parts[static_cast<size_t>(3 * id + 2)] = e.down.job(nullptr, nullptr);
   }
-  d.routed_group_of = DeviceBuffer(group_of.size() * sizeof(int32_t));
-  d.routed_group_of.upload(group_of.data(), group_of.size() * sizeof(int32_t));
+  d.routed_group_of = DeviceBuffer(d.group_of.size() * sizeof(int32_t));
+  d.routed_group_of.upload(d.group_of.data(), d.group_of.size() * sizeof(int32_t));
   d.routed_parts = DeviceBuffer(parts.size() * sizeof(quant::DeviceGemvJob));
   d.routed_parts.upload(parts.data(), parts.size() * sizeof(quant::DeviceGemvJob));
   d.routed_groups = std::move(groups);
