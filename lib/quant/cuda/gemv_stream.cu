@@ -75,15 +75,15 @@ void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const
 #define EQ_STREAM_LAUNCH(MB)                                                          \
   launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true, Jobs>     \
              : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false, Jobs>)
-  if constexpr (std::is_same_v<Jobs, RoutedJobs>) {  // one row of x
+  if constexpr (std::is_same_v<Jobs, RoutedJobs>) {  // one row of x: no other kernel made
     EQ_STREAM_LAUNCH(1);
-    return;
-  }
-  switch (rows_bucket(p.m_rows)) {
-    case 1: EQ_STREAM_LAUNCH(1); break;
-    case 2: EQ_STREAM_LAUNCH(2); break;
-    case 4: EQ_STREAM_LAUNCH(4); break;
-    default: EQ_STREAM_LAUNCH(8); break;
+  } else {
+    switch (rows_bucket(p.m_rows)) {
+      case 1: EQ_STREAM_LAUNCH(1); break;
+      case 2: EQ_STREAM_LAUNCH(2); break;
+      case 4: EQ_STREAM_LAUNCH(4); break;
+      default: EQ_STREAM_LAUNCH(8); break;
+    }
   }
 #undef EQ_STREAM_LAUNCH
 }

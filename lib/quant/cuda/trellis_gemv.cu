@@ -408,15 +408,15 @@ void launch_tiles_strips(int strips, const TrellisParams& p, const Jobs& jobs, i
 template <int BITS, bool kLut, typename Jobs>
 void launch_tiles_rows(int mb, int strips, const TrellisParams& p, const Jobs& jobs, int n_jobs, const float* xt,
                        cudaStream_t s) {
-  if constexpr (std::is_same_v<Jobs, RoutedJobs>) {  // one row of x
+  if constexpr (std::is_same_v<Jobs, RoutedJobs>) {  // one row of x: no other kernel made
     launch_tiles_strips<BITS, kLut, 1>(strips, p, jobs, n_jobs, xt, s);
-    return;
-  }
-  switch (mb) {
-    case 1: launch_tiles_strips<BITS, kLut, 1>(strips, p, jobs, n_jobs, xt, s); break;
-    case 2: launch_tiles_strips<BITS, kLut, 2>(strips, p, jobs, n_jobs, xt, s); break;
-    case 4: launch_tiles_strips<BITS, kLut, 4>(strips, p, jobs, n_jobs, xt, s); break;
-    default: launch_tiles_strips<BITS, kLut, 8>(strips, p, jobs, n_jobs, xt, s); break;
+  } else {
+    switch (mb) {
+      case 1: launch_tiles_strips<BITS, kLut, 1>(strips, p, jobs, n_jobs, xt, s); break;
+      case 2: launch_tiles_strips<BITS, kLut, 2>(strips, p, jobs, n_jobs, xt, s); break;
+      case 4: launch_tiles_strips<BITS, kLut, 4>(strips, p, jobs, n_jobs, xt, s); break;
+      default: launch_tiles_strips<BITS, kLut, 8>(strips, p, jobs, n_jobs, xt, s); break;
+    }
   }
 }
 
