@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "exec/cuda/cuda_dispatch.h"
 #include "exec/cuda/device_moe.h"
@@ -152,10 +153,7 @@ void run_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, 
 }
 
 bool routes_on_device(const Dispatch& d, const PackedLayer& layer, int64_t tokens, int64_t top_k) {
-  static const bool on = [] {
-    const char* v = std::getenv("EXPERTQUANT_GPU_ROUTED");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = env_switch("EXPERTQUANT_GPU_ROUTED", true);
   const auto* cd = dynamic_cast<const CudaDispatch*>(&d);
   if (!on || cd == nullptr || cd->kind() != DispatchKind::kAuto || tokens > cd->cutoff() ||
       tokens * top_k > kMaxRoutedPairs || layer.num_experts > kMaxDeviceRouterExperts || top_k > kMaxDeviceRouterTopK)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "exec/cuda/device_exec.h"
 #include "quant/cuda/cuda_common.cuh"
@@ -22,10 +23,7 @@ using quant::cuda::stream_of;
 std::string unavailable_reason() { return quant::cuda::unavailable_reason(); }
 
 bool gated_down(int64_t m_rows, int64_t inter) {
-  static const bool launch = [] {
-    const char* v = std::getenv("EXPERTQUANT_GPU_SWIGLU_LAUNCH");
-    return v != nullptr && std::string(v) == "1";
-  }();
+  static const bool launch = env_switch("EXPERTQUANT_GPU_SWIGLU_LAUNCH", false);
   return !launch && m_rows * inter <= quant::kMaxGatedInput;
 }
 

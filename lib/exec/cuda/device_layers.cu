@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "exec/cuda/cuda_dispatch.h"
 #include "exec/cuda/device_delta_net.h"
@@ -997,8 +998,7 @@ DeviceLayerStats device_layer_stats() {
 }
 
 std::unique_ptr<model::LayerRunner> make_device_layers(model::Model& model) {
-  const char* v = std::getenv("EXPERTQUANT_GPU_LAYERS");
-  if (v != nullptr && v[0] == '0') return nullptr;
+  if (!env_switch("EXPERTQUANT_GPU_LAYERS", true)) return nullptr;
   const std::string why = unavailable_reason();
   if (!why.empty()) unsupported("--device cuda: " + why);
   return std::make_unique<DeviceLayers>(model);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "exec/cuda/device_exec.h"
 #include "exec/cuda/device_linear.h"
@@ -41,10 +42,7 @@ Operands& operands() {
 // EXPERTQUANT_GPU_SHARED_PROJECTIONS=0 runs every product alone (for
 // measurement). Read once.
 bool sharing_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("EXPERTQUANT_GPU_SHARED_PROJECTIONS");
-    return v == nullptr || v[0] != '0';
-  }();
+  static const bool enabled = env_switch("EXPERTQUANT_GPU_SHARED_PROJECTIONS", true);
   return enabled;
 }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "exec/cuda/device_moe.h"
 #include "exec/cuda/row_kernels.cuh"
@@ -59,10 +60,7 @@ __global__ void mask_add_kernel(const float* __restrict__ in, const float* __res
 // Whether decode calls of several formats share launches (Calls::run);
 // EXPERTQUANT_GPU_MIXED_LAUNCH=0 gives each format its own (for measurement).
 bool mixed_launches() {
-  static const bool on = [] {
-    const char* v = std::getenv("EXPERTQUANT_GPU_MIXED_LAUNCH");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = env_switch("EXPERTQUANT_GPU_MIXED_LAUNCH", true);
   return on;
 }
 
@@ -415,10 +413,7 @@ __global__ void routed_glu_kernel(const quant::RoutedPairs r, int64_t pairs, int
 // default) or all of them in turn on the caller's stream:
 // EXPERTQUANT_GPU_ROUTED_LANES=0, for measurement. Read once.
 bool routed_lanes() {
-  static const bool on = [] {
-    const char* v = std::getenv("EXPERTQUANT_GPU_ROUTED_LANES");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = env_switch("EXPERTQUANT_GPU_ROUTED_LANES", true);
   return on;
 }
 

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/gemm_dense.cuh"
@@ -137,10 +138,7 @@ __global__ void __launch_bounds__(32 * kTileWarps) tile_product_kernel(const __g
 }
 
 bool split_x() {
-  static const bool on = [] {
-    const char* v = std::getenv("EXPERTQUANT_GPU_SPLIT_X");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool on = env_switch("EXPERTQUANT_GPU_SPLIT_X", false);
   return on;
 }
 
@@ -169,10 +167,7 @@ void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layo
 void bf16_gemms(int n, const __nv_bfloat16* const* x, const __nv_bfloat16* const* w, float* const* y,
                 const int64_t* m, WeightLayout layout, int64_t rows, int64_t cols, cudaStream_t s, bool accumulate) {
   // EXPERTQUANT_GPU_TILE_PRODUCT=0 sends every product to cuBLAS (for measurement). Read once.
-  static const bool tile_on = [] {
-    const char* v = std::getenv("EXPERTQUANT_GPU_TILE_PRODUCT");
-    return v == nullptr || v[0] != '0';
-  }();
+  static const bool tile_on = env_switch("EXPERTQUANT_GPU_TILE_PRODUCT", true);
   TileJobs t;
   int tiled = 0;
   int64_t max_m = 0;
