@@ -33,7 +33,9 @@ struct LaunchJobs {
 // sees them.
 struct RoutedJobs {
   RoutedPairs r;
-  int jobs = 0;  // the launch's block columns
+  int jobs = 0;  // the launch's block columns: every job a group could have of n_pairs pairs
+  RoutedJobs(const RoutedPairs& pairs, int n_pairs)
+      : r(pairs), jobs(pairs.step == RoutedPairs::kGateUp ? 2 * n_pairs : n_pairs) {}
   __device__ int32_t pair_of(unsigned j) const {
     return r.step == RoutedPairs::kGateUp ? static_cast<int32_t>(j >> 1) : static_cast<int32_t>(j);
   }
@@ -51,10 +53,6 @@ struct RoutedJobs {
     return job;
   }
 };
-// The block columns of a routed launch of n_pairs pairs.
-inline int routed_jobs(const RoutedPairs& r, int n_pairs) {
-  return r.step == RoutedPairs::kGateUp ? 2 * n_pairs : n_pairs;
-}
 
 inline cudaStream_t stream_of(void* stream) {
   return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;

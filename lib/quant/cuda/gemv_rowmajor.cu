@@ -294,7 +294,7 @@ void run_rowmajor_routed(const FormatTraits& format, int64_t rows, int64_t cols,
   const size_t smem = std::is_same_v<E, int8_t> ? int8_stage_bytes(XLayout::kNatural, 1, cols) : 0;
   const auto kernel = rowmajor_gemv_kernel<E, kScaled, 1, RoutedJobs>;
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
-  const RoutedJobs jobs{pairs, routed_jobs(pairs, n_pairs)};
+  const RoutedJobs jobs(pairs, n_pairs);
   kernel<<<row_grid(p, jobs.jobs), dim3(32, kWarps), smem, stream_of(stream)>>>(p, jobs);
   check_launch("row-major decode kernel");
 }

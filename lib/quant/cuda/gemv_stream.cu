@@ -201,7 +201,7 @@ void run_stream_routed(const FormatTraits& format, int64_t rows, int64_t cols, c
   Body body{};
   const StreamParams p = params_of(format, rows, cols, 1, gated, body);
   const size_t smem = stage_bytes(body, p);
-  const RoutedJobs jobs{pairs, routed_jobs(pairs, n_pairs)};
+  const RoutedJobs jobs(pairs, n_pairs);
   with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
     launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, jobs, jobs.jobs, stream_of(stream));
   });

@@ -509,7 +509,7 @@ void run_trellis_routed(const FormatTraits& format, int64_t rows, int64_t cols, 
   EQ_CHECK(fused_input(1, cols), "GPU decode: " + std::string(format.name) + ": a row of x of " +
                                      std::to_string(cols) + " columns takes more shared memory than the GPU has");
   const TrellisParams p = trellis_params(format, rows, cols, 1);
-  const RoutedJobs jobs{pairs, routed_jobs(pairs, n_pairs)};
+  const RoutedJobs jobs(pairs, n_pairs);
   const int strips = strips_of(rows, p.block_n, 1, jobs.jobs);
   const cudaStream_t s = stream_of(stream);
   if (trellis::code_of(format) == Code::kLut)
