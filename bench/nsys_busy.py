@@ -40,21 +40,16 @@ def main():
             run_end = max(run_end, e)
     busy += run_end - run_start
     print("window %.1f ms, GPU busy %.1f ms (%.0f%%)" % ((t1 - t0) / 1e6, busy / 1e6, 100.0 * busy / (t1 - t0)))
-    calls = db.execute(
-        "select s.value, count(*), sum(r.end - r.start) from CUPTI_ACTIVITY_KIND_RUNTIME r "
-        "join StringIds s on r.nameId = s.id where r.start >= ? and r.end <= ? "
-        "group by s.value order by count(*) desc", (t0, t1)).fetchall()
-    print("runtime calls (count, total ms, us each):")
-    for name, n, t in calls[:a.top]:
-        print("  %-44s %8d %9.1f %7.2f" % (name, n, t / 1e6, t / 1e3 / n))
-    ks = db.execute(
-        "select s.value, count(*), sum(k.end - k.start) from CUPTI_ACTIVITY_KIND_KERNEL k "
-        "join StringIds s on k.shortName = s.id where k.start >= ? and k.end <= ? "
-        "group by s.value order by sum(k.end - k.start) desc", (t0, t1)).fetchall()
-    print("kernels (count, total ms, us each):")
-    for name, n, t in ks[:a.top]:
-        print("  %-44s %8d %9.1f %7.2f" % (name[:44], n, t / 1e6, t / 1e3 / n))
-
+    tables = (("runtime calls", "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId", "count(*)"),
+              ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL", "shortName", "sum(t.end - t.start)"))
+    for what, table, name_id, order in tables:
+        rows = db.execute(
+            "select s.value, count(*), sum(t.end - t.start) from %s t join StringIds s on t.%s = s.id "
+            "where t.start >= ? and t.end <= ? group by s.value order by %s desc" % (table, name_id, order),
+            (t0, t1)).fetchall()
+        print("%s (count, total ms, us each):" % what)
+        for name, n, t in rows[:a.top]:
+            print("  %-44s %8d %9.1f %7.2f" % (name[:44], n, t / 1e6, t / 1e3 / n))
 
 if __name__ == "__main__":
     main()
