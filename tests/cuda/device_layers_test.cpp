@@ -161,6 +161,56 @@ TEST(DeviceLayers, SharedArchitecturesMatchProductsOnly) {
   }
 }
 
+// A decode step replayed from its CUDA graph (step_graph.h) runs the kernels
+// of the step it was captured from on the same buffers, so the logits equal
+// those of the same pack with graphs off bit for bit. Two caches one after the
+// other on one runner: each has its first decode step run as it is, the
+// second captured (the second cache's updates the first's graph) and the other
+// three replayed; where a MoE layer does not route on the GPU (gpt-oss), no
+// step is captured.
+void expect_graph_steps_equal(const std::string& folder, const std::string& tag) {
+  auto graphs = open_on_gpu(folder, true);
+  std::unique_ptr<PackedModel> as_is;
+  {
+    ::setenv("EXPERTQUANT_GPU_GRAPH", "0", 1);  // read when the runner is made
+    as_is = open_on_gpu(folder, true);
+    ::unsetenv("EXPERTQUANT_GPU_GRAPH");
+  }
+  const cuda::DeviceLayerStats before = cuda::device_layer_stats();
+  const model::FloatBuffer a1 = run(*graphs), a2 = run(*graphs);
+  const cuda::DeviceLayerStats after = cuda::device_layer_stats();
+  const model::FloatBuffer b = run(*as_is);
+  const cuda::DeviceLayerStats last = cuda::device_layer_stats();
+  const bool routes = graphs->config().expert_activation.kind == model::ActivationKind::kSwiGlu;
+  EXPECT_EQ(after.graph_captures - before.graph_captures, routes ? 2 : 0) << tag;
+  EXPECT_EQ(after.graph_replays - before.graph_replays, routes ? 6 : 0) << tag;
+  EXPECT_EQ(last.graph_captures + last.graph_replays, after.graph_captures + after.graph_replays)
+      << tag << ": a runner made with EXPERTQUANT_GPU_GRAPH=0 used a graph";
+  ASSERT_EQ(a1.size(), b.size()) << tag;
+  int64_t differ = 0, first = -1;
+  for (size_t i = 0; i < b.size(); ++i)
+    if (a1[i] != b[i] || a2[i] != b[i]) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++differ;
+    }
+  EXPECT_EQ(differ, 0) << tag << ": first at logit " << first;
+  std::printf("%s: %lld graph captures, %lld replays, %lld of %zu logits differ from the steps run as they are\n",
+              tag.c_str(), static_cast<long long>(after.graph_captures - before.graph_captures),
+              static_cast<long long>(after.graph_replays - before.graph_replays), static_cast<long long>(differ),
+              b.size());
+}
+
+TEST(DeviceLayers, DecodeGraphEqualsStepsAsTheyAre) {
+  EQ_REQUIRE_GPU();
+  expect_graph_steps_equal(tinymoe_pack(), "tinymoe");
+  if (test::shared_dir().empty()) return;  // ../shared absent: the bundled model only
+  for (const char* name : {"qwen3moe-small", "glm4_moe-small", "gpt_oss-small", "qwen3_5_moe-small",
+                           "qwen3_next-small", "deepseek_v3-small"}) {
+    const fs::path model = test::shared_dir() / "models" / name;
+    if (fs::exists(model / "config.json")) expect_graph_steps_equal(pack_of(model.string(), name), name);
+  }
+}
+
 // With an observer on the model, each layer's feed-forward part runs on the
 // CPU on the rows copied over (the block reports its values there), and the
 // logits are those of the layers without one.

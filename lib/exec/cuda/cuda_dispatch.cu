@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <string>
@@ -32,6 +33,12 @@ uint64_t layer_bytes(const PackedLayer& l) {
       for (const quant::PackedMatrix* m : {&w.gate, &w.up, &w.down})
         for (const quant::PartView& p : m->parts) b += p.nbytes;
   return b;
+}
+
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(s, &status), "query the stream's capture");
+  return status != cudaStreamCaptureStatusNone;
 }
 
 class Registry {
@@ -83,11 +90,14 @@ class Registry {
 
   // The scratch is shared by every caller's stream: each call's work waits
   // for the previous call's (queued on another thread's stream, it may not
-  // have run when the lock passes on). Caller holds mu.
+  // have run when the lock passes on). Caller holds mu. A call captured into
+  // a CUDA graph is ordered when the graph is launched (order_moe_calls), not
+  // here: its stream may wait only on events recorded in the same capture.
   void begin(cudaStream_t s) {
-    if (last_call_) check(cudaStreamWaitEvent(s, last_call_, 0), "wait for the previous MoE call");
+    if (last_call_ && !capturing(s)) check(cudaStreamWaitEvent(s, last_call_, 0), "wait for the previous MoE call");
   }
   void end(cudaStream_t s) {
+    if (capturing(s)) return;
     if (!last_call_) check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "create an event");
     check(cudaEventRecord(last_call_, s), "record the MoE call");
   }
@@ -172,6 +182,14 @@ void run_routed_on_device(const Dispatch& d, const PackedLayer& layer, const flo
   r.begin(stream_of(nullptr));
   run_moe_routed(r.layer(layer), x, tokens, top_k, expert_ids, slot_out, r.scratch);
   r.end(stream_of(nullptr));
+}
+
+void order_moe_calls(void* stream, const std::function<void()>& enqueue) {
+  Registry& r = Registry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.begin(stream_of(stream));
+  enqueue();
+  r.end(stream_of(stream));
 }
 
 std::string gpu_name() {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,12 @@ bool routes_on_device(const Dispatch& d, const PackedLayer& layer, int64_t token
 // run_on_device with the expert ids in device memory (run_moe_routed).
 void run_routed_on_device(const Dispatch& d, const PackedLayer& layer, const float* x, int64_t tokens,
                           int64_t top_k, const int32_t* expert_ids, float* slot_out);
+
+// Runs `enqueue`, which puts work on `stream` that reads or writes the
+// dispatches' shared scratch without a run_* call (a CUDA graph captured from
+// them: step_graph.h), ordered after every MoE call enqueued so far and before
+// every later one.
+void order_moe_calls(void* stream, const std::function<void()>& enqueue);
 
 struct CudaDispatchStats {
   int64_t layers_resident = 0;  // layers on the GPU now

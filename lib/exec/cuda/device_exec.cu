@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -105,17 +106,28 @@ void LaneStreams::join(int n, void* stream) {
   }
 }
 
+namespace {
+std::atomic<uint64_t> g_buffers_freed{0};
+
+void free_buffer(void* p) {
+  cudaFree(p);
+  ++g_buffers_freed;
+}
+}  // namespace
+
+uint64_t device_buffers_freed() { return g_buffers_freed.load(); }
+
 DeviceBuffer::DeviceBuffer(size_t size) : size_(size) {
   if (size_ > 0) check(cudaMalloc(&p_, size_), "allocate");
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (p_) cudaFree(p_);
+  if (p_) free_buffer(p_);
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (p_) cudaFree(p_);
+    if (p_) free_buffer(p_);
     p_ = o.p_;
     size_ = o.size_;
     o.p_ = nullptr;

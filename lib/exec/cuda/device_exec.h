@@ -47,6 +47,11 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
+// How many DeviceBuffers have been freed in this process so far. A CUDA graph
+// (step_graph.h) holds the addresses it was captured with: while this count
+// is what it was then, every buffer that existed then still does.
+uint64_t device_buffers_freed();
+
 // A packed matrix on the GPU: each part's bytes as stored (no repack).
 struct DeviceMatrix {
   const quant::FormatTraits* format = nullptr;

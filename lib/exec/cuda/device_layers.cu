@@ -22,6 +22,7 @@
 #include "exec/cuda/device_linear.h"
 #include "exec/cuda/device_routing.h"
 #include "exec/cuda/row_kernels.cuh"
+#include "exec/cuda/step_graph.h"
 #include "exec/packed_moe_block.h"
 #include "model/attention.h"
 #include "model/forward.h"
@@ -30,6 +31,7 @@
 #include "model/weights.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/gemm_dense.cuh"
+#include "quant/cuda/gemv_common.cuh"
 
 namespace eq::exec::cuda {
 
@@ -38,7 +40,8 @@ using quant::cuda::stream_of;
 
 namespace {
 
-std::atomic<int64_t> g_layers_run{0}, g_feed_forward_on_cpu{0}, g_moe_routed{0};
+std::atomic<int64_t> g_layers_run{0}, g_feed_forward_on_cpu{0}, g_moe_routed{0}, g_graph_captures{0},
+    g_graph_replays{0};
 
 constexpr int kNormThreads = 256;
 // The attention kernel: 8 warps a (query, head), each taking every 8th key;
@@ -119,15 +122,15 @@ __device__ float roped(const float* v, int d, int rope_dim, bool interleaved, co
   return d < half ? x1 * cs[i] - x2 * sn[i] : x2 * cs[i] + x1 * sn[i];
 }
 
-// Row r = b * seq_len + t is position start + t of sequence b: its q heads
+// Row r = b * seq_len + t is position *start + t of sequence b: its q heads
 // turned into q_out, its k heads turned and its v stored at that position of
 // the layer's cache ([batch][capacity][kvd]). A block a (row, head): query
 // heads first, then key heads (each with its value head).
-__global__ void rope_store_kernel(const float* q, const float* k, const float* v, int64_t seq_len, int64_t start,
-                                  int nh, int nkv, int hd, int rope_dim, bool interleaved, const float* cos_table,
-                                  const float* sin_table, float* q_out, float* k_cache, float* v_cache,
-                                  int64_t capacity) {
-  const int64_t r = blockIdx.x, b = r / seq_len, pos = start + r % seq_len;
+__global__ void rope_store_kernel(const float* q, const float* k, const float* v, int64_t seq_len,
+                                  const int64_t* start, int nh, int nkv, int hd, int rope_dim, bool interleaved,
+                                  const float* cos_table, const float* sin_table, float* q_out, float* k_cache,
+                                  float* v_cache, int64_t capacity) {
+  const int64_t r = blockIdx.x, b = r / seq_len, pos = *start + r % seq_len;
   const int head = static_cast<int>(blockIdx.y);
   const int half = rope_dim / 2;
   const float* cs = cos_table + pos * half;
@@ -165,11 +168,24 @@ struct AttentionShape {
 
 constexpr int kMaxScoreDim = 1024;
 
+// A decode step's few (row, head) blocks would leave most multiprocessors
+// idle, each block waiting on its reads key after key: the visible keys are
+// split into `count` parts, a block each (blockIdx.y), whose softmax partials
+// (running maximum, sum, unnormalized value sums) attention_combine_kernel
+// joins. The parts depend on the cache's capacity, not the position, so a
+// step's graph (step_graph.h) holds at every position.
+struct KeySplits {
+  int count = 1;  // 1: each block writes its output itself
+  float* max = nullptr;  // [blocks][count]
+  float* sum = nullptr;  // [blocks][count]
+  float* values = nullptr;  // [blocks][count][v_dim]
+};
+
 // out[r, head] = softmax(scale q·k_j over the visible keys j [, sink]) · v_j,
-// a block a (row, head): row r = b * seq_len + t at position pos = start + t
-// sees keys max(0, pos - window + 1) .. pos of its sequence (window 0: from
-// 0) in the caches (keys and values [batch][capacity][kv_row], one buffer or
-// two). An online softmax over chunks of kKeyChunk keys: each chunk's scores
+// a block a (row, head) (and key part: KeySplits): row r = b * seq_len + t at
+// position pos = *start + t sees keys max(0, pos - window + 1) .. pos of its
+// sequence (window 0: from 0) in the caches (keys and values
+// [batch][capacity][kv_row], one buffer or two). An online softmax over chunks of kKeyChunk keys: each chunk's scores
 // in shared memory (a warp a key), the running maximum and sum rescaled as
 // they grow; each warp sums p_j v_j over its keys of the chunk, and the warps'
 // sums are added at the end (model::attend_causal's values, in another order
@@ -181,16 +197,22 @@ constexpr int kMaxScoreDim = 1024;
 template <bool kVec>
 __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q, const float* keys,
                                                                  const float* values, float* out, AttentionShape a,
-                                                                 int64_t seq_len, int64_t start, int64_t capacity,
-                                                                 float scale, int64_t window, const float* sinks) {
+                                                                 int64_t seq_len, const int64_t* start,
+                                                                 int64_t capacity, float scale, int64_t window,
+                                                                 const float* sinks, KeySplits split) {
   __shared__ __align__(16) float qs[kMaxScoreDim];
   __shared__ float p[kKeyChunk];
   __shared__ float red[kAttnWarps];
   __shared__ __align__(16) float sums[kAttnWarps][kMaxHeadDim];
   const int64_t r = blockIdx.x / a.heads;
   const int h = static_cast<int>(blockIdx.x % a.heads), g = h / a.group;
-  const int64_t b = r / seq_len, pos = start + r % seq_len;
-  const int64_t lo = window > 0 ? max(static_cast<int64_t>(0), pos - window + 1) : 0, hi = pos + 1;
+  const int64_t b = r / seq_len, pos = *start + r % seq_len;
+  int64_t lo = window > 0 ? max(static_cast<int64_t>(0), pos - window + 1) : 0, hi = pos + 1;
+  if (split.count > 1) {  // this block's part of the keys
+    const int64_t per = (hi - lo + split.count - 1) / split.count;
+    lo += per * blockIdx.y;
+    hi = min(hi, lo + per);
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int d = threadIdx.x; d < a.q_dim; d += kAttnThreads) qs[d] = q[r * a.q_row + h * a.q_head + d];
   const float* kb = keys + b * capacity * a.kv_row + g * a.k_group;
@@ -261,7 +283,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
     m = nm;
     __syncthreads();  // p is rewritten by the next chunk
   }
-  if (sinks) {  // the sink's logit joins the softmax and adds no value
+  if (sinks && split.count == 1) {  // the sink's logit joins the softmax and adds no value
     const float s = sinks[h], nm = fmaxf(m, s), corr = expf(m - nm);
     l = l * corr + expf(s - nm);
 #pragma unroll
@@ -276,9 +298,38 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
       if (value_at(i, j) < a.v_dim) sums[warp][value_at(i, j)] = parts[j];
   }
   __syncthreads();
+  const int64_t part = static_cast<int64_t>(blockIdx.x) * split.count + blockIdx.y;
   for (int d = threadIdx.x; d < a.v_dim; d += kAttnThreads) {
     float v = 0.0f;
     for (int w = 0; w < kAttnWarps; ++w) v += sums[w][d];
+    if (split.count > 1)
+      split.values[part * a.v_dim + d] = v;
+    else
+      out[r * a.out_row + h * a.out_head + d] = v / l;
+  }
+  if (split.count > 1 && threadIdx.x == 0) {  // an empty part: maximum -inf, sum 0
+    split.max[part] = m;
+    split.sum[part] = l;
+  }
+}
+
+// out[r, head] from the key parts of attention_kernel: each part's sums
+// rescaled to the largest maximum (the sink's logit among them), a block a
+// (row, head).
+__global__ void attention_combine_kernel(KeySplits split, AttentionShape a, const float* sinks, float* out) {
+  const int64_t blk = blockIdx.x, r = blk / a.heads;
+  const int h = static_cast<int>(blk % a.heads);
+  const float* pm = split.max + blk * split.count;
+  const float* pl = split.sum + blk * split.count;
+  float m = sinks ? sinks[h] : -INFINITY;
+  for (int i = 0; i < split.count; ++i) m = fmaxf(m, pm[i]);
+  float l = sinks ? expf(sinks[h] - m) : 0.0f;
+  for (int i = 0; i < split.count; ++i)
+    if (pl[i] > 0.0f) l += pl[i] * expf(pm[i] - m);
+  for (int d = threadIdx.x; d < a.v_dim; d += blockDim.x) {
+    float v = 0.0f;
+    for (int i = 0; i < split.count; ++i)
+      if (pl[i] > 0.0f) v += split.values[(blk * split.count + i) * a.v_dim + d] * expf(pm[i] - m);
     out[r * a.out_row + h * a.out_head + d] = v / l;
   }
 }
@@ -290,18 +341,46 @@ bool quad_aligned(const AttentionShape& a) {
          a.k_group % 4 == 0 && a.v_group % 4 == 0;
 }
 
-// attention_kernel's launch: one block a (row, head) of the n rows.
+// How many parts the keys of n rows' attention split into: 1 when the
+// (row, head) blocks alone fill the GPU twice over, else enough parts for
+// that, each of at least kMinSplitKeys of the cache's positions.
+constexpr int kMinSplitKeys = 32;
+constexpr int kMaxKeySplits = 32;
+int key_splits(int64_t n, int heads, int64_t capacity) {
+  static const bool on = env_switch("EXPERTQUANT_GPU_KEY_SPLITS", true);
+  static const int64_t sms = quant::cuda::multiprocessor_count();
+  const int64_t blocks = n * heads;
+  if (!on || blocks >= 2 * sms) return 1;
+  const int64_t want = (2 * sms + blocks - 1) / blocks;
+  return static_cast<int>(std::clamp<int64_t>(std::min(want, capacity / kMinSplitKeys), 1, kMaxKeySplits));
+}
+
+// attention_kernel's launch: one block a (row, head) of the n rows and key
+// part, parts' buffers from `parts` (grown), and their combine.
 void launch_attention(const float* q, const float* keys, const float* values, float* out, const AttentionShape& a,
-                      int64_t n, int64_t seq_len, int64_t start, int64_t capacity, float scale, int64_t window,
-                      const float* sinks, cudaStream_t st) {
-  const unsigned blocks = static_cast<unsigned>(n * a.heads);
+                      int64_t n, int64_t seq_len, const int64_t* start, int64_t capacity, float scale,
+                      int64_t window, const float* sinks, DeviceBuffer& parts, cudaStream_t st) {
+  const int64_t blocks = n * a.heads;
+  KeySplits split;
+  split.count = key_splits(n, a.heads, capacity);
+  if (split.count > 1) {
+    const int64_t count = blocks * split.count;
+    grow(parts, static_cast<size_t>(count * (2 + a.v_dim)) * sizeof(float), st);
+    split.max = parts.floats();
+    split.sum = split.max + count;
+    split.values = split.sum + count;
+  }
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.count));
   if (quad_aligned(a))
-    attention_kernel<true><<<blocks, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity, scale,
-                                                            window, sinks);
+    attention_kernel<true><<<grid, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity, scale,
+                                                          window, sinks, split);
   else
-    attention_kernel<false><<<blocks, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity,
-                                                             scale, window, sinks);
+    attention_kernel<false><<<grid, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity, scale,
+                                                           window, sinks, split);
   check_launch("attention kernel");
+  if (split.count == 1) return;
+  attention_combine_kernel<<<static_cast<unsigned>(blocks), kRowThreads, 0, st>>>(split, a, sinks, out);
+  check_launch("attention combine kernel");
 }
 
 // Latent attention's rows (model/latent_attention.cpp): row r's kv_a [latent
@@ -309,11 +388,11 @@ void launch_attention(const float* q, const float* keys, const float* values, fl
 // at its position (blockIdx.y 0), and each head's query [nope | rope] gets its
 // rope part turned into q_out (blockIdx.y 1 + head).
 __global__ void latent_rope_store_kernel(const float* kv_a, const float* q, const float* kv_norm, double eps,
-                                         int64_t seq_len, int64_t start, int nh, int hd, int nope, int lora, int rope,
-                                         bool interleaved, const float* cos_table, const float* sin_table,
+                                         int64_t seq_len, const int64_t* start, int nh, int hd, int nope, int lora,
+                                         int rope, bool interleaved, const float* cos_table, const float* sin_table,
                                          float* q_out, float* cache, int64_t capacity) {
   __shared__ double red[kRowThreads / 32];
-  const int64_t r = blockIdx.x, b = r / seq_len, pos = start + r % seq_len;
+  const int64_t r = blockIdx.x, b = r / seq_len, pos = *start + r % seq_len;
   const int half = rope / 2;
   const float* cs = cos_table + pos * half;
   const float* sn = sin_table + pos * half;
@@ -484,7 +563,8 @@ class KvPool {
 
 // The GPU's keys and values of the layers run here, beside a KvCache.
 struct DeviceKv final : model::KvCache::Attachment {
-  uint64_t owner = 0;  // the runner's id (an address could be a later runner's)
+  uint64_t owner = 0;   // the runner's id (an address could be a later runner's)
+  uint64_t serial = 0;  // this cache's id among every runner's (for StepGraphs)
   int64_t batch = 0, capacity = 0;
   std::vector<DeviceBuffer> k, v;  // per layer, empty for layers not run here (v: grouped-query only)
   std::vector<DeltaNetState> delta;  // per layer, for the linear-attention layers run here
@@ -499,7 +579,7 @@ struct DeviceKv final : model::KvCache::Attachment {
   }
 };
 
-std::atomic<uint64_t> g_next_runner{1};
+std::atomic<uint64_t> g_next_runner{1}, g_next_cache{1};
 
 class DeviceLayers final : public model::LayerRunner {
  public:
@@ -520,26 +600,73 @@ class DeviceLayers final : public model::LayerRunner {
 
   void forward_layers(int64_t first, int64_t last, float* h, int64_t batch, int64_t seq_len,
                       model::KvCache& cache) override {
-    const int64_t n = batch * seq_len, H = c_.hidden_size;
+    const int64_t n = batch * seq_len, H = c_.hidden_size, start = cache.length();
     DeviceKv& kv = kv_of(cache);
     grow_rows(n);
     copy_to_device(h_.data(), h, static_cast<size_t>(n * H) * sizeof(float), h_staging_);
-    for (int64_t l = first; l < last; ++l) {
-      const LayerState& s = states_[static_cast<size_t>(l)];
-      if (c_.layer_linear(l))
-        delta_net(l, s, kv, batch, seq_len, cache.length());
-      else if (c_.attention == model::AttentionKind::kLatent)
-        latent_attention(l, s, kv, batch, seq_len, cache.length());
-      else
-        attention(l, s, kv, batch, seq_len, cache.length());
-      feed_forward(l, s, batch, seq_len, cache.length());
+    // The kernels read the position here: a step's graph replays with the next one.
+    copy_to_device(start_.data(), &start, sizeof(start), start_staging_);
+    auto step = [&] { return layers(first, last, kv, batch, seq_len, start); };
+    int64_t routed = 0;
+    if (graph_step(first, last, batch, seq_len, start)) {
+      const StepGraphs::Ran ran = graphs_.run(first, last, batch, kv.serial, nullptr, step, &routed);
+      g_graph_captures += ran == StepGraphs::Ran::kCaptured;
+      g_graph_replays += ran == StepGraphs::Ran::kReplayed;
+    } else {
+      routed = step();
     }
+    g_moe_routed += routed;
     g_layers_run += last - first;
     copy_from_device(h, h_.data(), static_cast<size_t>(n * H) * sizeof(float), h_staging_);
   }
 
  private:
   static cudaStream_t st() { return stream_of(nullptr); }
+
+  const int64_t* start_at() const { return static_cast<const int64_t*>(start_.data()); }
+
+  // Layers [first, last) on h_ at positions start..: how many MoE layers routed on the GPU.
+  int64_t layers(int64_t first, int64_t last, DeviceKv& kv, int64_t batch, int64_t seq_len, int64_t start) {
+    int64_t routed = 0;
+    for (int64_t l = first; l < last; ++l) {
+      const LayerState& s = states_[static_cast<size_t>(l)];
+      if (c_.layer_linear(l))
+        delta_net(l, s, kv, batch, seq_len, start);
+      else if (c_.attention == model::AttentionKind::kLatent)
+        latent_attention(l, s, kv, batch, seq_len);
+      else
+        attention(l, s, kv, batch, seq_len);
+      routed += feed_forward(l, s, batch, seq_len, start) ? 1 : 0;
+    }
+    return routed;
+  }
+
+  // Whether the step runs through graphs_: a decode step past the first
+  // position (the gated delta net clears its states at 0), every feed-forward
+  // part on the GPU and every MoE layer routed there, so that nothing in it
+  // waits for the host.
+  bool graph_step(int64_t first, int64_t last, int64_t batch, int64_t seq_len, int64_t start) const {
+    if (!graphs_.on() || seq_len != 1 || start == 0) return false;
+    for (int64_t l = first; l < last; ++l) {
+      const LayerState& s = states_[static_cast<size_t>(l)];
+      if (!s.moe) {
+        if (!s.mlp_here) return false;
+        continue;
+      }
+      const PackedMoeBlock* block = moe_here(l, s);
+      if (block == nullptr || !routes_on_device(block->dispatch(), block->layer(), batch, c_.top_k)) return false;
+    }
+    return true;
+  }
+
+  // Layer l's MoE block when it runs here (its dispatch the GPU's, no
+  // observer: an observer sees MoE blocks only, so it sends those to the CPU,
+  // not dense MLPs), else null.
+  PackedMoeBlock* moe_here(int64_t l, const LayerState& s) const {
+    auto* block = dynamic_cast<PackedMoeBlock*>(&m_.moe_block(l));
+    const bool here = s.mlp_here && m_.observer() == nullptr && block != nullptr && is_cuda_dispatch(block->dispatch());
+    return here ? block : nullptr;
+  }
 
   // Whether layer l runs here (its attention or gated delta net's projections
   // on the GPU, its widths within the kernels'), uploading what it needs when
@@ -625,6 +752,7 @@ class DeviceLayers final : public model::LayerRunner {
     auto made = std::make_unique<DeviceKv>();
     kv = made.get();
     kv->owner = id_;
+    kv->serial = g_next_cache++;
     kv->pool = pool_;
     kv->batch = cache.batch();
     kv->capacity = cache.capacity();
@@ -738,7 +866,7 @@ class DeviceLayers final : public model::LayerRunner {
     rope_positions_ = positions;
   }
 
-  void attention(int64_t l, const LayerState& s, DeviceKv& kv, int64_t batch, int64_t seq_len, int64_t start) {
+  void attention(int64_t l, const LayerState& s, DeviceKv& kv, int64_t batch, int64_t seq_len) {
     const int64_t H = c_.hidden_size, n = batch * seq_len, hd = c_.head_dim, nh = c_.num_heads,
                   nkv = c_.num_kv_heads, qd = nh * hd, kvd = nkv * hd;
     const bool gated = c_.attention_output_gate;
@@ -780,7 +908,7 @@ class DeviceLayers final : public model::LayerRunner {
     }
     const model::RopeTable& rope = m_.rope();
     rope_store_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(nh + nkv)), kRowThreads, 0, st()>>>(
-        q, k_.floats(), v_.floats(), seq_len, start, static_cast<int>(nh), static_cast<int>(nkv),
+        q, k_.floats(), v_.floats(), seq_len, start_at(), static_cast<int>(nh), static_cast<int>(nkv),
         static_cast<int>(hd), static_cast<int>(rope.dim()), rope.interleaved(), cos_.floats(), sin_.floats(),
         q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity);
     check_launch("RoPE kernel");
@@ -792,8 +920,8 @@ class DeviceLayers final : public model::LayerRunner {
     shape.q_head = shape.out_head = hd;
     shape.kv_row = kvd;
     shape.k_group = shape.v_group = hd;
-    launch_attention(q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), shape, n, seq_len, start, kv.capacity,
-                     model::attention_scale(c_), c_.layer_attention_window(l), or_null(s.sinks), st());
+    launch_attention(q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), shape, n, seq_len, start_at(), kv.capacity,
+                     model::attention_scale(c_), c_.layer_attention_window(l), or_null(s.sinks), key_parts_, st());
     if (gated) {
       sigmoid_gate_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(ctx_.floats(), gate_.floats(), n * qd);
       check_launch("output gate kernel");
@@ -816,8 +944,7 @@ class DeviceLayers final : public model::LayerRunner {
   // Latent attention (model/latent_attention.cpp) in the latent space at every
   // length: the CPU expands the keys instead where that is cheaper, the same
   // attention in another order of summation.
-  void latent_attention(int64_t l, const LayerState& s, DeviceKv& kv, int64_t batch, int64_t seq_len,
-                        int64_t start) {
+  void latent_attention(int64_t l, const LayerState& s, DeviceKv& kv, int64_t batch, int64_t seq_len) {
     const int64_t H = c_.hidden_size, n = batch * seq_len, nh = c_.num_heads, hd = c_.head_dim,
                   nope = c_.qk_nope_head_dim, rope = c_.qk_rope_head_dim, v = c_.v_head_dim, lora = c_.kv_lora_rank,
                   qd = nh * hd, row = lora + rope;
@@ -843,7 +970,7 @@ class DeviceLayers final : public model::LayerRunner {
     gemm(xn_.floats(), s.wkv_a, k_.floats(), n, row, H, s.kv_a_bias);
     const model::RopeTable& t = m_.rope();
     latent_rope_store_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(1 + nh)), kRowThreads, 0, st()>>>(
-        k_.floats(), q_.floats(), s.kv_a_norm.floats(), c_.latent_norm_eps, seq_len, start, static_cast<int>(nh),
+        k_.floats(), q_.floats(), s.kv_a_norm.floats(), c_.latent_norm_eps, seq_len, start_at(), static_cast<int>(nh),
         static_cast<int>(hd), static_cast<int>(nope), static_cast<int>(lora), static_cast<int>(rope), t.interleaved(),
         cos_.floats(), sin_.floats(), q_rot_.floats(), cache.floats(), kv.capacity);
     check_launch("latent RoPE kernel");
@@ -862,7 +989,7 @@ class DeviceLayers final : public model::LayerRunner {
     shape.out_row = nh * lora;
     shape.out_head = lora;
     launch_attention(q_absorbed_.floats(), cache.floats(), cache.floats(), latent_ctx_.floats(), shape, n, seq_len,
-                     start, kv.capacity, model::attention_scale(c_), 0, nullptr, st());
+                     start_at(), kv.capacity, model::attention_scale(c_), 0, nullptr, key_parts_, st());
     latent_values_kernel<<<static_cast<unsigned>(n * nh), kRowThreads, 0, st()>>>(
         latent_ctx_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(nope), static_cast<int>(v),
         static_cast<int>(lora), ctx_.floats());
@@ -886,13 +1013,13 @@ class DeviceLayers final : public model::LayerRunner {
     gemm(g_.floats(), w.down, out, n, H, I);
   }
 
-  void feed_forward(int64_t l, const LayerState& s, int64_t batch, int64_t seq_len, int64_t start) {
+  // The feed-forward part and its residual: true when a MoE layer routed on the GPU.
+  bool feed_forward(int64_t l, const LayerState& s, int64_t batch, int64_t seq_len, int64_t start) {
     const int64_t H = c_.hidden_size, n = batch * seq_len;
     rms_norm(h_.floats(), n, H, s.post_norm, xn_.floats());
-    PackedMoeBlock* block = s.moe ? dynamic_cast<PackedMoeBlock*>(&m_.moe_block(l)) : nullptr;
-    // An observer sees MoE blocks only: it sends those to the CPU, not dense MLPs.
-    const bool here =
-        s.mlp_here && (!s.moe || (m_.observer() == nullptr && block != nullptr && is_cuda_dispatch(block->dispatch())));
+    PackedMoeBlock* block = s.moe ? moe_here(l, s) : nullptr;
+    const bool here = s.moe ? block != nullptr : s.mlp_here;
+    bool routed = false;
     if (!here) {
       // On the CPU, on the rows copied over: the block reports to the observer itself.
       ++g_feed_forward_on_cpu;
@@ -908,11 +1035,12 @@ class DeviceLayers final : public model::LayerRunner {
       copy_to_device(delta_.data(), host_out_.data(), host_out_.size() * sizeof(float), host_up_staging_);
     } else if (!s.moe) {
       mlp(s.mlp, n, delta_.floats());
-    } else if (moe(s, *block, n)) {
-      return;  // the combine added the experts' sum into h
+    } else if (moe(s, *block, n, &routed)) {
+      return routed;  // the combine added the experts' sum into h
     }
     add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
     check_launch("residual kernel");
+    return routed;
   }
 
   // route_survivors's rule on the GPU: pruned experts are never chosen.
@@ -928,8 +1056,9 @@ class DeviceLayers final : public model::LayerRunner {
   }
 
   // delta = the MoE block's output; or, without a shared expert, h += it
-  // (one launch fewer a layer), and then true.
-  bool moe(const LayerState& s, const PackedMoeBlock& block, int64_t n) {
+  // (one launch fewer a layer), and then true. *routed: whether it routed
+  // on the GPU.
+  bool moe(const LayerState& s, const PackedMoeBlock& block, int64_t n, bool* routed) {
     const int64_t H = c_.hidden_size, E = c_.num_experts, K = c_.top_k;
     grow_to(logits_, static_cast<size_t>(n * E));
     gemm(xn_.floats(), s.router_weight.floats(), logits_.floats(), n, E, H, s.router_bias);
@@ -937,7 +1066,7 @@ class DeviceLayers final : public model::LayerRunner {
     grow_to(slot_out_, static_cast<size_t>(n * K * H));
     if (routes_on_device(block.dispatch(), block.layer(), n, K)) {
       // Routed decode: the ids stay on the GPU, nothing waits for the host.
-      ++g_moe_routed;
+      *routed = true;
       if (!s.device_router) s.device_router = std::make_unique<DeviceRouter>(device_router_of(s, block.layer()));
       grow_to(ids_, static_cast<size_t>(n * K));  // int32, as many as floats
       int32_t* ids = static_cast<int32_t*>(ids_.data());
@@ -985,16 +1114,20 @@ class DeviceLayers final : public model::LayerRunner {
   DeviceDeltaNet delta_net_;  // the linear-attention layers' rows
   DeviceBuffer cos_, sin_;
   int64_t rope_positions_ = 0, rope_capacity_ = 0;
+  DeviceBuffer start_{sizeof(int64_t)};  // the call's first position (int64)
+  DeviceBuffer key_parts_;                // the attention's key parts (KeySplits)
+  StepGraphs graphs_{env_switch("EXPERTQUANT_GPU_GRAPH", true)};
   // Each copy's own staging: a copy to the GPU may still read its staging
   // when the next copy from the GPU fills another.
-  PinnedBuffer h_staging_, host_staging_, host_up_staging_, logits_staging_, weights_staging_;
+  PinnedBuffer h_staging_, host_staging_, host_up_staging_, logits_staging_, weights_staging_, start_staging_;
   std::vector<float> host_x_, host_out_, host_logits_;
 };
 
 }  // namespace
 
 DeviceLayerStats device_layer_stats() {
-  return {g_layers_run.load(), g_feed_forward_on_cpu.load(), g_moe_routed.load()};
+  return {g_layers_run.load(), g_feed_forward_on_cpu.load(), g_moe_routed.load(), g_graph_captures.load(),
+          g_graph_replays.load()};
 }
 
 std::unique_ptr<model::LayerRunner> make_device_layers(model::Model& model) {

@@ -32,6 +32,10 @@
 // runs here, a feed-forward part that cannot (a MoE block under an observer,
 // which wants the block's values, a CPU dispatch, a packed shared expert or
 // dense MLP) runs on the CPU on rows copied over and back.
+// A decode step whose layers all run here, with every MoE layer routed on
+// the GPU, is captured once as a CUDA graph and replayed at the next
+// positions (step_graph.h; EXPERTQUANT_GPU_GRAPH=0 turns that off, for
+// measurement): the same kernels on the same buffers, so the same bits.
 // Results equal the CPU forward's within float32 rounding (the products' and
 // softmax's order of summation); near-tied router choices may differ.
 #pragma once
@@ -58,6 +62,8 @@ std::unique_ptr<model::LayerRunner> make_device_layers(model::Model& model);
 struct DeviceLayerStats {
   int64_t layers_run = 0, feed_forward_on_cpu = 0;
   int64_t moe_routed = 0;  // MoE layer calls routed on the GPU (device_routing.h, device_moe.h's routed decode)
+  // Decode steps captured as a CUDA graph, and steps that launched one (step_graph.h).
+  int64_t graph_captures = 0, graph_replays = 0;
 };
 DeviceLayerStats device_layer_stats();
 

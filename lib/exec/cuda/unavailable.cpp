@@ -90,6 +90,8 @@ DeviceRouter make_device_router(const model::RouterRule&, int64_t, int64_t, cons
   refuse();
 }
 void route_on_device(const DeviceRouter&, const float*, int64_t, int32_t*, float*, void*) { refuse(); }
+void order_moe_calls(void*, const std::function<void()>&) { refuse(); }
+uint64_t device_buffers_freed() { return 0; }
 CudaDispatchStats cuda_dispatch_stats() { return {}; }
 std::string gpu_name() { return ""; }
 void run_moe(const DeviceMoeLayer&, DispatchKind, int64_t, const float*, int64_t, int64_t, const int32_t*, float*,
