@@ -111,10 +111,14 @@ void expect_matches_cpu(const Shape& shape) {
   cuda::DeltaNetWeights dw;
   cuda::DeviceBuffer qkvz = cuda::device_copy(w.qkvz), qkv = cuda::device_copy(w.qkv), z = cuda::device_copy(w.z),
                out = cuda::device_copy(w.out);
-  dw.qkvz = qkvz.size() ? qkvz.floats() : nullptr;
-  dw.qkv = qkv.size() ? qkv.floats() : nullptr;
-  dw.z = z.size() ? z.floats() : nullptr;
-  dw.out = out.floats();
+  // Float32 matrices as device_matrix gives them ([rows, cols] of the host tensors).
+  auto dense = [](const cuda::DeviceBuffer& b, const model::Tensor32Ptr& t) {
+    return b.size() ? cuda::DenseMatrix{b.data(), t->shape[0], t->shape[1], false} : cuda::DenseMatrix{};
+  };
+  dw.qkvz = dense(qkvz, w.qkvz);
+  dw.qkv = dense(qkv, w.qkv);
+  dw.z = dense(z, w.z);
+  dw.out = dense(out, w.out);
   dw.ba = cuda::device_copy(w.ba);
   dw.b = cuda::device_copy(w.b);
   dw.a = cuda::device_copy(w.a);

@@ -81,19 +81,23 @@ TEST(DeviceDense, RefusedWithoutGpu) {
   }
 }
 
-// y = x W^T of every matrix at 1, 3 and 70 rows against a float64 product:
-// |y - y64| <= 2 gamma(cols) sum_k |x_k| |W_nk| (cuBLAS's float32 sums, no TF32).
-TEST(DeviceDense, EveryMatrixMatchesFloat64) {
-  const std::string why = cuda::unavailable_reason();
-  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+// y = x W^T of every matrix at 1, 3, 8, 9 and 70 rows against a float64
+// product: |y - y64| <= 2 gamma(cols) sum_k |x_k| |W_nk| (float32 sums, no
+// TF32). tinymoe's checkpoint is bf16, so each matrix goes to the GPU as bf16
+// (half the bytes; up to 8 rows through dense_product's own kernel, more
+// through cuBLAS on the widened rows), and as float32 with
+// EXPERTQUANT_GPU_DENSE_BF16=0.
+void expect_every_matrix_matches(bool bf16) {
+  if (!bf16) ::setenv("EXPERTQUANT_GPU_DENSE_BF16", "0", 1);  // read when a matrix is placed
   const TinymoeDense t;
   const model::Model* source = t.source.get();
   const cuda::DeviceDenseOps& dense = t.dense;
   ASSERT_EQ(dense.ops.size(), model::linear_matrices(source->config()).size());
+  const uint64_t before = cuda::device_dense_bytes();
   for (const auto& [name, op] : dense.ops) {
     const int64_t N = op->rows(), K = op->cols();
     const model::Tensor32Ptr w = source->weights().get(name, {N, K});
-    for (int64_t m : {1, 3, 70}) {
+    for (int64_t m : {1, 3, 8, 9, 70}) {
       const std::vector<float> x = cuda::bounds::normal(static_cast<size_t>(m * K), 1.0f, 17 + m);
       std::vector<float> y(static_cast<size_t>(m * N), std::nanf(""));
       op->apply(x.data(), m, y.data());
@@ -108,12 +112,67 @@ TEST(DeviceDense, EveryMatrixMatchesFloat64) {
           }
           const double err = std::fabs(y[static_cast<size_t>(i * N + n)] - exact);
           const double bound = 2.0 * cuda::bounds::gamma(static_cast<double>(K)) * env;
-          ASSERT_LE(err, bound) << name << " row " << i << " column " << n << " (M = " << m << ")";
+          ASSERT_LE(err, bound) << name << " row " << i << " column " << n << " (M = " << m << ", "
+                                << (bf16 ? "bf16" : "float32") << ")";
           worst = std::max(worst, env > 0 ? err / env : err);
         }
-      if (m == 70) std::printf("%-48s [%lld, %lld]: worst error %.3g of the envelope\n", name.c_str(),
-                               static_cast<long long>(N), static_cast<long long>(K), worst);
+      if (m == 1 || m == 70)
+        std::printf("%s %-48s [%lld, %lld] M = %lld: worst error %.3g of the envelope\n", bf16 ? "bf16" : "f32 ",
+                    name.c_str(), static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(m),
+                    worst);
     }
+  }
+  ::unsetenv("EXPERTQUANT_GPU_DENSE_BF16");
+  const uint64_t f32 = dense_bytes_of(source->config());
+  EXPECT_EQ(cuda::device_dense_bytes() - before, bf16 ? f32 / 2 : f32);
+}
+
+TEST(DeviceDense, EveryMatrixMatchesFloat64) {
+  const std::string why = cuda::unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  expect_every_matrix_matches(true);
+  expect_every_matrix_matches(false);
+}
+
+// dense_product on a bf16 matrix larger than one widened chunk (32 MiB of
+// float32: 4,096 rows of 2,048), its rows odd in number: 1 and 5 rows of x
+// through the bf16 kernel, 9 through cuBLAS a chunk at a time into the columns
+// of y; every value within float32's bound of a float64 product.
+TEST(DeviceDense, Bf16ProductAcrossChunksMatchesFloat64) {
+  const std::string why = cuda::unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  const int64_t N = 4101, K = 2048;
+  std::vector<float> w = cuda::bounds::normal(static_cast<size_t>(N * K), 0.05f, 5);
+  std::vector<uint16_t> bits(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {  // w rounded to bf16 (by truncation: any bf16 will do)
+    uint32_t b;
+    std::memcpy(&b, &w[i], 4);
+    bits[i] = static_cast<uint16_t>(b >> 16);
+    b &= 0xffff0000u;
+    std::memcpy(&w[i], &b, 4);
+  }
+  cuda::DeviceBuffer dw(bits.size() * 2), scratch;
+  dw.upload(bits.data(), bits.size() * 2);
+  const cuda::DenseMatrix m{dw.data(), N, K, true};
+  for (int64_t rows : {1, 5, 9}) {
+    const std::vector<float> x = cuda::bounds::normal(static_cast<size_t>(rows * K), 1.0f, 40 + rows);
+    cuda::DeviceBuffer dx(x.size() * 4), dy(static_cast<size_t>(rows * N) * 4);
+    dx.upload(x.data(), x.size() * 4);
+    cuda::dense_product(m, dx.floats(), dy.floats(), rows, nullptr, scratch);
+    std::vector<float> y(static_cast<size_t>(rows * N));
+    dy.download(y.data(), y.size() * 4);  // synchronous: after the product
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t n = 0; n < N; ++n) {
+        double exact = 0.0, env = 0.0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = static_cast<double>(x[static_cast<size_t>(i * K + k)]) * w[static_cast<size_t>(n * K + k)];
+          exact += p;
+          env += std::fabs(p);
+        }
+        ASSERT_LE(std::fabs(y[static_cast<size_t>(i * N + n)] - exact),
+                  2.0 * cuda::bounds::gamma(static_cast<double>(K)) * env)
+            << "row " << i << " column " << n << " of " << rows << " rows";
+      }
   }
 }
 
@@ -215,7 +274,7 @@ TEST(DeviceDense, PackedModelMatchesTheCpu) {
   EXPECT_GE(same_top * 20, rows * 19) << same_top << " of " << rows << " positions with the same top token";
   std::printf("mean KL(CPU || GPU) %.3g nats over %lld positions; same top token at %lld\n", kl_mean,
               static_cast<long long>(rows), static_cast<long long>(same_top));
-  EXPECT_EQ(cuda::device_dense_bytes() - before, dense_bytes_of(gpu->config()));
+  EXPECT_EQ(cuda::device_dense_bytes() - before, dense_bytes_of(gpu->config()) / 2);  // bf16 on the GPU
 }
 
 // A GPU without room for the matrices (a headroom larger than any GPU's

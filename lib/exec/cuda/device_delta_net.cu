@@ -249,15 +249,15 @@ void DeviceDeltaNet::forward(const model::ModelConfig& c, const DeltaNetWeights&
     const int64_t rows = 2 * kd + 2 * vd;
     grow_floats(qkvz_, n * rows, s);
     grow_floats(ba_, n * 2 * nv, s);
-    quant::cuda::f32_gemm(xn, w.qkvz, qkvz_.floats(), n, rows, H, s);
+    dense_product(w.qkvz, xn, qkvz_.floats(), n, s, wide_);
     quant::cuda::f32_gemm(xn, w.ba.floats(), ba_.floats(), n, 2 * nv, H, s);
     regroup_kernel<<<elementwise_blocks(n * rows), 256, 0, s>>>(
         qkvz_.floats(), ba_.floats(), n, static_cast<int>(nk), static_cast<int>(dk), static_cast<int>(rep),
         static_cast<int>(dv), qkv_.floats(), z_.floats(), b_.floats(), a_.floats());
     check_launch("delta net regroup kernel");
   } else {
-    quant::cuda::f32_gemm(xn, w.qkv, qkv_.floats(), n, cd, H, s);
-    quant::cuda::f32_gemm(xn, w.z, z_.floats(), n, vd, H, s);
+    dense_product(w.qkv, xn, qkv_.floats(), n, s, wide_);
+    dense_product(w.z, xn, z_.floats(), n, s, wide_);
     quant::cuda::f32_gemm(xn, w.b.floats(), b_.floats(), n, nv, H, s);
     quant::cuda::f32_gemm(xn, w.a.floats(), a_.floats(), n, nv, H, s);
   }
@@ -286,7 +286,7 @@ void DeviceDeltaNet::forward(const model::ModelConfig& c, const DeltaNetWeights&
   gated_norm_kernel<<<static_cast<unsigned>(n * nv), kRowThreads, 0, s>>>(o_.floats(), z_.floats(), w.norm.floats(),
                                                                           idv, c.rms_norm_eps);
   check_launch("delta net gated norm kernel");
-  quant::cuda::f32_gemm(o_.floats(), w.out, out, n, H, vd, s);
+  dense_product(w.out, o_.floats(), out, n, s, wide_);
 }
 
 }  // namespace eq::exec::cuda

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "exec/cuda/device_exec.h"
+#include "exec/cuda/device_linear.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -34,7 +35,7 @@ inline constexpr int64_t kMaxDeltaConvKernel = 8;
 // Layer l's gated delta net on the GPU: its projections' GPU copies
 // (device_matrix) and its small tensors.
 struct DeltaNetWeights {
-  const float *qkvz = nullptr, *qkv = nullptr, *z = nullptr, *out = nullptr;
+  DenseMatrix qkvz, qkv, z, out;
   DeviceBuffer input_norm, ba, b, a, conv, dt_bias, a_log, norm;
 };
 
@@ -64,7 +65,7 @@ class DeviceDeltaNet {
                int64_t seq_len, int64_t start, DeltaNetState& state, float* out, void* stream);
 
  private:
-  DeviceBuffer qkv_, z_, b_, a_, qkvz_, ba_, g_, beta_, o_;
+  DeviceBuffer qkv_, z_, b_, a_, qkvz_, ba_, g_, beta_, o_, wide_;  // wide_: dense_product's scratch
 };
 
 }  // namespace eq::exec::cuda

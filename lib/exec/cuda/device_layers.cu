@@ -104,12 +104,6 @@ __global__ void split_gate_kernel(const float* qg, int64_t rows, int64_t hd, flo
   }
 }
 
-__global__ void clamp_kernel(float* x, int64_t n, float limit) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    x[i] = fminf(fmaxf(x[i], -limit), limit);
-}
-
 // One head's vector v after RoPE at dim d (model/rope.h): the first rope_dim
 // values turned (pairs (i, i + half), or (2i, 2i + 1) regrouped first), the
 // rest as they are.
@@ -122,33 +116,64 @@ __device__ float roped(const float* v, int d, int rope_dim, bool interleaved, co
   return d < half ? x1 * cs[i] - x2 * sn[i] : x2 * cs[i] + x1 * sn[i];
 }
 
+// What rope_store_kernel does to each head before turning it, in the order
+// of the layer's own kernels: the per-head RMSNorm of q and k heads (null
+// weights: none; the sum of squares in double, as rms_norm_kernel), then the
+// clamp of q, k and v to [-clamp, clamp] (0: none). Done there, they cost no
+// launches of their own.
+struct HeadPrep {
+  const float *q_norm = nullptr, *k_norm = nullptr;
+  double eps = 0;
+  float clamp = 0.0f;
+};
+
 // Row r = b * seq_len + t is position *start + t of sequence b: its q heads
 // turned into q_out, its k heads turned and its v stored at that position of
-// the layer's cache ([batch][capacity][kvd]). A block a (row, head): query
-// heads first, then key heads (each with its value head).
+// the layer's cache ([batch][capacity][kvd]), each head first prepared
+// (HeadPrep). A block a (row, head): query heads first, then key heads (each
+// with its value head).
 __global__ void rope_store_kernel(const float* q, const float* k, const float* v, int64_t seq_len,
                                   const int64_t* start, int nh, int nkv, int hd, int rope_dim, bool interleaved,
                                   const float* cos_table, const float* sin_table, float* q_out, float* k_cache,
-                                  float* v_cache, int64_t capacity) {
+                                  float* v_cache, int64_t capacity, HeadPrep prep) {
+  __shared__ float prepared[kMaxHeadDim];
+  __shared__ double red[kRowThreads / 32];
   const int64_t r = blockIdx.x, b = r / seq_len, pos = *start + r % seq_len;
   const int head = static_cast<int>(blockIdx.y);
   const int half = rope_dim / 2;
   const float* cs = cos_table + pos * half;
   const float* sn = sin_table + pos * half;
   const int64_t qd = static_cast<int64_t>(nh) * hd, kvd = static_cast<int64_t>(nkv) * hd;
+  const int64_t at = static_cast<int64_t>(head < nh ? head : head - nh) * hd;
+  const float* in = head < nh ? q + r * qd + at : k + r * kvd + at;
+  const float* norm = head < nh ? prep.q_norm : prep.k_norm;
+  if (norm != nullptr || prep.clamp > 0.0f) {  // the same for the whole block
+    float inv = 1.0f;
+    if (norm != nullptr) {
+      double ss = 0;
+      for (int d = threadIdx.x; d < hd; d += blockDim.x) ss += static_cast<double>(in[d]) * in[d];
+      ss = block_sum(ss, red);
+      inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(hd) + prep.eps));
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      float x = norm != nullptr ? norm[d] * (in[d] * inv) : in[d];
+      if (prep.clamp > 0.0f) x = fminf(fmaxf(x, -prep.clamp), prep.clamp);
+      prepared[d] = x;
+    }
+    __syncthreads();
+    in = prepared;
+  }
   if (head < nh) {
-    const float* in = q + r * qd + static_cast<int64_t>(head) * hd;
-    float* o = q_out + r * qd + static_cast<int64_t>(head) * hd;
+    float* o = q_out + r * qd + at;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) o[d] = roped(in, d, rope_dim, interleaved, cs, sn);
     return;
   }
-  const int64_t at = static_cast<int64_t>(head - nh) * hd;
-  const float* in = k + r * kvd + at;
   float* kc = k_cache + (b * capacity + pos) * kvd + at;
   float* vc = v_cache + (b * capacity + pos) * kvd + at;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     kc[d] = roped(in, d, rope_dim, interleaved, cs, sn);
-    vc[d] = v[r * kvd + at + d];
+    const float x = v[r * kvd + at + d];
+    vc[d] = prep.clamp > 0.0f ? fminf(fmaxf(x, -prep.clamp), prep.clamp) : x;
   }
 }
 
@@ -171,15 +196,38 @@ constexpr int kMaxScoreDim = 1024;
 // A decode step's few (row, head) blocks would leave most multiprocessors
 // idle, each block waiting on its reads key after key: the visible keys are
 // split into `count` parts, a block each (blockIdx.y), whose softmax partials
-// (running maximum, sum, unnormalized value sums) attention_combine_kernel
-// joins. The parts depend on the cache's capacity, not the position, so a
-// step's graph (step_graph.h) holds at every position.
+// (running maximum, sum, unnormalized value sums) the last of them to finish
+// joins (combine_key_parts). The parts depend on the cache's capacity, not
+// the position, so a step's graph (step_graph.h) holds at every position.
 struct KeySplits {
   int count = 1;  // 1: each block writes its output itself
   float* max = nullptr;  // [blocks][count]
   float* sum = nullptr;  // [blocks][count]
   float* values = nullptr;  // [blocks][count][v_dim]
+  unsigned* done = nullptr;  // [blocks]: parts finished (0 between launches: the last one resets it)
 };
+
+// out[r, head] (the block's) from its key parts: each part's sums rescaled to
+// the largest maximum (the sink's logit among them). The parts' partials are
+// read from L2 (__ldcg): they were written by other blocks.
+__device__ void combine_key_parts(const KeySplits& split, const AttentionShape& a, const float* sinks, float* out,
+                                  int64_t blk) {
+  const int64_t r = blk / a.heads;
+  const int h = static_cast<int>(blk % a.heads);
+  const float* pm = split.max + blk * split.count;
+  const float* pl = split.sum + blk * split.count;
+  float m = sinks ? sinks[h] : -INFINITY;
+  for (int i = 0; i < split.count; ++i) m = fmaxf(m, __ldcg(pm + i));
+  float l = sinks ? expf(sinks[h] - m) : 0.0f;
+  for (int i = 0; i < split.count; ++i)
+    if (__ldcg(pl + i) > 0.0f) l += __ldcg(pl + i) * expf(__ldcg(pm + i) - m);
+  for (int d = threadIdx.x; d < a.v_dim; d += blockDim.x) {
+    float v = 0.0f;
+    for (int i = 0; i < split.count; ++i)
+      if (__ldcg(pl + i) > 0.0f) v += __ldcg(split.values + (blk * split.count + i) * a.v_dim + d) * expf(__ldcg(pm + i) - m);
+    out[r * a.out_row + h * a.out_head + d] = v / l;
+  }
+}
 
 // out[r, head] = softmax(scale q·k_j over the visible keys j [, sink]) · v_j,
 // a block a (row, head) (and key part: KeySplits): row r = b * seq_len + t at
@@ -307,31 +355,21 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
     else
       out[r * a.out_row + h * a.out_head + d] = v / l;
   }
-  if (split.count > 1 && threadIdx.x == 0) {  // an empty part: maximum -inf, sum 0
+  if (split.count == 1) return;
+  if (threadIdx.x == 0) {  // an empty part: maximum -inf, sum 0
     split.max[part] = m;
     split.sum[part] = l;
   }
-}
-
-// out[r, head] from the key parts of attention_kernel: each part's sums
-// rescaled to the largest maximum (the sink's logit among them), a block a
-// (row, head).
-__global__ void attention_combine_kernel(KeySplits split, AttentionShape a, const float* sinks, float* out) {
-  const int64_t blk = blockIdx.x, r = blk / a.heads;
-  const int h = static_cast<int>(blk % a.heads);
-  const float* pm = split.max + blk * split.count;
-  const float* pl = split.sum + blk * split.count;
-  float m = sinks ? sinks[h] : -INFINITY;
-  for (int i = 0; i < split.count; ++i) m = fmaxf(m, pm[i]);
-  float l = sinks ? expf(sinks[h] - m) : 0.0f;
-  for (int i = 0; i < split.count; ++i)
-    if (pl[i] > 0.0f) l += pl[i] * expf(pm[i] - m);
-  for (int d = threadIdx.x; d < a.v_dim; d += blockDim.x) {
-    float v = 0.0f;
-    for (int i = 0; i < split.count; ++i)
-      if (pl[i] > 0.0f) v += split.values[(blk * split.count + i) * a.v_dim + d] * expf(pm[i] - m);
-    out[r * a.out_row + h * a.out_head + d] = v / l;
-  }
+  // The last part of the (row, head) to finish joins them all.
+  __shared__ bool last;
+  __threadfence();  // this block's partials are seen before its count
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(split.done + blockIdx.x, 1u) == static_cast<unsigned>(split.count - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  combine_key_parts(split, a, sinks, out, blockIdx.x);
+  if (threadIdx.x == 0) split.done[blockIdx.x] = 0;
 }
 
 // Whether every width and offset of `a` is a multiple of 4 floats (the cache
@@ -356,10 +394,10 @@ int key_splits(int64_t n, int heads, int64_t capacity) {
 }
 
 // attention_kernel's launch: one block a (row, head) of the n rows and key
-// part, parts' buffers from `parts` (grown), and their combine.
+// part, the parts' partials in `parts` and their counts in `done` (grown).
 void launch_attention(const float* q, const float* keys, const float* values, float* out, const AttentionShape& a,
                       int64_t n, int64_t seq_len, const int64_t* start, int64_t capacity, float scale,
-                      int64_t window, const float* sinks, DeviceBuffer& parts, cudaStream_t st) {
+                      int64_t window, const float* sinks, DeviceBuffer& parts, DeviceBuffer& done, cudaStream_t st) {
   const int64_t blocks = n * a.heads;
   KeySplits split;
   split.count = key_splits(n, a.heads, capacity);
@@ -369,6 +407,11 @@ void launch_attention(const float* q, const float* keys, const float* values, fl
     split.max = parts.floats();
     split.sum = split.max + count;
     split.values = split.sum + count;
+    if (done.size() < static_cast<size_t>(blocks) * sizeof(unsigned)) {  // every count 0, as each launch leaves them
+      grow(done, static_cast<size_t>(blocks) * sizeof(unsigned), st);
+      quant::cuda::check(cudaMemsetAsync(done.data(), 0, done.size(), st), "clear the key parts' counts");
+    }
+    split.done = static_cast<unsigned*>(done.data());
   }
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.count));
   if (quad_aligned(a))
@@ -378,9 +421,6 @@ void launch_attention(const float* q, const float* keys, const float* values, fl
     attention_kernel<false><<<grid, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity, scale,
                                                            window, sinks, split);
   check_launch("attention kernel");
-  if (split.count == 1) return;
-  attention_combine_kernel<<<static_cast<unsigned>(blocks), kRowThreads, 0, st>>>(split, a, sinks, out);
-  check_launch("attention combine kernel");
 }
 
 // Latent attention's rows (model/latent_attention.cpp): row r's kv_a [latent
@@ -491,7 +531,7 @@ const float* or_null(const DeviceBuffer& b) { return b.size() ? b.floats() : nul
 
 // A gated MLP whose three matrices are on the GPU (a dense MLP or a shared expert).
 struct DeviceMlp {
-  const float *gate = nullptr, *up = nullptr, *down = nullptr;
+  DenseMatrix gate, up, down;
   int64_t inter = 0;
   model::Activation act;
   // All three of `w`'s ops are GPU matrices (device_matrix).
@@ -508,9 +548,9 @@ struct DeviceMlp {
 // What a layer run here needs on the GPU.
 struct LayerState {
   // attention (grouped-query: wq, wk, wv, wo; latent: wq or wq_a and wq_b, wkv_a, wo, and kv_b)
-  const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
+  DenseMatrix wq, wk, wv, wo;
   DeviceBuffer input_norm, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm, sinks;
-  const float *wq_a = nullptr, *wq_b = nullptr, *wkv_a = nullptr;
+  DenseMatrix wq_a, wq_b, wkv_a;
   DeviceBuffer q_a_norm, q_a_bias, kv_a_norm, kv_a_bias, kv_b;
   DeltaNetWeights delta;  // a linear-attention layer's (its input norm included)
   // feed-forward
@@ -819,7 +859,14 @@ class DeviceLayers final : public model::LayerRunner {
   void gemm(const float* x, const float* w, float* y, int64_t n, int64_t rows, int64_t cols) {
     quant::cuda::f32_gemm(x, w, y, n, rows, cols, st());
   }
-  void gemm(const float* x, const float* w, float* y, int64_t n, int64_t rows, int64_t cols, const DeviceBuffer& bias) {
+  void gemm(const float* x, const DenseMatrix& w, float* y, int64_t n, int64_t rows, int64_t cols) {
+    EQ_CHECK(w.rows == rows && w.cols == cols, "GPU layer: a [" + std::to_string(w.rows) + ", " +
+                                                   std::to_string(w.cols) + "] matrix taken as [" +
+                                                   std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    dense_product(w, x, y, n, nullptr, wide_);
+  }
+  template <typename W>
+  void gemm(const float* x, const W& w, float* y, int64_t n, int64_t rows, int64_t cols, const DeviceBuffer& bias) {
     gemm(x, w, y, n, rows, cols);
     if (bias.size()) {
       add_bias_rows_kernel<<<elementwise_blocks(n * rows), 256, 0, st()>>>(y, n, rows, bias.floats());
@@ -894,23 +941,23 @@ class DeviceLayers final : public model::LayerRunner {
       check_launch("output gate split kernel");
       q = q_split_.floats();
     }
-    if (s.q_norm.size()) {
-      const bool whole = c_.qk_norm == model::QkNorm::kWhole;
-      rms_norm(q, whole ? n : n * nh, whole ? qd : hd, s.q_norm, q);
-      rms_norm(k_.floats(), whole ? n : n * nkv, whole ? kvd : hd, s.k_norm, k_.floats());
-    }
-    if (c_.clip_qkv > 0) {
-      const float lim = static_cast<float>(c_.clip_qkv);
-      clamp_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(q, n * qd, lim);
-      clamp_kernel<<<elementwise_blocks(n * kvd), 256, 0, st()>>>(k_.floats(), n * kvd, lim);
-      clamp_kernel<<<elementwise_blocks(n * kvd), 256, 0, st()>>>(v_.floats(), n * kvd, lim);
-      check_launch("clamp kernel");
+    // Per-head q/k norms and the clamp in the RoPE kernel; a norm over the
+    // whole row first, on its own.
+    HeadPrep prep;
+    prep.eps = c_.rms_norm_eps;
+    prep.clamp = c_.clip_qkv > 0 ? static_cast<float>(c_.clip_qkv) : 0.0f;
+    if (s.q_norm.size() && c_.qk_norm == model::QkNorm::kWhole) {
+      rms_norm(q, n, qd, s.q_norm, q);
+      rms_norm(k_.floats(), n, kvd, s.k_norm, k_.floats());
+    } else if (s.q_norm.size()) {
+      prep.q_norm = s.q_norm.floats();
+      prep.k_norm = s.k_norm.floats();
     }
     const model::RopeTable& rope = m_.rope();
     rope_store_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(nh + nkv)), kRowThreads, 0, st()>>>(
         q, k_.floats(), v_.floats(), seq_len, start_at(), static_cast<int>(nh), static_cast<int>(nkv),
         static_cast<int>(hd), static_cast<int>(rope.dim()), rope.interleaved(), cos_.floats(), sin_.floats(),
-        q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity);
+        q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity, prep);
     check_launch("RoPE kernel");
     AttentionShape shape;
     shape.heads = static_cast<int>(nh);
@@ -921,7 +968,7 @@ class DeviceLayers final : public model::LayerRunner {
     shape.kv_row = kvd;
     shape.k_group = shape.v_group = hd;
     launch_attention(q_rot_.floats(), kc.floats(), vc.floats(), ctx_.floats(), shape, n, seq_len, start_at(), kv.capacity,
-                     model::attention_scale(c_), c_.layer_attention_window(l), or_null(s.sinks), key_parts_, st());
+                     model::attention_scale(c_), c_.layer_attention_window(l), or_null(s.sinks), key_parts_, key_done_, st());
     if (gated) {
       sigmoid_gate_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(ctx_.floats(), gate_.floats(), n * qd);
       check_launch("output gate kernel");
@@ -989,7 +1036,7 @@ class DeviceLayers final : public model::LayerRunner {
     shape.out_row = nh * lora;
     shape.out_head = lora;
     launch_attention(q_absorbed_.floats(), cache.floats(), cache.floats(), latent_ctx_.floats(), shape, n, seq_len,
-                     start_at(), kv.capacity, model::attention_scale(c_), 0, nullptr, key_parts_, st());
+                     start_at(), kv.capacity, model::attention_scale(c_), 0, nullptr, key_parts_, key_done_, st());
     latent_values_kernel<<<static_cast<unsigned>(n * nh), kRowThreads, 0, st()>>>(
         latent_ctx_.floats(), s.kv_b.floats(), static_cast<int>(nh), static_cast<int>(nope), static_cast<int>(v),
         static_cast<int>(lora), ctx_.floats());
@@ -1115,7 +1162,8 @@ class DeviceLayers final : public model::LayerRunner {
   DeviceBuffer cos_, sin_;
   int64_t rope_positions_ = 0, rope_capacity_ = 0;
   DeviceBuffer start_{sizeof(int64_t)};  // the call's first position (int64)
-  DeviceBuffer key_parts_;                // the attention's key parts (KeySplits)
+  DeviceBuffer key_parts_, key_done_;     // the attention's key parts and their counts (KeySplits)
+  DeviceBuffer wide_;                     // dense_product's scratch
   StepGraphs graphs_{env_switch("EXPERTQUANT_GPU_GRAPH", true)};
   // Each copy's own staging: a copy to the GPU may still read its staging
   // when the next copy from the GPU fills another.

@@ -1,6 +1,8 @@
-// A dense float32 matrix on the GPU as a model::LinearOp (device_linear.h).
+// A dense matrix on the GPU as a model::LinearOp (device_linear.h).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "core/error.h"
 #include "exec/cuda/device_exec.h"
 #include "exec/cuda/device_linear.h"
+#include "exec/cuda/row_kernels.cuh"
 #include "model/ops.h"
 #include "model/weights.h"
 #include "quant/cuda/cuda_common.cuh"
@@ -26,12 +29,90 @@ namespace {
 
 std::atomic<uint64_t> g_dense_bytes{0}, g_dense_cpu_bytes{0};
 
+using quant::cuda::check_launch;
+using quant::cuda::stream_of;
+
+// A bf16 value as float: its bits in the high half (exact).
+__device__ inline float widened(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+
+// y[t, row] = sum_c x[t, c] w[row, c] for kM rows t of x: a warp a row of W
+// (8 a block), each lane 8 consecutive bf16 at a time (cols a multiple of 8)
+// or one (else), in float32; the lanes' sums joined by a butterfly.
+constexpr int kDenseWarps = 8;
+template <int kM>
+__global__ void __launch_bounds__(32 * kDenseWarps)
+    bf16_rows_kernel(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kDenseWarps + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (row >= rows) return;
+  const uint16_t* wr = w + row * cols;
+  float acc[kM];
+#pragma unroll
+  for (int t = 0; t < kM; ++t) acc[t] = 0.0f;
+  if (cols % 8 == 0) {
+#pragma unroll 4
+    for (int64_t c = 8 * lane; c < cols; c += 256) {
+      const uint4 packed = *reinterpret_cast<const uint4*>(wr + c);
+      const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+      float wf[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        wf[2 * i] = __uint_as_float(words[i] << 16);
+        wf[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+      }
+#pragma unroll
+      for (int t = 0; t < kM; ++t) {
+        const float4 a = *reinterpret_cast<const float4*>(x + t * cols + c);
+        const float4 b = *reinterpret_cast<const float4*>(x + t * cols + c + 4);
+        acc[t] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x + wf[5] * b.y + wf[6] * b.z +
+                  wf[7] * b.w;
+      }
+    }
+  } else {
+    for (int64_t c = lane; c < cols; c += 32) {
+      const float wf = widened(wr[c]);
+#pragma unroll
+      for (int t = 0; t < kM; ++t) acc[t] += wf * x[t * cols + c];
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kM; ++t) {
+    float v = acc[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) y[t * rows + row] = v;
+  }
+}
+
+__global__ void widen_kernel(const uint16_t* w, float* out, int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = widened(w[i]);
+}
+
+template <int kM>
+void launch_bf16_rows(const DenseMatrix& w, const float* x, float* y, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((w.rows + kDenseWarps - 1) / kDenseWarps);
+  bf16_rows_kernel<kM><<<blocks, 32 * kDenseWarps, 0, s>>>(static_cast<const uint16_t*>(w.w), x, y, w.rows, w.cols);
+  check_launch("bf16 rows kernel");
+}
+
+// Every value of `t` a bfloat16 (its low 16 bits zero), as a checkpoint
+// stored in bf16 gives.
+bool all_bf16(const model::FloatBuffer& t) {
+  for (float v : t) {
+    uint32_t b;
+    std::memcpy(&b, &v, 4);
+    if (b & 0xffffu) return false;
+  }
+  return true;
+}
+
 // The operands' device and page-locked host buffers, one set for every op of
 // the process (a model has hundreds of ops; each its own set would hold a
 // prefill's rows hundreds of times); the ops take turns.
 struct Operands {
   std::mutex mu;
-  DeviceBuffer x, y;
+  DeviceBuffer x, y, wide;  // wide: dense_product's scratch
   PinnedBuffer x_staging, y_staging;
 };
 Operands& operands() {
@@ -62,11 +143,11 @@ class DeviceLinear final : public model::LinearOp {
   int64_t cols() const override { return cols_; }
   bool replaces_tensor() const override { return false; }
 
-  // The GPU copy, placed first if it was not; null when it stays on the CPU.
-  const float* on_gpu() const {
+  // The GPU copy, placed first if it was not; empty when it stays on the CPU.
+  DenseMatrix on_gpu() const {
     std::lock_guard<std::mutex> lock(mu_);
     if (!placed_) place_weights();
-    return host_ ? nullptr : w_.floats();
+    return host_ ? DenseMatrix{} : matrix();
   }
 
   void apply(const float* x, int64_t n, float* y) const override {
@@ -119,8 +200,7 @@ class DeviceLinear final : public model::LinearOp {
     copy_to_device(o.x.data(), x, static_cast<size_t>(n * cols) * sizeof(float), o.x_staging);
     size_t at = 0;
     for (const DeviceLinear* d : ops) {
-      quant::cuda::f32_gemm(o.x.floats(), d->w_.floats(), o.y.floats() + at, n, d->rows_, cols,
-                            quant::cuda::stream_of(nullptr));
+      dense_product(d->matrix(), o.x.floats(), o.y.floats() + at, n, nullptr, o.wide);
       at += static_cast<size_t>(n * d->rows_);
     }
     if (ops.size() == 1) {
@@ -150,17 +230,33 @@ class DeviceLinear final : public model::LinearOp {
       g_dense_cpu_bytes += bytes;
       return;
     }
-    w_ = DeviceBuffer(bytes);
-    w_.upload(t->data.data(), bytes);
-    g_dense_bytes += bytes;
+    bf16_ = env_switch("EXPERTQUANT_GPU_DENSE_BF16", true) && all_bf16(t->data);
+    if (!bf16_) {
+      w_ = DeviceBuffer(bytes);
+      w_.upload(t->data.data(), bytes);
+      g_dense_bytes += bytes;
+      return;
+    }
+    std::vector<uint16_t> half(t->data.size());
+    for (size_t i = 0; i < half.size(); ++i) {
+      uint32_t b;
+      std::memcpy(&b, &t->data[i], 4);
+      half[i] = static_cast<uint16_t>(b >> 16);
+    }
+    w_ = DeviceBuffer(bytes / 2);
+    w_.upload(half.data(), bytes / 2);
+    g_dense_bytes += bytes / 2;
   }
+
+  DenseMatrix matrix() const { return {w_.data(), rows_, cols_, bf16_}; }
 
   std::string name_;
   int64_t rows_, cols_;
   std::shared_ptr<const DenseWeights> weights_;
   mutable std::mutex mu_;
   mutable bool placed_ = false;
-  mutable DeviceBuffer w_;          // on the GPU, or
+  mutable DeviceBuffer w_;          // on the GPU (bf16 when bf16_), or
+  mutable bool bf16_ = false;
   mutable model::Tensor32Ptr host_;  // on the CPU
 };
 
@@ -178,9 +274,41 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig& c, const std::function
   return d;
 }
 
-const float* device_matrix(const model::LinearOp* op) {
+DenseMatrix device_matrix(const model::LinearOp* op) {
   const auto* d = dynamic_cast<const DeviceLinear*>(op);
-  return d ? d->on_gpu() : nullptr;
+  return d ? d->on_gpu() : DenseMatrix{};
+}
+
+void dense_product(const DenseMatrix& w, const float* x, float* y, int64_t n, void* stream, DeviceBuffer& scratch) {
+  const cudaStream_t s = stream_of(stream);
+  if (n <= 0) return;
+  if (!w.bf16) {
+    quant::cuda::f32_gemm(x, static_cast<const float*>(w.w), y, n, w.rows, w.cols, s);
+    return;
+  }
+  switch (n) {
+    case 1: return launch_bf16_rows<1>(w, x, y, s);
+    case 2: return launch_bf16_rows<2>(w, x, y, s);
+    case 3: return launch_bf16_rows<3>(w, x, y, s);
+    case 4: return launch_bf16_rows<4>(w, x, y, s);
+    case 5: return launch_bf16_rows<5>(w, x, y, s);
+    case 6: return launch_bf16_rows<6>(w, x, y, s);
+    case 7: return launch_bf16_rows<7>(w, x, y, s);
+    case 8: return launch_bf16_rows<8>(w, x, y, s);
+    default: break;
+  }
+  static_assert(kDenseRowsMax == 8, "the switch above covers 1 .. kDenseRowsMax rows");
+  // Widened a chunk of rows at a time: the product of the same float32 values.
+  constexpr int64_t kChunkBytes = int64_t{32} << 20;
+  const int64_t chunk = std::clamp<int64_t>(kChunkBytes / (w.cols * 4), 1, w.rows);
+  grow(scratch, static_cast<size_t>(chunk * w.cols) * sizeof(float), stream);
+  const auto* bits = static_cast<const uint16_t*>(w.w);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+    const int64_t rc = std::min(chunk, w.rows - r0);
+    widen_kernel<<<elementwise_blocks(rc * w.cols), 256, 0, s>>>(bits + r0 * w.cols, scratch.floats(), rc * w.cols);
+    check_launch("widen bf16 rows");
+    quant::cuda::f32_gemm(x, scratch.floats(), y + r0, n, rc, w.cols, s, w.rows);
+  }
 }
 
 DeviceBuffer device_copy(const model::Tensor32Ptr& t) {

@@ -130,9 +130,10 @@ __global__ void route_kernel(const RouteArgs a) {
   __syncwarp();
 
   // Top-k: the warp's largest key, then the lowest id holding it; only the
-  // winner's lane looks again.
-  int32_t* ids = a.ids + static_cast<int64_t>(blockIdx.x) * a.top_k;
-  float* w = a.weights + static_cast<int64_t>(blockIdx.x) * a.top_k;
+  // winner's lane looks again. The choices are made in shared memory (lane
+  // 0's sums below read them one after another) and written out at the end.
+  __shared__ int32_t ids[kMaxDeviceRouterTopK];
+  __shared__ float w[kMaxDeviceRouterTopK];
   uint32_t key;
   int id;
   lane_best(score, taken, E, lane, never, &key, &id);
@@ -152,28 +153,36 @@ __global__ void route_kernel(const RouteArgs a) {
     ++chosen;
   }
   __syncwarp();
-  if (lane != 0) return;
-  // Nothing left to choose (-inf or NaN scores): the lowest allowed ids not taken, weight 0.
-  for (int j = chosen, e = 0; j < a.top_k && e < E; ++e)
-    if (ok(e) && !taken[e]) {
-      taken[e] = 1;
-      ids[j] = e;
-      w[j] = 0.0f;
-      ++j;
+  if (lane == 0) {
+    // Nothing left to choose (-inf or NaN scores): the lowest allowed ids not taken, weight 0.
+    for (int j = chosen, e = 0; j < a.top_k && e < E; ++e)
+      if (ok(e) && !taken[e]) {
+        taken[e] = 1;
+        ids[j] = e;
+        w[j] = 0.0f;
+        ++j;
+      }
+    if (static_cast<model::RouterScoring>(a.scoring) == model::RouterScoring::kTopKSoftmax && chosen > 0) {
+      // score holds the chosen experts' logits; selection order is descending: ids[0] holds the max
+      const double top = score[ids[0]];
+      double sum = 0;
+      for (int j = 0; j < chosen; ++j) sum += exp(static_cast<double>(score[ids[j]]) - top);
+      for (int j = 0; j < chosen; ++j) w[j] = static_cast<float>(exp(static_cast<double>(score[ids[j]]) - top) / sum);
     }
-  if (static_cast<model::RouterScoring>(a.scoring) == model::RouterScoring::kTopKSoftmax && chosen > 0) {
-    double sum = 0;  // selection order is descending: ids[0] holds the max
-    for (int j = 0; j < chosen; ++j) sum += exp(static_cast<double>(l[ids[j]]) - l[ids[0]]);
-    for (int j = 0; j < chosen; ++j) w[j] = static_cast<float>(exp(static_cast<double>(l[ids[j]]) - l[ids[0]]) / sum);
+    if (a.renormalize) {
+      float sum = 0;
+      for (int j = 0; j < a.top_k; ++j) sum += w[j];
+      if (static_cast<model::RouterScoring>(a.scoring) == model::RouterScoring::kSigmoid) sum += 1e-20f;
+      for (int j = 0; j < a.top_k; ++j) w[j] /= sum;
+    }
+    if (a.scaling != 1.0f)
+      for (int j = 0; j < a.top_k; ++j) w[j] *= a.scaling;
   }
-  if (a.renormalize) {
-    float sum = 0;
-    for (int j = 0; j < a.top_k; ++j) sum += w[j];
-    if (static_cast<model::RouterScoring>(a.scoring) == model::RouterScoring::kSigmoid) sum += 1e-20f;
-    for (int j = 0; j < a.top_k; ++j) w[j] /= sum;
+  __syncwarp();
+  for (int j = lane; j < a.top_k; j += 32) {
+    a.ids[static_cast<int64_t>(blockIdx.x) * a.top_k + j] = ids[j];
+    a.weights[static_cast<int64_t>(blockIdx.x) * a.top_k + j] = w[j];
   }
-  if (a.scaling != 1.0f)
-    for (int j = 0; j < a.top_k; ++j) w[j] *= a.scaling;
 }
 
 }  // namespace

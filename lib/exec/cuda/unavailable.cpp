@@ -103,7 +103,8 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig&, const std::function<b
                                 const model::LinearOps&) {
   unsupported(std::string("--device cuda: ") + kWhy);
 }
-const float* device_matrix(const model::LinearOp*) { return nullptr; }
+DenseMatrix device_matrix(const model::LinearOp*) { return {}; }
+void dense_product(const DenseMatrix&, const float*, float*, int64_t, void*, DeviceBuffer&) { refuse(); }
 DeviceBuffer device_copy(const model::Tensor32Ptr& t) { return DeviceBuffer(t ? t->data.size() * sizeof(float) : 0); }
 bool load_device_delta_net(const model::WeightStore&, const model::ModelConfig&, int64_t, DeltaNetWeights&) {
   refuse();

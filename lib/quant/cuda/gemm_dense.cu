@@ -221,9 +221,11 @@ void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, Wei
   bf16_gemms(n, x, w, y, m, layout, rows, cols, s, true);
 }
 
-void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows, int64_t cols, cudaStream_t s) {
+void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows, int64_t cols, cudaStream_t s,
+              int64_t ldy) {
   if (m <= 0) return;
-  EQ_CHECK(m < (int64_t{1} << 31) && rows < (int64_t{1} << 31) && cols < (int64_t{1} << 31),
+  if (ldy == 0) ldy = rows;
+  EQ_CHECK(m < (int64_t{1} << 31) && ldy < (int64_t{1} << 31) && rows <= ldy && cols < (int64_t{1} << 31),
            "GPU product: [" + std::to_string(m) + ", " + std::to_string(cols) + "] x [" + std::to_string(cols) +
                ", " + std::to_string(rows) + "] is past cuBLAS's 32-bit sizes");
   cublasHandle_t h = handle_of_current_device();
@@ -232,7 +234,7 @@ void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows,
   // Column-major view as in bf16_gemm: y^T [rows, m] = W [rows, cols] (W^T column-major, op T) * x^T.
   check_blas(blas().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(m),
                             static_cast<int>(cols), &one, w, CUDA_R_32F, static_cast<int>(cols), x, CUDA_R_32F,
-                            static_cast<int>(cols), &zero, y, CUDA_R_32F, static_cast<int>(rows),
+                            static_cast<int>(cols), &zero, y, CUDA_R_32F, static_cast<int>(ldy),
                             CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
              "float32 product");
 }

@@ -119,7 +119,10 @@ void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, Wei
 
 // y [m, rows] = x [m, cols] W^T for W [rows, cols] row-major, all float32
 // (no TF32: cuBLAS's float32 compute), y overwritten, on `s`, through the
-// calling thread's cuBLAS handle of the current device.
-void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows, int64_t cols, cudaStream_t s);
+// calling thread's cuBLAS handle of the current device. Row t of y starts at
+// y + t * ldy (0: rows), so a product of some of a matrix's rows can fill
+// its columns of a wider y.
+void f32_gemm(const float* x, const float* w, float* y, int64_t m, int64_t rows, int64_t cols, cudaStream_t s,
+              int64_t ldy = 0);
 
 }  // namespace eq::quant::cuda
