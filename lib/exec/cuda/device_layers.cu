@@ -199,6 +199,8 @@ constexpr int kMaxScoreDim = 1024;
 // (running maximum, sum, unnormalized value sums) the last of them to finish
 // joins (combine_key_parts). The parts depend on the cache's capacity, not
 // the position, so a step's graph (step_graph.h) holds at every position.
+constexpr int kMinSplitKeys = 32;
+constexpr int kMaxKeySplits = 32;  // at most a warp's lanes (combine_key_parts)
 struct KeySplits {
   int count = 1;  // 1: each block writes its output itself
   float* max = nullptr;  // [blocks][count]
@@ -208,24 +210,34 @@ struct KeySplits {
 };
 
 // out[r, head] (the block's) from its key parts: each part's sums rescaled to
-// the largest maximum (the sink's logit among them). The parts' partials are
-// read from L2 (__ldcg): they were written by other blocks.
+// the largest maximum (the sink's logit among them). The first warp reads the
+// parts' maxima and sums, a lane a part (count <= 32), and leaves each part's
+// factor in shared memory; then every thread sums its values' parts. The
+// partials are read from L2 (__ldcg): other blocks wrote them.
 __device__ void combine_key_parts(const KeySplits& split, const AttentionShape& a, const float* sinks, float* out,
                                   int64_t blk) {
+  __shared__ float factor[kMaxKeySplits];
+  __shared__ float total;
   const int64_t r = blk / a.heads;
   const int h = static_cast<int>(blk % a.heads);
-  const float* pm = split.max + blk * split.count;
-  const float* pl = split.sum + blk * split.count;
-  float m = sinks ? sinks[h] : -INFINITY;
-  for (int i = 0; i < split.count; ++i) m = fmaxf(m, __ldcg(pm + i));
-  float l = sinks ? expf(sinks[h] - m) : 0.0f;
-  for (int i = 0; i < split.count; ++i)
-    if (__ldcg(pl + i) > 0.0f) l += __ldcg(pl + i) * expf(__ldcg(pm + i) - m);
+  if (threadIdx.x < 32) {
+    const int i = static_cast<int>(threadIdx.x);
+    const float pm = i < split.count ? __ldcg(split.max + blk * split.count + i) : -INFINITY;
+    const float pl = i < split.count ? __ldcg(split.sum + blk * split.count + i) : 0.0f;
+    float m = sinks ? fmaxf(sinks[h], pm) : pm;
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float f = pl > 0.0f ? expf(pm - m) : 0.0f;  // an empty part (sum 0) adds nothing
+    float l = pl * f;
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    if (i < split.count) factor[i] = f;
+    if (i == 0) total = l + (sinks ? expf(sinks[h] - m) : 0.0f);
+  }
+  __syncthreads();
+  const float* values = split.values + blk * split.count * a.v_dim;
   for (int d = threadIdx.x; d < a.v_dim; d += blockDim.x) {
     float v = 0.0f;
-    for (int i = 0; i < split.count; ++i)
-      if (__ldcg(pl + i) > 0.0f) v += __ldcg(split.values + (blk * split.count + i) * a.v_dim + d) * expf(__ldcg(pm + i) - m);
-    out[r * a.out_row + h * a.out_head + d] = v / l;
+    for (int i = 0; i < split.count; ++i) v += __ldcg(values + i * a.v_dim + d) * factor[i];
+    out[r * a.out_row + h * a.out_head + d] = v / total;
   }
 }
 
@@ -382,8 +394,6 @@ bool quad_aligned(const AttentionShape& a) {
 // How many parts the keys of n rows' attention split into: 1 when the
 // (row, head) blocks alone fill the GPU twice over, else enough parts for
 // that, each of at least kMinSplitKeys of the cache's positions.
-constexpr int kMinSplitKeys = 32;
-constexpr int kMaxKeySplits = 32;
 int key_splits(int64_t n, int heads, int64_t capacity) {
   static const bool on = env_switch("EXPERTQUANT_GPU_KEY_SPLITS", true);
   static const int64_t sms = quant::cuda::multiprocessor_count();
@@ -868,11 +878,19 @@ class DeviceLayers final : public model::LayerRunner {
   template <typename W>
   void gemm(const float* x, const W& w, float* y, int64_t n, int64_t rows, int64_t cols, const DeviceBuffer& bias) {
     gemm(x, w, y, n, rows, cols);
-    if (bias.size()) {
-      add_bias_rows_kernel<<<elementwise_blocks(n * rows), 256, 0, st()>>>(y, n, rows, bias.floats());
-      check_launch("bias kernel");
-    }
+    add_bias(y, n, rows, bias);
   }
+  void add_bias(float* y, int64_t n, int64_t rows, const DeviceBuffer& bias) {
+    if (!bias.size()) return;
+    add_bias_rows_kernel<<<elementwise_blocks(n * rows), 256, 0, st()>>>(y, n, rows, bias.floats());
+    check_launch("bias kernel");
+  }
+  // ys[i] = x W_i^T for matrices of x's width (the products of one x): one
+  // launch where dense_products takes them together.
+  void gemms(const float* x, std::initializer_list<DenseMatrix> ws, std::initializer_list<float*> ys, int64_t n) {
+    dense_products({ws.begin(), ws.size()}, x, ys.begin(), n, nullptr, wide_);
+  }
+
 
   void rms_norm(const float* x, int64_t rows, int64_t dim, const DeviceBuffer& w, float* y) {
     rms_norm(x, rows, dim, w, y, c_.rms_norm_eps);
@@ -932,9 +950,12 @@ class DeviceLayers final : public model::LayerRunner {
     grow_to(ctx_, static_cast<size_t>(n * qd));
     rms_norm(h_.floats(), n, H, s.input_norm, xn_.floats());
     float* q = q_.floats();
-    gemm(xn_.floats(), s.wq, q, n, gated ? 2 * qd : qd, H, s.q_bias);
-    gemm(xn_.floats(), s.wk, k_.floats(), n, kvd, H, s.k_bias);
-    gemm(xn_.floats(), s.wv, v_.floats(), n, kvd, H, s.v_bias);
+    EQ_CHECK(s.wq.rows == (gated ? 2 : 1) * qd && s.wk.rows == kvd && s.wv.rows == kvd && s.wq.cols == H,
+             "GPU layer " + std::to_string(l) + ": q, k, v matrices of other shapes than the config's");
+    gemms(xn_.floats(), {s.wq, s.wk, s.wv}, {q, k_.floats(), v_.floats()}, n);
+    add_bias(q, n, s.wq.rows, s.q_bias);
+    add_bias(k_.floats(), n, kvd, s.k_bias);
+    add_bias(v_.floats(), n, kvd, s.v_bias);
     if (gated) {  // [query | gate] per head
       split_gate_kernel<<<elementwise_blocks(n * qd), 256, 0, st()>>>(q, n * nh, hd, q_split_.floats(),
                                                                      gate_.floats());
@@ -1005,16 +1026,23 @@ class DeviceLayers final : public model::LayerRunner {
     grow_to(latent_ctx_, static_cast<size_t>(n * nh * lora));
     grow_to(ctx_, static_cast<size_t>(n * nh * v));
     rms_norm(h_.floats(), n, H, s.input_norm, xn_.floats());
-    if (c_.q_lora_rank > 0) {
-      const int64_t r = c_.q_lora_rank;
+    // q's first product and kv_a read the same x: one launch where they can.
+    const int64_t r = c_.q_lora_rank;
+    const DenseMatrix& wq = r > 0 ? s.wq_a : s.wq;
+    float* q_first = q_.floats();
+    if (r > 0) {
       grow_to(q_low_, static_cast<size_t>(n * r));
-      gemm(xn_.floats(), s.wq_a, q_low_.floats(), n, r, H, s.q_a_bias);
+      q_first = q_low_.floats();
+    }
+    EQ_CHECK(wq.rows == (r > 0 ? r : qd) && s.wkv_a.rows == row && wq.cols == H && s.wkv_a.cols == H,
+             "GPU layer " + std::to_string(l) + ": q and kv_a matrices of other shapes than the config's");
+    gemms(xn_.floats(), {wq, s.wkv_a}, {q_first, k_.floats()}, n);
+    add_bias(k_.floats(), n, row, s.kv_a_bias);
+    if (r > 0) {
+      add_bias(q_low_.floats(), n, r, s.q_a_bias);
       rms_norm(q_low_.floats(), n, r, s.q_a_norm, q_low_.floats(), c_.latent_norm_eps);
       gemm(q_low_.floats(), s.wq_b, q_.floats(), n, qd, r);
-    } else {
-      gemm(xn_.floats(), s.wq, q_.floats(), n, qd, H);
     }
-    gemm(xn_.floats(), s.wkv_a, k_.floats(), n, row, H, s.kv_a_bias);
     const model::RopeTable& t = m_.rope();
     latent_rope_store_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(1 + nh)), kRowThreads, 0, st()>>>(
         k_.floats(), q_.floats(), s.kv_a_norm.floats(), c_.latent_norm_eps, seq_len, start_at(), static_cast<int>(nh),
@@ -1051,8 +1079,9 @@ class DeviceLayers final : public model::LayerRunner {
     const int64_t H = c_.hidden_size, I = w.inter;
     grow_to(g_, static_cast<size_t>(n * I));
     grow_to(u_, static_cast<size_t>(n * I));
-    gemm(xn_.floats(), w.gate, g_.floats(), n, I, H);
-    gemm(xn_.floats(), w.up, u_.floats(), n, I, H);
+    EQ_CHECK(w.gate.rows == I && w.up.rows == I && w.gate.cols == H && w.up.cols == H,
+             "GPU MLP: gate and up matrices of other shapes than the config's");
+    gemms(xn_.floats(), {w.gate, w.up}, {g_.floats(), u_.floats()}, n);
     glu_rows_kernel<<<elementwise_blocks(n * I), 256, 0, st()>>>(g_.floats(), u_.floats(), g_.floats(), n, I, nullptr,
                                                                 nullptr, static_cast<int>(w.act.kind), w.act.alpha,
                                                                 w.act.limit);

@@ -35,17 +35,30 @@ using quant::cuda::stream_of;
 // A bf16 value as float: its bits in the high half (exact).
 __device__ inline float widened(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 
+// Up to kMaxDenseLaunch bf16 matrices of one width, each with its output:
+// one launch of bf16_rows_kernel, matrix i taking blocks [first[i], first[i+1]).
+struct Bf16Rows {
+  const uint16_t* w[kMaxDenseLaunch];
+  float* y[kMaxDenseLaunch];
+  int64_t rows[kMaxDenseLaunch];
+  unsigned first[kMaxDenseLaunch + 1];
+  int count = 0;
+};
+
 // y[t, row] = sum_c x[t, c] w[row, c] for kM rows t of x: a warp a row of W
 // (8 a block), each lane 8 consecutive bf16 at a time (cols a multiple of 8)
 // or one (else), in float32; the lanes' sums joined by a butterfly.
 constexpr int kDenseWarps = 8;
 template <int kM>
-__global__ void __launch_bounds__(32 * kDenseWarps)
-    bf16_rows_kernel(const uint16_t* w, const float* x, float* y, int64_t rows, int64_t cols) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kDenseWarps + threadIdx.x / 32;
+__global__ void __launch_bounds__(32 * kDenseWarps) bf16_rows_kernel(const Bf16Rows m, const float* x, int64_t cols) {
+  int i = 0;
+  while (i + 1 < m.count && blockIdx.x >= m.first[i + 1]) ++i;
+  const int64_t rows = m.rows[i];
+  const int64_t row = static_cast<int64_t>(blockIdx.x - m.first[i]) * kDenseWarps + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (row >= rows) return;
-  const uint16_t* wr = w + row * cols;
+  float* y = m.y[i];
+  const uint16_t* wr = m.w[i] + row * cols;
   float acc[kM];
 #pragma unroll
   for (int t = 0; t < kM; ++t) acc[t] = 0.0f;
@@ -90,10 +103,36 @@ __global__ void widen_kernel(const uint16_t* w, float* out, int64_t count) {
 }
 
 template <int kM>
-void launch_bf16_rows(const DenseMatrix& w, const float* x, float* y, cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>((w.rows + kDenseWarps - 1) / kDenseWarps);
-  bf16_rows_kernel<kM><<<blocks, 32 * kDenseWarps, 0, s>>>(static_cast<const uint16_t*>(w.w), x, y, w.rows, w.cols);
+void launch_bf16_rows(const Bf16Rows& m, const float* x, int64_t cols, cudaStream_t s) {
+  bf16_rows_kernel<kM><<<m.first[m.count], 32 * kDenseWarps, 0, s>>>(m, x, cols);
   check_launch("bf16 rows kernel");
+}
+
+// ys[i] = x W_i^T through one launch of bf16_rows_kernel for n rows of x.
+void bf16_rows(std::span<const DenseMatrix> ws, const float* x, float* const* ys, int64_t n, cudaStream_t s) {
+  Bf16Rows m;
+  m.count = static_cast<int>(ws.size());
+  m.first[0] = 0;
+  for (int i = 0; i < m.count; ++i) {
+    m.w[i] = static_cast<const uint16_t*>(ws[i].w);
+    m.y[i] = ys[i];
+    m.rows[i] = ws[i].rows;
+    m.first[i + 1] = m.first[i] + static_cast<unsigned>((ws[i].rows + kDenseWarps - 1) / kDenseWarps);
+  }
+  const int64_t cols = ws[0].cols;
+  switch (n) {
+    case 1: return launch_bf16_rows<1>(m, x, cols, s);
+    case 2: return launch_bf16_rows<2>(m, x, cols, s);
+    case 3: return launch_bf16_rows<3>(m, x, cols, s);
+    case 4: return launch_bf16_rows<4>(m, x, cols, s);
+    case 5: return launch_bf16_rows<5>(m, x, cols, s);
+    case 6: return launch_bf16_rows<6>(m, x, cols, s);
+    case 7: return launch_bf16_rows<7>(m, x, cols, s);
+    case 8: return launch_bf16_rows<8>(m, x, cols, s);
+    default: break;
+  }
+  static_assert(kDenseRowsMax == 8, "the switch above covers 1 .. kDenseRowsMax rows");
+  EQ_CHECK(false, "bf16 rows kernel: " + std::to_string(n) + " rows of x, more than " + std::to_string(kDenseRowsMax));
 }
 
 // Every value of `t` a bfloat16 (its low 16 bits zero), as a checkpoint
@@ -165,8 +204,8 @@ class DeviceLinear final : public model::LinearOp {
   }
 
   // Every op a DeviceLinear of this x whose matrix is on the GPU: one round
-  // trip for all (run_on_gpu). Each product is the same cuBLAS call as its
-  // apply()'s, so each result is the same.
+  // trip for all (run_on_gpu). Each product gives the values of its apply()'s
+  // (dense_products), so each result is the same.
   bool apply_shared(std::span<const model::LinearOp* const> ops, const float* x, int64_t n,
                     float* const* ys) const override {
     if (!sharing_enabled()) return false;
@@ -199,9 +238,17 @@ class DeviceLinear final : public model::LinearOp {
     grow(o.y, out_floats * sizeof(float));
     copy_to_device(o.x.data(), x, static_cast<size_t>(n * cols) * sizeof(float), o.x_staging);
     size_t at = 0;
+    std::vector<DenseMatrix> ws;
+    std::vector<float*> outs;
     for (const DeviceLinear* d : ops) {
-      dense_product(d->matrix(), o.x.floats(), o.y.floats() + at, n, nullptr, o.wide);
+      ws.push_back(d->matrix());
+      outs.push_back(o.y.floats() + at);
       at += static_cast<size_t>(n * d->rows_);
+    }
+    // Together as far as a launch takes them: the same values as one at a time.
+    for (size_t i = 0; i < ws.size(); i += kMaxDenseLaunch) {
+      const size_t k = std::min<size_t>(kMaxDenseLaunch, ws.size() - i);
+      dense_products({ws.data() + i, k}, o.x.floats(), outs.data() + i, n, nullptr, o.wide);
     }
     if (ops.size() == 1) {
       copy_from_device(ys[0], o.y.data(), out_floats * sizeof(float), o.y_staging);
@@ -286,18 +333,7 @@ void dense_product(const DenseMatrix& w, const float* x, float* y, int64_t n, vo
     quant::cuda::f32_gemm(x, static_cast<const float*>(w.w), y, n, w.rows, w.cols, s);
     return;
   }
-  switch (n) {
-    case 1: return launch_bf16_rows<1>(w, x, y, s);
-    case 2: return launch_bf16_rows<2>(w, x, y, s);
-    case 3: return launch_bf16_rows<3>(w, x, y, s);
-    case 4: return launch_bf16_rows<4>(w, x, y, s);
-    case 5: return launch_bf16_rows<5>(w, x, y, s);
-    case 6: return launch_bf16_rows<6>(w, x, y, s);
-    case 7: return launch_bf16_rows<7>(w, x, y, s);
-    case 8: return launch_bf16_rows<8>(w, x, y, s);
-    default: break;
-  }
-  static_assert(kDenseRowsMax == 8, "the switch above covers 1 .. kDenseRowsMax rows");
+  if (n <= kDenseRowsMax) return bf16_rows({&w, 1}, x, &y, n, s);
   // Widened a chunk of rows at a time: the product of the same float32 values.
   constexpr int64_t kChunkBytes = int64_t{32} << 20;
   const int64_t chunk = std::clamp<int64_t>(kChunkBytes / (w.cols * 4), 1, w.rows);
@@ -316,6 +352,14 @@ DeviceBuffer device_copy(const model::Tensor32Ptr& t) {
   DeviceBuffer d(t->data.size() * sizeof(float));
   d.upload(t->data.data(), t->data.size() * sizeof(float));
   return d;
+}
+
+void dense_products(std::span<const DenseMatrix> ws, const float* x, float* const* ys, int64_t n, void* stream,
+                    DeviceBuffer& scratch) {
+  bool one_launch = n >= 1 && n <= kDenseRowsMax && ws.size() <= static_cast<size_t>(kMaxDenseLaunch);
+  for (const DenseMatrix& w : ws) one_launch = one_launch && w.bf16 && w.cols == ws[0].cols;
+  if (one_launch && !ws.empty()) return bf16_rows(ws, x, ys, n, stream_of(stream));
+  for (size_t i = 0; i < ws.size(); ++i) dense_product(ws[i], x, ys[i], n, stream, scratch);
 }
 
 uint64_t device_dense_bytes() { return g_dense_bytes.load(); }

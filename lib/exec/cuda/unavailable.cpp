@@ -105,6 +105,9 @@ DeviceDenseOps device_dense_ops(const model::ModelConfig&, const std::function<b
 }
 DenseMatrix device_matrix(const model::LinearOp*) { return {}; }
 void dense_product(const DenseMatrix&, const float*, float*, int64_t, void*, DeviceBuffer&) { refuse(); }
+void dense_products(std::span<const DenseMatrix>, const float*, float* const*, int64_t, void*, DeviceBuffer&) {
+  refuse();
+}
 DeviceBuffer device_copy(const model::Tensor32Ptr& t) { return DeviceBuffer(t ? t->data.size() * sizeof(float) : 0); }
 bool load_device_delta_net(const model::WeightStore&, const model::ModelConfig&, int64_t, DeltaNetWeights&) {
   refuse();
