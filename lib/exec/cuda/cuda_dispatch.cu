@@ -35,12 +35,6 @@ uint64_t layer_bytes(const PackedLayer& l) {
   return b;
 }
 
-bool capturing(cudaStream_t s) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(s, &status), "query the stream's capture");
-  return status != cudaStreamCaptureStatusNone;
-}
-
 class Registry {
  public:
   static Registry& get() {
@@ -94,10 +88,10 @@ class Registry {
   // a CUDA graph is ordered when the graph is launched (order_moe_calls), not
   // here: its stream may wait only on events recorded in the same capture.
   void begin(cudaStream_t s) {
-    if (last_call_ && !capturing(s)) check(cudaStreamWaitEvent(s, last_call_, 0), "wait for the previous MoE call");
+    if (last_call_ && !stream_capturing(s)) check(cudaStreamWaitEvent(s, last_call_, 0), "wait for the previous MoE call");
   }
   void end(cudaStream_t s) {
-    if (capturing(s)) return;
+    if (stream_capturing(s)) return;
     if (!last_call_) check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "create an event");
     check(cudaEventRecord(last_call_, s), "record the MoE call");
   }

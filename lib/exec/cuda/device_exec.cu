@@ -109,9 +109,10 @@ void LaneStreams::join(int n, void* stream) {
 namespace {
 std::atomic<uint64_t> g_buffers_freed{0};
 
+// Counted first: a thread that reads the count after the memory is gone sees it changed.
 void free_buffer(void* p) {
-  cudaFree(p);
   ++g_buffers_freed;
+  cudaFree(p);
 }
 }  // namespace
 
@@ -195,6 +196,12 @@ void gemv(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::sp
 }
 
 void synchronize(void* stream) { check(cudaStreamSynchronize(stream_of(stream)), "synchronize"); }
+
+bool stream_capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream_of(stream), &status), "query the stream's capture");
+  return status != cudaStreamCaptureStatusNone;
+}
 
 void grow(DeviceBuffer& buf, size_t bytes, void* stream) {
   if (buf.size() >= bytes) return;

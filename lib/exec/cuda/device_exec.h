@@ -77,6 +77,9 @@ void gemv(const quant::FormatTraits& format, int64_t rows, int64_t cols, std::sp
 // Waits for everything enqueued on `stream`.
 void synchronize(void* stream = nullptr);
 
+// Whether `stream` is being captured into a CUDA graph (step_graph.h).
+bool stream_capturing(void* stream = nullptr);
+
 // Makes `buf` at least `bytes` long. An old buffer may still be read by work
 // queued on `stream`, so that work finishes before it is freed.
 void grow(DeviceBuffer& buf, size_t bytes, void* stream = nullptr);

@@ -398,7 +398,7 @@ int key_splits(int64_t n, int heads, int64_t capacity) {
   static const bool on = env_switch("EXPERTQUANT_GPU_KEY_SPLITS", true);
   static const int64_t sms = quant::cuda::multiprocessor_count();
   const int64_t blocks = n * heads;
-  if (!on || blocks >= 2 * sms) return 1;
+  if (!on || blocks == 0 || blocks >= 2 * sms) return 1;
   const int64_t want = (2 * sms + blocks - 1) / blocks;
   return static_cast<int>(std::clamp<int64_t>(std::min(want, capacity / kMinSplitKeys), 1, kMaxKeySplits));
 }
@@ -658,8 +658,9 @@ class DeviceLayers final : public model::LayerRunner {
     copy_to_device(start_.data(), &start, sizeof(start), start_staging_);
     auto step = [&] { return layers(first, last, kv, batch, seq_len, start); };
     int64_t routed = 0;
-    if (graph_step(first, last, batch, seq_len, start)) {
-      const StepGraphs::Ran ran = graphs_.run(first, last, batch, kv.serial, nullptr, step, &routed);
+    std::vector<uint64_t>& state = graph_state_;
+    if (graph_step(first, last, batch, seq_len, start, kv, &state)) {
+      const StepGraphs::Ran ran = graphs_.run(first, last, batch, state, nullptr, step, &routed);
       g_graph_captures += ran == StepGraphs::Ran::kCaptured;
       g_graph_replays += ran == StepGraphs::Ran::kReplayed;
     } else {
@@ -694,9 +695,12 @@ class DeviceLayers final : public model::LayerRunner {
   // Whether the step runs through graphs_: a decode step past the first
   // position (the gated delta net clears its states at 0), every feed-forward
   // part on the GPU and every MoE layer routed there, so that nothing in it
-  // waits for the host.
-  bool graph_step(int64_t first, int64_t last, int64_t batch, int64_t seq_len, int64_t start) const {
+  // waits for the host. *state: the ids of its cache and its MoE layers'
+  // expert weights (PackedLayer::serial: a block set anew is another layer).
+  bool graph_step(int64_t first, int64_t last, int64_t batch, int64_t seq_len, int64_t start, const DeviceKv& kv,
+                  std::vector<uint64_t>* state) const {
     if (!graphs_.on() || seq_len != 1 || start == 0) return false;
+    state->assign(1, kv.serial);
     for (int64_t l = first; l < last; ++l) {
       const LayerState& s = states_[static_cast<size_t>(l)];
       if (!s.moe) {
@@ -705,6 +709,7 @@ class DeviceLayers final : public model::LayerRunner {
       }
       const PackedMoeBlock* block = moe_here(l, s);
       if (block == nullptr || !routes_on_device(block->dispatch(), block->layer(), batch, c_.top_k)) return false;
+      state->push_back(block->layer().serial);
     }
     return true;
   }
@@ -1194,6 +1199,7 @@ class DeviceLayers final : public model::LayerRunner {
   DeviceBuffer key_parts_, key_done_;     // the attention's key parts and their counts (KeySplits)
   DeviceBuffer wide_;                     // dense_product's scratch
   StepGraphs graphs_{env_switch("EXPERTQUANT_GPU_GRAPH", true)};
+  std::vector<uint64_t> graph_state_;  // graph_step's, kept to spare a step the allocation
   // Each copy's own staging: a copy to the GPU may still read its staging
   // when the next copy from the GPU fills another.
   PinnedBuffer h_staging_, host_staging_, host_up_staging_, logits_staging_, weights_staging_, start_staging_;

@@ -66,7 +66,8 @@ struct DenseMatrix {
 // copy float32, for measurement.
 DenseMatrix device_matrix(const model::LinearOp* op);
 
-// y [n, rows] = x [n, cols] W^T (device arrays) on `stream` (a cudaStream_t;
+// y [n, rows] = x [n, cols] W^T (device arrays; x 16-byte aligned, as a
+// DeviceBuffer's start is, its rows cols floats apart) on `stream` (a cudaStream_t;
 // null: the thread's default stream), in float32 arithmetic on W's values: a
 // bf16 W at most kDenseRowsMax rows of x through a kernel of its own that
 // reads the bf16 values (decode: half the bytes of float32), else cuBLAS's

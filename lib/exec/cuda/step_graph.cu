@@ -19,29 +19,29 @@ StepGraphs::~StepGraphs() {
     if (e.exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(e.exec));
 }
 
-StepGraphs::Ran StepGraphs::run(int64_t first, int64_t last, int64_t batch, uint64_t cache, void* stream,
-                                const std::function<int64_t()>& enqueue, int64_t* tally) {
+StepGraphs::Ran StepGraphs::run(int64_t first, int64_t last, int64_t batch, const std::vector<uint64_t>& state,
+                                void* stream, const std::function<int64_t()>& enqueue, int64_t* tally) {
   if (!on_) {
     *tally = enqueue();
     return Ran::kAsIs;
   }
   Entry& e = entries_[Key{first, last, batch}];
-  const bool same = e.cache == cache && e.freed == device_buffers_freed();
+  bool same = e.state == state && e.thread == std::this_thread::get_id() && e.freed == device_buffers_freed();
   if (same && e.current) {
-    launch(e, stream);
-    *tally = e.tally;
-    return Ran::kReplayed;
-  }
-  if (same && e.warm) {
-    if (capture(e, stream, enqueue)) {
+    if (launch(e, stream)) {
       *tally = e.tally;
-      return Ran::kCaptured;
+      return Ran::kReplayed;
     }
-    on_ = false;  // something in the step cannot be captured: it runs as it is from now on
+    same = false;  // a buffer was freed meanwhile (another thread's eviction)
+  }
+  if (same && e.warm && capture(e, stream, enqueue)) {
+    *tally = e.tally;
+    return Ran::kCaptured;
   }
   e.current = false;
   *tally = enqueue();
-  e.cache = cache;
+  e.state = state;
+  e.thread = std::this_thread::get_id();
   e.freed = device_buffers_freed();
   e.warm = true;
   return Ran::kAsIs;
@@ -53,14 +53,15 @@ bool StepGraphs::capture(Entry& e, void* stream, const std::function<int64_t()>&
   // allocation, a synchronous copy) fails instead of running.
   if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     cudaGetLastError();
+    on_ = false;
     return false;
   }
   bool ok = true;
   int64_t tally = 0;
   try {
     tally = enqueue();
-  } catch (const std::exception&) {
-    ok = false;  // the step runs as it is after this
+  } catch (...) {
+    ok = false;  // the capture ends below; the step then runs as it is
   }
   cudaGraph_t graph = nullptr;
   ok = cudaStreamEndCapture(s, &graph) == cudaSuccess && ok && graph != nullptr;
@@ -77,24 +78,32 @@ bool StepGraphs::capture(Entry& e, void* stream, const std::function<int64_t()>&
   }
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();  // a failed capture's or update's error is not the next call's
-  if (!ok) {
+  if (!ok) {  // something in the step cannot be captured: it runs as it is from now on
     if (exec) cudaGraphExecDestroy(exec);
     e.exec = nullptr;
     e.current = false;
+    on_ = false;
     return false;
   }
   e.exec = exec;
   e.tally = tally;
   e.current = true;
   e.freed = device_buffers_freed();
-  launch(e, stream);
-  return true;
+  if (launch(e, stream)) return true;
+  e.current = false;  // a buffer was freed meanwhile: the step runs as it is
+  return false;
 }
 
-void StepGraphs::launch(const Entry& e, void* stream) {
+bool StepGraphs::launch(const Entry& e, void* stream) {
+  bool launched = false;
   order_moe_calls(stream, [&] {
+    // Under the dispatches' lock, which every eviction of an expert layer
+    // and its scratch holds: nothing the graph reads is freed before it runs.
+    if (device_buffers_freed() != e.freed) return;
     check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(e.exec), stream_of(stream)), "launch a decode step's graph");
+    launched = true;
   });
+  return launched;
 }
 
 }  // namespace eq::exec::cuda
