@@ -245,15 +245,15 @@ __device__ void combine_key_parts(const KeySplits& split, const AttentionShape& 
 // a block a (row, head) (and key part: KeySplits): row r = b * seq_len + t at
 // position pos = *start + t sees keys max(0, pos - window + 1) .. pos of its
 // sequence (window 0: from 0) in the caches (keys and values
-// [batch][capacity][kv_row], one buffer or two). An online softmax over chunks of kKeyChunk keys: each chunk's scores
-// in shared memory (a warp a key), the running maximum and sum rescaled as
-// they grow; each warp sums p_j v_j over its keys of the chunk, and the warps'
-// sums are added at the end (model::attend_causal's values, in another order
-// of summation). At one token a layer has few blocks, each bound by the
-// latency of its reads: a lane reads a key's or value's 4 consecutive floats
-// at once (kVec: every width and offset a multiple of 4; else 4 scalar reads
-// 32 apart), and the key loops are unrolled so each lane has several reads in
-// flight.
+// [batch][capacity][kv_row], one buffer or two). An online softmax over
+// chunks of kKeyChunk keys: each chunk's scores in shared memory (a warp a
+// key), the running maximum and sum rescaled as they grow; each warp sums
+// p_j v_j over its keys of the chunk, and the warps' sums are added at the end
+// (model::attend_causal's values, in another order of summation). At one
+// token a layer has few blocks, each bound by the latency of its reads: a lane
+// reads a key's or value's 4 consecutive floats at once (kVec: every width and
+// offset a multiple of 4; else 4 scalar reads 32 apart), and the key loops are
+// unrolled so each lane has several reads in flight.
 template <bool kVec>
 __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q, const float* keys,
                                                                  const float* values, float* out, AttentionShape a,

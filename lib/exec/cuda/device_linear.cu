@@ -1,5 +1,4 @@
 // A dense matrix on the GPU as a model::LinearOp (device_linear.h).
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -69,9 +68,9 @@ __global__ void __launch_bounds__(32 * kDenseWarps) bf16_rows_kernel(const Bf16R
       const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
       float wf[8];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        wf[2 * i] = __uint_as_float(words[i] << 16);
-        wf[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+      for (int i = 0; i < 4; ++i) {  // the lower bf16 of each word first, as stored
+        wf[2 * i] = widened(static_cast<uint16_t>(words[i]));
+        wf[2 * i + 1] = widened(static_cast<uint16_t>(words[i] >> 16));
       }
 #pragma unroll
       for (int t = 0; t < kM; ++t) {
