@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -13,6 +14,7 @@
 
 #include "core/env_switch.h"
 #include "core/error.h"
+#include "core/numeric.h"
 #include "exec/cuda/device_exec.h"
 #include "exec/cuda/device_linear.h"
 #include "exec/cuda/row_kernels.cuh"
@@ -134,15 +136,14 @@ void bf16_rows(std::span<const DenseMatrix> ws, const float* x, float* const* ys
   EQ_CHECK(false, "bf16 rows kernel: " + std::to_string(n) + " rows of x, more than " + std::to_string(kDenseRowsMax));
 }
 
-// Every value of `t` a bfloat16 (its low 16 bits zero), as a checkpoint
-// stored in bf16 gives.
-bool all_bf16(const model::FloatBuffer& t) {
-  for (float v : t) {
-    uint32_t b;
-    std::memcpy(&b, &v, 4);
-    if (b & 0xffffu) return false;
-  }
-  return true;
+// The bf16 values of `t` when each of its floats is one (a checkpoint stored
+// in bf16), else none.
+std::vector<uint16_t> exact_bf16(const model::FloatBuffer& t) {
+  std::vector<uint16_t> half(t.size());
+  convert_f32_to_bf16(t.data(), half.data(), half.size());
+  for (size_t i = 0; i < half.size(); ++i)
+    if (std::bit_cast<uint32_t>(bf16_to_f32(half[i])) != std::bit_cast<uint32_t>(t[i])) return {};
+  return half;
 }
 
 // The operands' device and page-locked host buffers, one set for every op of
@@ -244,11 +245,7 @@ class DeviceLinear final : public model::LinearOp {
       outs.push_back(o.y.floats() + at);
       at += static_cast<size_t>(n * d->rows_);
     }
-    // Together as far as a launch takes them: the same values as one at a time.
-    for (size_t i = 0; i < ws.size(); i += kMaxDenseLaunch) {
-      const size_t k = std::min<size_t>(kMaxDenseLaunch, ws.size() - i);
-      dense_products({ws.data() + i, k}, o.x.floats(), outs.data() + i, n, nullptr, o.wide);
-    }
+    dense_products(ws, o.x.floats(), outs.data(), n, nullptr, o.wide);
     if (ops.size() == 1) {
       copy_from_device(ys[0], o.y.data(), out_floats * sizeof(float), o.y_staging);
       return;
@@ -276,18 +273,14 @@ class DeviceLinear final : public model::LinearOp {
       g_dense_cpu_bytes += bytes;
       return;
     }
-    bf16_ = env_switch("EXPERTQUANT_GPU_DENSE_BF16", true) && all_bf16(t->data);
+    const std::vector<uint16_t> half =
+        env_switch("EXPERTQUANT_GPU_DENSE_BF16", true) ? exact_bf16(t->data) : std::vector<uint16_t>{};
+    bf16_ = !half.empty();
     if (!bf16_) {
       w_ = DeviceBuffer(bytes);
       w_.upload(t->data.data(), bytes);
       g_dense_bytes += bytes;
       return;
-    }
-    std::vector<uint16_t> half(t->data.size());
-    for (size_t i = 0; i < half.size(); ++i) {
-      uint32_t b;
-      std::memcpy(&b, &t->data[i], 4);
-      half[i] = static_cast<uint16_t>(b >> 16);
     }
     w_ = DeviceBuffer(bytes / 2);
     w_.upload(half.data(), bytes / 2);
@@ -355,10 +348,14 @@ DeviceBuffer device_copy(const model::Tensor32Ptr& t) {
 
 void dense_products(std::span<const DenseMatrix> ws, const float* x, float* const* ys, int64_t n, void* stream,
                     DeviceBuffer& scratch) {
-  bool one_launch = n >= 1 && n <= kDenseRowsMax && ws.size() <= static_cast<size_t>(kMaxDenseLaunch);
-  for (const DenseMatrix& w : ws) one_launch = one_launch && w.bf16 && w.cols == ws[0].cols;
-  if (one_launch && !ws.empty()) return bf16_rows(ws, x, ys, n, stream_of(stream));
-  for (size_t i = 0; i < ws.size(); ++i) dense_product(ws[i], x, ys[i], n, stream, scratch);
+  bool shared = n >= 1 && n <= kDenseRowsMax;
+  for (const DenseMatrix& w : ws) shared = shared && w.bf16 && w.cols == ws[0].cols;
+  if (!shared) {
+    for (size_t i = 0; i < ws.size(); ++i) dense_product(ws[i], x, ys[i], n, stream, scratch);
+    return;
+  }
+  for (size_t i = 0; i < ws.size(); i += kMaxDenseLaunch)  // a launch takes kMaxDenseLaunch
+    bf16_rows(ws.subspan(i, std::min<size_t>(kMaxDenseLaunch, ws.size() - i)), x, ys + i, n, stream_of(stream));
 }
 
 uint64_t device_dense_bytes() { return g_dense_bytes.load(); }

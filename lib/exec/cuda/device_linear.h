@@ -77,9 +77,9 @@ inline constexpr int64_t kDenseRowsMax = 8;
 void dense_product(const DenseMatrix& w, const float* x, float* y, int64_t n, void* stream, DeviceBuffer& scratch);
 
 // ys[i] = x W_i^T for matrices of one width (q, k and v of one x): the same
-// values as a dense_product each, in one launch when every W is bf16, there
-// are at most kMaxDenseLaunch of them and at most kDenseRowsMax rows of x
-// (a launch each costs a decode step more than its bytes).
+// values as a dense_product each, kMaxDenseLaunch matrices a launch when every
+// W is bf16 and x has at most kDenseRowsMax rows (a launch each costs a decode
+// step more than its bytes).
 inline constexpr int kMaxDenseLaunch = 4;
 void dense_products(std::span<const DenseMatrix> ws, const float* x, float* const* ys, int64_t n, void* stream,
                     DeviceBuffer& scratch);
