@@ -3,13 +3,14 @@
 
     nsys profile --trace=cuda -o P expertquant generate --packed W/p --prompt "..." -n 160 --device cuda
     nsys export --type sqlite -o P.sqlite P.nsys-rep
-    python3 bench/nsys_busy.py P.sqlite [--from 0.4] [--to 0.95]
+    python3 bench/nsys_busy.py P.sqlite [--from 0.4] [--to 0.95] [--by-grid]
 
 Takes the GPU's kernels and copies from the fraction --from to --to of them
 (by start time: past the load and the prefill, before the teardown), and
 prints the window's length, the time the GPU was busy in it (overlapping
 activities counted once), the most frequent runtime calls and the kernels
-that took the most time in it.
+that took the most time in it (with --by-grid, each kernel's launches of
+each grid apart: a matrix's product, say, from another's).
 """
 import argparse
 import sqlite3
@@ -21,6 +22,7 @@ def main():
     ap.add_argument("--from", dest="lo", type=float, default=0.4)
     ap.add_argument("--to", dest="hi", type=float, default=0.95)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--by-grid", action="store_true", help="kernels by name and grid")
     a = ap.parse_args()
     db = sqlite3.connect(a.sqlite)
     kernels = db.execute("select start, end from CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
@@ -40,16 +42,17 @@ def main():
             run_end = max(run_end, e)
     busy += run_end - run_start
     print("window %.1f ms, GPU busy %.1f ms (%.0f%%)" % ((t1 - t0) / 1e6, busy / 1e6, 100.0 * busy / (t1 - t0)))
-    tables = (("runtime calls", "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId", "count(*)"),
-              ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL", "shortName", "sum(t.end - t.start)"))
-    for what, table, name_id, order in tables:
+    grid = " || ' grid ' || t.gridX || 'x' || t.gridY" if a.by_grid else ""
+    tables = (("runtime calls", "CUPTI_ACTIVITY_KIND_RUNTIME", "nameId", "", "count(*)"),
+              ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL", "shortName", grid, "sum(t.end - t.start)"))
+    for what, table, name_id, suffix, order in tables:
         rows = db.execute(
-            "select s.value, count(*), sum(t.end - t.start) from %s t join StringIds s on t.%s = s.id "
-            "where t.start >= ? and t.end <= ? group by s.value order by %s desc" % (table, name_id, order),
+            "select s.value%s as name, count(*), sum(t.end - t.start) from %s t join StringIds s on t.%s = s.id "
+            "where t.start >= ? and t.end <= ? group by name order by %s desc" % (suffix, table, name_id, order),
             (t0, t1)).fetchall()
         print("%s (count, total ms, us each):" % what)
         for name, n, t in rows[:a.top]:
-            print("  %-44s %8d %9.1f %7.2f" % (name[:44], n, t / 1e6, t / 1e3 / n))
+            print("  %-56s %8d %9.1f %7.2f" % (name[:56], n, t / 1e6, t / 1e3 / n))
 
 if __name__ == "__main__":
     main()
