@@ -1,7 +1,6 @@
 #include "exec/int8_panel_gemm.h"
 
 #include <cstdlib>
-#include <string_view>
 
 #include "core/cpu_features.h"
 #include "core/env_switch.h"
