@@ -57,8 +57,9 @@ __global__ void mask_add_kernel(const float* __restrict__ in, const float* __res
   }
 }
 
-// Whether decode calls of several formats share launches (Calls::run);
-// EXPERTQUANT_GPU_MIXED_LAUNCH=0 gives each format its own (for measurement).
+// Whether decode calls of several formats share launches (Calls::run, and
+// routed decode's run_routed_calls); EXPERTQUANT_GPU_MIXED_LAUNCH=0 gives
+// each format its own (for measurement).
 bool mixed_launches() {
   static const bool on = env_switch("EXPERTQUANT_GPU_MIXED_LAUNCH", true);
   return on;
@@ -214,7 +215,7 @@ bool lane_gates_down(const DeviceMoeLayer& L, std::span<const Batch> batches) {
   if (L.biased || L.act.kind != model::ActivationKind::kSwiGlu) return false;
   for (const Batch& b : batches)
     if (b.m > gemv_max_rows() || !gated_down(b.m, L.inter) ||
-        !expert_of(L, b.expert).down.format->device_gemv->gated_input)
+        b.m > expert_of(L, b.expert).down.format->device_gemv->gated_rows)
       return false;
   return true;
 }
@@ -431,8 +432,23 @@ void plan_routed(DeviceMoeLayer& d) {
       if (e.gate.format != rg.up || e.up.format != rg.up || e.down.format != rg.down) return;
     }
     if (rg.up->device_gemv->run_routed == nullptr || rg.down->device_gemv->run_routed == nullptr) return;
-    rg.gated = rg.down->device_gemv->gated_input && gated_down(1, d.inter);
+    rg.gated = rg.down->device_gemv->gated_rows >= 1 && gated_down(1, d.inter);
     groups.push_back(rg);
+  }
+  // The groups whose products run in launches of several formats share one
+  // a projection step when there are two or more of them (with the gated
+  // input, which every such family takes with one row of x).
+  std::vector<const quant::FormatTraits*> up(groups.size()), down(groups.size());
+  int shared = 0;
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (joins_mixed(groups[g].up) && joins_mixed(groups[g].down) && groups[g].gated) {
+      up[g] = groups[g].up, down[g] = groups[g].down;
+      ++shared;
+    }
+  if (shared >= 2 && groups.size() <= static_cast<size_t>(quant::cuda::kMaxRoutedGroups)) {
+    for (size_t g = 0; g < groups.size(); ++g) groups[g].shared = up[g] != nullptr;
+    d.routed_shared_up = std::move(up);
+    d.routed_shared_down = std::move(down);
   }
   std::vector<quant::DeviceGemvJob> parts(static_cast<size_t>(3 * d.num_experts));
   for (int64_t id = 0; id < d.num_experts; ++id) {
@@ -472,13 +488,30 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
   r.experts = static_cast<int32_t>(L.num_experts);
   r.top_k = static_cast<int32_t>(top_k);
   const int n = static_cast<int>(pairs);
-  // Each group on a lane of its own, as the per-pair path's: gate and up,
-  // SwiGLU of its own pairs where down does not form it, down.
-  const int lanes = routed_lanes() ? groups : 1;
+  // The shared groups' launches (lane 0), then each other group on a lane of
+  // its own, as the per-pair path's: gate and up, SwiGLU of its own pairs
+  // where down does not form it, down.
+  const bool shared = !L.routed_shared_up.empty();
+  int own = 0;
+  for (const DeviceMoeLayer::RoutedGroup& rg : L.routed_groups) own += rg.shared ? 0 : 1;
+  const int lanes = routed_lanes() ? own + (shared ? 1 : 0) : 1;
   s.lanes.fork(lanes, stream);
+  if (shared) {
+    void* lane = s.lanes.lane(0, stream);
+    r.step = quant::RoutedPairs::kGateUp;
+    r.x = x, r.x_up = nullptr, r.x_stride = H;
+    r.y_gate = g, r.y_up = u, r.y_stride = I;
+    quant::cuda::run_routed_calls(I, H, L.routed_shared_up.data(), groups, r, n, lane);
+    r.step = quant::RoutedPairs::kDown;
+    r.x = g, r.x_up = u, r.x_stride = I;
+    r.y_gate = slot_out, r.y_up = nullptr, r.y_stride = H;
+    quant::cuda::run_routed_calls(H, I, L.routed_shared_down.data(), groups, r, n, lane);
+  }
+  int next_lane = shared ? 1 : 0;
   for (int gi = 0; gi < groups; ++gi) {
     const DeviceMoeLayer::RoutedGroup& rg = L.routed_groups[static_cast<size_t>(gi)];
-    void* lane = s.lanes.lane(lanes > 1 ? gi : 0, stream);
+    if (rg.shared) continue;
+    void* lane = s.lanes.lane(lanes > 1 ? next_lane++ : 0, stream);
     r.group = gi;
     r.step = quant::RoutedPairs::kGateUp;
     r.x = x, r.x_up = nullptr, r.x_stride = H;
@@ -507,7 +540,7 @@ void expert_mlp_decode(std::span<const DeviceExpert* const> experts, const float
                  e->down.cols == I,
              "GPU decode: the experts of one call differ in shape");
   bool gated = gated_down(m_rows, I);
-  for (const DeviceExpert* e : experts) gated = gated && e->down.format->device_gemv->gated_input;
+  for (const DeviceExpert* e : experts) gated = gated && m_rows <= e->down.format->device_gemv->gated_rows;
   // scratch: g, u and h [n][m_rows][I], then the products' scratch.
   const int64_t rows = n * m_rows;
   const size_t gu_bytes = aligned(static_cast<size_t>(3 * rows * I) * sizeof(float));

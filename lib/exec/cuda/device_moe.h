@@ -35,11 +35,14 @@
 //
 // Routed decode (run_moe_routed) is auto's per-pair path with the expert
 // ids in device memory (device_routing.h's output), so that nothing waits
-// for the host: each bit group's products run through DeviceGemv::run_routed
-// on a lane of their own, with blocks for every pair; a block reads its
-// pair's expert id and returns at once when that expert is in another group
-// (quant::RoutedPairs). Each pair's result has the bits the per-pair path
-// gives it.
+// for the host: with blocks for every pair, a block reads its pair's expert
+// id and returns at once when that expert is in another group
+// (quant::RoutedPairs). The groups whose formats run in launches of several
+// formats (the stream rows and int8_row), when there are two or more, share
+// one launch a projection step (quant::cuda::run_routed_calls), down forming
+// SwiGLU as it stages its input, as a uniform layer's two launches; every
+// other group's products run through DeviceGemv::run_routed on a lane of
+// their own. Each pair's result has the bits the per-pair path gives it.
 #pragma once
 
 #include <cstdint>
@@ -76,10 +79,14 @@ struct DeviceMoeLayer {
   // a plain SwiGLU without biases.
   struct RoutedGroup {
     const quant::FormatTraits *up = nullptr, *down = nullptr;
-    bool gated = false;  // down forms SwiGLU from g and u itself (DeviceGemvJob::x_up)
+    bool gated = false;   // down forms SwiGLU from g and u itself (DeviceGemvJob::x_up)
+    bool shared = false;  // in the launches of several formats (quant::cuda::run_routed_calls)
   };
   bool routed = false;
   std::vector<RoutedGroup> routed_groups;  // by position in `groups`
+  // By group, the formats of the shared launches (null: the group's own
+  // launches); empty when fewer than two groups share.
+  std::vector<const quant::FormatTraits*> routed_shared_up, routed_shared_down;
   DeviceBuffer routed_group_of;            // int32 [num_experts]: group_of on the GPU
   DeviceBuffer routed_parts;               // DeviceGemvJob [num_experts][3]: gate, up, down parts (pruned: none)
 };

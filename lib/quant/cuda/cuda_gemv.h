@@ -37,7 +37,7 @@ inline constexpr int64_t kMaxGatedInput = 8192;
 // (SwiGLU, as swiglu_device in gemv_common.cuh computes it), formed as the
 // kernel reads its input, so that no separate launch writes it; then
 // m_rows * cols <= kMaxGatedInput, every job of a call has x_up or none, and
-// the family takes it (DeviceGemv::gated_input).
+// the family takes it with m_rows rows (DeviceGemv::gated_rows).
 struct DeviceGemvJob {
   static constexpr int kMaxParts = 4;
   const void* parts[kMaxParts] = {};
@@ -86,13 +86,16 @@ struct DeviceGemv {
               int m_rows, void* scratch, void* stream) = nullptr;
   // The scratch bytes run() needs for such a call (null: none).
   size_t (*scratch_bytes)(const FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) = nullptr;
-  // Whether run() takes jobs with a gated input (DeviceGemvJob::x_up); a
-  // family that does not throws for them.
-  bool gated_input = false;
+  // The most rows of x with which run() takes jobs with a gated input
+  // (DeviceGemvJob::x_up; 0: none); it throws for more. The row-major int8
+  // rows take one: each block forms its input again as it stages x, cheap
+  // for one row, not for several (docs/design.md, "GPU decode kernels").
+  int gated_rows = 0;
   // Null, or the family runs in a launch of several formats
-  // (cuda::run_gemv_calls, one row of x): fills `segment` with what its
-  // blocks need for such a call (`gated`: its jobs carry x_up). Such a family
-  // needs no scratch for one row of x and takes a gated input (gated_input).
+  // (cuda::run_gemv_calls, cuda::run_routed_calls; one row of x): fills
+  // `segment` with what its blocks need for such a call (`gated`: its jobs
+  // carry x_up). Such a family needs no scratch for one row of x and takes a
+  // gated input there (gated_rows >= 1).
   void (*segment)(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated,
                   cuda::GemvSegment& segment) = nullptr;
   // Null, or run() for routed jobs (exec/cuda/device_moe.h, "routed
@@ -148,10 +151,22 @@ extern const DeviceGemv kTrellisDeviceGemv;
 // One launch a projection step where each bit group would take its own; a
 // call's jobs carry a gated input all or none. gemv_mixed.cu.
 void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall* calls, int n_calls, void* stream);
-// The blocks one job of `format` [rows, cols] takes in such a launch (-1: the
-// format takes no part), and the blocks the current GPU runs at once there
-// (its SMs times the blocks an SM holds of that kernel: 80 registers a
-// thread, so 3 of 256 threads, where the 4-bit rows' own kernels hold 4).
+// The routed form of run_gemv_calls (exec/cuda/device_moe.h, "routed
+// decode"): the jobs of `pairs` (RoutedPairs; its `group` is not read) whose
+// expert is in a bit group g with formats[g] not null (n_groups entries, at
+// most kMaxRoutedGroups; each a format with a DeviceGemv::segment) run in one
+// launch, each by its format's body, so that each live y gets the bits its
+// format's own run() gives it; the jobs of the other pairs are dead. One row
+// of x, the shape [rows, cols]; with pairs.x_up every job takes the gated
+// input. Enqueued on `stream`; the host reads nothing. gemv_mixed.cu.
+inline constexpr int kMaxRoutedGroups = 8;
+void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* formats, int n_groups,
+                      const RoutedPairs& pairs, int n_pairs, void* stream);
+// The blocks one job of `format` [rows, cols] takes in a launch of several
+// formats (-1: the format takes no part), and the blocks the current GPU runs
+// at once there (its SMs times the blocks an SM holds of that kernel: 80
+// registers a thread, so 3 of 256 threads, where the 4-bit rows' own kernels
+// hold 4).
 int64_t mixed_gemv_blocks(const FormatTraits& format, int64_t rows, int64_t cols);
 int64_t mixed_gemv_wave();
 

@@ -1,16 +1,24 @@
 // The decode products of several formats in one launch (cuda_gemv.h,
-// run_gemv_calls). A bit-group mix runs each projection step of a layer as
-// one launch, as a uniform layer does, instead of one launch (and one stream)
-// a group: at M = 1 a mixed layer was bound by those launches
-// (docs/benchmarks.md, "GPU MoE layer").
+// run_gemv_calls, run_routed_calls). A bit-group mix runs each projection
+// step of a layer as one launch, as a uniform layer does, instead of one
+// launch (and one stream) a group: at M = 1 a mixed layer was bound by those
+// launches (docs/benchmarks.md, "GPU MoE layer").
 //
 // The launch's blocks are laid out segment by segment (a segment: some jobs
 // of one format, each job blocks_per_job blocks); a block finds its segment
 // and runs that family's block body, the same code as the family's own
-// kernel, so the results keep their bits. The column bit-stream family takes
-// part (every fp4, nl4 and affine row); the row-major rows keep their own
-// launches (gemv_rowmajor.cu says why), the trellis rows theirs (three
-// kernels a product).
+// kernel, so the results keep their bits. The column bit-stream family (every
+// fp4, nl4 and affine row) and int8_row (4 rows a warp, as its own kernel;
+// with 2 its blocks read what a 4-bit stream block reads, but twice as many
+// blocks made the step slower, docs/benchmarks.md, "GPU whole model") take
+// part; bf16 keeps its own launches (its float x is read, not staged, so a
+// gated input has nowhere to be formed), the trellis rows theirs (rotations
+// around the tiles).
+//
+// A routed launch (run_routed_calls) lays its blocks out as the family's own
+// routed launch does (gridDim.y: every job a pair could have): a block reads
+// its pair's expert, that expert's group's segment, and runs it when its
+// column of blocks is within the segment's blocks_per_job.
 //
 // One row of x only: a kernel holding every body takes the registers of the
 // hungriest, and with 2 to 8 rows that is 255 (one block an SM; measured
@@ -44,31 +52,74 @@ struct MixedLaunch {
 };
 static_assert(sizeof(MixedLaunch) <= 4096, "kernel parameters of at most 4 KB");
 
+static_assert(stream::kThreads == rowmajor::kThreads, "one block size for every body");
+
+// The int8_row body as a call of its own: inlined beside the stream bodies,
+// the kernel spilled 292 bytes a thread (56 before int8_row took part); as a
+// call, the kernel spills 32 and the call 168 (ptxas -v, sm_90a).
+__device__ __noinline__ void int8_row_block(const rowmajor::RowParams& p, const DeviceGemvJob& job, uint32_t block,
+                                            unsigned char* stage) {
+  rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(p, job, 0, block, stage);
+}
+
+// Block `block` of job `job` of `seg` (the whole block calls it).
+template <bool VEC>
+__device__ __forceinline__ void run_segment(const GemvSegment& seg, const DeviceGemvJob& job, uint32_t block,
+                                            unsigned char* stage, float* partial) {
+  if (seg.family == GemvSegment::kInt8Row) {
+    int8_row_block(seg.row, job, block, stage);
+    return;
+  }
+  stream::with_body(static_cast<stream::Body>(seg.body), [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
+    stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, 0, block, stage, partial);
+  });
+}
+
 // 80 registers (3 blocks an SM), as the 8-bit stream rows' own kernel.
 template <bool VEC>
 __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const __grid_constant__ MixedLaunch L) {
-  extern __shared__ __align__(16) unsigned char stage[];  // the segment's stream::stage_bytes
+  extern __shared__ __align__(16) unsigned char stage[];  // the largest of the segments' stage_bytes
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
   int i = 0;
   while (i + 1 < L.segments && static_cast<int>(blockIdx.x) >= L.first_block[i + 1]) ++i;
   const GemvSegment& seg = L.seg[i];
   const uint32_t local = blockIdx.x - static_cast<uint32_t>(L.first_block[i]);
   const uint32_t per_job = static_cast<uint32_t>(seg.blocks_per_job);
-  const DeviceGemvJob& job = L.job[L.first_job[i] + static_cast<int>(local / per_job)];
-  const uint32_t block = local % per_job;
-  stream::with_body(static_cast<stream::Body>(seg.body), [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
-    stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, 0, block, stage, partial);
-  });
+  run_segment<VEC>(seg, L.job[L.first_job[i] + static_cast<int>(local / per_job)], local % per_job, stage, partial);
 }
 
-void launch(const MixedLaunch& L, bool vec, cudaStream_t stream) {
+// A routed launch's groups: segment g is bit group g's (blocks_per_job 0: not in the launch).
+struct RoutedLaunch {
+  GemvSegment seg[kMaxRoutedGroups];
+  RoutedPairs r;
+};
+static_assert(sizeof(RoutedLaunch) <= 4096, "kernel parameters of at most 4 KB");
+
+template <bool VEC>
+__global__ void __launch_bounds__(stream::kThreads, 3) routed_mixed_kernel(const __grid_constant__ RoutedLaunch L) {
+  extern __shared__ __align__(16) unsigned char stage[];
+  __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
+  const RoutedPairs& r = L.r;
+  const bool down = r.step == RoutedPairs::kDown;
+  const uint32_t j = blockIdx.y;
+  const int32_t p = down ? static_cast<int32_t>(j) : static_cast<int32_t>(j >> 1), e = r.expert_ids[p];
+  if (e < 0 || e >= r.experts) return;  // the whole block
+  const int32_t g = r.group_of[e];
+  if (g < 0 || g >= kMaxRoutedGroups || blockIdx.x >= static_cast<uint32_t>(L.seg[g].blocks_per_job)) return;
+  DeviceGemvJob job = r.products[3 * static_cast<int64_t>(e) + (down ? 2 : (j & 1))];
+  job.x = r.x + (down ? p : p / r.top_k) * r.x_stride;
+  job.x_up = down && r.x_up ? r.x_up + p * r.x_stride : nullptr;
+  job.y = (down || (j & 1) == 0 ? r.y_gate : r.y_up) + p * r.y_stride;
+  run_segment<VEC>(L.seg[g], job, blockIdx.x, stage, partial);
+}
+
+void launch(const MixedLaunch& L, bool vec, int64_t cols, cudaStream_t stream) {
   if (L.segments == 0) return;
   const unsigned blocks = static_cast<unsigned>(L.first_block[L.segments]);
   size_t smem = 0;
-  for (int i = 0; i < L.segments; ++i)
-    smem = std::max(smem, stream::stage_bytes(static_cast<stream::Body>(L.seg[i].body), L.seg[i].stream));
+  for (int i = 0; i < L.segments; ++i) smem = std::max(smem, L.seg[i].stage_bytes);
   auto kernel = vec ? mixed_gemv_kernel<true> : mixed_gemv_kernel<false>;
-  prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a launch of several formats", L.seg[0].stream.cols);
+  prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a launch of several formats", cols);
   kernel<<<blocks, stream::kThreads, smem, stream>>>(L);
   check_launch("mixed decode kernel");
 }
@@ -98,7 +149,7 @@ void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall
   const bool vec = rows % 4 == 0;
   MixedLaunch L;
   auto flush = [&] {
-    launch(L, vec, s);
+    launch(L, vec, cols, s);
     L = MixedLaunch{};
   };
   int jobs_in = 0;
@@ -127,6 +178,39 @@ void run_gemv_calls(int64_t rows, int64_t cols, int m_rows, const DeviceGemvCall
     }
   }
   flush();
+}
+
+void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* formats, int n_groups,
+                      const RoutedPairs& pairs, int n_pairs, void* stream) {
+  EQ_CHECK(n_groups >= 1 && n_groups <= kMaxRoutedGroups,
+           "GPU decode: a routed launch of " + std::to_string(n_groups) + " groups (1 to " +
+               std::to_string(kMaxRoutedGroups) + ")");
+  const bool gated = pairs.x_up != nullptr;
+  EQ_CHECK(!gated || cols <= kMaxGatedInput,
+           "GPU decode: a routed launch's gated input of " + std::to_string(cols) + " columns");
+  RoutedLaunch L;
+  L.r = pairs;
+  int64_t grid_x = 0;
+  size_t smem = 0;
+  for (int g = 0; g < n_groups; ++g) {
+    const FormatTraits* f = formats[g];
+    if (f == nullptr) continue;
+    EQ_CHECK(f->device_gemv != nullptr && f->device_gemv->segment != nullptr,
+             "GPU decode: " + std::string(f->name) + " does not run in a launch of several formats");
+    f->device_gemv->segment(*f, rows, cols, kRowsOfX, gated, L.seg[g]);
+    grid_x = std::max<int64_t>(grid_x, L.seg[g].blocks_per_job);
+    smem = std::max(smem, L.seg[g].stage_bytes);
+  }
+  const int64_t jobs = pairs.step == RoutedPairs::kGateUp ? 2 * int64_t{n_pairs} : n_pairs;
+  if (grid_x == 0 || jobs == 0) return;
+  EQ_CHECK(grid_x < (int64_t{1} << 31) && jobs <= 65535,
+           "GPU decode: a routed launch of " + std::to_string(jobs) + " jobs of " + std::to_string(grid_x) +
+               " blocks each");
+  auto kernel = rows % 4 == 0 ? routed_mixed_kernel<true> : routed_mixed_kernel<false>;
+  prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a routed launch of several formats", cols);
+  kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(jobs)), stream::kThreads, smem,
+           stream_of(stream)>>>(L);
+  check_launch("routed mixed decode kernel");
 }
 
 }  // namespace eq::quant::cuda

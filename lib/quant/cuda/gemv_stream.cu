@@ -211,16 +211,18 @@ void run_stream_routed(const FormatTraits& format, int64_t rows, int64_t cols, c
 // A block of the launch of several formats (gemv_mixed.cuh).
 void segment_of(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated, GemvSegment& seg) {
   Body body{};
+  seg.family = GemvSegment::kStream;
   seg.stream = params_of(format, rows, cols, m_rows, gated, body);
   seg.body = static_cast<int>(body);
   seg.blocks_per_job = static_cast<int>((rows + block_columns(seg.stream) - 1) / block_columns(seg.stream));
+  seg.stage_bytes = stage_bytes(body, seg.stream);
 }
 
 }  // namespace
 
 }  // namespace stream
 
-const DeviceGemv kStreamDeviceGemv{stream::run_stream, stream::scratch_bytes, true, stream::segment_of,
+const DeviceGemv kStreamDeviceGemv{stream::run_stream, stream::scratch_bytes, kMaxDeviceGemvRows, stream::segment_of,
                                     stream::run_stream_routed};
 
 bool device_gemv_int8_input(const FormatTraits& format) {

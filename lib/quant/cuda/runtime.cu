@@ -80,6 +80,9 @@ bool gated_call(const FormatTraits& format, const DeviceGemvJob* jobs, int n_job
   for (int j = 0; j < n_jobs; ++j) gated += jobs[j].x_up != nullptr;
   EQ_CHECK(gated == 0 || gated == n_jobs, "GPU decode: " + std::string(format.name) + ": " + std::to_string(gated) +
                                               " of " + std::to_string(n_jobs) + " jobs with a gated input");
+  EQ_CHECK(gated == 0 || m_rows <= format.device_gemv->gated_rows,
+           "GPU decode: " + std::string(format.name) + " takes a gated input with at most " +
+               std::to_string(format.device_gemv->gated_rows) + " rows of x, not " + std::to_string(m_rows));
   EQ_CHECK(gated == 0 || m_rows * cols <= kMaxGatedInput,
            "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(m_rows) + " x " +
                std::to_string(cols) + " floats (at most " + std::to_string(kMaxGatedInput) + ")");

@@ -519,6 +519,7 @@ void run_trellis_routed(const FormatTraits& format, int64_t rows, int64_t cols, 
   check_launch("trellis decode kernels");
 }
 
-const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes, true, nullptr, run_trellis_routed};
+const DeviceGemv kTrellisDeviceGemv{run_trellis, trellis_scratch_bytes, kMaxDeviceGemvRows, nullptr,
+                                     run_trellis_routed};
 
 }  // namespace eq::quant::cuda

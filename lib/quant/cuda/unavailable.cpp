@@ -60,6 +60,9 @@ const DeviceGemv kTrellisDeviceGemv{refuse_gemv};
 void run_gemv_calls(int64_t, int64_t, int, const DeviceGemvCall*, int, void*) {
   unsupported(std::string("--device cuda: ") + kWhy);
 }
+void run_routed_calls(int64_t, int64_t, const FormatTraits* const*, int, const RoutedPairs&, int, void*) {
+  unsupported(std::string("--device cuda: ") + kWhy);
+}
 int64_t mixed_gemv_blocks(const FormatTraits&, int64_t, int64_t) { return -1; }
 int64_t mixed_gemv_wave() { return 0; }
 
