@@ -9,12 +9,15 @@
 # `generate -n 256 --device cuda` RUNS times (default 3) in each setting,
 # alternating, so that each comparison is within one call:
 #   fp4 / mix               all on
+#   mix lanes0              EXPERTQUANT_GPU_MIXED_LAUNCH=0 (a lane a bit group)
 #   fp4 graph0              EXPERTQUANT_GPU_GRAPH=0
 #   fp4 splits0             EXPERTQUANT_GPU_KEY_SPLITS=0
 #   fp4 bf16_0              EXPERTQUANT_GPU_DENSE_BF16=0
 #   fp4 off                 all three off
-# NSYS=path/to/nsys adds a trace of the fp4 pack (all on, -n 160), summed by
-# bench/nsys_busy.py --by-grid. Prints one line a run; logs go to LOGDIR.
+# NSYS=path/to/nsys adds a trace of each pack (all on, -n 160), summed by
+# bench/nsys_busy.py --by-grid, and the routed experts' span of a layer
+# (bench/nsys_span.py, route_kernel to combine_kernel). Prints one line a run;
+# logs go to LOGDIR.
 set -u
 build=$1 logs=$2 layers=${3:-16} runs=${4:-3}
 mkdir -p "$logs"
@@ -49,6 +52,7 @@ gen() {  # gen LABEL PACK [VAR=VALUE ...]
 for run in $(seq "$runs"); do
   gen "fp4-run$run" fp4
   gen "mix-run$run" mix
+  gen "mix-lanes0-run$run" mix EXPERTQUANT_GPU_MIXED_LAUNCH=0
   gen "fp4-graph0-run$run" fp4 EXPERTQUANT_GPU_GRAPH=0
   gen "fp4-splits0-run$run" fp4 EXPERTQUANT_GPU_KEY_SPLITS=0
   gen "fp4-bf16_0-run$run" fp4 EXPERTQUANT_GPU_DENSE_BF16=0
@@ -56,8 +60,12 @@ for run in $(seq "$runs"); do
 done
 
 if [ -n "${NSYS:-}" ]; then
-  "$NSYS" profile --trace=cuda --cuda-graph-trace=node -o "$work/prof" --force-overwrite true \
-    "$eq" generate --packed "$work/fp4" --prompt "The history of the" -n 160 --device cuda > "$logs/nsys.log" 2>&1
-  "$NSYS" export --type sqlite -o "$work/prof.sqlite" "$work/prof.nsys-rep" >> "$logs/nsys.log" 2>&1
-  python3 "$(dirname "$0")/nsys_busy.py" "$work/prof.sqlite" --by-grid --top 16 | tee "$logs/busy.txt"
+  for pack in fp4 mix; do
+    "$NSYS" profile --trace=cuda --cuda-graph-trace=node -o "$work/prof-$pack" --force-overwrite true \
+      "$eq" generate --packed "$work/$pack" --prompt "The history of the" -n 160 --device cuda > "$logs/nsys-$pack.log" 2>&1
+    "$NSYS" export --type sqlite -o "$work/prof-$pack.sqlite" "$work/prof-$pack.nsys-rep" >> "$logs/nsys-$pack.log" 2>&1
+    python3 "$(dirname "$0")/nsys_busy.py" "$work/prof-$pack.sqlite" --by-grid --top 16 | tee "$logs/busy-$pack.txt"
+    python3 "$(dirname "$0")/nsys_span.py" "$work/prof-$pack.sqlite" --after route_kernel --before combine_kernel |
+      tee "$logs/span-$pack.txt"
+  done
 fi
