@@ -4,8 +4,8 @@
 # (docs/benchmarks.md, "GPU whole model"):
 #   bench/cuda_quality_check.sh EXPERTQUANT WORKDIR MODEL... [> table]
 # Modes: cpu; cuda; cuda-split (EXPERTQUANT_GPU_SPLIT_X=1); cuda-nogemv (EXPERTQUANT_GPU_GEMV_MAX_ROWS=0);
-# cuda-both; cuda-products (EXPERTQUANT_GPU_LAYERS=0). CPU_ENV (e.g. EXPERTQUANT_BATCH_INT8=0) goes to the cpu
-# mode. Each mode's report is WORKDIR/NAME-MODE.json.
+# cuda-both; cuda-products (EXPERTQUANT_GPU_LAYERS=0); MODES="cpu cuda" runs those only. CPU_ENV (e.g.
+# EXPERTQUANT_BATCH_INT8=0) goes to the cpu mode. Each mode's report is WORKDIR/NAME-MODE.json.
 set -u
 eq=$1 w=$2
 shift 2
@@ -13,7 +13,7 @@ mkdir -p "$w"
 for m in "$@"; do
   n=$(basename "$m")
   "$eq" pack --model "$m" --uniform int8_row --force -o "$w/$n" > /dev/null 2>&1 || { echo "pack of $n failed"; continue; }
-  for mode in cpu cuda cuda-split cuda-nogemv cuda-both cuda-products; do
+  for mode in ${MODES:-cpu cuda cuda-split cuda-nogemv cuda-both cuda-products}; do
     dev=cuda env=""
     case $mode in
       cpu) dev=cpu env="${CPU_ENV:-}" ;;
