@@ -567,7 +567,8 @@ struct LayerState {
   DeviceBuffer post_norm;
   bool moe = false;
   model::LayerRouter router;  // on the host for the routing: its correction bias (the weight is dropped)
-  DeviceBuffer router_weight, router_bias;
+  DeviceBuffer router_storage, router_bias;
+  DenseMatrix router_weight;  // in router_storage: bf16 when its values are (a decode step's logits in one kernel)
   mutable std::unique_ptr<DeviceRouter> device_router;  // made on the first routed decode step
   bool mlp_here = false;  // the dense MLP, or the shared expert when there is one, is on the GPU
   DeviceMlp mlp;
@@ -734,7 +735,7 @@ class DeviceLayers final : public model::LayerRunner {
     s.moe = c_.layer_is_moe.at(static_cast<size_t>(l));
     if (s.moe) {
       s.router = model::load_router(c_, w, l);
-      s.router_weight = device_copy(s.router.weight);
+      s.router_weight = device_dense_copy(s.router.weight, c_.num_experts, c_.hidden_size, s.router_storage);
       s.router_bias = device_copy(s.router.bias);
       s.router.weight = nullptr;
       s.mlp_here = true;
@@ -1142,7 +1143,7 @@ class DeviceLayers final : public model::LayerRunner {
   bool moe(const LayerState& s, const PackedMoeBlock& block, int64_t n, bool* routed) {
     const int64_t H = c_.hidden_size, E = c_.num_experts, K = c_.top_k;
     grow_to(logits_, static_cast<size_t>(n * E));
-    gemm(xn_.floats(), s.router_weight.floats(), logits_.floats(), n, E, H, s.router_bias);
+    gemm(xn_.floats(), s.router_weight, logits_.floats(), n, E, H, s.router_bias);
     grow_to(weights_, static_cast<size_t>(n * K));
     grow_to(slot_out_, static_cast<size_t>(n * K * H));
     if (routes_on_device(block.dispatch(), block.layer(), n, K)) {

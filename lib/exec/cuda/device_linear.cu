@@ -346,6 +346,21 @@ DeviceBuffer device_copy(const model::Tensor32Ptr& t) {
   return d;
 }
 
+DenseMatrix device_dense_copy(const model::Tensor32Ptr& t, int64_t rows, int64_t cols, DeviceBuffer& storage) {
+  EQ_CHECK(t != nullptr && static_cast<int64_t>(t->data.size()) == rows * cols,
+           "GPU copy of a [" + std::to_string(rows) + ", " + std::to_string(cols) + "] matrix: " +
+               (t ? std::to_string(t->data.size()) + " values" : std::string("none")));
+  const std::vector<uint16_t> half =
+      env_switch("EXPERTQUANT_GPU_DENSE_BF16", true) ? exact_bf16(t->data) : std::vector<uint16_t>{};
+  if (half.empty()) {
+    storage = device_copy(t);
+    return {storage.data(), rows, cols, false};
+  }
+  storage = DeviceBuffer(half.size() * sizeof(uint16_t));
+  storage.upload(half.data(), half.size() * sizeof(uint16_t));
+  return {storage.data(), rows, cols, true};
+}
+
 void dense_products(std::span<const DenseMatrix> ws, const float* x, float* const* ys, int64_t n, void* stream,
                     DeviceBuffer& scratch) {
   bool shared = n >= 1 && n <= kDenseRowsMax;

@@ -88,6 +88,11 @@ void dense_products(std::span<const DenseMatrix> ws, const float* x, float* cons
 // null.
 DeviceBuffer device_copy(const model::Tensor32Ptr& t);
 
+// `t` [rows, cols] copied into `storage` as a DenseMatrix, bf16 when every
+// value is one, as device_matrix's (EXPERTQUANT_GPU_DENSE_BF16=0: float32):
+// for a matrix that is no op of device_dense_ops (a MoE layer's router).
+DenseMatrix device_dense_copy(const model::Tensor32Ptr& t, int64_t rows, int64_t cols, DeviceBuffer& storage);
+
 // Bytes of weights copied to the GPU by every such op so far (bf16 or
 // float32 as stored there), and float32 bytes kept on the CPU for want of
 // GPU memory.
