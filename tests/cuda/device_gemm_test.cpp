@@ -405,9 +405,11 @@ TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
 }
 
 // Routed decode against auto's per-pair path with the same ids: equal to
-// the bit (the same kernels' bodies on the same x), for a layer whose down
-// products all form SwiGLU themselves and one with int8_row and bf16 groups
-// (a SwiGLU launch between); gpt-oss's biased experts take no routed decode.
+// the bit (the same kernels' bodies on the same x), for layers whose stream
+// and int8_row groups share the routed launches of several formats (one with
+// a bf16 group, whose down takes a SwiGLU launch first) and one where no two
+// groups can share (int8_row's own routed launches, its down gated; trellis;
+// bf16); gpt-oss's biased experts take no routed decode.
 TEST(DeviceMoe, RoutedDecodeEqualsPerPairPath) {
   SKIP_WITHOUT_GPU();
   const int64_t H = 256, I = 128, top_k = 2;
@@ -416,12 +418,17 @@ TEST(DeviceMoe, RoutedDecodeEqualsPerPairPath) {
                                             "trellis2_lut"};
   const std::array<const char*, 7> mixed = {"fp4_g32", "int8_row", "fp4_g32", "trellis2_lut", "bf16", "fp4_g32",
                                             "int8_row"};
-  for (const auto& formats : {gated, mixed, kLayerFormats}) {
+  const std::array<const char*, 7> apart = {"int8_row", "trellis2_lut", "bf16", "trellis4", "bf16", "int8_row",
+                                            "trellis2_lut"};
+  for (const auto& formats : {gated, mixed, kLayerFormats, apart}) {
     SmallLayer s = make_layer(H, I, false, formats);
     const DeviceMoeLayer d = upload(s.layer);
     ASSERT_TRUE(d.routed) << formats[1];
+    // Two or more groups of stream or int8_row formats share launches; apart's one such group does not.
+    EXPECT_EQ(d.routed_shared_up.empty(), formats == apart) << formats[1];
     DeviceMoeScratch scratch;
-    for (int64_t tokens : {1, 3, 4, 20}) {
+    // 64 tokens: more gate and up blocks than a wave of the shared kernel, so the groups take lanes.
+    for (int64_t tokens : {1, 3, 4, 20, 64}) {
       const int64_t pairs = tokens * top_k;
       const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 60 + tokens);
       const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 11 + tokens);

@@ -446,7 +446,12 @@ void plan_routed(DeviceMoeLayer& d) {
       ++shared;
     }
   if (shared >= 2 && groups.size() <= static_cast<size_t>(quant::cuda::kMaxRoutedGroups)) {
-    for (size_t g = 0; g < groups.size(); ++g) groups[g].shared = up[g] != nullptr;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      groups[g].shared = up[g] != nullptr;
+      if (groups[g].shared)
+        d.routed_shared_blocks =
+            std::max(d.routed_shared_blocks, 2 * quant::cuda::mixed_gemv_blocks(*up[g], d.inter, d.hidden));
+    }
     d.routed_shared_up = std::move(up);
     d.routed_shared_down = std::move(down);
   }
@@ -488,12 +493,13 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
   r.experts = static_cast<int32_t>(L.num_experts);
   r.top_k = static_cast<int32_t>(top_k);
   const int n = static_cast<int>(pairs);
-  // The shared groups' launches (lane 0), then each other group on a lane of
-  // its own, as the per-pair path's: gate and up, SwiGLU of its own pairs
+  // The shared groups' launches (lane 0) when the call's blocks fit one wave
+  // (DeviceMoeLayer::routed_shared_blocks), then each other group on a lane
+  // of its own, as the per-pair path's: gate and up, SwiGLU of its own pairs
   // where down does not form it, down.
-  const bool shared = !L.routed_shared_up.empty();
+  const bool shared = !L.routed_shared_up.empty() && pairs * L.routed_shared_blocks <= L.mixed_wave;
   int own = 0;
-  for (const DeviceMoeLayer::RoutedGroup& rg : L.routed_groups) own += rg.shared ? 0 : 1;
+  for (const DeviceMoeLayer::RoutedGroup& rg : L.routed_groups) own += shared && rg.shared ? 0 : 1;
   const int lanes = routed_lanes() ? own + (shared ? 1 : 0) : 1;
   s.lanes.fork(lanes, stream);
   if (shared) {
@@ -510,7 +516,7 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
   int next_lane = shared ? 1 : 0;
   for (int gi = 0; gi < groups; ++gi) {
     const DeviceMoeLayer::RoutedGroup& rg = L.routed_groups[static_cast<size_t>(gi)];
-    if (rg.shared) continue;
+    if (shared && rg.shared) continue;
     void* lane = s.lanes.lane(lanes > 1 ? next_lane++ : 0, stream);
     r.group = gi;
     r.step = quant::RoutedPairs::kGateUp;

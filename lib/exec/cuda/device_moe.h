@@ -85,8 +85,12 @@ struct DeviceMoeLayer {
   bool routed = false;
   std::vector<RoutedGroup> routed_groups;  // by position in `groups`
   // By group, the formats of the shared launches (null: the group's own
-  // launches); empty when fewer than two groups share.
+  // launches); empty when fewer than two groups share. A call shares them
+  // when its pairs' gate and up blocks, at routed_shared_blocks a pair (the
+  // most of any shared group's expert), fit one wave of the shared kernel
+  // (mixed_wave), as the per-pair path's rule; else every group takes a lane.
   std::vector<const quant::FormatTraits*> routed_shared_up, routed_shared_down;
+  int64_t routed_shared_blocks = 0;
   DeviceBuffer routed_group_of;            // int32 [num_experts]: group_of on the GPU
   DeviceBuffer routed_parts;               // DeviceGemvJob [num_experts][3]: gate, up, down parts (pruned: none)
 };

@@ -109,6 +109,7 @@ void dense_products(std::span<const DenseMatrix>, const float*, float* const*, i
   refuse();
 }
 DeviceBuffer device_copy(const model::Tensor32Ptr& t) { return DeviceBuffer(t ? t->data.size() * sizeof(float) : 0); }
+DenseMatrix device_dense_copy(const model::Tensor32Ptr&, int64_t, int64_t, DeviceBuffer&) { refuse(); }
 bool load_device_delta_net(const model::WeightStore&, const model::ModelConfig&, int64_t, DeltaNetWeights&) {
   refuse();
 }

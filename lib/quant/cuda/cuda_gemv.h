@@ -87,9 +87,8 @@ struct DeviceGemv {
   // The scratch bytes run() needs for such a call (null: none).
   size_t (*scratch_bytes)(const FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) = nullptr;
   // The most rows of x with which run() takes jobs with a gated input
-  // (DeviceGemvJob::x_up; 0: none); it throws for more. The row-major int8
-  // rows take one: each block forms its input again as it stages x, cheap
-  // for one row, not for several (docs/design.md, "GPU decode kernels").
+  // (DeviceGemvJob::x_up; 0: none); it throws for more. int8_row takes one
+  // (gemv_rowmajor.cu says why), bf16 none.
   int gated_rows = 0;
   // Null, or the family runs in a launch of several formats
   // (cuda::run_gemv_calls, cuda::run_routed_calls; one row of x): fills

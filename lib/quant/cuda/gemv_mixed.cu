@@ -197,6 +197,8 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
     if (f == nullptr) continue;
     EQ_CHECK(f->device_gemv != nullptr && f->device_gemv->segment != nullptr,
              "GPU decode: " + std::string(f->name) + " does not run in a launch of several formats");
+    EQ_CHECK(!gated || f->device_gemv->gated_rows >= 1,
+             "GPU decode: " + std::string(f->name) + " takes no gated input (DeviceGemv::gated_rows)");
     f->device_gemv->segment(*f, rows, cols, kRowsOfX, gated, L.seg[g]);
     grid_x = std::max<int64_t>(grid_x, L.seg[g].blocks_per_job);
     smem = std::max(smem, L.seg[g].stage_bytes);

@@ -115,7 +115,9 @@ void run_rowmajor_routed(const FormatTraits& format, int64_t rows, int64_t cols,
 }
 
 // A block of a launch of several formats (gemv_mixed.cuh): int8_row only.
-void int8_row_segment(const FormatTraits&, int64_t rows, int64_t cols, int m_rows, bool, GemvSegment& seg) {
+// A gated input needs nothing here: the staging reads each job's x_up.
+void int8_row_segment(const FormatTraits&, int64_t rows, int64_t cols, int m_rows, bool /*gated*/,
+                      GemvSegment& seg) {
   seg.family = GemvSegment::kInt8Row;
   seg.row = row_params<int8_t>(rows, cols, m_rows);
   seg.blocks_per_job = static_cast<int>(row_grid(seg.row, 1).x);
@@ -124,12 +126,14 @@ void int8_row_segment(const FormatTraits&, int64_t rows, int64_t cols, int m_row
 
 }  // namespace
 
-// A gated input (DeviceGemvJob::x_up) with one row of x only: each block
-// forms the whole input again as it stages x, which with several rows costs
-// more than a launch forming it once (int8_row at M = 4 74.0 against 68.9 us a
-// layer on the GPU, bf16 26.4 against 25.0; docs/benchmarks.md, "GPU MoE
-// layer"). bf16 reads its float x where it stands: none, and no part in
-// launches of several formats.
+// int8_row takes a gated input (DeviceGemvJob::x_up) with one row of x,
+// formed as each block stages x. With 2 to 8 rows, x is quantized once a call
+// (quantize_jobs), which could form it too, but a gated input at several rows
+// measured slower when each block formed it (int8_row at M = 4 74.0 against
+// 68.9 us a layer, docs/benchmarks.md, "GPU MoE layer"), before x was
+// quantized once a call; not measured since, so one row. bf16 reads its
+// float x where it stands: no gated input, no part in launches of several
+// formats.
 const DeviceGemv kInt8RowDeviceGemv{run_rowmajor<int8_t, true>, int8_row_scratch, 1, int8_row_segment,
                                     run_rowmajor_routed<int8_t, true>};
 const DeviceGemv kBf16DeviceGemv{run_rowmajor<uint16_t, false>, nullptr, 0, nullptr,

@@ -2,8 +2,9 @@
 // it (block_int8.h, gemv.h: blocks of 32, an fp32 scale each), so that a GPU
 // product and the CPU's multiply the same integers: one row of x staged by
 // each block of a decode kernel in its dynamic shared memory, 2 to 8 rows
-// quantized once a call into scratch (int8_input.cu). The stream kernels
-// (gemv_stream.cuh) and the int8_row kernel (gemv_rowmajor.cu) read it with dp4a.
+// quantized once a call into scratch (int8_input.cu). The stream bodies
+// (gemv_stream.cuh) and the int8_row body (gemv_rowmajor.cuh), in their own
+// kernels and in launches of several formats, read it with dp4a.
 #pragma once
 
 #include <cuda_runtime.h>
