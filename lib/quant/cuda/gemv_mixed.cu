@@ -88,10 +88,11 @@ __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const _
   run_segment<VEC>(seg, L.job[L.first_job[i] + static_cast<int>(local / per_job)], local % per_job, stage, partial);
 }
 
-// A routed launch's groups: segment g is bit group g's (blocks_per_job 0: not in the launch).
+// A routed launch's groups: segment g is bit group g's (blocks_per_job 0: not
+// in the launch); its jobs are made as a family's own routed launch makes them.
 struct RoutedLaunch {
   GemvSegment seg[kMaxRoutedGroups];
-  RoutedPairs r;
+  RoutedJobs jobs;
 };
 static_assert(sizeof(RoutedLaunch) <= 4096, "kernel parameters of at most 4 KB");
 
@@ -99,18 +100,12 @@ template <bool VEC>
 __global__ void __launch_bounds__(stream::kThreads, 3) routed_mixed_kernel(const __grid_constant__ RoutedLaunch L) {
   extern __shared__ __align__(16) unsigned char stage[];
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
-  const RoutedPairs& r = L.r;
-  const bool down = r.step == RoutedPairs::kDown;
-  const uint32_t j = blockIdx.y;
-  const int32_t p = down ? static_cast<int32_t>(j) : static_cast<int32_t>(j >> 1), e = r.expert_ids[p];
+  const RoutedPairs& r = L.jobs.r;
+  const int32_t e = r.expert_ids[L.jobs.pair_of(blockIdx.y)];
   if (e < 0 || e >= r.experts) return;  // the whole block
   const int32_t g = r.group_of[e];
   if (g < 0 || g >= kMaxRoutedGroups || blockIdx.x >= static_cast<uint32_t>(L.seg[g].blocks_per_job)) return;
-  DeviceGemvJob job = r.products[3 * static_cast<int64_t>(e) + (down ? 2 : (j & 1))];
-  job.x = r.x + (down ? p : p / r.top_k) * r.x_stride;
-  job.x_up = down && r.x_up ? r.x_up + p * r.x_stride : nullptr;
-  job.y = (down || (j & 1) == 0 ? r.y_gate : r.y_up) + p * r.y_stride;
-  run_segment<VEC>(L.seg[g], job, blockIdx.x, stage, partial);
+  run_segment<VEC>(L.seg[g], L.jobs.at(blockIdx.y), blockIdx.x, stage, partial);
 }
 
 void launch(const MixedLaunch& L, bool vec, int64_t cols, cudaStream_t stream) {
@@ -188,8 +183,7 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
   const bool gated = pairs.x_up != nullptr;
   EQ_CHECK(!gated || cols <= kMaxGatedInput,
            "GPU decode: a routed launch's gated input of " + std::to_string(cols) + " columns");
-  RoutedLaunch L;
-  L.r = pairs;
+  RoutedLaunch L{.seg = {}, .jobs = RoutedJobs(pairs, n_pairs)};
   int64_t grid_x = 0;
   size_t smem = 0;
   for (int g = 0; g < n_groups; ++g) {
@@ -203,7 +197,7 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
     grid_x = std::max<int64_t>(grid_x, L.seg[g].blocks_per_job);
     smem = std::max(smem, L.seg[g].stage_bytes);
   }
-  const int64_t jobs = pairs.step == RoutedPairs::kGateUp ? 2 * int64_t{n_pairs} : n_pairs;
+  const int64_t jobs = L.jobs.jobs;
   if (grid_x == 0 || jobs == 0) return;
   EQ_CHECK(grid_x < (int64_t{1} << 31) && jobs <= 65535,
            "GPU decode: a routed launch of " + std::to_string(jobs) + " jobs of " + std::to_string(grid_x) +
