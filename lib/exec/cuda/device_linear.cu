@@ -146,6 +146,22 @@ std::vector<uint16_t> exact_bf16(const model::FloatBuffer& t) {
   return half;
 }
 
+// `t` copied into `storage`: bf16 when exact_bf16 gives its values and
+// EXPERTQUANT_GPU_DENSE_BF16 is not 0 (read at each copy), else float32.
+// Returns whether the copy is bf16.
+bool upload_dense(const model::FloatBuffer& t, DeviceBuffer& storage) {
+  const std::vector<uint16_t> half =
+      env_switch("EXPERTQUANT_GPU_DENSE_BF16", true) ? exact_bf16(t) : std::vector<uint16_t>{};
+  if (half.empty()) {
+    storage = DeviceBuffer(t.size() * sizeof(float));
+    storage.upload(t.data(), t.size() * sizeof(float));
+    return false;
+  }
+  storage = DeviceBuffer(half.size() * sizeof(uint16_t));
+  storage.upload(half.data(), half.size() * sizeof(uint16_t));
+  return true;
+}
+
 // The operands' device and page-locked host buffers, one set for every op of
 // the process (a model has hundreds of ops; each its own set would hold a
 // prefill's rows hundreds of times); the ops take turns.
@@ -273,18 +289,8 @@ class DeviceLinear final : public model::LinearOp {
       g_dense_cpu_bytes += bytes;
       return;
     }
-    const std::vector<uint16_t> half =
-        env_switch("EXPERTQUANT_GPU_DENSE_BF16", true) ? exact_bf16(t->data) : std::vector<uint16_t>{};
-    bf16_ = !half.empty();
-    if (!bf16_) {
-      w_ = DeviceBuffer(bytes);
-      w_.upload(t->data.data(), bytes);
-      g_dense_bytes += bytes;
-      return;
-    }
-    w_ = DeviceBuffer(bytes / 2);
-    w_.upload(half.data(), bytes / 2);
-    g_dense_bytes += bytes / 2;
+    bf16_ = upload_dense(t->data, w_);
+    g_dense_bytes += w_.size();
   }
 
   DenseMatrix matrix() const { return {w_.data(), rows_, cols_, bf16_}; }
@@ -350,15 +356,8 @@ DenseMatrix device_dense_copy(const model::Tensor32Ptr& t, int64_t rows, int64_t
   EQ_CHECK(t != nullptr && static_cast<int64_t>(t->data.size()) == rows * cols,
            "GPU copy of a [" + std::to_string(rows) + ", " + std::to_string(cols) + "] matrix: " +
                (t ? std::to_string(t->data.size()) + " values" : std::string("none")));
-  const std::vector<uint16_t> half =
-      env_switch("EXPERTQUANT_GPU_DENSE_BF16", true) ? exact_bf16(t->data) : std::vector<uint16_t>{};
-  if (half.empty()) {
-    storage = device_copy(t);
-    return {storage.data(), rows, cols, false};
-  }
-  storage = DeviceBuffer(half.size() * sizeof(uint16_t));
-  storage.upload(half.data(), half.size() * sizeof(uint16_t));
-  return {storage.data(), rows, cols, true};
+  const bool bf16 = upload_dense(t->data, storage);
+  return {storage.data(), rows, cols, bf16};
 }
 
 void dense_products(std::span<const DenseMatrix> ws, const float* x, float* const* ys, int64_t n, void* stream,

@@ -18,7 +18,6 @@
 // (gemv_mixed.cu) run too.
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <string>
 #include <type_traits>
 
