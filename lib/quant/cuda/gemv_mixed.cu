@@ -56,7 +56,8 @@ static_assert(stream::kThreads == rowmajor::kThreads, "one block size for every 
 
 // The int8_row body as a call of its own: inlined beside the stream bodies,
 // the kernel spilled 292 bytes a thread (56 before int8_row took part); as a
-// call, the kernel spills 32 and the call 168 (ptxas -v, sm_90a).
+// call, the kernels spill 0 to 32 and the call 148 to 168
+// (bench/ptxas_usage.py BUILD lib/quant/cuda/gemv_mixed.cu, sm_90a).
 __device__ __noinline__ void int8_row_block(const rowmajor::RowParams& p, const DeviceGemvJob& job, uint32_t block,
                                             unsigned char* stage) {
   rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(p, job, 0, block, stage);
