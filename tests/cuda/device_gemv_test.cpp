@@ -376,8 +376,9 @@ TEST(DeviceGemv, TrellisStripsPerBlockKeepEachJobsBits) {
 // gives each job the bits of its format's own launch: every row that takes
 // part, 7 jobs each (more formats and jobs than one launch holds, so it
 // launches several and splits a format's jobs between two), rows a multiple
-// of 4 (16-byte loads) and not, with and without a gated input. More rows of
-// x are refused.
+// of 4 (16-byte loads) and not, with and without a gated input; and every
+// two rows with int8_row in launches of their own. More rows of x are
+// refused.
 TEST(DeviceGemv, MixedLaunchEqualsEachFormatsOwn) {
   SKIP_WITHOUT_GPU();
   const int64_t cols = 256;
@@ -432,6 +433,27 @@ TEST(DeviceGemv, MixedLaunchEqualsEachFormatsOwn) {
                                 [](float v) { return std::isfinite(v); }))
             << fs[i]->name << " " << what << ": an output left unwritten";
       }
+      if (rows != 96) continue;
+      // Every two rows beside int8_row in launches of their own, so that
+      // each instantiated set of bodies runs (gemv_mixed.cu, kBodySets), not
+      // only the kernel holding every body; 2 jobs each.
+      const auto i8 = std::find(fs.begin(), fs.end(), quant::find_format("int8_row")) - fs.begin();
+      ASSERT_LT(static_cast<size_t>(i8), fs.size()) << "int8_row takes no part";
+      constexpr int kTwo = 2;
+      for (size_t i = 0; i < fs.size(); ++i)
+        for (size_t k = i + 1; k < fs.size(); ++k) {
+          std::vector<size_t> in_launch = {i, k};
+          if (static_cast<size_t>(i8) != i && static_cast<size_t>(i8) != k) in_launch.push_back(i8);
+          std::vector<quant::DeviceGemvCall> few;
+          for (const size_t f : in_launch) few.push_back({fs[f], jobs_mixed.data() + f * per, kTwo});
+          mixed.upload(poison.data(), poison.size() * sizeof(float));
+          quant::cuda::run_gemv_calls(rows, cols, 1, few.data(), static_cast<int>(few.size()), nullptr);
+          synchronize();
+          mixed.download(a.data(), a.size() * sizeof(float));
+          for (const size_t f : in_launch)
+            EXPECT_EQ(std::memcmp(a.data() + f * per * out, b.data() + f * per * out, kTwo * out * sizeof(float)), 0)
+                << fs[f]->name << " in a launch with " << fs[i]->name << " and " << fs[k]->name << " " << what;
+        }
     }
   }
   const quant::DeviceGemvCall none{fs[0], nullptr, 0};

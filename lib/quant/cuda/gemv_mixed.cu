@@ -28,8 +28,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string>
+#include <utility>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "quant/cuda/gemv_mixed.cuh"
 
@@ -63,21 +66,53 @@ __device__ __noinline__ void int8_row_block(const rowmajor::RowParams& p, const 
   rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(p, job, 0, block, stage);
 }
 
+// The bodies a kernel holds (kBodies): bit b for stream::Body b, kInt8RowBit
+// for int8_row. A kernel holding every body is 190-210 KB of code, one of
+// two stream bodies and int8_row about 95 KB; on the Qwen3-30B-A3B layer the
+// smaller kernel took the shared gate and up launch from 13.9 to 11.6 us
+// (docs/benchmarks.md, "GPU whole model"), so a launch takes the smallest
+// instantiated set that holds its bodies (kBodySets). The same body gives
+// the same bits in every set.
+inline constexpr uint32_t kInt8RowBit = 1u << 6;
+inline constexpr uint32_t kEveryBody = stream::kAllBodies | kInt8RowBit;
+constexpr uint32_t body_bit(stream::Body b) { return 1u << static_cast<int>(b); }
+// The sets instantiated, smallest first; the last holds every body. One
+// 4-bit table body (fp4 and nl4 rows, group 32 or 16) beside int8_row: the
+// default policy's critical and standard classes (its trellis rows run
+// launches of their own); with one affine width beside them: an 8/4/2 (or
+// 8/4/3) mix. A launch of more bodies takes the kernel holding every one.
+using stream::Body;
+inline constexpr uint32_t kBodySets[] = {
+    body_bit(Body::kTable4) | kInt8RowBit,
+    body_bit(Body::kTable4Chunk16) | kInt8RowBit,
+    body_bit(Body::kTable4) | body_bit(Body::kAffine2) | kInt8RowBit,
+    body_bit(Body::kTable4) | body_bit(Body::kAffine3) | kInt8RowBit,
+    body_bit(Body::kTable4) | body_bit(Body::kAffine4) | kInt8RowBit,
+    kEveryBody,
+};
+static_assert(kBodySets[std::size(kBodySets) - 1] == kEveryBody, "the last set holds every body");
+
+uint32_t body_bits(const GemvSegment& seg) {
+  return seg.family == GemvSegment::kInt8Row ? kInt8RowBit : 1u << seg.body;
+}
+
 // Block `block` of job `job` of `seg` (the whole block calls it).
-template <bool VEC>
+template <bool VEC, uint32_t kBodies>
 __device__ __forceinline__ void run_segment(const GemvSegment& seg, const DeviceGemvJob& job, uint32_t block,
                                             unsigned char* stage, float* partial) {
   if (seg.family == GemvSegment::kInt8Row) {
-    int8_row_block(seg.row, job, block, stage);
+    if constexpr ((kBodies & kInt8RowBit) != 0) int8_row_block(seg.row, job, block, stage);
     return;
   }
-  stream::with_body(static_cast<stream::Body>(seg.body), [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
-    stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, 0, block, stage, partial);
-  });
+  stream::with_body<kBodies & stream::kAllBodies>(
+      static_cast<stream::Body>(seg.body), [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
+        stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, 0, block, stage,
+                                                                                 partial);
+      });
 }
 
 // 80 registers (3 blocks an SM), as the 8-bit stream rows' own kernel.
-template <bool VEC>
+template <bool VEC, uint32_t kBodies>
 __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const __grid_constant__ MixedLaunch L) {
   extern __shared__ __align__(16) unsigned char stage[];  // the largest of the segments' stage_bytes
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
@@ -86,7 +121,8 @@ __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const _
   const GemvSegment& seg = L.seg[i];
   const uint32_t local = blockIdx.x - static_cast<uint32_t>(L.first_block[i]);
   const uint32_t per_job = static_cast<uint32_t>(seg.blocks_per_job);
-  run_segment<VEC>(seg, L.job[L.first_job[i] + static_cast<int>(local / per_job)], local % per_job, stage, partial);
+  run_segment<VEC, kBodies>(seg, L.job[L.first_job[i] + static_cast<int>(local / per_job)], local % per_job, stage,
+                            partial);
 }
 
 // A routed launch's groups: segment g is bit group g's (blocks_per_job 0: not
@@ -97,7 +133,7 @@ struct RoutedLaunch {
 };
 static_assert(sizeof(RoutedLaunch) <= 4096, "kernel parameters of at most 4 KB");
 
-template <bool VEC>
+template <bool VEC, uint32_t kBodies>
 __global__ void __launch_bounds__(stream::kThreads, 3) routed_mixed_kernel(const __grid_constant__ RoutedLaunch L) {
   extern __shared__ __align__(16) unsigned char stage[];
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
@@ -106,15 +142,38 @@ __global__ void __launch_bounds__(stream::kThreads, 3) routed_mixed_kernel(const
   if (e < 0 || e >= r.experts) return;  // the whole block
   const int32_t g = r.group_of[e];
   if (g < 0 || g >= kMaxRoutedGroups || blockIdx.x >= static_cast<uint32_t>(L.seg[g].blocks_per_job)) return;
-  run_segment<VEC>(L.seg[g], L.jobs.at(blockIdx.y), blockIdx.x, stage, partial);
+  run_segment<VEC, kBodies>(L.seg[g], L.jobs.at(blockIdx.y), blockIdx.x, stage, partial);
 }
+
+// The kernel of the smallest set in kBodySets holding `bodies`
+// (EXPERTQUANT_GPU_BODY_SETS=0: always every body, for measurement).
+template <template <bool, uint32_t> class Kernel, typename Fn, size_t... I>
+Fn pick_kernel(bool vec, uint32_t bodies, std::index_sequence<I...>) {
+  static const bool sets_on = env_switch("EXPERTQUANT_GPU_BODY_SETS", true);
+  Fn found = nullptr;
+  ((found == nullptr && (sets_on || kBodySets[I] == kEveryBody) && (bodies & ~kBodySets[I]) == 0
+        ? (found = vec ? Kernel<true, kBodySets[I]>::fn : Kernel<false, kBodySets[I]>::fn)
+        : found),
+   ...);
+  return found;
+}
+template <bool VEC, uint32_t kBodies>
+struct MixedKernel {
+  static constexpr auto fn = mixed_gemv_kernel<VEC, kBodies>;
+};
+template <bool VEC, uint32_t kBodies>
+struct RoutedMixedKernel {
+  static constexpr auto fn = routed_mixed_kernel<VEC, kBodies>;
+};
+constexpr auto kSetIndices = std::make_index_sequence<std::size(kBodySets)>{};
 
 void launch(const MixedLaunch& L, bool vec, int64_t cols, cudaStream_t stream) {
   if (L.segments == 0) return;
   const unsigned blocks = static_cast<unsigned>(L.first_block[L.segments]);
   size_t smem = 0;
-  for (int i = 0; i < L.segments; ++i) smem = std::max(smem, L.seg[i].stage_bytes);
-  auto kernel = vec ? mixed_gemv_kernel<true> : mixed_gemv_kernel<false>;
+  uint32_t bodies = 0;
+  for (int i = 0; i < L.segments; ++i) smem = std::max(smem, L.seg[i].stage_bytes), bodies |= body_bits(L.seg[i]);
+  auto kernel = pick_kernel<MixedKernel, void (*)(MixedLaunch)>(vec, bodies, kSetIndices);
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a launch of several formats", cols);
   kernel<<<blocks, stream::kThreads, smem, stream>>>(L);
   check_launch("mixed decode kernel");
@@ -131,7 +190,7 @@ int64_t mixed_gemv_blocks(const FormatTraits& format, int64_t rows, int64_t cols
 
 int64_t mixed_gemv_wave() {
   int per_sm = 0;
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mixed_gemv_kernel<true>, stream::kThreads, 0),
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mixed_gemv_kernel<true, kEveryBody>, stream::kThreads, 0),
         "occupancy of the mixed decode kernel");
   return static_cast<int64_t>(multiprocessor_count()) * per_sm;
 }
@@ -187,6 +246,7 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
   RoutedLaunch L{.seg = {}, .jobs = RoutedJobs(pairs, n_pairs)};
   int64_t grid_x = 0;
   size_t smem = 0;
+  uint32_t bodies = 0;
   for (int g = 0; g < n_groups; ++g) {
     const FormatTraits* f = formats[g];
     if (f == nullptr) continue;
@@ -196,6 +256,7 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
              "GPU decode: " + std::string(f->name) + " takes no gated input (DeviceGemv::gated_rows)");
     f->device_gemv->segment(*f, rows, cols, kRowsOfX, gated, L.seg[g]);
     grid_x = std::max<int64_t>(grid_x, L.seg[g].blocks_per_job);
+    bodies |= body_bits(L.seg[g]);
     smem = std::max(smem, L.seg[g].stage_bytes);
   }
   const int64_t jobs = L.jobs.jobs;
@@ -203,7 +264,7 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
   EQ_CHECK(grid_x < (int64_t{1} << 31) && jobs <= 65535,
            "GPU decode: a routed launch of " + std::to_string(jobs) + " jobs of " + std::to_string(grid_x) +
                " blocks each");
-  auto kernel = rows % 4 == 0 ? routed_mixed_kernel<true> : routed_mixed_kernel<false>;
+  auto kernel = pick_kernel<RoutedMixedKernel, void (*)(RoutedLaunch)>(rows % 4 == 0, bodies, kSetIndices);
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a routed launch of several formats", cols);
   kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(jobs)), stream::kThreads, smem,
            stream_of(stream)>>>(L);

@@ -349,16 +349,22 @@ enum class Body : int { kAffine2, kAffine3, kAffine4, kAffine8, kTable4, kTable4
 // Calls f.template operator()<BITS, CHUNK, HAS_BIASES, TABLE>() with the
 // template arguments of `body`: the one place that maps a body to its
 // kernel, for the format's own launch and the launch of several formats.
+// kBodies: the bodies instantiated (bit b: Body b); one outside it does
+// nothing, and the caller does not pass it.
+inline constexpr uint32_t kAllBodies = 0x3f;
 #pragma nv_exec_check_disable
-template <typename F>
+template <uint32_t kBodies = kAllBodies, typename F>
 __host__ __device__ inline void with_body(Body body, F&& f) {
+  constexpr auto has = [](Body b) { return (kBodies >> static_cast<int>(b)) & 1u; };
   switch (body) {
-    case Body::kAffine2: f.template operator()<2, 32, true, false>(); break;
-    case Body::kAffine3: f.template operator()<3, 32, true, false>(); break;
-    case Body::kAffine4: f.template operator()<4, 32, true, false>(); break;
-    case Body::kAffine8: f.template operator()<8, 32, true, false>(); break;
-    case Body::kTable4: f.template operator()<4, 32, false, true>(); break;
-    case Body::kTable4Chunk16: f.template operator()<4, 16, false, true>(); break;
+    case Body::kAffine2: if constexpr (has(Body::kAffine2)) f.template operator()<2, 32, true, false>(); break;
+    case Body::kAffine3: if constexpr (has(Body::kAffine3)) f.template operator()<3, 32, true, false>(); break;
+    case Body::kAffine4: if constexpr (has(Body::kAffine4)) f.template operator()<4, 32, true, false>(); break;
+    case Body::kAffine8: if constexpr (has(Body::kAffine8)) f.template operator()<8, 32, true, false>(); break;
+    case Body::kTable4: if constexpr (has(Body::kTable4)) f.template operator()<4, 32, false, true>(); break;
+    case Body::kTable4Chunk16:
+      if constexpr (has(Body::kTable4Chunk16)) f.template operator()<4, 16, false, true>();
+      break;
   }
 }
 
