@@ -10,6 +10,8 @@
 # alternating, so that each comparison is within one call:
 #   fp4 / mix               all on
 #   mix lanes0              EXPERTQUANT_GPU_MIXED_LAUNCH=0 (a lane a bit group)
+#   mix sets0               EXPERTQUANT_GPU_BODY_SETS=0 (the shared launches
+#                           in the kernel holding every body)
 #   fp4 graph0              EXPERTQUANT_GPU_GRAPH=0
 #   fp4 splits0             EXPERTQUANT_GPU_KEY_SPLITS=0
 #   fp4 bf16_0              EXPERTQUANT_GPU_DENSE_BF16=0
@@ -53,6 +55,7 @@ for run in $(seq "$runs"); do
   gen "fp4-run$run" fp4
   gen "mix-run$run" mix
   gen "mix-lanes0-run$run" mix EXPERTQUANT_GPU_MIXED_LAUNCH=0
+  gen "mix-sets0-run$run" mix EXPERTQUANT_GPU_BODY_SETS=0
   gen "fp4-graph0-run$run" fp4 EXPERTQUANT_GPU_GRAPH=0
   gen "fp4-splits0-run$run" fp4 EXPERTQUANT_GPU_KEY_SPLITS=0
   gen "fp4-bf16_0-run$run" fp4 EXPERTQUANT_GPU_DENSE_BF16=0
