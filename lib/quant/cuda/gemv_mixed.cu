@@ -57,10 +57,14 @@ static_assert(sizeof(MixedLaunch) <= 4096, "kernel parameters of at most 4 KB");
 
 static_assert(stream::kThreads == rowmajor::kThreads, "one block size for every body");
 
-// The int8_row body as a call of its own: inlined beside the stream bodies,
-// the kernel spilled 292 bytes a thread (56 before int8_row took part); as a
-// call, the kernels spill 0 to 32 and the call 148 to 168
-// (bench/ptxas_usage.py BUILD lib/quant/cuda/gemv_mixed.cu, sm_90a).
+// The int8_row body as a call of its own, in the kernel of every body:
+// inlined beside the six stream bodies, that kernel spilled 292 bytes a
+// thread (56 before int8_row took part); as a call, it spills 0 to 24 and the
+// call 56 to 80. The kernels of a few bodies (kBodySets) inline it and spill
+// 0 to 4 bytes (96 in one per-pair variant of 8/4/2 for rows not a multiple
+// of 4); inlined, the 8/4/2 mix's step was 1.022x fp4_g32's against 1.048x
+// with the call (bench/ptxas_usage.py BUILD lib/quant/cuda/gemv_mixed.cu,
+// sm_90a; docs/benchmarks.md, "GPU whole model").
 __device__ __noinline__ void int8_row_block(const rowmajor::RowParams& p, const DeviceGemvJob& job, uint32_t block,
                                             unsigned char* stage) {
   rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(p, job, 0, block, stage);
@@ -101,7 +105,9 @@ template <bool VEC, uint32_t kBodies>
 __device__ __forceinline__ void run_segment(const GemvSegment& seg, const DeviceGemvJob& job, uint32_t block,
                                             unsigned char* stage, float* partial) {
   if (seg.family == GemvSegment::kInt8Row) {
-    if constexpr ((kBodies & kInt8RowBit) != 0) int8_row_block(seg.row, job, block, stage);
+    if constexpr (kBodies == kEveryBody) int8_row_block(seg.row, job, block, stage);
+    else if constexpr ((kBodies & kInt8RowBit) != 0)
+      rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(seg.row, job, 0, block, stage);
     return;
   }
   stream::with_body<kBodies & stream::kAllBodies>(

@@ -121,8 +121,9 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
 // it reads serves all of them (x's loads were 4 a piece of 16 weights with a
 // row a warp); a row's sums keep the order of row_partial, so the bits do not
 // depend on how many rows a warp takes. Otherwise a warp takes one row.
-// int8 x of one row (or its gated input, DeviceGemvJob::x_up) is staged first
-// by the whole block (`stage`: the dynamic shared memory), of more rows
+// int8 x of one row (or its gated input, DeviceGemvJob::x_up) is staged by
+// the whole block (`stage`: the dynamic shared memory) while the first round
+// of the rows' loads is in flight, of more rows
 // quantized once a call (p.xq). This is the work of block `block` (its kWarps
 // * rows_per_warp rows) of job `job_index`, in a launch of kThreads threads a
 // block (lane: threadIdx.x % 32, warp: threadIdx.x / 32).
@@ -136,6 +137,24 @@ __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const De
   const int lane = static_cast<int>(threadIdx.x & 31u);
   const int64_t n0 = (static_cast<int64_t>(block) * kWarps + (threadIdx.x >> 5)) * p.rows_per_warp;
   const float* x = job.x;
+  const int here = n0 >= N ? 0 : static_cast<int>(N - n0 < p.rows_per_warp ? N - n0 : p.rows_per_warp);
+  const E* rows = static_cast<const E*>(job.parts[0]) + (n0 < N ? n0 : 0) * K;
+  const bool aligned = (K * static_cast<int64_t>(sizeof(E))) % 16 == 0;  // then rows_per_warp == kR
+  const int64_t pieces = K / kPer;
+  const uint4* src = reinterpret_cast<const uint4*>(rows);
+  const int batch = p.batch < kR ? 1 : p.batch / kR;
+  // The pieces of the warp's rows from i0 on (batch of each), in flight together.
+  uint4 piece[kR][kRowBatch];
+  auto load = [&](int64_t i0) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b)
+        if (r < here && b < batch && i0 + 32 * b < pieces) piece[r][b] = __ldg(src + r * pieces + i0 + 32 * b);
+  };
+  // The first round's loads are in flight while the block stages x, as the
+  // stream body's.
+  if (aligned) load(lane);
   Int8Input xq;
   if constexpr (std::is_same_v<E, int8_t>) {  // one row of x: staged by the block; more: quantized once a call
     if constexpr (MB == 1) xq = stage_int8<XLayout::kNatural>(job, stage, p.m_rows, static_cast<uint32_t>(K));
@@ -144,8 +163,6 @@ __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const De
                                             static_cast<uint32_t>(K));
   }
   if (n0 >= N) return;
-  const int here = static_cast<int>(N - n0 < p.rows_per_warp ? N - n0 : p.rows_per_warp);
-  const E* rows = static_cast<const E*>(job.parts[0]) + n0 * K;
   const float* xrow[MB];
   for (int m = 0; m < MB; ++m) xrow[m] = x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;
   // Row n0 + r's sums of the lanes, met and stored.
@@ -156,7 +173,7 @@ __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const De
       if (lane == 0 && m < p.m_rows) job.y[static_cast<int64_t>(m) * N + n0 + r] = kScaled ? sum * scale : sum;
     }
   };
-  if ((K * static_cast<int64_t>(sizeof(E))) % 16 != 0) {  // rows not all aligned: one at a time
+  if (!aligned) {  // rows not all aligned: one at a time
     for (int r = 0; r < here; ++r) {
       float a[MB];
       for (int m = 0; m < MB; ++m) a[m] = 0.0f;
@@ -168,16 +185,8 @@ __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const De
   float acc[kR][MB];
   for (int r = 0; r < kR; ++r)
     for (int m = 0; m < MB; ++m) acc[r][m] = 0.0f;
-  const int64_t pieces = K / kPer;
-  const uint4* src = reinterpret_cast<const uint4*>(rows);
-  const int batch = p.batch < kR ? 1 : p.batch / kR;
   for (int64_t i0 = lane; i0 < pieces; i0 += 32 * batch) {
-    uint4 piece[kR][kRowBatch];
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-#pragma unroll
-      for (int b = 0; b < kRowBatch; ++b)
-        if (r < here && b < batch && i0 + 32 * b < pieces) piece[r][b] = __ldg(src + r * pieces + i0 + 32 * b);
+    if (i0 != lane) load(i0);
 #pragma unroll
     for (int b = 0; b < kRowBatch; ++b) {
       const int64_t i = i0 + 32 * b;
