@@ -122,9 +122,10 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
 // row a warp); a row's sums keep the order of row_partial, so the bits do not
 // depend on how many rows a warp takes. Otherwise a warp takes one row.
 // int8 x of one row (or its gated input, DeviceGemvJob::x_up) is staged by
-// the whole block (`stage`: the dynamic shared memory) while the first round
-// of the rows' loads is in flight, of more rows
-// quantized once a call (p.xq). This is the work of block `block` (its kWarps
+// the whole block (`stage`: the dynamic shared memory), x of more rows
+// quantized once a call (p.xq); when every row starts on 16 bytes, the first
+// round of the rows' loads is issued before, so it is in flight while x is
+// staged. This is the work of block `block` (its kWarps
 // * rows_per_warp rows) of job `job_index`, in a launch of kThreads threads a
 // block (lane: threadIdx.x % 32, warp: threadIdx.x / 32).
 template <typename E, bool kScaled, int MB>
