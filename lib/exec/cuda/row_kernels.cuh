@@ -1,6 +1,7 @@
 // Elementwise kernels over rows of float32, and block reductions, shared by
 // the GPU MoE layer (device_moe.cu), the GPU decoder layers
-// (device_layers.cu) and their gated delta net (device_delta_net.cu).
+// (device_layers.cu), their attention (device_attention.cu) and gated delta
+// net (device_delta_net.cu).
 #pragma once
 
 #include <cuda_runtime.h>
