@@ -72,7 +72,8 @@ __device__ __noinline__ void int8_row_block(const rowmajor::RowParams& p, const 
 
 // The bodies a kernel holds (kBodies): bit b for stream::Body b, kInt8RowBit
 // for int8_row. A kernel holding every body is 190-210 KB of code, one of
-// two stream bodies and int8_row about 95 KB; on the Qwen3-30B-A3B layer the
+// a few bodies 60-92 KB (bench/cuda_code_size.py BUILD
+// lib/quant/cuda/gemv_mixed.cu); on the Qwen3-30B-A3B layer the
 // smaller kernel took the shared gate and up launch from 13.9 to 11.6 us
 // (docs/benchmarks.md, "GPU whole model"), so a launch takes the smallest
 // instantiated set that holds its bodies (kBodySets). The same body gives
