@@ -118,6 +118,9 @@ __device__ inline float swiglu_device(float g, float u) { return g / (1.0f + exp
 
 // A call's jobs carry x_up all or none (DeviceGemvJob); true when all do.
 bool gated_call(const FormatTraits& format, const DeviceGemvJob* jobs, int n_jobs, int m_rows, int64_t cols);
+// The same for a routed call (one row of x): true when `pairs` carries x_up;
+// throws when `format` takes no gated input or cols is past kMaxGatedInput.
+bool gated_routed_call(const FormatTraits& format, const RoutedPairs& pairs, int64_t cols);
 
 // Makes the block's rows of x: the job's x, or, for a gated job, its gated
 // input staged in `stage` [m_rows][cols] (shared memory) by the whole block

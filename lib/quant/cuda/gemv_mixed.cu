@@ -247,9 +247,6 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
   EQ_CHECK(n_groups >= 1 && n_groups <= kMaxRoutedGroups,
            "GPU decode: a routed launch of " + std::to_string(n_groups) + " groups (1 to " +
                std::to_string(kMaxRoutedGroups) + ")");
-  const bool gated = pairs.x_up != nullptr;
-  EQ_CHECK(!gated || cols <= kMaxGatedInput,
-           "GPU decode: a routed launch's gated input of " + std::to_string(cols) + " columns");
   RoutedLaunch L{.seg = {}, .jobs = RoutedJobs(pairs, n_pairs)};
   int64_t grid_x = 0;
   size_t smem = 0;
@@ -259,9 +256,7 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
     if (f == nullptr) continue;
     EQ_CHECK(f->device_gemv != nullptr && f->device_gemv->segment != nullptr,
              "GPU decode: " + std::string(f->name) + " does not run in a launch of several formats");
-    EQ_CHECK(!gated || f->device_gemv->gated_rows >= 1,
-             "GPU decode: " + std::string(f->name) + " takes no gated input (DeviceGemv::gated_rows)");
-    f->device_gemv->segment(*f, rows, cols, kRowsOfX, gated, L.seg[g]);
+    f->device_gemv->segment(*f, rows, cols, kRowsOfX, gated_routed_call(*f, pairs, cols), L.seg[g]);
     grid_x = std::max<int64_t>(grid_x, L.seg[g].blocks_per_job);
     bodies |= body_bits(L.seg[g]);
     smem = std::max(smem, L.seg[g].stage_bytes);

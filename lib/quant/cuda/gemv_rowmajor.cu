@@ -100,10 +100,7 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
 template <typename E, bool kScaled>
 void run_rowmajor_routed(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs,
                          int n_pairs, void* stream) {
-  EQ_CHECK(pairs.x_up == nullptr || format.device_gemv->gated_rows >= 1,
-           "GPU decode: " + std::string(format.name) + " takes no gated input (DeviceGemv::gated_rows)");
-  EQ_CHECK(pairs.x_up == nullptr || cols <= kMaxGatedInput,
-           "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(cols) + " columns");
+  gated_routed_call(format, pairs, cols);  // int8_row stages a gated row of x as it stages x
   const RowParams p = row_params<E>(rows, cols, 1);
   const size_t smem = std::is_same_v<E, int8_t> ? int8_stage_bytes(XLayout::kNatural, 1, cols) : 0;
   const auto kernel = rowmajor_gemv_kernel<E, kScaled, 1, RoutedJobs>;

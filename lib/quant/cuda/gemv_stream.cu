@@ -195,9 +195,7 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
 
 void run_stream_routed(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs, int n_pairs,
                        void* stream) {
-  const bool gated = pairs.x_up != nullptr;
-  EQ_CHECK(!gated || cols <= kMaxGatedInput,
-           "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(cols) + " columns");
+  const bool gated = gated_routed_call(format, pairs, cols);
   Body body{};
   const StreamParams p = params_of(format, rows, cols, 1, gated, body);
   const size_t smem = stage_bytes(body, p);

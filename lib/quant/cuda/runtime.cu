@@ -89,6 +89,16 @@ bool gated_call(const FormatTraits& format, const DeviceGemvJob* jobs, int n_job
   return gated > 0;
 }
 
+bool gated_routed_call(const FormatTraits& format, const RoutedPairs& pairs, int64_t cols) {
+  if (pairs.x_up == nullptr) return false;
+  EQ_CHECK(format.device_gemv->gated_rows >= 1,
+           "GPU decode: " + std::string(format.name) + " takes no gated input (DeviceGemv::gated_rows)");
+  EQ_CHECK(cols <= kMaxGatedInput, "GPU decode: " + std::string(format.name) + ": a gated input of " +
+                                       std::to_string(cols) + " columns (at most " + std::to_string(kMaxGatedInput) +
+                                       ")");
+  return true;
+}
+
 namespace {
 
 // An attribute of the current GPU, read once a device: one GPU model a

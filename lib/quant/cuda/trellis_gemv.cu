@@ -504,8 +504,7 @@ void run_trellis(const FormatTraits& format, int64_t rows, int64_t cols, const D
 // Routed jobs: one row of x, rotated in each block's shared memory.
 void run_trellis_routed(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs,
                         int n_pairs, void* stream) {
-  EQ_CHECK(pairs.x_up == nullptr || cols <= kMaxGatedInput,
-           "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(cols) + " columns");
+  gated_routed_call(format, pairs, cols);
   EQ_CHECK(fused_input(1, cols), "GPU decode: " + std::string(format.name) + ": a row of x of " +
                                      std::to_string(cols) + " columns takes more shared memory than the GPU has");
   const TrellisParams p = trellis_params(format, rows, cols, 1);
