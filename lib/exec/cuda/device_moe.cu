@@ -493,6 +493,18 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
   r.experts = static_cast<int32_t>(L.num_experts);
   r.top_k = static_cast<int32_t>(top_k);
   const int n = static_cast<int>(pairs);
+  // A projection step's inputs and outputs: gate and up from x into g and u;
+  // down from `in` (and in_up: its gated input) into the pairs' slots.
+  auto gate_up_step = [&] {
+    r.step = quant::RoutedPairs::kGateUp;
+    r.x = x, r.x_up = nullptr, r.x_stride = H;
+    r.y_gate = g, r.y_up = u, r.y_stride = I;
+  };
+  auto down_step = [&](const float* in, const float* in_up) {
+    r.step = quant::RoutedPairs::kDown;
+    r.x = in, r.x_up = in_up, r.x_stride = I;
+    r.y_gate = slot_out, r.y_up = nullptr, r.y_stride = H;
+  };
   // The shared groups' launches (lane 0) when the call's blocks fit one wave
   // (DeviceMoeLayer::routed_shared_blocks), then each other group on a lane
   // of its own, as the per-pair path's: gate and up, SwiGLU of its own pairs
@@ -504,13 +516,9 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
   s.lanes.fork(lanes, stream);
   if (shared) {
     void* lane = s.lanes.lane(0, stream);
-    r.step = quant::RoutedPairs::kGateUp;
-    r.x = x, r.x_up = nullptr, r.x_stride = H;
-    r.y_gate = g, r.y_up = u, r.y_stride = I;
+    gate_up_step();
     quant::cuda::run_routed_calls(I, H, L.routed_shared_up.data(), groups, r, n, lane);
-    r.step = quant::RoutedPairs::kDown;
-    r.x = g, r.x_up = u, r.x_stride = I;
-    r.y_gate = slot_out, r.y_up = nullptr, r.y_stride = H;
+    down_step(g, u);
     quant::cuda::run_routed_calls(H, I, L.routed_shared_down.data(), groups, r, n, lane);
   }
   int next_lane = shared ? 1 : 0;
@@ -519,18 +527,14 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
     if (shared && rg.shared) continue;
     void* lane = s.lanes.lane(lanes > 1 ? next_lane++ : 0, stream);
     r.group = gi;
-    r.step = quant::RoutedPairs::kGateUp;
-    r.x = x, r.x_up = nullptr, r.x_stride = H;
-    r.y_gate = g, r.y_up = u, r.y_stride = I;
+    gate_up_step();
     rg.up->device_gemv->run_routed(*rg.up, I, H, r, n, lane);
     if (!rg.gated) {
       routed_glu_kernel<<<dim3(static_cast<unsigned>((I + 255) / 256), static_cast<unsigned>(pairs)), 256, 0,
                           stream_of(lane)>>>(r, pairs, I, g, u, h);
       check_launch("routed activation kernel");
     }
-    r.step = quant::RoutedPairs::kDown;
-    r.x = rg.gated ? g : h, r.x_up = rg.gated ? u : nullptr, r.x_stride = I;
-    r.y_gate = slot_out, r.y_up = nullptr, r.y_stride = H;
+    down_step(rg.gated ? g : h, rg.gated ? u : nullptr);
     rg.down->device_gemv->run_routed(*rg.down, H, I, r, n, lane);
   }
   s.lanes.join(lanes, stream);
