@@ -10,12 +10,13 @@ device image (one a function), largest first, with the mangled names (c++filt
 turns them into C++). --match keeps the names that contain the text.
 """
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+
+from compile_entry import compile_entry
 
 
 def main():
@@ -25,14 +26,10 @@ def main():
     ap.add_argument("--match", default="")
     ap.add_argument("--top", type=int, default=0)
     a = ap.parse_args()
-    commands = json.load(open(os.path.join(a.build, "compile_commands.json")))
-    entry = next((e for e in commands if e["file"].endswith(a.source)), None)
-    if entry is None:
-        sys.exit("%s is not in %s/compile_commands.json" % (a.source, a.build))
-    args = entry["command"].split()
+    args, directory = compile_entry(a.build, a.source)
     obj = args[args.index("-o") + 1]
     if not os.path.isabs(obj):
-        obj = os.path.join(entry["directory"], obj)
+        obj = os.path.join(directory, obj)
     if not os.path.exists(obj):
         sys.exit("%s is not built" % obj)
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,9 +16,9 @@
 #   fp4 splits0             EXPERTQUANT_GPU_KEY_SPLITS=0
 #   fp4 bf16_0              EXPERTQUANT_GPU_DENSE_BF16=0
 #   fp4 off                 all three off
-# NSYS=path/to/nsys adds a trace of each pack (all on, -n 160), summed by
-# bench/nsys_busy.py --by-grid, and the routed experts' span of a layer
-# (bench/nsys_span.py, route_kernel to combine_kernel). Prints one line a run;
+# NSYS=path/to/nsys adds a trace of each pack (all on, -n 160) and of mix
+# sets0, summed by bench/nsys_busy.py --by-grid, and the routed experts' span
+# of a layer (bench/nsys_span.py, route_kernel to combine_kernel). Prints one line a run;
 # logs go to LOGDIR.
 set -u
 build=$1 logs=$2 layers=${3:-16} runs=${4:-3}
@@ -63,12 +63,16 @@ for run in $(seq "$runs"); do
 done
 
 if [ -n "${NSYS:-}" ]; then
-  for pack in fp4 mix; do
-    "$NSYS" profile --trace=cuda --cuda-graph-trace=node -o "$work/prof-$pack" --force-overwrite true \
-      "$eq" generate --packed "$work/$pack" --prompt "The history of the" -n 160 --device cuda > "$logs/nsys-$pack.log" 2>&1
-    "$NSYS" export --type sqlite -o "$work/prof-$pack.sqlite" "$work/prof-$pack.nsys-rep" >> "$logs/nsys-$pack.log" 2>&1
-    python3 "$(dirname "$0")/nsys_busy.py" "$work/prof-$pack.sqlite" --by-grid --top 16 | tee "$logs/busy-$pack.txt"
-    python3 "$(dirname "$0")/nsys_span.py" "$work/prof-$pack.sqlite" --after route_kernel --before combine_kernel |
-      tee "$logs/span-$pack.txt"
+  for setting in fp4 mix mix-sets0; do
+    pack=${setting%%-*}
+    env $([ "$setting" = mix-sets0 ] && echo EXPERTQUANT_GPU_BODY_SETS=0) \
+      "$NSYS" profile --trace=cuda --cuda-graph-trace=node -o "$work/prof-$setting" --force-overwrite true \
+      "$eq" generate --packed "$work/$pack" --prompt "The history of the" -n 160 --device cuda \
+      > "$logs/nsys-$setting.log" 2>&1
+    "$NSYS" export --type sqlite -o "$work/prof-$setting.sqlite" "$work/prof-$setting.nsys-rep" \
+      >> "$logs/nsys-$setting.log" 2>&1
+    python3 "$(dirname "$0")/nsys_busy.py" "$work/prof-$setting.sqlite" --by-grid --top 16 | tee "$logs/busy-$setting.txt"
+    python3 "$(dirname "$0")/nsys_span.py" "$work/prof-$setting.sqlite" --after route_kernel --before combine_kernel |
+      tee "$logs/span-$setting.txt"
   done
 fi

@@ -10,13 +10,13 @@ __noinline__): registers, stack frame, spill stores and loads in bytes a
 thread. --match keeps the kernels whose mangled name contains the text.
 """
 import argparse
-import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
+
+from compile_entry import compile_entry
 
 
 def main():
@@ -25,15 +25,10 @@ def main():
     ap.add_argument("source")
     ap.add_argument("--match", default="")
     a = ap.parse_args()
-    commands = json.load(open(os.path.join(a.build, "compile_commands.json")))
-    entry = next((e for e in commands if e["file"].endswith(a.source)), None)
-    if entry is None:
-        sys.exit("%s is not in %s/compile_commands.json" % (a.source, a.build))
-    args = shlex.split(entry["command"])
+    args, directory = compile_entry(a.build, a.source)
     with tempfile.TemporaryDirectory() as tmp:
         args[args.index("-o") + 1] = os.path.join(tmp, "out.o")
-        r = subprocess.run([args[0], "-Xptxas", "-v"] + args[1:], cwd=entry["directory"], capture_output=True,
-                           text=True)
+        r = subprocess.run([args[0], "-Xptxas", "-v"] + args[1:], cwd=directory, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(r.stderr[-2000:])
     # ptxas prints a kernel's own figures, then those of each function it calls (once a kernel).
