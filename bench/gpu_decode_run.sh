@@ -9,17 +9,21 @@
 # `generate -n 256 --device cuda` RUNS times (default 3) in each setting,
 # alternating, so that each comparison is within one call:
 #   fp4 / mix               all on
+#   fp4 / mix pdl0          EXPERTQUANT_GPU_PDL=0 (plain launches, no
+#                           programmatic dependent launch)
 #   mix lanes0              EXPERTQUANT_GPU_MIXED_LAUNCH=0 (a lane a bit group)
 #   mix sets0               EXPERTQUANT_GPU_BODY_SETS=0 (the shared launches
 #                           in the kernel holding every body)
 #   fp4 graph0              EXPERTQUANT_GPU_GRAPH=0
 #   fp4 splits0             EXPERTQUANT_GPU_KEY_SPLITS=0
 #   fp4 bf16_0              EXPERTQUANT_GPU_DENSE_BF16=0
-#   fp4 off                 all three off
-# NSYS=path/to/nsys adds a trace of each pack (all on, -n 160) and of mix
-# sets0, summed by bench/nsys_busy.py --by-grid, and the routed experts' span
-# of a layer (bench/nsys_span.py, route_kernel to combine_kernel). Prints one line a run;
-# logs go to LOGDIR.
+#   fp4 off                 all four off
+# NSYS=path/to/nsys adds a trace of each pack (-n 160) and of mix sets0, all
+# with plain launches (under programmatic dependent launch a kernel's start
+# is when it was placed, before the one it waits for ends, so its span would
+# say nothing of its work), summed by bench/nsys_busy.py --by-grid, and the
+# routed experts' span of a layer (bench/nsys_span.py, route_kernel to
+# combine_kernel). Prints one line a run; logs go to LOGDIR.
 set -u
 build=$1 logs=$2 layers=${3:-16} runs=${4:-3}
 mkdir -p "$logs"
@@ -54,18 +58,21 @@ gen() {  # gen LABEL PACK [VAR=VALUE ...]
 for run in $(seq "$runs"); do
   gen "fp4-run$run" fp4
   gen "mix-run$run" mix
+  gen "fp4-pdl0-run$run" fp4 EXPERTQUANT_GPU_PDL=0
+  gen "mix-pdl0-run$run" mix EXPERTQUANT_GPU_PDL=0
   gen "mix-lanes0-run$run" mix EXPERTQUANT_GPU_MIXED_LAUNCH=0
   gen "mix-sets0-run$run" mix EXPERTQUANT_GPU_BODY_SETS=0
   gen "fp4-graph0-run$run" fp4 EXPERTQUANT_GPU_GRAPH=0
   gen "fp4-splits0-run$run" fp4 EXPERTQUANT_GPU_KEY_SPLITS=0
   gen "fp4-bf16_0-run$run" fp4 EXPERTQUANT_GPU_DENSE_BF16=0
-  gen "fp4-off-run$run" fp4 EXPERTQUANT_GPU_GRAPH=0 EXPERTQUANT_GPU_KEY_SPLITS=0 EXPERTQUANT_GPU_DENSE_BF16=0
+  gen "fp4-off-run$run" fp4 EXPERTQUANT_GPU_GRAPH=0 EXPERTQUANT_GPU_KEY_SPLITS=0 EXPERTQUANT_GPU_DENSE_BF16=0 \
+    EXPERTQUANT_GPU_PDL=0
 done
 
 if [ -n "${NSYS:-}" ]; then
   for setting in fp4 mix mix-sets0; do
     pack=${setting%%-*}
-    env $([ "$setting" = mix-sets0 ] && echo EXPERTQUANT_GPU_BODY_SETS=0) \
+    env EXPERTQUANT_GPU_PDL=0 $([ "$setting" = mix-sets0 ] && echo EXPERTQUANT_GPU_BODY_SETS=0) \
       "$NSYS" profile --trace=cuda --cuda-graph-trace=node -o "$work/prof-$setting" --force-overwrite true \
       "$eq" generate --packed "$work/$pack" --prompt "The history of the" -n 160 --device cuda \
       > "$logs/nsys-$setting.log" 2>&1

@@ -45,6 +45,7 @@
 #include "exec/dispatch.h"
 #include "quant/cuda/cuda_gemm.h"
 #include "quant/cuda/cuda_gemv.h"
+#include "quant/cuda/cuda_gpus.h"
 #include "quant/format.h"
 #include "quant/gemv.h"
 #include "product_bounds.h"
@@ -454,6 +455,48 @@ TEST(DeviceMoe, RoutedDecodeEqualsPerPairPath) {
                            << (first >= 0 ? routed[static_cast<size_t>(first)] : 0.0f) << " per pair "
                            << (first >= 0 ? per_pair[static_cast<size_t>(first)] : 0.0f);
       for (float v : routed) ASSERT_TRUE(std::isfinite(v)) << formats[1] << " M=" << tokens;
+    }
+  }
+}
+
+// The routed launches (one format's, several formats', the SwiGLU between)
+// placed while the launch before runs (programmatic dependent launch): the
+// outputs equal those of plain launches bit for bit.
+TEST(DeviceMoe, RoutedDecodeEqualsWithoutProgrammaticLaunches) {
+  SKIP_WITHOUT_GPU();
+  const int64_t H = 256, I = 128, top_k = 2;
+  const std::array<const char*, 7> mixed = {"fp4_g32", "int8_row", "fp4_g32", "trellis2_lut", "bf16", "fp4_g32",
+                                            "int8_row"};
+  for (const auto& formats : {mixed, kLayerFormats}) {
+    SmallLayer s = make_layer(H, I, false, formats);
+    const DeviceMoeLayer d = upload(s.layer);
+    ASSERT_TRUE(d.routed) << formats[1];
+    DeviceMoeScratch scratch;
+    for (int64_t tokens : {1, 4, 64}) {
+      const int64_t pairs = tokens * top_k;
+      const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 80 + tokens);
+      const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 13 + tokens);
+      DeviceBuffer dx(x.size() * sizeof(float)), dids(ids.size() * sizeof(int32_t));
+      DeviceBuffer a(static_cast<size_t>(pairs * H) * sizeof(float)), b(a.size());
+      dx.upload(x.data(), x.size() * sizeof(float));
+      dids.upload(ids.data(), ids.size() * sizeof(int32_t));
+      std::vector<float> poison(static_cast<size_t>(pairs * H), std::nanf(""));
+      a.upload(poison.data(), a.size());
+      b.upload(poison.data(), b.size());
+      run_moe_routed(d, dx.floats(), tokens, top_k, static_cast<const int32_t*>(dids.data()), a.floats(), scratch);
+      const bool was = quant::cuda::allow_programmatic_launches(false);
+      run_moe_routed(d, dx.floats(), tokens, top_k, static_cast<const int32_t*>(dids.data()), b.floats(), scratch);
+      quant::cuda::allow_programmatic_launches(was);
+      synchronize();
+      std::vector<float> overlapped(poison.size()), plain(poison.size());
+      a.download(overlapped.data(), a.size());
+      b.download(plain.data(), b.size());
+      int64_t differ = 0, first = -1;
+      for (size_t i = 0; i < plain.size(); ++i)
+        if (std::memcmp(&overlapped[i], &plain[i], sizeof(float)) != 0 && differ++ == 0)
+          first = static_cast<int64_t>(i);
+      EXPECT_EQ(differ, 0) << formats[1] << " M=" << tokens << ": first at pair " << first / H;
+      for (float v : plain) ASSERT_TRUE(std::isfinite(v)) << formats[1] << " M=" << tokens;
     }
   }
 }

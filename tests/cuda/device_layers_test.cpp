@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <filesystem>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "logit_agreement.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "quant/cuda/cuda_gpus.h"
 
 namespace eq::exec {
 namespace {
@@ -208,6 +210,54 @@ TEST(DeviceLayers, DecodeGraphEqualsStepsAsTheyAre) {
                            "qwen3_next-small", "deepseek_v3-small"}) {
     const fs::path model = test::shared_dir() / "models" / name;
     if (fs::exists(model / "config.json")) expect_graph_steps_equal(pack_of(model.string(), name), name);
+  }
+}
+
+// Programmatic dependent launch (quant/cuda/cuda_common.cuh) places a
+// kernel of the step while the one before still runs, and each waits for the
+// one before ahead of its first read or write: the logits of the prefill and
+// the decode steps equal those of plain launches bit for bit, replayed from a
+// graph (the default) or launched one by one.
+void expect_programmatic_launches_change_nothing(const std::string& folder, const std::string& tag) {
+  for (bool graph : {true, false}) {
+    if (!graph) ::setenv("EXPERTQUANT_GPU_GRAPH", "0", 1);  // read when the runner is made
+    auto overlapped = open_on_gpu(folder, true);
+    const bool on = quant::cuda::programmatic_launches();
+    const model::FloatBuffer a = run(*overlapped);
+    const bool was = quant::cuda::allow_programmatic_launches(false);
+    EXPECT_FALSE(quant::cuda::programmatic_launches());
+    auto plain = open_on_gpu(folder, true);
+    const model::FloatBuffer b = run(*plain);
+    quant::cuda::allow_programmatic_launches(was);
+    ::unsetenv("EXPERTQUANT_GPU_GRAPH");
+    ASSERT_EQ(a.size(), b.size()) << tag;
+    int64_t differ = 0, first = -1;
+    for (size_t i = 0; i < b.size(); ++i)
+      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0) first = static_cast<int64_t>(i);
+    EXPECT_EQ(differ, 0) << tag << (graph ? " (graphs)" : " (no graphs)") << ": first at logit " << first;
+    std::printf("%s%s: programmatic launches %s, %lld of %zu logits differ from plain launches\n", tag.c_str(),
+                graph ? " (graphs)" : " (no graphs)", on ? "on" : "off (not this GPU's code)",
+                static_cast<long long>(differ), b.size());
+  }
+}
+
+TEST(DeviceLayers, ProgrammaticLaunchesChangeNoBit) {
+  EQ_REQUIRE_GPU();
+  expect_programmatic_launches_change_nothing(tinymoe_pack(), "tinymoe bf16");
+  const fs::path out = test::temp_dir("device_layers_fp4") / "packed";
+  std::string output;
+  ASSERT_EQ(test::run_command(test::binary() + " pack --model " + test::tinymoe_path() +
+                                  " --uniform fp4_g32 --force -o " + out.string(),
+                              &output),
+            0)
+      << output;
+  expect_programmatic_launches_change_nothing(out.string(), "tinymoe fp4_g32");
+  if (test::shared_dir().empty()) return;  // ../shared absent: the bundled model only
+  for (const char* name : {"qwen3moe-small", "glm4_moe-small", "gpt_oss-small", "qwen3_5_moe-small",
+                           "qwen3_next-small", "deepseek_v3-small"}) {
+    const fs::path model = test::shared_dir() / "models" / name;
+    if (fs::exists(model / "config.json"))
+      expect_programmatic_launches_change_nothing(pack_of(model.string(), name), name);
   }
 }
 

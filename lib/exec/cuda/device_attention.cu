@@ -94,6 +94,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* q,
                                                                  int64_t seq_len, const int64_t* start,
                                                                  int64_t capacity, float scale, int64_t window,
                                                                  const float* sinks, KeySplits split) {
+  quant::cuda::start_after_previous_grid();
   __shared__ __align__(16) float qs[kMaxScoreDim];
   __shared__ float p[kKeyChunk];
   __shared__ float red[kAttnWarps];
@@ -261,11 +262,11 @@ void launch_attention(const float* q, const float* keys, const float* values, fl
   }
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.count));
   if (quad_aligned(a))
-    attention_kernel<true><<<grid, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity, scale,
-                                                          window, sinks, split);
+    quant::cuda::launch_kernel(attention_kernel<true>, dim3(grid), dim3(kAttnThreads), 0, st, q, keys, values, out, a,
+                               seq_len, start, capacity, scale, window, sinks, split);
   else
-    attention_kernel<false><<<grid, kAttnThreads, 0, st>>>(q, keys, values, out, a, seq_len, start, capacity, scale,
-                                                           window, sinks, split);
+    quant::cuda::launch_kernel(attention_kernel<false>, dim3(grid), dim3(kAttnThreads), 0, st, q, keys, values, out, a,
+                               seq_len, start, capacity, scale, window, sinks, split);
   check_launch("attention kernel");
 }
 

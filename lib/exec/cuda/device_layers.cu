@@ -58,6 +58,7 @@ constexpr int kRowThreads = 128;
 // head, 8 for a hidden row of 2,048); the rest of a longer row is read again.
 template <int kRegs>
 __global__ void rms_norm_kernel(const float* x, int64_t rows, int64_t dim, const float* w, double eps, float* y) {
+  quant::cuda::start_after_previous_grid();
   __shared__ double red[kNormThreads / 32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * dim;
@@ -128,6 +129,7 @@ __global__ void rope_store_kernel(const float* q, const float* k, const float* v
                                   const int64_t* start, int nh, int nkv, int hd, int rope_dim, bool interleaved,
                                   const float* cos_table, const float* sin_table, float* q_out, float* k_cache,
                                   float* v_cache, int64_t capacity, HeadPrep prep) {
+  quant::cuda::start_after_previous_grid();
   __shared__ float prepared[kMaxHeadDim];
   __shared__ double red[kRowThreads / 32];
   const int64_t r = blockIdx.x, b = r / seq_len, pos = *start + r % seq_len;
@@ -242,6 +244,7 @@ __global__ void sigmoid_gate_kernel(float* x, const float* gate, int64_t n) {
 }
 
 __global__ void add_into_kernel(float* h, const float* d, int64_t n) {
+  quant::cuda::start_after_previous_grid();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     h[i] += d[i];
@@ -252,6 +255,7 @@ __global__ void add_into_kernel(float* h, const float* d, int64_t n) {
 // add_into_kernel after a combine into a buffer of its own).
 __global__ void combine_kernel(const float* slot_out, const float* weights, int64_t tokens, int64_t top_k,
                                int64_t hidden, float* out, bool residual) {
+  quant::cuda::start_after_previous_grid();
   const int64_t n = tokens * hidden;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -265,6 +269,7 @@ __global__ void combine_kernel(const float* slot_out, const float* weights, int6
 // out[t] += g_t shared[t], g_t = sigmoid(gate_logit[t]) (null: 1) (model::add_shared_expert).
 __global__ void add_shared_kernel(float* out, const float* shared, const float* gate_logit, int64_t tokens,
                                   int64_t hidden) {
+  quant::cuda::start_after_previous_grid();
   const int64_t n = tokens * hidden;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -633,6 +638,12 @@ class DeviceLayers final : public model::LayerRunner {
     dense_products({ws.begin(), ws.size()}, x, ys.begin(), n, nullptr, wide_);
   }
 
+  // h += delta: the residual add after attention, a delta net or a dense MLP.
+  void add_residual(int64_t n) {
+    quant::cuda::launch_kernel(add_into_kernel, dim3(elementwise_blocks(n)), dim3(256), 0, st(), h_.floats(),
+                               delta_.floats(), n);
+    check_launch("residual kernel");
+  }
 
   void rms_norm(const float* x, int64_t rows, int64_t dim, const DeviceBuffer& w, float* y) {
     rms_norm(x, rows, dim, w, y, c_.rms_norm_eps);
@@ -640,12 +651,10 @@ class DeviceLayers final : public model::LayerRunner {
   void rms_norm(const float* x, int64_t rows, int64_t dim, const DeviceBuffer& w, float* y, double eps) {
     const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 65535));
     const float* wf = w.floats();
-    if (dim <= kNormThreads)
-      rms_norm_kernel<1><<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, wf, eps, y);
-    else if (dim <= 8 * kNormThreads)
-      rms_norm_kernel<8><<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, wf, eps, y);
-    else
-      rms_norm_kernel<32><<<blocks, kNormThreads, 0, st()>>>(x, rows, dim, wf, eps, y);
+    const auto kernel = dim <= kNormThreads       ? rms_norm_kernel<1>
+                        : dim <= 8 * kNormThreads ? rms_norm_kernel<8>
+                                                  : rms_norm_kernel<32>;
+    quant::cuda::launch_kernel(kernel, dim3(blocks), dim3(kNormThreads), 0, st(), x, rows, dim, wf, eps, y);
     check_launch("RMSNorm kernel");
   }
 
@@ -717,10 +726,11 @@ class DeviceLayers final : public model::LayerRunner {
       prep.k_norm = s.k_norm.floats();
     }
     const model::RopeTable& rope = m_.rope();
-    rope_store_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(nh + nkv)), kRowThreads, 0, st()>>>(
-        q, k_.floats(), v_.floats(), seq_len, start_at(), static_cast<int>(nh), static_cast<int>(nkv),
-        static_cast<int>(hd), static_cast<int>(rope.dim()), rope.interleaved(), cos_.floats(), sin_.floats(),
-        q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity, prep);
+    quant::cuda::launch_kernel(rope_store_kernel, dim3(static_cast<unsigned>(n), static_cast<unsigned>(nh + nkv)),
+                               dim3(kRowThreads), 0, st(), q, k_.floats(), v_.floats(), seq_len, start_at(),
+                               static_cast<int>(nh), static_cast<int>(nkv), static_cast<int>(hd),
+                               static_cast<int>(rope.dim()), rope.interleaved(), cos_.floats(), sin_.floats(),
+                               q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity, prep);
     check_launch("RoPE kernel");
     AttentionShape shape;
     shape.heads = static_cast<int>(nh);
@@ -737,8 +747,7 @@ class DeviceLayers final : public model::LayerRunner {
       check_launch("output gate kernel");
     }
     gemm(ctx_.floats(), s.wo, delta_.floats(), n, H, qd, s.o_bias);
-    add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
-    check_launch("residual kernel");
+    add_residual(n * H);
   }
 
   // A linear-attention layer (device_delta_net.h); its states in the cache.
@@ -747,8 +756,7 @@ class DeviceLayers final : public model::LayerRunner {
     DeltaNetState& state = attach_delta_net(kv, l);
     rms_norm(h_.floats(), n, H, s.delta.input_norm, xn_.floats());
     delta_net_.forward(c_, s.delta, xn_.floats(), batch, seq_len, start, state, delta_.floats(), st());
-    add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
-    check_launch("residual kernel");
+    add_residual(n * H);
   }
 
   // Latent attention (model/latent_attention.cpp) in the latent space at every
@@ -812,8 +820,7 @@ class DeviceLayers final : public model::LayerRunner {
         static_cast<int>(lora), ctx_.floats());
     check_launch("latent values kernel");
     gemm(ctx_.floats(), s.wo, delta_.floats(), n, H, nh * v, s.o_bias);
-    add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
-    check_launch("residual kernel");
+    add_residual(n * H);
   }
 
   // out [n, hidden] (device) = the MLP of xn_'s n rows.
@@ -856,8 +863,7 @@ class DeviceLayers final : public model::LayerRunner {
     } else if (moe(s, *block, n, &routed)) {
       return routed;  // the combine added the experts' sum into h
     }
-    add_into_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(h_.floats(), delta_.floats(), n * H);
-    check_launch("residual kernel");
+    add_residual(n * H);
     return routed;
   }
 
@@ -900,8 +906,8 @@ class DeviceLayers final : public model::LayerRunner {
                     slot_out_.floats());
     }
     const bool shared = c_.shared_expert_intermediate_size > 0;
-    combine_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(slot_out_.floats(), weights_.floats(), n, K, H,
-                                                               shared ? delta_.floats() : h_.floats(), !shared);
+    quant::cuda::launch_kernel(combine_kernel, dim3(elementwise_blocks(n * H)), dim3(256), 0, st(), slot_out_.floats(),
+                               weights_.floats(), n, K, H, shared ? delta_.floats() : h_.floats(), !shared);
     check_launch("combine kernel");
     if (!shared) return true;
     grow_to(shared_, static_cast<size_t>(n * H));
@@ -912,8 +918,8 @@ class DeviceLayers final : public model::LayerRunner {
       gemm(xn_.floats(), s.shared_gate.floats(), shared_logit_.floats(), n, 1, H);
       gate_logit = shared_logit_.floats();
     }
-    add_shared_kernel<<<elementwise_blocks(n * H), 256, 0, st()>>>(delta_.floats(), shared_.floats(), gate_logit, n,
-                                                                  H);
+    quant::cuda::launch_kernel(add_shared_kernel, dim3(elementwise_blocks(n * H)), dim3(256), 0, st(), delta_.floats(),
+                               shared_.floats(), gate_logit, n, H);
     check_launch("shared expert kernel");
     return false;
   }

@@ -52,6 +52,7 @@ struct Bf16Rows {
 constexpr int kDenseWarps = 8;
 template <int kM>
 __global__ void __launch_bounds__(32 * kDenseWarps) bf16_rows_kernel(const Bf16Rows m, const float* x, int64_t cols) {
+  quant::cuda::start_after_previous_grid();
   int i = 0;
   while (i + 1 < m.count && blockIdx.x >= m.first[i + 1]) ++i;
   const int64_t rows = m.rows[i];
@@ -105,7 +106,7 @@ __global__ void widen_kernel(const uint16_t* w, float* out, int64_t count) {
 
 template <int kM>
 void launch_bf16_rows(const Bf16Rows& m, const float* x, int64_t cols, cudaStream_t s) {
-  bf16_rows_kernel<kM><<<m.first[m.count], 32 * kDenseWarps, 0, s>>>(m, x, cols);
+  quant::cuda::launch_kernel(bf16_rows_kernel<kM>, dim3(m.first[m.count]), dim3(32 * kDenseWarps), 0, s, m, x, cols);
   check_launch("bf16 rows kernel");
 }
 

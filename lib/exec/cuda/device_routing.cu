@@ -56,6 +56,7 @@ __device__ inline void lane_best(const float* score, const uint8_t* taken, int E
 }
 
 __global__ void route_kernel(const RouteArgs a) {
+  quant::cuda::start_after_previous_grid();
   extern __shared__ __align__(8) unsigned char smem[];
   const int E = a.experts, lane = threadIdx.x;
   double* ex = reinterpret_cast<double*>(smem);
@@ -236,7 +237,8 @@ void route_on_device(const DeviceRouter& r, const float* logits, int64_t tokens,
   a.allowed = r.allowed.size() ? static_cast<const uint8_t*>(r.allowed.data()) : nullptr;
   a.ids = ids;
   a.weights = weights;
-  route_kernel<<<static_cast<unsigned>(tokens), 32, shared_bytes(a.experts, a.groups), stream_of(stream)>>>(a);
+  quant::cuda::launch_kernel(route_kernel, dim3(static_cast<unsigned>(tokens)), dim3(32),
+                             shared_bytes(a.experts, a.groups), stream_of(stream), a);
   check_launch("router kernel");
 }
 

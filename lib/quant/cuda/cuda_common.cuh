@@ -9,14 +9,50 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "quant/cuda/cuda_gpus.h"  // programmatic_launches
 
 namespace eq::quant::cuda {
 
 inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail(ErrorKind::kInternal, std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Programmatic dependent launch. A kernel that starts with
+// start_after_previous_grid() and is launched by launch_kernel may be placed
+// on the GPU while the grid before it in the stream still runs: it waits
+// there (griddepcontrol.wait: that grid complete and its writes seen) before
+// anything else, then lets the grid after it be placed in turn. A decode
+// step is a chain of short kernels, each a few microseconds; this hides each
+// one's launch and ramp behind the one before (docs/benchmarks.md, "GPU whole
+// model"). Without the launch attribute both instructions do nothing, so the
+// same kernel runs under a plain launch.
+__device__ inline void start_after_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// kernel<<<grid, block, smem, s>>>(args...), with programmatic stream
+// serialization when programmatic_launches(). Only for kernels whose first
+// statement is start_after_previous_grid().
+template <typename... P, typename... A>
+void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic_launches() ? 1 : 0;
+  check(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...), "a kernel launch");
 }
 
 // Throws eq::Error (unsupported, exit 4) when no GPU can run the kernels.

@@ -1,4 +1,5 @@
-// The GPUs a run uses and the half-precision trellis search: the CUDA side of
+// The GPUs a run uses, how decode kernels launch and the half-precision
+// trellis search: the CUDA side of
 // quant/gpus.h (runtime.cu, trellis_viterbi.cu; unavailable.cpp without CUDA).
 #pragma once
 
@@ -15,6 +16,14 @@ void select_gpus(const std::vector<int>& ids);
 size_t gpu_count();
 // The calling thread's kernels run on GPU number worker % gpu_count().
 void use_gpu(size_t worker);
+
+// Programmatic dependent launch of the decode kernels (launch_kernel in
+// cuda_common.cuh): whether launches on the current GPU use it (code built
+// for compute capability 9.0 or later and the switch on), and the switch
+// (EXPERTQUANT_GPU_PDL at first, default on; returns its previous value).
+// It changes no bit; a graph keeps the launches it was captured with.
+bool programmatic_launches();
+bool allow_programmatic_launches(bool on);
 
 // search_tiles (cuda_quantize.h) with FP16 costs (TrellisSearch::kHalf):
 // deterministic, not bit-identical; 1MAD and LUT codes only.

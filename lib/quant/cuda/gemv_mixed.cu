@@ -123,6 +123,7 @@ template <bool VEC, uint32_t kBodies>
 __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const __grid_constant__ MixedLaunch L) {
   extern __shared__ __align__(16) unsigned char stage[];  // the largest of the segments' stage_bytes
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
+  start_after_previous_grid();
   int i = 0;
   while (i + 1 < L.segments && static_cast<int>(blockIdx.x) >= L.first_block[i + 1]) ++i;
   const GemvSegment& seg = L.seg[i];
@@ -144,6 +145,7 @@ template <bool VEC, uint32_t kBodies>
 __global__ void __launch_bounds__(stream::kThreads, 3) routed_mixed_kernel(const __grid_constant__ RoutedLaunch L) {
   extern __shared__ __align__(16) unsigned char stage[];
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
+  start_after_previous_grid();
   const RoutedPairs& r = L.jobs.r;
   const int32_t e = r.expert_ids[L.jobs.pair_of(blockIdx.y)];
   if (e < 0 || e >= r.experts) return;  // the whole block
@@ -182,7 +184,7 @@ void launch(const MixedLaunch& L, bool vec, int64_t cols, cudaStream_t stream) {
   for (int i = 0; i < L.segments; ++i) smem = std::max(smem, L.seg[i].stage_bytes), bodies |= body_bits(L.seg[i]);
   auto kernel = pick_kernel<MixedKernel, void (*)(MixedLaunch)>(vec, bodies, kSetIndices);
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a launch of several formats", cols);
-  kernel<<<blocks, stream::kThreads, smem, stream>>>(L);
+  launch_kernel(kernel, dim3(blocks), dim3(stream::kThreads), smem, stream, L);
   check_launch("mixed decode kernel");
 }
 
@@ -268,8 +270,8 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
                " blocks each");
   auto kernel = pick_kernel<RoutedMixedKernel, void (*)(RoutedLaunch)>(rows % 4 == 0, bodies, kSetIndices);
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a routed launch of several formats", cols);
-  kernel<<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(jobs)), stream::kThreads, smem,
-           stream_of(stream)>>>(L);
+  launch_kernel(kernel, dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(jobs)), dim3(stream::kThreads), smem,
+                stream_of(stream), L);
   check_launch("routed mixed decode kernel");
 }
 

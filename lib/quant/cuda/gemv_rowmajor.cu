@@ -39,6 +39,7 @@ template <typename E, bool kScaled, int MB, typename Jobs>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? 3 : 1) rowmajor_gemv_kernel(const RowParams p,
                                                                                const __grid_constant__ Jobs jobs) {
   extern __shared__ __align__(16) unsigned char stage[];
+  start_after_previous_grid();
   if (!jobs.live(blockIdx.y)) return;  // the whole block
   rowmajor::rowmajor_gemv_block<E, kScaled, MB>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y), blockIdx.x,
                                                 stage);
@@ -85,7 +86,7 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
     const dim3 grid = row_grid(p, n);
     auto launch = [&](auto kernel) {
       prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
-      kernel<<<grid, kThreads, smem, s>>>(p, batch);
+      launch_kernel(kernel, grid, dim3(kThreads), smem, s, p, batch);
     };
     switch (rows_bucket(m_rows)) {
       case 1: launch(rowmajor_gemv_kernel<E, kScaled, 1, LaunchJobs>); break;
@@ -106,7 +107,7 @@ void run_rowmajor_routed(const FormatTraits& format, int64_t rows, int64_t cols,
   const auto kernel = rowmajor_gemv_kernel<E, kScaled, 1, RoutedJobs>;
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
   const RoutedJobs jobs(pairs, n_pairs);
-  kernel<<<row_grid(p, jobs.jobs), kThreads, smem, stream_of(stream)>>>(p, jobs);
+  launch_kernel(kernel, row_grid(p, jobs.jobs), dim3(kThreads), smem, stream_of(stream), p, jobs);
   check_launch("row-major decode kernel");
 }
 

@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kThreads, MB == 1 ? (CHUNK * BITS / 32 >= 8 ? 
     stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ Jobs jobs) {
   extern __shared__ __align__(16) unsigned char stage[];  // stage_bytes: the int8 x, or a gated float input
   __shared__ float partial[kPartialFloats<MB>];
+  start_after_previous_grid();
   if (!jobs.live(blockIdx.y)) return;  // the whole block
   stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y),
                                                              blockIdx.x, stage, partial);
@@ -70,7 +71,7 @@ void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const
   const bool vec = p.rows % 4 == 0;
   auto launch = [&](auto kernel) {
     prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, who, p.cols);
-    kernel<<<grid, kThreads, smem, stream>>>(p, jobs);
+    launch_kernel(kernel, grid, dim3(kThreads), smem, stream, p, jobs);
   };
 #define EQ_STREAM_LAUNCH(MB)                                                          \
   launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true, Jobs>     \

@@ -1,10 +1,12 @@
 // The GPU's presence, and the helpers of cuda_common.cuh that run on the host.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <set>
 #include <utility>
 
+#include "core/env_switch.h"
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/gemv_common.cuh"
@@ -153,6 +155,36 @@ std::vector<float> importance_by_group(const float* importance, int64_t cols, in
   std::vector<float> h(static_cast<size_t>(cols));
   for (int64_t g = 0; g < cols / group; ++g) group_importance(importance, g * group, group, h.data() + g * group);
   return h;
+}
+
+namespace {
+__global__ void code_version_probe_kernel() {}
+
+std::atomic<bool>& programmatic_wanted() {
+  static std::atomic<bool> wanted{env_switch("EXPERTQUANT_GPU_PDL", true)};
+  return wanted;
+}
+}  // namespace
+
+bool allow_programmatic_launches(bool on) { return programmatic_wanted().exchange(on, std::memory_order_relaxed); }
+
+// On when the code this GPU runs has griddepcontrol: older code's kernels
+// could not wait for the grid before them.
+bool programmatic_launches() {
+  if (!programmatic_wanted().load(std::memory_order_relaxed)) return false;
+  static std::atomic<int> known[kMaxCachedDevices] = {};  // 0: not yet asked, 1: yes, 2: no
+  int device = 0;
+  check(cudaGetDevice(&device), "current GPU");
+  if (device < kMaxCachedDevices && known[device].load(std::memory_order_relaxed) != 0)
+    return known[device].load(std::memory_order_relaxed) == 1;
+  // The probe is built as every kernel of the library: the code this GPU
+  // runs (binaryVersion) and the code it came from (ptxVersion, lower when
+  // the driver compiled older PTX for a newer GPU) both 9.0 or later.
+  cudaFuncAttributes f = {};
+  check(cudaFuncGetAttributes(&f, code_version_probe_kernel), "a kernel's attributes");
+  const bool yes = std::min(f.binaryVersion, f.ptxVersion) >= 90;
+  if (device < kMaxCachedDevices) known[device].store(yes ? 1 : 2, std::memory_order_relaxed);
+  return yes;
 }
 
 }  // namespace eq::quant::cuda
