@@ -21,25 +21,34 @@ inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail(ErrorKind::kInternal, std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
 }
 
-// Programmatic dependent launch. A kernel that starts with
-// start_after_previous_grid() and is launched by launch_kernel may be placed
-// on the GPU while the grid before it in the stream still runs: it waits
-// there (griddepcontrol.wait: that grid complete and its writes seen) before
-// anything else, then lets the grid after it be placed in turn. A decode
-// step is a chain of short kernels, each a few microseconds; this hides each
-// one's launch and ramp behind the one before (docs/benchmarks.md, "GPU whole
-// model"). Without the launch attribute both instructions do nothing, so the
-// same kernel runs under a plain launch.
-__device__ inline void start_after_previous_grid() {
+// Programmatic dependent launch. A kernel launched by launch_kernel may be
+// placed on the GPU before the grid ahead of it in the stream has ended, and
+// waits there (griddepcontrol.wait: that grid complete and its writes seen)
+// as its first statement; a decode step is a chain of short kernels, and this
+// hides each one's launch behind the one before (docs/benchmarks.md, "GPU
+// whole model"). When the grid after may be placed is the kernel's choice:
+// - start_after_previous_grid(): at once. For the short kernels (norms,
+//   RoPE, attention, residual adds, the router, combine).
+// - wait_for_previous_grid(): as its blocks exit. For the products, which
+//   stream a step's weights: blocks of the next grid placed beside theirs
+//   made the uniform layer's step 19% slower (the same page).
+// Without the launch attribute these instructions do nothing, so the same
+// kernel runs under a plain launch.
+__device__ inline void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ inline void start_after_previous_grid() {
+  wait_for_previous_grid();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
 
 // kernel<<<grid, block, smem, s>>>(args...), with programmatic stream
 // serialization when programmatic_launches(). Only for kernels whose first
-// statement is start_after_previous_grid().
+// statement is one of the two above.
 template <typename... P, typename... A>
 void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
   cudaLaunchConfig_t cfg = {};
