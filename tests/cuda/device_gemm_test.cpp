@@ -405,6 +405,45 @@ TEST(DeviceMoe, EveryStrategyMatchesCpuDispatch) {
   }
 }
 
+// One routed decode case on the GPU: `tokens` rows of x and their ids, and
+// NaN-poisoned outputs of tokens * top_k rows of H floats to run into.
+struct RoutedCase {
+  RoutedCase(const PackedLayer& layer, int64_t tokens, int64_t top_k, int64_t H, uint64_t x_seed, uint64_t ids_seed)
+      : x(normal(static_cast<size_t>(tokens * H), 1.0f, x_seed)),
+        ids(route(layer, tokens, top_k, ids_seed)),
+        dx(x.size() * sizeof(float)),
+        dids(ids.size() * sizeof(int32_t)),
+        out_floats(static_cast<size_t>(tokens * top_k * H)) {
+    dx.upload(x.data(), x.size() * sizeof(float));
+    dids.upload(ids.data(), ids.size() * sizeof(int32_t));
+  }
+  const int32_t* ids_on_gpu() const { return static_cast<const int32_t*>(dids.data()); }
+  DeviceBuffer poisoned_output() const {
+    DeviceBuffer out(out_floats * sizeof(float));
+    const std::vector<float> poison(out_floats, std::nanf(""));
+    out.upload(poison.data(), out.size());
+    return out;
+  }
+  std::vector<float> read(const DeviceBuffer& out) const {
+    std::vector<float> host(out_floats);
+    out.download(host.data(), out.size());
+    return host;
+  }
+  std::vector<float> x;
+  std::vector<int32_t> ids;
+  DeviceBuffer dx, dids;
+  size_t out_floats;
+};
+
+// How many floats of `a` differ from `b` in their bits; *first: the first.
+int64_t bit_differences(const std::vector<float>& a, const std::vector<float>& b, int64_t* first) {
+  int64_t differ = 0;
+  *first = -1;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0) *first = static_cast<int64_t>(i);
+  return differ;
+}
+
 // Routed decode against auto's per-pair path with the same ids: equal to
 // the bit (the same kernels' bodies on the same x), for layers whose stream
 // and int8_row groups share the routed launches of several formats (one with
@@ -430,30 +469,19 @@ TEST(DeviceMoe, RoutedDecodeEqualsPerPairPath) {
     DeviceMoeScratch scratch;
     // 64 tokens: more gate and up blocks than a wave of the shared kernel, so the groups take lanes.
     for (int64_t tokens : {1, 3, 4, 20, 64}) {
-      const int64_t pairs = tokens * top_k;
-      const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 60 + tokens);
-      const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 11 + tokens);
-      DeviceBuffer dx(x.size() * sizeof(float)), dids(ids.size() * sizeof(int32_t));
-      DeviceBuffer a(static_cast<size_t>(pairs * H) * sizeof(float)), b(a.size());
-      dx.upload(x.data(), x.size() * sizeof(float));
-      dids.upload(ids.data(), ids.size() * sizeof(int32_t));
-      std::vector<float> poison(static_cast<size_t>(pairs * H), std::nanf(""));
-      a.upload(poison.data(), a.size());
-      b.upload(poison.data(), b.size());
-      run_moe(d, DispatchKind::kAuto, /*sort_cutoff=*/tokens, dx.floats(), tokens, top_k, ids.data(), a.floats(),
+      const RoutedCase c(s.layer, tokens, top_k, H, 60 + tokens, 11 + tokens);
+      const DeviceBuffer a = c.poisoned_output(), b = c.poisoned_output();
+      run_moe(d, DispatchKind::kAuto, /*sort_cutoff=*/tokens, c.dx.floats(), tokens, top_k, c.ids.data(), a.floats(),
               scratch);
-      run_moe_routed(d, dx.floats(), tokens, top_k, static_cast<const int32_t*>(dids.data()), b.floats(), scratch);
+      run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), b.floats(), scratch);
       synchronize();
-      std::vector<float> per_pair(poison.size()), routed(poison.size());
-      a.download(per_pair.data(), a.size());
-      b.download(routed.data(), b.size());
-      int64_t differ = 0, first = -1;
-      for (size_t i = 0; i < routed.size(); ++i)
-        if (std::memcmp(&routed[i], &per_pair[i], sizeof(float)) != 0 && differ++ == 0) first = static_cast<int64_t>(i);
-      EXPECT_EQ(differ, 0) << formats[1] << " M=" << tokens << ": first at pair " << first / H << " (expert "
-                           << (first >= 0 ? ids[static_cast<size_t>(first / H)] : -1) << "): routed "
-                           << (first >= 0 ? routed[static_cast<size_t>(first)] : 0.0f) << " per pair "
-                           << (first >= 0 ? per_pair[static_cast<size_t>(first)] : 0.0f);
+      const std::vector<float> per_pair = c.read(a), routed = c.read(b);
+      int64_t first = -1;
+      EXPECT_EQ(bit_differences(routed, per_pair, &first), 0)
+          << formats[1] << " M=" << tokens << ": first at pair " << first / H << " (expert "
+          << (first >= 0 ? c.ids[static_cast<size_t>(first / H)] : -1) << "): routed "
+          << (first >= 0 ? routed[static_cast<size_t>(first)] : 0.0f) << " per pair "
+          << (first >= 0 ? per_pair[static_cast<size_t>(first)] : 0.0f);
       for (float v : routed) ASSERT_TRUE(std::isfinite(v)) << formats[1] << " M=" << tokens;
     }
   }
@@ -473,29 +501,17 @@ TEST(DeviceMoe, RoutedDecodeEqualsWithoutProgrammaticLaunches) {
     ASSERT_TRUE(d.routed) << formats[1];
     DeviceMoeScratch scratch;
     for (int64_t tokens : {1, 4, 64}) {
-      const int64_t pairs = tokens * top_k;
-      const std::vector<float> x = normal(static_cast<size_t>(tokens * H), 1.0f, 80 + tokens);
-      const std::vector<int32_t> ids = route(s.layer, tokens, top_k, 13 + tokens);
-      DeviceBuffer dx(x.size() * sizeof(float)), dids(ids.size() * sizeof(int32_t));
-      DeviceBuffer a(static_cast<size_t>(pairs * H) * sizeof(float)), b(a.size());
-      dx.upload(x.data(), x.size() * sizeof(float));
-      dids.upload(ids.data(), ids.size() * sizeof(int32_t));
-      std::vector<float> poison(static_cast<size_t>(pairs * H), std::nanf(""));
-      a.upload(poison.data(), a.size());
-      b.upload(poison.data(), b.size());
-      run_moe_routed(d, dx.floats(), tokens, top_k, static_cast<const int32_t*>(dids.data()), a.floats(), scratch);
+      const RoutedCase c(s.layer, tokens, top_k, H, 80 + tokens, 13 + tokens);
+      const DeviceBuffer a = c.poisoned_output(), b = c.poisoned_output();
+      run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), a.floats(), scratch);
       const bool was = quant::cuda::allow_programmatic_launches(false);
-      run_moe_routed(d, dx.floats(), tokens, top_k, static_cast<const int32_t*>(dids.data()), b.floats(), scratch);
+      run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), b.floats(), scratch);
       quant::cuda::allow_programmatic_launches(was);
       synchronize();
-      std::vector<float> overlapped(poison.size()), plain(poison.size());
-      a.download(overlapped.data(), a.size());
-      b.download(plain.data(), b.size());
-      int64_t differ = 0, first = -1;
-      for (size_t i = 0; i < plain.size(); ++i)
-        if (std::memcmp(&overlapped[i], &plain[i], sizeof(float)) != 0 && differ++ == 0)
-          first = static_cast<int64_t>(i);
-      EXPECT_EQ(differ, 0) << formats[1] << " M=" << tokens << ": first at pair " << first / H;
+      const std::vector<float> overlapped = c.read(a), plain = c.read(b);
+      int64_t first = -1;
+      EXPECT_EQ(bit_differences(overlapped, plain, &first), 0) << formats[1] << " M=" << tokens << ": first at pair "
+                                                               << first / H;
       for (float v : plain) ASSERT_TRUE(std::isfinite(v)) << formats[1] << " M=" << tokens;
     }
   }
