@@ -261,13 +261,9 @@ void launch_attention(const float* q, const float* keys, const float* values, fl
     split.done = static_cast<unsigned*>(done.data());
   }
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(split.count));
-  if (quad_aligned(a))
-    quant::cuda::launch_kernel(attention_kernel<true>, dim3(grid), dim3(kAttnThreads), 0, st, q, keys, values, out, a,
-                               seq_len, start, capacity, scale, window, sinks, split);
-  else
-    quant::cuda::launch_kernel(attention_kernel<false>, dim3(grid), dim3(kAttnThreads), 0, st, q, keys, values, out, a,
-                               seq_len, start, capacity, scale, window, sinks, split);
-  check_launch("attention kernel");
+  const auto kernel = quad_aligned(a) ? attention_kernel<true> : attention_kernel<false>;
+  quant::cuda::launch_kernel("attention kernel", kernel, grid, dim3(kAttnThreads), 0, st, q, keys, values, out, a,
+                             seq_len, start, capacity, scale, window, sinks, split);
 }
 
 }  // namespace eq::exec::cuda

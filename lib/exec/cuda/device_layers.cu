@@ -640,9 +640,8 @@ class DeviceLayers final : public model::LayerRunner {
 
   // h += delta: the residual add after attention, a delta net or a dense MLP.
   void add_residual(int64_t n) {
-    quant::cuda::launch_kernel(add_into_kernel, dim3(elementwise_blocks(n)), dim3(256), 0, st(), h_.floats(),
-                               delta_.floats(), n);
-    check_launch("residual kernel");
+    quant::cuda::launch_kernel("residual kernel", add_into_kernel, dim3(elementwise_blocks(n)), dim3(256), 0, st(),
+                               h_.floats(), delta_.floats(), n);
   }
 
   void rms_norm(const float* x, int64_t rows, int64_t dim, const DeviceBuffer& w, float* y) {
@@ -654,8 +653,8 @@ class DeviceLayers final : public model::LayerRunner {
     const auto kernel = dim <= kNormThreads       ? rms_norm_kernel<1>
                         : dim <= 8 * kNormThreads ? rms_norm_kernel<8>
                                                   : rms_norm_kernel<32>;
-    quant::cuda::launch_kernel(kernel, dim3(blocks), dim3(kNormThreads), 0, st(), x, rows, dim, wf, eps, y);
-    check_launch("RMSNorm kernel");
+    quant::cuda::launch_kernel("RMSNorm kernel", kernel, dim3(blocks), dim3(kNormThreads), 0, st(), x, rows, dim, wf,
+                               eps, y);
   }
 
   // The cos and sin rows of positions [0, positions) on the GPU (the model's
@@ -726,12 +725,12 @@ class DeviceLayers final : public model::LayerRunner {
       prep.k_norm = s.k_norm.floats();
     }
     const model::RopeTable& rope = m_.rope();
-    quant::cuda::launch_kernel(rope_store_kernel, dim3(static_cast<unsigned>(n), static_cast<unsigned>(nh + nkv)),
-                               dim3(kRowThreads), 0, st(), q, k_.floats(), v_.floats(), seq_len, start_at(),
-                               static_cast<int>(nh), static_cast<int>(nkv), static_cast<int>(hd),
-                               static_cast<int>(rope.dim()), rope.interleaved(), cos_.floats(), sin_.floats(),
-                               q_rot_.floats(), kc.floats(), vc.floats(), kv.capacity, prep);
-    check_launch("RoPE kernel");
+    quant::cuda::launch_kernel("RoPE kernel", rope_store_kernel,
+                               dim3(static_cast<unsigned>(n), static_cast<unsigned>(nh + nkv)), dim3(kRowThreads), 0,
+                               st(), q, k_.floats(), v_.floats(), seq_len, start_at(), static_cast<int>(nh),
+                               static_cast<int>(nkv), static_cast<int>(hd), static_cast<int>(rope.dim()),
+                               rope.interleaved(), cos_.floats(), sin_.floats(), q_rot_.floats(), kc.floats(),
+                               vc.floats(), kv.capacity, prep);
     AttentionShape shape;
     shape.heads = static_cast<int>(nh);
     shape.group = static_cast<int>(nh / nkv);
@@ -906,9 +905,9 @@ class DeviceLayers final : public model::LayerRunner {
                     slot_out_.floats());
     }
     const bool shared = c_.shared_expert_intermediate_size > 0;
-    quant::cuda::launch_kernel(combine_kernel, dim3(elementwise_blocks(n * H)), dim3(256), 0, st(), slot_out_.floats(),
-                               weights_.floats(), n, K, H, shared ? delta_.floats() : h_.floats(), !shared);
-    check_launch("combine kernel");
+    quant::cuda::launch_kernel("combine kernel", combine_kernel, dim3(elementwise_blocks(n * H)), dim3(256), 0, st(),
+                               slot_out_.floats(), weights_.floats(), n, K, H, shared ? delta_.floats() : h_.floats(),
+                               !shared);
     if (!shared) return true;
     grow_to(shared_, static_cast<size_t>(n * H));
     mlp(s.mlp, n, shared_.floats());
@@ -918,9 +917,8 @@ class DeviceLayers final : public model::LayerRunner {
       gemm(xn_.floats(), s.shared_gate.floats(), shared_logit_.floats(), n, 1, H);
       gate_logit = shared_logit_.floats();
     }
-    quant::cuda::launch_kernel(add_shared_kernel, dim3(elementwise_blocks(n * H)), dim3(256), 0, st(), delta_.floats(),
-                               shared_.floats(), gate_logit, n, H);
-    check_launch("shared expert kernel");
+    quant::cuda::launch_kernel("shared expert kernel", add_shared_kernel, dim3(elementwise_blocks(n * H)), dim3(256),
+                               0, st(), delta_.floats(), shared_.floats(), gate_logit, n, H);
     return false;
   }
 

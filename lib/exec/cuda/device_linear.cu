@@ -106,8 +106,8 @@ __global__ void widen_kernel(const uint16_t* w, float* out, int64_t count) {
 
 template <int kM>
 void launch_bf16_rows(const Bf16Rows& m, const float* x, int64_t cols, cudaStream_t s) {
-  quant::cuda::launch_kernel(bf16_rows_kernel<kM>, dim3(m.first[m.count]), dim3(32 * kDenseWarps), 0, s, m, x, cols);
-  check_launch("bf16 rows kernel");
+  quant::cuda::launch_kernel("bf16 rows kernel", bf16_rows_kernel<kM>, dim3(m.first[m.count]), dim3(32 * kDenseWarps),
+                             0, s, m, x, cols);
 }
 
 // ys[i] = x W_i^T through one launch of bf16_rows_kernel for n rows of x.

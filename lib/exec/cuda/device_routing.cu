@@ -237,9 +237,8 @@ void route_on_device(const DeviceRouter& r, const float* logits, int64_t tokens,
   a.allowed = r.allowed.size() ? static_cast<const uint8_t*>(r.allowed.data()) : nullptr;
   a.ids = ids;
   a.weights = weights;
-  quant::cuda::launch_kernel(route_kernel, dim3(static_cast<unsigned>(tokens)), dim3(32),
+  quant::cuda::launch_kernel("router kernel", route_kernel, dim3(static_cast<unsigned>(tokens)), dim3(32),
                              shared_bytes(a.experts, a.groups), stream_of(stream), a);
-  check_launch("router kernel");
 }
 
 }  // namespace eq::exec::cuda

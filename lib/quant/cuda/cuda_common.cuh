@@ -47,10 +47,12 @@ __device__ inline void start_after_previous_grid() {
 }
 
 // kernel<<<grid, block, smem, s>>>(args...), with programmatic stream
-// serialization when programmatic_launches(). Only for kernels whose first
-// statement is one of the two above.
+// serialization when programmatic_launches(), and its check (`what` names
+// the kernel in the error). Only for kernels whose first statement is one of
+// the two above.
 template <typename... P, typename... A>
-void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+void launch_kernel(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                   A&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -61,7 +63,7 @@ void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cud
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = programmatic_launches() ? 1 : 0;
-  check(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...), "a kernel launch");
+  check(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...), what);
 }
 
 // Throws eq::Error (unsupported, exit 4) when no GPU can run the kernels.

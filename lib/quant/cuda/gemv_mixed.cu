@@ -184,8 +184,7 @@ void launch(const MixedLaunch& L, bool vec, int64_t cols, cudaStream_t stream) {
   for (int i = 0; i < L.segments; ++i) smem = std::max(smem, L.seg[i].stage_bytes), bodies |= body_bits(L.seg[i]);
   auto kernel = pick_kernel<MixedKernel, void (*)(MixedLaunch)>(vec, bodies, kSetIndices);
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a launch of several formats", cols);
-  launch_kernel(kernel, dim3(blocks), dim3(stream::kThreads), smem, stream, L);
-  check_launch("mixed decode kernel");
+  launch_kernel("mixed decode kernel", kernel, dim3(blocks), dim3(stream::kThreads), smem, stream, L);
 }
 
 }  // namespace
@@ -270,9 +269,8 @@ void run_routed_calls(int64_t rows, int64_t cols, const FormatTraits* const* for
                " blocks each");
   auto kernel = pick_kernel<RoutedMixedKernel, void (*)(RoutedLaunch)>(rows % 4 == 0, bodies, kSetIndices);
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, "a routed launch of several formats", cols);
-  launch_kernel(kernel, dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(jobs)), dim3(stream::kThreads), smem,
-                stream_of(stream), L);
-  check_launch("routed mixed decode kernel");
+  launch_kernel("routed mixed decode kernel", kernel, dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(jobs)),
+                dim3(stream::kThreads), smem, stream_of(stream), L);
 }
 
 }  // namespace eq::quant::cuda

@@ -86,7 +86,7 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
     const dim3 grid = row_grid(p, n);
     auto launch = [&](auto kernel) {
       prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
-      launch_kernel(kernel, grid, dim3(kThreads), smem, s, p, batch);
+      launch_kernel("row-major decode kernel", kernel, grid, dim3(kThreads), smem, s, p, batch);
     };
     switch (rows_bucket(m_rows)) {
       case 1: launch(rowmajor_gemv_kernel<E, kScaled, 1, LaunchJobs>); break;
@@ -94,7 +94,6 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
       case 4: launch(rowmajor_gemv_kernel<E, kScaled, 4, LaunchJobs>); break;
       default: launch(rowmajor_gemv_kernel<E, kScaled, 8, LaunchJobs>); break;
     }
-    check_launch("row-major decode kernel");
   });
 }
 
@@ -107,8 +106,8 @@ void run_rowmajor_routed(const FormatTraits& format, int64_t rows, int64_t cols,
   const auto kernel = rowmajor_gemv_kernel<E, kScaled, 1, RoutedJobs>;
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
   const RoutedJobs jobs(pairs, n_pairs);
-  launch_kernel(kernel, row_grid(p, jobs.jobs), dim3(kThreads), smem, stream_of(stream), p, jobs);
-  check_launch("row-major decode kernel");
+  launch_kernel("row-major decode kernel", kernel, row_grid(p, jobs.jobs), dim3(kThreads), smem, stream_of(stream), p,
+                jobs);
 }
 
 // A block of a launch of several formats (gemv_mixed.cuh): int8_row only.

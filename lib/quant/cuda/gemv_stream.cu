@@ -71,7 +71,7 @@ void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const
   const bool vec = p.rows % 4 == 0;
   auto launch = [&](auto kernel) {
     prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, who, p.cols);
-    launch_kernel(kernel, grid, dim3(kThreads), smem, stream, p, jobs);
+    launch_kernel("stream decode kernel", kernel, grid, dim3(kThreads), smem, stream, p, jobs);
   };
 #define EQ_STREAM_LAUNCH(MB)                                                          \
   launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true, Jobs>     \
@@ -190,7 +190,6 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
     with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
       launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, batch, n, s);
     });
-    check_launch("stream decode kernel");
   });
 }
 
@@ -204,7 +203,6 @@ void run_stream_routed(const FormatTraits& format, int64_t rows, int64_t cols, c
   with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
     launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, jobs, jobs.jobs, stream_of(stream));
   });
-  check_launch("stream decode kernel");
 }
 
 // A block of the launch of several formats (gemv_mixed.cuh).
