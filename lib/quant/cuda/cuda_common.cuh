@@ -29,9 +29,11 @@ inline void check(cudaError_t e, const char* what) {
 // whole model"). When the grid after may be placed is the kernel's choice:
 // - start_after_previous_grid(): at once. For the short kernels (norms,
 //   RoPE, attention, residual adds, the router, combine).
-// - wait_for_previous_grid(): as its blocks exit. For the products, which
-//   stream a step's weights: blocks of the next grid placed beside theirs
-//   made the uniform layer's step 19% slower (the same page).
+// - wait_for_previous_grid(): once all its blocks have exited, which still
+//   spares the next grid the wait for this one's end to be signalled and its
+//   launch. For the products, which stream a step's weights: blocks of the
+//   next grid placed beside theirs made the uniform layer's step 19% slower
+//   (the same page).
 // Without the launch attribute these instructions do nothing, so the same
 // kernel runs under a plain launch.
 __device__ inline void wait_for_previous_grid() {

@@ -123,7 +123,7 @@ template <bool VEC, uint32_t kBodies>
 __global__ void __launch_bounds__(stream::kThreads, 3) mixed_gemv_kernel(const __grid_constant__ MixedLaunch L) {
   extern __shared__ __align__(16) unsigned char stage[];  // the largest of the segments' stage_bytes
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
-  wait_for_previous_grid();  // the next grid is placed as these blocks exit (cuda_common.cuh)
+  wait_for_previous_grid();  // the next grid is placed once all these blocks exit (cuda_common.cuh)
   int i = 0;
   while (i + 1 < L.segments && static_cast<int>(blockIdx.x) >= L.first_block[i + 1]) ++i;
   const GemvSegment& seg = L.seg[i];
@@ -145,7 +145,7 @@ template <bool VEC, uint32_t kBodies>
 __global__ void __launch_bounds__(stream::kThreads, 3) routed_mixed_kernel(const __grid_constant__ RoutedLaunch L) {
   extern __shared__ __align__(16) unsigned char stage[];
   __shared__ float partial[stream::kPartialFloats<kRowsOfX>];
-  wait_for_previous_grid();  // the next grid is placed as these blocks exit (cuda_common.cuh)
+  wait_for_previous_grid();  // the next grid is placed once all these blocks exit (cuda_common.cuh)
   const RoutedPairs& r = L.jobs.r;
   const int32_t e = r.expert_ids[L.jobs.pair_of(blockIdx.y)];
   if (e < 0 || e >= r.experts) return;  // the whole block

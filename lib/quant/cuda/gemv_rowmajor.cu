@@ -39,7 +39,7 @@ template <typename E, bool kScaled, int MB, typename Jobs>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? 3 : 1) rowmajor_gemv_kernel(const RowParams p,
                                                                                const __grid_constant__ Jobs jobs) {
   extern __shared__ __align__(16) unsigned char stage[];
-  wait_for_previous_grid();  // the next grid is placed as these blocks exit (cuda_common.cuh)
+  wait_for_previous_grid();  // the next grid is placed once all these blocks exit (cuda_common.cuh)
   if (!jobs.live(blockIdx.y)) return;  // the whole block
   rowmajor::rowmajor_gemv_block<E, kScaled, MB>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y), blockIdx.x,
                                                 stage);

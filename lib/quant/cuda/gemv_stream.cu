@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads, MB == 1 ? (CHUNK * BITS / 32 >= 8 ? 
     stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ Jobs jobs) {
   extern __shared__ __align__(16) unsigned char stage[];  // stage_bytes: the int8 x, or a gated float input
   __shared__ float partial[kPartialFloats<MB>];
-  wait_for_previous_grid();  // the next grid is placed as these blocks exit (cuda_common.cuh)
+  wait_for_previous_grid();  // the next grid is placed once all these blocks exit (cuda_common.cuh)
   if (!jobs.live(blockIdx.y)) return;  // the whole block
   stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y),
                                                              blockIdx.x, stage, partial);
