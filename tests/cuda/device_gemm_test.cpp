@@ -48,6 +48,7 @@
 #include "quant/cuda/cuda_gpus.h"
 #include "quant/format.h"
 #include "quant/gemv.h"
+#include "plain_launches.h"
 #include "product_bounds.h"
 
 namespace eq::exec::cuda {
@@ -487,26 +488,33 @@ TEST(DeviceMoe, RoutedDecodeEqualsPerPairPath) {
   }
 }
 
-// The routed launches (one format's, several formats', the SwiGLU between)
-// placed while the launch before runs (programmatic dependent launch): the
-// outputs equal those of plain launches bit for bit.
+// The routed launches (one format's, several formats', trellis's, bf16's)
+// with programmatic dependent launch: the outputs equal those of plain
+// launches bit for bit, three times over (a read before the wait would show
+// as a difference at some timing), for layers whose groups share launches
+// and one where int8_row takes its own.
 TEST(DeviceMoe, RoutedDecodeEqualsWithoutProgrammaticLaunches) {
   SKIP_WITHOUT_GPU();
   const int64_t H = 256, I = 128, top_k = 2;
   const std::array<const char*, 7> mixed = {"fp4_g32", "int8_row", "fp4_g32", "trellis2_lut", "bf16", "fp4_g32",
                                             "int8_row"};
-  for (const auto& formats : {mixed, kLayerFormats}) {
+  const std::array<const char*, 7> apart = {"int8_row", "trellis2_lut", "bf16", "trellis4", "bf16", "int8_row",
+                                            "trellis2_lut"};
+  for (const auto& formats : {mixed, kLayerFormats, apart}) {
     SmallLayer s = make_layer(H, I, false, formats);
     const DeviceMoeLayer d = upload(s.layer);
     ASSERT_TRUE(d.routed) << formats[1];
     DeviceMoeScratch scratch;
     for (int64_t tokens : {1, 4, 64}) {
       const RoutedCase c(s.layer, tokens, top_k, H, 80 + tokens, 13 + tokens);
-      const DeviceBuffer a = c.poisoned_output(), b = c.poisoned_output();
-      run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), a.floats(), scratch);
-      const bool was = quant::cuda::allow_programmatic_launches(false);
-      run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), b.floats(), scratch);
-      quant::cuda::allow_programmatic_launches(was);
+      const DeviceBuffer b = c.poisoned_output();
+      {
+        const test::PlainLaunches plain_launches;
+        run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), b.floats(), scratch);
+      }
+      const DeviceBuffer a = c.poisoned_output();
+      for (int round = 0; round < 3; ++round)  // each round into the last one's outputs
+        run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), a.floats(), scratch);
       synchronize();
       const std::vector<float> overlapped = c.read(a), plain = c.read(b);
       int64_t first = -1;

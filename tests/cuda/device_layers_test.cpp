@@ -28,6 +28,7 @@
 #include "logit_agreement.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "plain_launches.h"
 #include "quant/cuda/cuda_gpus.h"
 
 namespace eq::exec {
@@ -217,27 +218,51 @@ TEST(DeviceLayers, DecodeGraphEqualsStepsAsTheyAre) {
 // kernel of the step while the one before still runs, and each waits for the
 // one before ahead of its first read or write: the logits of the prefill and
 // the decode steps equal those of plain launches bit for bit, replayed from a
-// graph (the default) or launched one by one.
+// graph (the default; two runs on one runner, the second updating the first's
+// graph) or launched one by one. With graphs, each runner captures and
+// replays its steps (a capture that failed would turn graphs off unseen).
 void expect_programmatic_launches_change_nothing(const std::string& folder, const std::string& tag) {
+  struct GraphsOff {  // EXPERTQUANT_GPU_GRAPH=0 for the runners made in its life
+    explicit GraphsOff(bool off) : off(off) {
+      if (off) ::setenv("EXPERTQUANT_GPU_GRAPH", "0", 1);
+    }
+    ~GraphsOff() {
+      if (off) ::unsetenv("EXPERTQUANT_GPU_GRAPH");
+    }
+    bool off;
+  };
   for (bool graph : {true, false}) {
-    if (!graph) ::setenv("EXPERTQUANT_GPU_GRAPH", "0", 1);  // read when the runner is made
-    auto overlapped = open_on_gpu(folder, true);
+    const std::string what = tag + (graph ? " (graphs)" : " (no graphs)");
+    const GraphsOff graphs_off(!graph);
     const bool on = quant::cuda::programmatic_launches();
-    const model::FloatBuffer a = run(*overlapped);
-    const bool was = quant::cuda::allow_programmatic_launches(false);
-    EXPECT_FALSE(quant::cuda::programmatic_launches());
-    auto plain = open_on_gpu(folder, true);
-    const model::FloatBuffer b = run(*plain);
-    quant::cuda::allow_programmatic_launches(was);
-    ::unsetenv("EXPERTQUANT_GPU_GRAPH");
-    ASSERT_EQ(a.size(), b.size()) << tag;
+    const cuda::DeviceLayerStats s0 = cuda::device_layer_stats();
+    auto overlapped = open_on_gpu(folder, true);
+    const model::FloatBuffer a1 = run(*overlapped), a2 = run(*overlapped);
+    const cuda::DeviceLayerStats s1 = cuda::device_layer_stats();
+    model::FloatBuffer b;
+    {
+      const test::PlainLaunches plain_launches;
+      EXPECT_FALSE(quant::cuda::programmatic_launches());
+      auto plain = open_on_gpu(folder, true);
+      b = run(*plain);
+    }
+    const cuda::DeviceLayerStats s2 = cuda::device_layer_stats();
+    const bool routes = overlapped->config().expert_activation.kind == model::ActivationKind::kSwiGlu;
+    const int64_t step_graphs = graph && routes ? 1 : 0;  // a run: one step captured, three replayed
+    EXPECT_EQ(s1.graph_captures - s0.graph_captures, 2 * step_graphs) << what;
+    EXPECT_EQ(s1.graph_replays - s0.graph_replays, 6 * step_graphs) << what;
+    EXPECT_EQ(s2.graph_captures - s1.graph_captures, step_graphs) << what << ", plain launches";
+    EXPECT_EQ(s2.graph_replays - s1.graph_replays, 3 * step_graphs) << what << ", plain launches";
+    ASSERT_EQ(a1.size(), b.size()) << what;
+    ASSERT_EQ(a2.size(), b.size()) << what;
     int64_t differ = 0, first = -1;
     for (size_t i = 0; i < b.size(); ++i)
-      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0) first = static_cast<int64_t>(i);
-    EXPECT_EQ(differ, 0) << tag << (graph ? " (graphs)" : " (no graphs)") << ": first at logit " << first;
-    std::printf("%s%s: programmatic launches %s, %lld of %zu logits differ from plain launches\n", tag.c_str(),
-                graph ? " (graphs)" : " (no graphs)", on ? "on" : "off (not this GPU's code)",
-                static_cast<long long>(differ), b.size());
+      if ((std::memcmp(&a1[i], &b[i], sizeof(float)) != 0 || std::memcmp(&a2[i], &b[i], sizeof(float)) != 0) &&
+          differ++ == 0)
+        first = static_cast<int64_t>(i);
+    EXPECT_EQ(differ, 0) << what << ": first at logit " << first;
+    std::printf("%s: programmatic launches %s, %lld of %zu logits differ from plain launches\n", what.c_str(),
+                on ? "on" : "off (not this GPU's code)", static_cast<long long>(differ), b.size());
   }
 }
 

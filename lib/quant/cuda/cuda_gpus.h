@@ -17,7 +17,7 @@ size_t gpu_count();
 // The calling thread's kernels run on GPU number worker % gpu_count().
 void use_gpu(size_t worker);
 
-// Programmatic dependent launch of the decode kernels (launch_kernel in
+// Programmatic dependent launch of the layers' kernels (launch_kernel in
 // cuda_common.cuh): whether launches on the current GPU use it (code built
 // for compute capability 9.0 or later and the switch on), and the switch
 // (EXPERTQUANT_GPU_PDL at first, default on; returns its previous value).
