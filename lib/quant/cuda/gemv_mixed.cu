@@ -98,7 +98,7 @@ inline constexpr uint32_t kBodySets[] = {
 static_assert(kBodySets[std::size(kBodySets) - 1] == kEveryBody, "the last set holds every body");
 
 uint32_t body_bits(const GemvSegment& seg) {
-  return seg.family == GemvSegment::kInt8Row ? kInt8RowBit : 1u << seg.body;
+  return seg.family == GemvSegment::kInt8Row ? kInt8RowBit : body_bit(static_cast<Body>(seg.body));
 }
 
 // Block `block` of job `job` of `seg` (the whole block calls it).
@@ -198,7 +198,8 @@ int64_t mixed_gemv_blocks(const FormatTraits& format, int64_t rows, int64_t cols
 
 int64_t mixed_gemv_wave() {
   int per_sm = 0;
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mixed_gemv_kernel<true, kEveryBody>, stream::kThreads, 0),
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mixed_gemv_kernel<true, kEveryBody>, stream::kThreads,
+                                                      0),
         "occupancy of the mixed decode kernel");
   return static_cast<int64_t>(multiprocessor_count()) * per_sm;
 }

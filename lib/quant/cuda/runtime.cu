@@ -77,45 +77,61 @@ void require_gpu() {
   if (!why.empty()) unsupported("--device cuda: " + why);
 }
 
+namespace {
+
+// A gated input of m_rows rows of x: `format` must take that many, and they
+// must fit the stage.
+void check_gated_input(const FormatTraits& format, int m_rows, int64_t cols) {
+  EQ_CHECK(m_rows <= format.device_gemv->gated_rows,
+           "GPU decode: " + std::string(format.name) + " takes a gated input with at most " +
+               std::to_string(format.device_gemv->gated_rows) + " rows of x, not " + std::to_string(m_rows));
+  EQ_CHECK(m_rows * cols <= kMaxGatedInput,
+           "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(m_rows) + " x " +
+               std::to_string(cols) + " floats (at most " + std::to_string(kMaxGatedInput) + ")");
+}
+
+}  // namespace
+
 bool gated_call(const FormatTraits& format, const DeviceGemvJob* jobs, int n_jobs, int m_rows, int64_t cols) {
   int gated = 0;
   for (int j = 0; j < n_jobs; ++j) gated += jobs[j].x_up != nullptr;
   EQ_CHECK(gated == 0 || gated == n_jobs, "GPU decode: " + std::string(format.name) + ": " + std::to_string(gated) +
                                               " of " + std::to_string(n_jobs) + " jobs with a gated input");
-  EQ_CHECK(gated == 0 || m_rows <= format.device_gemv->gated_rows,
-           "GPU decode: " + std::string(format.name) + " takes a gated input with at most " +
-               std::to_string(format.device_gemv->gated_rows) + " rows of x, not " + std::to_string(m_rows));
-  EQ_CHECK(gated == 0 || m_rows * cols <= kMaxGatedInput,
-           "GPU decode: " + std::string(format.name) + ": a gated input of " + std::to_string(m_rows) + " x " +
-               std::to_string(cols) + " floats (at most " + std::to_string(kMaxGatedInput) + ")");
+  if (gated > 0) check_gated_input(format, m_rows, cols);
   return gated > 0;
 }
 
 bool gated_routed_call(const FormatTraits& format, const RoutedPairs& pairs, int64_t cols) {
   if (pairs.x_up == nullptr) return false;
-  EQ_CHECK(format.device_gemv->gated_rows >= 1,
-           "GPU decode: " + std::string(format.name) + " takes no gated input (DeviceGemv::gated_rows)");
-  EQ_CHECK(cols <= kMaxGatedInput, "GPU decode: " + std::string(format.name) + ": a gated input of " +
-                                       std::to_string(cols) + " columns (at most " + std::to_string(kMaxGatedInput) +
-                                       ")");
+  check_gated_input(format, 1, cols);
   return true;
 }
 
 namespace {
 
-// An attribute of the current GPU, read once a device: one GPU model a
-// process in practice, but the attribute is read per device all the same.
+// read(device), a positive value of the current GPU, read once a device (in
+// `cache`, 0: not yet read): one GPU model a process in practice, but each
+// device is asked all the same.
+template <typename Read>
+int once_a_device(std::atomic<int> (&cache)[kMaxCachedDevices], Read read) {
+  int device = 0;
+  check(cudaGetDevice(&device), "current GPU");
+  if (device < kMaxCachedDevices && cache[device].load(std::memory_order_relaxed) > 0)
+    return cache[device].load(std::memory_order_relaxed);
+  const int value = read(device);
+  if (device < kMaxCachedDevices) cache[device].store(value, std::memory_order_relaxed);
+  return value;
+}
+
+// An attribute of the current GPU.
 template <cudaDeviceAttr kAttribute>
 int current_gpu_attribute(const char* what) {
   static std::atomic<int> cached[kMaxCachedDevices] = {};
-  int device = 0;
-  check(cudaGetDevice(&device), "current GPU");
-  if (device < kMaxCachedDevices && cached[device].load(std::memory_order_relaxed) > 0)
-    return cached[device].load(std::memory_order_relaxed);
-  int value = 0;
-  check(cudaDeviceGetAttribute(&value, kAttribute, device), what);
-  if (device < kMaxCachedDevices) cached[device].store(value, std::memory_order_relaxed);
-  return value;
+  return once_a_device(cached, [what](int device) {
+    int value = 0;
+    check(cudaDeviceGetAttribute(&value, kAttribute, device), what);
+    return value;
+  });
 }
 
 }  // namespace
@@ -172,19 +188,16 @@ bool allow_programmatic_launches(bool on) { return programmatic_wanted().exchang
 // could not wait for the grid before them.
 bool programmatic_launches() {
   if (!programmatic_wanted().load(std::memory_order_relaxed)) return false;
-  static std::atomic<int> known[kMaxCachedDevices] = {};  // 0: not yet asked, 1: yes, 2: no
-  int device = 0;
-  check(cudaGetDevice(&device), "current GPU");
-  if (device < kMaxCachedDevices && known[device].load(std::memory_order_relaxed) != 0)
-    return known[device].load(std::memory_order_relaxed) == 1;
-  // The probe is built as every kernel of the library: the code this GPU
-  // runs (binaryVersion) and the code it came from (ptxVersion, lower when
-  // the driver compiled older PTX for a newer GPU) both 9.0 or later.
-  cudaFuncAttributes f = {};
-  check(cudaFuncGetAttributes(&f, code_version_probe_kernel), "a kernel's attributes");
-  const bool yes = std::min(f.binaryVersion, f.ptxVersion) >= 90;
-  if (device < kMaxCachedDevices) known[device].store(yes ? 1 : 2, std::memory_order_relaxed);
-  return yes;
+  static std::atomic<int> known[kMaxCachedDevices] = {};  // 1: yes, 2: no
+  return once_a_device(known, [](int) {
+           // The probe is built as every kernel of the library: the code this
+           // GPU runs (binaryVersion) and the code it came from (ptxVersion,
+           // lower when the driver compiled older PTX for a newer GPU) both
+           // 9.0 or later.
+           cudaFuncAttributes f = {};
+           check(cudaFuncGetAttributes(&f, code_version_probe_kernel), "a kernel's attributes");
+           return std::min(f.binaryVersion, f.ptxVersion) >= 90 ? 1 : 2;
+         }) == 1;
 }
 
 }  // namespace eq::quant::cuda
