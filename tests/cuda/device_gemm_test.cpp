@@ -33,7 +33,6 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -48,6 +47,7 @@
 #include "quant/cuda/cuda_gpus.h"
 #include "quant/format.h"
 #include "quant/gemv.h"
+#include "bit_differences.h"
 #include "plain_launches.h"
 #include "product_bounds.h"
 
@@ -436,15 +436,6 @@ struct RoutedCase {
   size_t out_floats;
 };
 
-// How many floats of `a` differ from `b` in their bits; *first: the first.
-int64_t bit_differences(const std::vector<float>& a, const std::vector<float>& b, int64_t* first) {
-  int64_t differ = 0;
-  *first = -1;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0) *first = static_cast<int64_t>(i);
-  return differ;
-}
-
 // Routed decode against auto's per-pair path with the same ids: equal to
 // the bit (the same kernels' bodies on the same x), for layers whose stream
 // and int8_row groups share the routed launches of several formats (one with
@@ -478,7 +469,7 @@ TEST(DeviceMoe, RoutedDecodeEqualsPerPairPath) {
       synchronize();
       const std::vector<float> per_pair = c.read(a), routed = c.read(b);
       int64_t first = -1;
-      EXPECT_EQ(bit_differences(routed, per_pair, &first), 0)
+      EXPECT_EQ(test::bit_differences(routed, per_pair, &first), 0)
           << formats[1] << " M=" << tokens << ": first at pair " << first / H << " (expert "
           << (first >= 0 ? c.ids[static_cast<size_t>(first / H)] : -1) << "): routed "
           << (first >= 0 ? routed[static_cast<size_t>(first)] : 0.0f) << " per pair "
@@ -518,8 +509,8 @@ TEST(DeviceMoe, RoutedDecodeEqualsWithoutProgrammaticLaunches) {
       synchronize();
       const std::vector<float> overlapped = c.read(a), plain = c.read(b);
       int64_t first = -1;
-      EXPECT_EQ(bit_differences(overlapped, plain, &first), 0) << formats[1] << " M=" << tokens << ": first at pair "
-                                                               << first / H;
+      EXPECT_EQ(test::bit_differences(overlapped, plain, &first), 0)
+          << formats[1] << " M=" << tokens << ": first at pair " << first / H;
       for (float v : plain) ASSERT_TRUE(std::isfinite(v)) << formats[1] << " M=" << tokens;
     }
   }

@@ -12,7 +12,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <filesystem>
 #include <memory>
@@ -28,6 +27,7 @@
 #include "logit_agreement.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "bit_differences.h"
 #include "plain_launches.h"
 #include "quant/cuda/cuda_gpus.h"
 
@@ -190,17 +190,16 @@ void expect_graph_steps_equal(const std::string& folder, const std::string& tag)
   EXPECT_EQ(last.graph_captures + last.graph_replays, after.graph_captures + after.graph_replays)
       << tag << ": a runner made with EXPERTQUANT_GPU_GRAPH=0 used a graph";
   ASSERT_EQ(a1.size(), b.size()) << tag;
-  int64_t differ = 0, first = -1;
-  for (size_t i = 0; i < b.size(); ++i)
-    if (a1[i] != b[i] || a2[i] != b[i]) {
-      if (first < 0) first = static_cast<int64_t>(i);
-      ++differ;
-    }
-  EXPECT_EQ(differ, 0) << tag << ": first at logit " << first;
-  std::printf("%s: %lld graph captures, %lld replays, %lld of %zu logits differ from the steps run as they are\n",
+  ASSERT_EQ(a2.size(), b.size()) << tag;
+  int64_t first1 = -1, first2 = -1;
+  const int64_t differ1 = test::bit_differences(a1, b, &first1), differ2 = test::bit_differences(a2, b, &first2);
+  EXPECT_EQ(differ1, 0) << tag << ": first cache, first at logit " << first1;
+  EXPECT_EQ(differ2, 0) << tag << ": second cache, first at logit " << first2;
+  std::printf("%s: %lld graph captures, %lld replays, %lld and %lld of %zu logits differ from the steps run as "
+              "they are\n",
               tag.c_str(), static_cast<long long>(after.graph_captures - before.graph_captures),
-              static_cast<long long>(after.graph_replays - before.graph_replays), static_cast<long long>(differ),
-              b.size());
+              static_cast<long long>(after.graph_replays - before.graph_replays), static_cast<long long>(differ1),
+              static_cast<long long>(differ2), b.size());
 }
 
 TEST(DeviceLayers, DecodeGraphEqualsStepsAsTheyAre) {
@@ -255,14 +254,13 @@ void expect_programmatic_launches_change_nothing(const std::string& folder, cons
     EXPECT_EQ(s2.graph_replays - s1.graph_replays, 3 * step_graphs) << what << ", plain launches";
     ASSERT_EQ(a1.size(), b.size()) << what;
     ASSERT_EQ(a2.size(), b.size()) << what;
-    int64_t differ = 0, first = -1;
-    for (size_t i = 0; i < b.size(); ++i)
-      if ((std::memcmp(&a1[i], &b[i], sizeof(float)) != 0 || std::memcmp(&a2[i], &b[i], sizeof(float)) != 0) &&
-          differ++ == 0)
-        first = static_cast<int64_t>(i);
-    EXPECT_EQ(differ, 0) << what << ": first at logit " << first;
-    std::printf("%s: programmatic launches %s, %lld of %zu logits differ from plain launches\n", what.c_str(),
-                on ? "on" : "off (not this GPU's code)", static_cast<long long>(differ), b.size());
+    int64_t first1 = -1, first2 = -1;
+    const int64_t differ1 = test::bit_differences(a1, b, &first1), differ2 = test::bit_differences(a2, b, &first2);
+    EXPECT_EQ(differ1, 0) << what << ": first run, first at logit " << first1;
+    EXPECT_EQ(differ2, 0) << what << ": second run, first at logit " << first2;
+    std::printf("%s: programmatic launches %s, %lld and %lld of %zu logits differ from plain launches\n", what.c_str(),
+                on ? "on" : "off (not this GPU's code)", static_cast<long long>(differ1),
+                static_cast<long long>(differ2), b.size());
   }
 }
 
