@@ -46,6 +46,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -60,7 +61,9 @@
 #include "quant/packed_stream.h"
 #include "quant/rotated_basis.h"
 #include "../quant/quant_test_util.h"
+#include "bit_differences.h"
 #include "product_bounds.h"
+#include "quant/cuda/cuda_gpus.h"
 
 namespace eq::exec::cuda {
 namespace {
@@ -320,6 +323,68 @@ TEST(DeviceGemv, GroupedCallEqualsSingleCalls) {
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << f.name << " M=" << m;
     }
   }
+}
+
+// A one-row call whose x is quantized once for all its blocks (quantize_jobs,
+// then copied into each block's shared memory, the blocks' first loads of
+// weights issued before they wait for it) gives the bits of blocks that each
+// quantize x themselves, for every row that takes int8 x, plain and gated,
+// at an odd shape (45 rows; 96 columns, whose staged x ends in a tail of
+// 4-byte words) and an expert's.
+TEST(DeviceGemv, OneRowQuantizedOnceEqualsEachBlocksOwn) {
+  SKIP_WITHOUT_GPU();
+  struct Mode {  // quant::cuda::set_quantize_once for a scope, restored after
+    int was;
+    explicit Mode(int m) : was(quant::cuda::set_quantize_once(m)) {}
+    ~Mode() { quant::cuda::set_quantize_once(was); }
+  };
+  int checked = 0;
+  for (const quant::FormatTraits& f : quant::all_formats()) {
+    if (f.device_gemv == nullptr || !quant::cuda::device_gemv_int8_input(f)) continue;
+    for (const auto& [r, c, jobs_n] : {std::tuple{45, 96, 3}, std::tuple{768, 2048, 9}}) {
+      const int64_t rows = round_up(r, f.row_multiple), cols = round_up(c, std::max<int64_t>(f.col_multiple, 32));
+      std::vector<quant::QuantizedMatrix> q;
+      std::vector<DeviceMatrix> d;
+      for (int j = 0; j < jobs_n; ++j) {
+        const std::vector<float> w = normal(static_cast<size_t>(rows * cols), 0.02f, 900 + j);
+        q.push_back(f.quantize(w.data(), rows, cols, {}));
+        d.push_back(upload(q.back().view()));
+      }
+      std::vector<float> x = normal(static_cast<size_t>(jobs_n * cols), 1.0f, 31 + cols);
+      x[1] = 9.0f;  // an outlier channel
+      const std::vector<float> up = normal(x.size(), 1.0f, 41 + cols);
+      DeviceBuffer dx(x.size() * sizeof(float)), dup(up.size() * sizeof(float));
+      dx.upload(x.data(), x.size() * sizeof(float));
+      dup.upload(up.data(), up.size() * sizeof(float));
+      for (const bool gated : {false, true}) {
+        if (gated && f.device_gemv->gated_rows < 1) continue;
+        const size_t out = static_cast<size_t>(jobs_n * rows);
+        std::vector<float> runs[2];
+        for (const int once : {0, 1}) {
+          const Mode mode(once);
+          DeviceBuffer dy(out * sizeof(float));
+          const std::vector<float> poison(out, std::nanf(""));
+          dy.upload(poison.data(), out * sizeof(float));
+          std::vector<quant::DeviceGemvJob> jobs;
+          for (int j = 0; j < jobs_n; ++j) {
+            jobs.push_back(d[j].job(dx.floats() + j * cols, dy.floats() + j * rows));
+            if (gated) jobs.back().x_up = dup.floats() + j * cols;
+          }
+          gemv(f, rows, cols, jobs, 1);
+          synchronize();
+          runs[once].resize(out);
+          dy.download(runs[once].data(), out * sizeof(float));
+        }
+        const std::string what = std::string(f.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                                 "] x" + std::to_string(jobs_n) + (gated ? " gated" : "");
+        int64_t first = -1;
+        EXPECT_EQ(test::bit_differences(runs[1], runs[0], &first), 0) << what << ": first at " << first;
+        EXPECT_TRUE(std::all_of(runs[1].begin(), runs[1].end(), [](float v) { return std::isfinite(v); })) << what;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 20);
 }
 
 // A trellis call's blocks own more strips the more jobs it has (as many as

@@ -25,6 +25,12 @@ void use_gpu(size_t worker);
 bool programmatic_launches();
 bool allow_programmatic_launches(bool on);
 
+// Whether a one-row decode call quantizes x once for all its blocks
+// (int8_input.cuh, quantize_once): 1 always, 0 never, -1 by the launch's
+// size (the default; EXPERTQUANT_GPU_QUANTIZE_ONCE=0 or 1 at first). Returns
+// the previous mode. It changes no bit; a call's scratch is sized for either.
+int set_quantize_once(int mode);
+
 // search_tiles (cuda_quantize.h) with FP16 costs (TrellisSearch::kHalf):
 // deterministic, not bit-identical; 1MAD and LUT codes only.
 void search_tiles_half(int bits, const float* codes, int64_t count, const float* target, const float* weight,

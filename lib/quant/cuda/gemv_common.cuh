@@ -22,6 +22,9 @@ inline constexpr int kJobsPerLaunch = 32;
 // its job (blockIdx) in the parameter space itself; a plain by-value
 // parameter indexed at run time would be copied to each thread's local memory.
 struct LaunchJobs {
+  // The jobs are kernel parameters, so a block may load its weights before
+  // it waits for the previous grid (cuda_common.cuh).
+  static constexpr bool kKnownBeforeLaunch = true;
   DeviceGemvJob job[kJobsPerLaunch];
   // The kernels reach their jobs through live() and at(), as RoutedJobs's.
   __device__ bool live(unsigned) const { return true; }
@@ -32,6 +35,7 @@ struct LaunchJobs {
 // from the router's ids in device memory (RoutedPairs), so the host never
 // sees them.
 struct RoutedJobs {
+  static constexpr bool kKnownBeforeLaunch = false;  // the router's ids: read after the wait
   RoutedPairs r;
   int jobs = 0;  // the launch's block columns: every job a group could have of n_pairs pairs
   RoutedJobs(const RoutedPairs& pairs, int n_pairs)

@@ -39,15 +39,18 @@ template <typename E, bool kScaled, int MB, typename Jobs>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? 3 : 1) rowmajor_gemv_kernel(const RowParams p,
                                                                                const __grid_constant__ Jobs jobs) {
   extern __shared__ __align__(16) unsigned char stage[];
-  wait_for_previous_grid();  // the next grid is placed once all these blocks exit (cuda_common.cuh)
+  // The next grid is placed once all these blocks exit (cuda_common.cuh);
+  // as the stream kernel's, loads first when x was quantized once ahead.
+  const bool loads_first = Jobs::kKnownBeforeLaunch && p.xq != nullptr;
+  if (!loads_first) wait_for_previous_grid();
   if (!jobs.live(blockIdx.y)) return;  // the whole block
   rowmajor::rowmajor_gemv_block<E, kScaled, MB>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y), blockIdx.x,
-                                                stage);
+                                                stage, loads_first);
 }
 
-// int8_row: several rows of x are quantized once a call into the scratch (int8_input.cu), one row by each block.
+// int8_row: the scratch holds x quantized once a call (int8_input.cu), whether quantize_once takes it or not.
 size_t int8_row_scratch(const FormatTraits&, int64_t, int64_t cols, int n_jobs, int m_rows) {
-  return m_rows > 1 ? static_cast<size_t>(n_jobs) * int8_job_stride(XLayout::kNatural, m_rows, cols) : 0;
+  return static_cast<size_t>(n_jobs) * int8_job_stride(XLayout::kNatural, m_rows, cols);
 }
 
 template <typename E>
@@ -75,12 +78,12 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
   gated_call(format, jobs, n_jobs, m_rows, cols);  // checks: int8_row stages a gated row of x as it stages x
   const cudaStream_t s = stream_of(stream);
   size_t stride = 0;
-  if (kInt8 && m_rows > 1) {
+  if (kInt8 && quantize_once(m_rows, static_cast<int64_t>(row_grid(p, 1).x) * n_jobs)) {
     EQ_CHECK(scratch != nullptr, "GPU decode: " + std::string(format.name) + ": no scratch for the int8 x");
     quantize_jobs(XLayout::kNatural, jobs, n_jobs, m_rows, cols, 1, 1, scratch, s);
     stride = int8_job_stride(XLayout::kNatural, m_rows, cols);
   }
-  const size_t smem = kInt8 && stride == 0 ? int8_stage_bytes(XLayout::kNatural, m_rows, cols) : 0;
+  const size_t smem = kInt8 && m_rows == 1 ? int8_stage_bytes(XLayout::kNatural, 1, cols) : 0;  // staged or copied
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
     const dim3 grid = row_grid(p, n);
@@ -123,8 +126,8 @@ void int8_row_segment(const FormatTraits&, int64_t rows, int64_t cols, int m_row
 }  // namespace
 
 // int8_row takes a gated input (DeviceGemvJob::x_up) with one row of x,
-// formed as each block stages x. With 2 to 8 rows, x is quantized once a call
-// (quantize_jobs), which could form it too, but a gated input at several rows
+// formed where x is quantized (once a call, or by each block of a routed
+// launch). With 2 to 8 rows quantize_jobs could form it too, but a gated input at several rows
 // measured slower when each block formed it (int8_row at M = 4 74.0 against
 // 68.9 us a layer, docs/benchmarks.md, "GPU MoE layer"), before x was
 // quantized once a call; not measured since, so one row. bf16 reads its

@@ -24,7 +24,7 @@ struct RowParams {
   int m_rows = 1;
   int batch = 1;          // <= kBatch
   int rows_per_warp = 1;  // kRowsPerWarp when every row starts on 16 bytes, else 1
-  const unsigned char* xq = nullptr;  // int8_row, 2 to 8 rows of x: the launch's jobs' x, quantized once (quantize_jobs)
+  const unsigned char* xq = nullptr;  // int8_row: the jobs' x quantized once (quantize_jobs); null: by each block
   size_t xq_stride = 0;               // bytes a job there
 };
 
@@ -121,16 +121,18 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
 // it reads serves all of them (x's loads were 4 a piece of 16 weights with a
 // row a warp); a row's sums keep the order of row_partial, so the bits do not
 // depend on how many rows a warp takes. Otherwise a warp takes one row.
-// int8 x of one row (or its gated input, DeviceGemvJob::x_up) is staged by
-// the whole block (`stage`: the dynamic shared memory), x of more rows
-// quantized once a call (p.xq); when every row starts on 16 bytes, the first
-// round of the rows' loads is issued before, so it is in flight while x is
-// staged. This is the work of block `block` (its kWarps
+// int8 x (or its gated input, DeviceGemvJob::x_up) is quantized once a call
+// (p.xq), one row then copied into the block's shared memory (`stage`), or,
+// in the routed launches, staged there by the whole block; when every row
+// starts on 16 bytes, the first round of the rows' loads is issued before,
+// so it is in flight meanwhile. This is the work of block `block` (its kWarps
 // * rows_per_warp rows) of job `job_index`, in a launch of kThreads threads a
 // block (lane: threadIdx.x % 32, warp: threadIdx.x / 32).
+// `wait_after_loads`: as stream_gemv_block's (gemv_stream.cuh).
 template <typename E, bool kScaled, int MB>
 __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const DeviceGemvJob& job, int job_index,
-                                                    uint32_t block, unsigned char* stage) {
+                                                    uint32_t block, unsigned char* stage,
+                                                    bool wait_after_loads = false) {
   constexpr int kR = kRowsPerWarp;
   constexpr int kPer = 16 / sizeof(E);   // elements per 16-byte piece
   constexpr int kRowBatch = kBatch / kR;  // pieces of a row a lane loads before using any
@@ -156,12 +158,14 @@ __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const De
   // The first round's loads are in flight while the block stages x, as the
   // stream body's.
   if (aligned) load(lane);
+  if (wait_after_loads) wait_for_previous_grid();
   Int8Input xq;
-  if constexpr (std::is_same_v<E, int8_t>) {  // one row of x: staged by the block; more: quantized once a call
-    if constexpr (MB == 1) xq = stage_int8<XLayout::kNatural>(job, stage, p.m_rows, static_cast<uint32_t>(K));
-    else
-      xq = int8_input_at<XLayout::kNatural>(p.xq + static_cast<size_t>(job_index) * p.xq_stride, p.m_rows,
-                                            static_cast<uint32_t>(K));
+  if constexpr (std::is_same_v<E, int8_t>) {  // as the stream body's (gemv_stream.cuh)
+    const unsigned char* area = p.xq + static_cast<size_t>(job_index) * p.xq_stride;
+    if constexpr (MB == 1)
+      xq = p.xq != nullptr ? copy_int8_row<XLayout::kNatural>(area, stage, static_cast<uint32_t>(K))
+                           : stage_int8<XLayout::kNatural>(job, stage, p.m_rows, static_cast<uint32_t>(K));
+    else xq = int8_input_at<XLayout::kNatural>(area, p.m_rows, static_cast<uint32_t>(K));
   }
   if (n0 >= N) return;
   const float* xrow[MB];

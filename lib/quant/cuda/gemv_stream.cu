@@ -15,8 +15,9 @@
 // x: the rows of 2, 4 and 8 bits multiply x as the CPU's decode kernels do
 // (gemv.h): x (or its gated input) quantized to int8 in blocks of 32 with an
 // fp32 scale, the CPU's integers exactly, in the order its codes come out of
-// a word (int8_input.cuh): one row of x by each block into its shared memory,
-// 2 to 8 rows once a call into the scratch (quantize_jobs). Per
+// a word (int8_input.cuh): once a call into the scratch (quantize_jobs), one
+// row then copied into each block's shared memory; the routed launches' blocks
+// each quantize their one row of x there themselves. Per
 // chunk and column, one dp4a multiplies 4 code bytes by 4 x bytes (unsigned by
 // signed), summed exactly in an int32:
 //   d[m] = sum_k byte(code_k) q[m, k]
@@ -55,10 +56,14 @@ __global__ void __launch_bounds__(kThreads, MB == 1 ? (CHUNK * BITS / 32 >= 8 ? 
     stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ Jobs jobs) {
   extern __shared__ __align__(16) unsigned char stage[];  // stage_bytes: the int8 x, or a gated float input
   __shared__ float partial[kPartialFloats<MB>];
-  wait_for_previous_grid();  // the next grid is placed once all these blocks exit (cuda_common.cuh)
+  // The next grid is placed once all these blocks exit (cuda_common.cuh).
+  // Jobs the host made, x quantized once ahead: the block's first loads of
+  // weights are issued before it waits for the quantization.
+  const bool loads_first = Jobs::kKnownBeforeLaunch && p.xq != nullptr;
+  if (!loads_first) wait_for_previous_grid();
   if (!jobs.live(blockIdx.y)) return;  // the whole block
   stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y),
-                                                             blockIdx.x, stage, partial);
+                                                             blockIdx.x, stage, partial, loads_first);
 }
 
 static_assert(kPartialFloats<8> * sizeof(float) <= kDecodeStaticShared, "the kernel's static shared memory");
@@ -162,13 +167,12 @@ StreamParams params_of(const FormatTraits& format, int64_t rows, int64_t cols, i
 
 namespace {
 
-// Several rows of x are quantized once a call into the scratch (int8_input.cu), one row by each block.
-bool prequantized(Body body, int m_rows) { return body != Body::kAffine3 && m_rows > 1; }
-
+// The scratch holds x quantized once a call (int8_input.cu) for every body but
+// the 3-bit one's float x, whether quantize_once takes it or not.
 size_t scratch_bytes(const FormatTraits& format, int64_t rows, int64_t cols, int n_jobs, int m_rows) {
   Body body{};
   params_of(format, rows, cols, m_rows, false, body);
-  return prequantized(body, m_rows) ? static_cast<size_t>(n_jobs) * int8_job_stride(layout_of(body), m_rows, cols) : 0;
+  return body != Body::kAffine3 ? static_cast<size_t>(n_jobs) * int8_job_stride(layout_of(body), m_rows, cols) : 0;
 }
 
 void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const DeviceGemvJob* jobs, int n_jobs,
@@ -179,7 +183,7 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   StreamParams p = params_of(format, rows, cols, m_rows, gated, body);
   const cudaStream_t s = stream_of(stream);
   size_t stride = 0;
-  if (prequantized(body, m_rows)) {
+  if (body != Body::kAffine3 && quantize_once(m_rows, n_jobs * ((rows + block_columns(p) - 1) / block_columns(p)))) {
     EQ_CHECK(scratch != nullptr, "GPU decode: " + std::string(format.name) + ": no scratch for the int8 x");
     quantize_jobs(layout_of(body), jobs, n_jobs, m_rows, cols, p.sign_lo, p.sign_hi, scratch, s);
     stride = int8_job_stride(layout_of(body), m_rows, cols);

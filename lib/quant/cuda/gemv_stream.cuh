@@ -31,7 +31,7 @@ struct StreamParams {
   int sign_lo = 1, sign_hi = 1;  // the sign of the values of codes 0-7, of 8-15
   float offset = 0.0f;     // 2^23 + int8_offset (the 3-bit body's float codes)
   int int_offset = 0;      // int8_offset (the int8 bodies but the table's)
-  const unsigned char* xq = nullptr;  // 2 to 8 rows of x: the launch's jobs' int8 x, quantized once (quantize_jobs)
+  const unsigned char* xq = nullptr;  // the jobs' int8 x quantized once (quantize_jobs); null: by each block
   size_t xq_stride = 0;               // bytes a job there
   float unit = 1.0f;       // int8_scale
 };
@@ -117,10 +117,13 @@ inline constexpr int kPartialFloats = kThreads / 32 * MB * 64;
 // in one load. `job_index`: the job's place in the launch (its area of p.xq).
 // `stage`: the block's dynamic shared memory (stage_bytes), for the int8 x or
 // a gated float input; `partial_sums`: kPartialFloats<MB> floats of shared
-// memory.
+// memory. `wait_after_loads`: the caller has not waited for the previous
+// grid, and the block does so (wait_for_previous_grid) once its first loads
+// of weights, which no grid writes, are issued.
 template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC>
 __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const DeviceGemvJob& job, int job_index,
-                                                  uint32_t block, unsigned char* stage, float* partial_sums) {
+                                                  uint32_t block, unsigned char* stage, float* partial_sums,
+                                                  bool wait_after_loads = false) {
   constexpr int kWords = CHUNK * BITS / 32;
   constexpr int kBatch = kWords >= 3 ? 1 : 2;  // chunks whose loads are in flight together (64 bytes and more, or 2 of 32)
   constexpr bool kInt8 = int8_body(BITS);
@@ -207,12 +210,17 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
   // The first chunks' loads are in flight while the block stages its input.
   const bool live = n0 < N;
   if (live) load(s);
+  if (wait_after_loads) wait_for_previous_grid();
   Int8Input xq{};
   const float* xrow[MB] = {};
   if constexpr (kInt8) {
-    // One row of x: staged by the block; more: quantized once a call (run_stream), p.xq.
-    if constexpr (MB == 1) xq = stage_int8<kXLayout<BITS, TABLE>>(job, stage, p.m_rows, K, p.sign_lo, p.sign_hi);
-    else xq = int8_input_at<kXLayout<BITS, TABLE>>(p.xq + static_cast<size_t>(job_index) * p.xq_stride, p.m_rows, K);
+    // x quantized once a call (run_stream, p.xq): one row copied into shared
+    // memory, more read there; else (routed launches) one row staged by the block.
+    const unsigned char* area = p.xq + static_cast<size_t>(job_index) * p.xq_stride;
+    if constexpr (MB == 1)
+      xq = p.xq != nullptr ? copy_int8_row<kXLayout<BITS, TABLE>>(area, stage, K)
+                           : stage_int8<kXLayout<BITS, TABLE>>(job, stage, p.m_rows, K, p.sign_lo, p.sign_hi);
+    else xq = int8_input_at<kXLayout<BITS, TABLE>>(area, p.m_rows, K);
   } else {
     const float* x = block_input(job, reinterpret_cast<float*>(stage), p.m_rows, K);
     for (int m = 0; m < MB; ++m) xrow[m] = x + (m < p.m_rows ? m : p.m_rows - 1) * K;

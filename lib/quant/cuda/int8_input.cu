@@ -1,12 +1,15 @@
-// The quantization of several rows of x once a call (int8_input.cuh): one
-// launch for all the jobs of a decode call with 2 to 8 rows of x, whose
-// blocks then read it instead of each staging it again (at 8 rows of K =
-// 7168 the blocks' own staging took longer than the products,
-// docs/benchmarks.md, "GPU decode").
+// The quantization of x once a call (int8_input.cuh): one launch for all the
+// jobs of a decode call whose jobs the host knows, whose blocks then read it
+// instead of each quantizing it again (docs/benchmarks.md, "GPU decode": at
+// one row, most of a step's time; at 8 rows of K = 7168, longer than the
+// products).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 
+#include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/int8_input.cuh"
 
 namespace eq::quant::cuda {
@@ -19,6 +22,7 @@ template <XLayout L>
 __global__ void __launch_bounds__(kQuantizeThreads)
     quantize_jobs_kernel(const __grid_constant__ LaunchJobs jobs, int m_rows, uint32_t K, int sign_lo, int sign_hi,
                          unsigned char* scratch, size_t stride) {
+  start_after_previous_grid();  // a short kernel: the products after it are placed at once (cuda_common.cuh)
   const uint32_t units = int8_units(m_rows, K), u = blockIdx.x * kQuantizeThreads + threadIdx.x;
   quantize_unit<L>(jobs.job[blockIdx.y], scratch + blockIdx.y * stride, m_rows, K, u, u < units, sign_lo, sign_hi);
 }
@@ -36,6 +40,22 @@ QuantizeKernel kernel_of(XLayout layout) {
 
 }  // namespace
 
+namespace {
+// -1: by the rule; 0: never at one row; 1: always (EXPERTQUANT_GPU_QUANTIZE_ONCE at first).
+std::atomic<int> quantize_once_mode{[] {
+  const char* v = std::getenv("EXPERTQUANT_GPU_QUANTIZE_ONCE");
+  return v == nullptr ? -1 : std::atoi(v) != 0 ? 1 : 0;
+}()};
+}  // namespace
+
+int set_quantize_once(int mode) { return quantize_once_mode.exchange(mode < 0 ? -1 : mode > 0 ? 1 : 0); }
+
+bool quantize_once(int m_rows, int64_t blocks) {
+  const int mode = quantize_once_mode.load();
+  if (m_rows > 1 || mode == 1) return true;
+  return mode < 0 && blocks > static_cast<int64_t>(multiprocessor_count()) * kDecodeBlocksPerMultiprocessor;
+}
+
 size_t int8_job_stride(XLayout layout, int m_rows, int64_t K) {
   return (int8_stage_bytes(layout, m_rows, K) + 255) / 256 * 256;
 }
@@ -47,8 +67,8 @@ void quantize_jobs(XLayout layout, const DeviceGemvJob* jobs, int n_jobs, int m_
   for_each_launch(jobs, n_jobs, [&](const LaunchJobs& batch, int n, int j0) {
     const dim3 grid((units + kQuantizeThreads - 1) / kQuantizeThreads, static_cast<unsigned>(n));
     unsigned char* base = static_cast<unsigned char*>(scratch) + static_cast<size_t>(j0) * stride;
-    kernel_of(layout)<<<grid, kQuantizeThreads, 0, stream>>>(batch, m_rows, k, sign_lo, sign_hi, base, stride);
-    check_launch("int8 quantization of x");
+    launch_kernel("int8 quantization of x", kernel_of(layout), grid, dim3(kQuantizeThreads), 0, stream, batch, m_rows,
+                  k, sign_lo, sign_hi, base, stride);
   });
 }
 

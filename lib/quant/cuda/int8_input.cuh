@@ -33,7 +33,7 @@ __host__ __device__ constexpr uint32_t staged_row_bytes(XLayout layout, uint32_t
 
 // Bytes of m_rows staged rows of K: the rows, then each block's scale,
 // then the sums of q over each 16.
-inline size_t int8_stage_bytes(XLayout layout, int m_rows, int64_t K) {
+__host__ __device__ inline size_t int8_stage_bytes(XLayout layout, int m_rows, int64_t K) {
   const size_t kp = padded_k(static_cast<uint32_t>(K));
   return static_cast<size_t>(m_rows) *
          (staged_row_bytes(layout, static_cast<uint32_t>(K)) + kp / 32 * sizeof(float) + kp / 16 * sizeof(int32_t));
@@ -134,12 +134,13 @@ __host__ __device__ constexpr uint32_t int8_units(int m_rows, uint32_t K) {
 }
 
 // The block's rows of x quantized into `stage` by the whole block (every
-// thread calls; it ends with a barrier). The decode kernels stage one row of
-// x so, a few iterations, where a launch would cost more; 2 to 8 rows are
-// quantized once a call by quantize_jobs, whose area each block then reads
+// thread calls; it ends with a barrier): for the routed decode launches,
+// whose blocks find their x on the device. A call whose jobs the host knows
+// quantizes its x once (quantize_jobs): one row is then copied into each
+// block's shared memory (copy_int8_row), 2 to 8 rows read where they lie
 // (int8_input_at; at 8 rows of K = 7168 the blocks' own staging took longer
-// than the products). Which one is a compile-time choice of the kernels
-// (their rows of x, MB), so that the staged rows are read as shared memory.
+// than the products). Which one of the last two is a compile-time choice of
+// the kernels (their rows of x, MB), so that one row is read as shared memory.
 template <XLayout L>
 __device__ inline Int8Input stage_int8(const DeviceGemvJob& job, unsigned char* stage, int m_rows, uint32_t K,
                                        int sign_lo = 1, int sign_hi = 1) {
@@ -150,6 +151,34 @@ __device__ inline Int8Input stage_int8(const DeviceGemvJob& job, unsigned char* 
   __syncthreads();
   return int8_input_at<L>(stage, m_rows, K);
 }
+
+// One row of x quantized once a call (quantize_jobs; `area`: its job's area)
+// copied into the block's shared memory by the whole block (every thread
+// calls; it ends with a barrier). Quantizing the row again in every block
+// was most of a decode step's time at M = 1: skipping it took the 30B
+// layer's fp4_g32 step from 13.4 to 10.0 us, DeepSeek-V3's from 75.8 to
+// 53.8 (docs/benchmarks.md, "GPU decode").
+template <XLayout L>
+__device__ inline Int8Input copy_int8_row(const unsigned char* area, unsigned char* stage, uint32_t K) {
+  const uint32_t bytes = static_cast<uint32_t>(int8_stage_bytes(L, 1, K));  // a multiple of 4; area: 256-aligned
+  const uint32_t threads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+  for (uint32_t i = tid; i < bytes / 16; i += threads)
+    reinterpret_cast<uint4*>(stage)[i] = reinterpret_cast<const uint4*>(area)[i];
+  for (uint32_t i = bytes / 16 * 4 + tid; i < bytes / 4; i += threads)
+    reinterpret_cast<uint32_t*>(stage)[i] = reinterpret_cast<const uint32_t*>(area)[i];
+  __syncthreads();
+  return int8_input_at<L>(stage, 1, K);
+}
+
+// Whether a decode call whose jobs the host knows quantizes x once
+// (quantize_jobs) rather than in each block (stage_int8): always for several
+// rows; for one row when its launch has more blocks than the GPU holds at
+// once (kDecodeBlocksPerMultiprocessor a multiprocessor), since each wave of
+// blocks would quantize x again. A launch of one wave is quicker without the
+// quantization's launch ahead of it (docs/benchmarks.md, "GPU decode").
+// set_quantize_once (cuda_gpus.h) can force either way.
+inline constexpr int kDecodeBlocksPerMultiprocessor = 4;  // the one-row kernels' launch bounds (3 for 8-bit codes)
+bool quantize_once(int m_rows, int64_t blocks);
 
 // Host side (int8_input.cu): the bytes of one job's area in quantize_jobs'
 // scratch (a multiple of 256), and the launch that quantizes the m_rows rows

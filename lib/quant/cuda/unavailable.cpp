@@ -21,6 +21,7 @@ size_t gpu_count() { return 0; }
 void use_gpu(size_t) { unsupported(std::string("--device cuda: ") + kWhy); }
 bool programmatic_launches() { return false; }
 bool allow_programmatic_launches(bool) { return false; }
+int set_quantize_once(int) { return -1; }
 
 QuantizedMatrix quantize_fp4(const FormatTraits& f, const float* w, int64_t r, int64_t c, const QuantizeOptions& o) {
   refuse(f, w, r, c, o);
