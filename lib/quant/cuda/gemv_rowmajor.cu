@@ -34,18 +34,19 @@ using rowmajor::kThreads;
 using rowmajor::kWarps;
 using rowmajor::RowParams;
 
-// Jobs: LaunchJobs, or RoutedJobs (one row of x).
-template <typename E, bool kScaled, int MB, typename Jobs>
+// Jobs: LaunchJobs, or RoutedJobs (one row of x). X_ONCE: int8_row's x
+// quantized once a call (rowmajor_gemv_block), for jobs the host made.
+template <typename E, bool kScaled, int MB, bool X_ONCE, typename Jobs>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? 3 : 1) rowmajor_gemv_kernel(const RowParams p,
                                                                                const __grid_constant__ Jobs jobs) {
+  static_assert(!X_ONCE || Jobs::kKnownBeforeLaunch, "a routed block finds its x on the device");
   extern __shared__ __align__(16) unsigned char stage[];
   // The next grid is placed once all these blocks exit (cuda_common.cuh);
-  // as the stream kernel's, loads first when x was quantized once ahead.
-  const bool loads_first = Jobs::kKnownBeforeLaunch && p.xq != nullptr;
-  if (!loads_first) wait_for_previous_grid();
+  // X_ONCE: the block waits once its first loads of weights are issued.
+  if constexpr (!X_ONCE) wait_for_previous_grid();
   if (!jobs.live(blockIdx.y)) return;  // the whole block
-  rowmajor::rowmajor_gemv_block<E, kScaled, MB>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y), blockIdx.x,
-                                                stage, loads_first);
+  rowmajor::rowmajor_gemv_block<E, kScaled, MB, X_ONCE>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y),
+                                                        blockIdx.x, stage);
 }
 
 // int8_row: the scratch holds x quantized once a call (int8_input.cu), whether quantize_once takes it or not.
@@ -91,11 +92,15 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
       prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
       launch_kernel("row-major decode kernel", kernel, grid, dim3(kThreads), smem, s, p, batch);
     };
+    // int8 x quantized once a call (every call of several rows) or staged by each block; bf16 reads float x.
     switch (rows_bucket(m_rows)) {
-      case 1: launch(rowmajor_gemv_kernel<E, kScaled, 1, LaunchJobs>); break;
-      case 2: launch(rowmajor_gemv_kernel<E, kScaled, 2, LaunchJobs>); break;
-      case 4: launch(rowmajor_gemv_kernel<E, kScaled, 4, LaunchJobs>); break;
-      default: launch(rowmajor_gemv_kernel<E, kScaled, 8, LaunchJobs>); break;
+      case 1:
+        if (stride != 0) launch(rowmajor_gemv_kernel<E, kScaled, 1, kInt8, LaunchJobs>);
+        else launch(rowmajor_gemv_kernel<E, kScaled, 1, false, LaunchJobs>);
+        break;
+      case 2: launch(rowmajor_gemv_kernel<E, kScaled, 2, kInt8, LaunchJobs>); break;
+      case 4: launch(rowmajor_gemv_kernel<E, kScaled, 4, kInt8, LaunchJobs>); break;
+      default: launch(rowmajor_gemv_kernel<E, kScaled, 8, kInt8, LaunchJobs>); break;
     }
   });
 }
@@ -106,7 +111,7 @@ void run_rowmajor_routed(const FormatTraits& format, int64_t rows, int64_t cols,
   gated_routed_call(format, pairs, cols);  // int8_row stages a gated row of x as it stages x
   const RowParams p = row_params<E>(rows, cols, 1);
   const size_t smem = std::is_same_v<E, int8_t> ? int8_stage_bytes(XLayout::kNatural, 1, cols) : 0;
-  const auto kernel = rowmajor_gemv_kernel<E, kScaled, 1, RoutedJobs>;
+  const auto kernel = rowmajor_gemv_kernel<E, kScaled, 1, false, RoutedJobs>;
   prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
   const RoutedJobs jobs(pairs, n_pairs);
   launch_kernel("row-major decode kernel", kernel, row_grid(p, jobs.jobs), dim3(kThreads), smem, stream_of(stream), p,

@@ -128,11 +128,10 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
 // so it is in flight meanwhile. This is the work of block `block` (its kWarps
 // * rows_per_warp rows) of job `job_index`, in a launch of kThreads threads a
 // block (lane: threadIdx.x % 32, warp: threadIdx.x / 32).
-// `wait_after_loads`: as stream_gemv_block's (gemv_stream.cuh).
-template <typename E, bool kScaled, int MB>
+// X_ONCE: as stream_gemv_block's (gemv_stream.cuh), for int8_row.
+template <typename E, bool kScaled, int MB, bool X_ONCE = false>
 __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const DeviceGemvJob& job, int job_index,
-                                                    uint32_t block, unsigned char* stage,
-                                                    bool wait_after_loads = false) {
+                                                    uint32_t block, unsigned char* stage) {
   constexpr int kR = kRowsPerWarp;
   constexpr int kPer = 16 / sizeof(E);   // elements per 16-byte piece
   constexpr int kRowBatch = kBatch / kR;  // pieces of a row a lane loads before using any
@@ -158,14 +157,17 @@ __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const De
   // The first round's loads are in flight while the block stages x, as the
   // stream body's.
   if (aligned) load(lane);
-  if (wait_after_loads) wait_for_previous_grid();
+  if constexpr (X_ONCE) wait_for_previous_grid();
   Int8Input xq;
   if constexpr (std::is_same_v<E, int8_t>) {  // as the stream body's (gemv_stream.cuh)
-    const unsigned char* area = p.xq + static_cast<size_t>(job_index) * p.xq_stride;
-    if constexpr (MB == 1)
-      xq = p.xq != nullptr ? copy_int8_row<XLayout::kNatural>(area, stage, static_cast<uint32_t>(K))
-                           : stage_int8<XLayout::kNatural>(job, stage, p.m_rows, static_cast<uint32_t>(K));
-    else xq = int8_input_at<XLayout::kNatural>(area, p.m_rows, static_cast<uint32_t>(K));
+    if constexpr (X_ONCE) {
+      const unsigned char* area = p.xq + static_cast<size_t>(job_index) * p.xq_stride;
+      if constexpr (MB == 1) xq = copy_int8_row<XLayout::kNatural>(area, stage, static_cast<uint32_t>(K));
+      else xq = int8_input_at<XLayout::kNatural>(area, p.m_rows, static_cast<uint32_t>(K));
+    } else {
+      static_assert(MB == 1, "several rows of x are quantized once a call");
+      xq = stage_int8<XLayout::kNatural>(job, stage, p.m_rows, static_cast<uint32_t>(K));
+    }
   }
   if (n0 >= N) return;
   const float* xrow[MB];

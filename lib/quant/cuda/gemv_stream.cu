@@ -50,20 +50,21 @@ namespace stream {
 
 namespace {
 
-// Jobs: LaunchJobs, or RoutedJobs (one row of x).
-template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC, typename Jobs>
+// Jobs: LaunchJobs, or RoutedJobs (one row of x). X_ONCE: x quantized once a
+// call (stream_gemv_block), for jobs the host made.
+template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC, bool X_ONCE, typename Jobs>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? (CHUNK * BITS / 32 >= 8 ? 3 : 4) : 1)
     stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ Jobs jobs) {
+  static_assert(!X_ONCE || Jobs::kKnownBeforeLaunch, "a routed block finds its x on the device");
   extern __shared__ __align__(16) unsigned char stage[];  // stage_bytes: the int8 x, or a gated float input
   __shared__ float partial[kPartialFloats<MB>];
   // The next grid is placed once all these blocks exit (cuda_common.cuh).
-  // Jobs the host made, x quantized once ahead: the block's first loads of
-  // weights are issued before it waits for the quantization.
-  const bool loads_first = Jobs::kKnownBeforeLaunch && p.xq != nullptr;
-  if (!loads_first) wait_for_previous_grid();
+  // X_ONCE: the block waits once its first loads of weights are issued.
+  if constexpr (!X_ONCE) wait_for_previous_grid();
   if (!jobs.live(blockIdx.y)) return;  // the whole block
-  stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y),
-                                                             blockIdx.x, stage, partial, loads_first);
+  stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC, X_ONCE>(p, jobs.at(blockIdx.y),
+                                                                     static_cast<int>(blockIdx.y), blockIdx.x, stage,
+                                                                     partial);
 }
 
 static_assert(kPartialFloats<8> * sizeof(float) <= kDecodeStaticShared, "the kernel's static shared memory");
@@ -78,20 +79,28 @@ void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const
     prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, who, p.cols);
     launch_kernel("stream decode kernel", kernel, grid, dim3(kThreads), smem, stream, p, jobs);
   };
-#define EQ_STREAM_LAUNCH(MB)                                                          \
-  launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true, Jobs>     \
-             : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false, Jobs>)
+  // x quantized once a call (p.xq: every call of several rows) or staged by
+  // each block; the 3-bit body's float x neither.
+  auto launch_rows = [&]<int MB>() {
+    constexpr bool kOnce = int8_body(BITS) && Jobs::kKnownBeforeLaunch;
+    if constexpr (kOnce) EQ_CHECK(p.xq != nullptr || MB == 1, "GPU decode: rows of x not quantized once");
+    if (kOnce && p.xq != nullptr)
+      launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true, kOnce, Jobs>
+                 : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false, kOnce, Jobs>);
+    else if constexpr (MB == 1 || !int8_body(BITS))
+      launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true, false, Jobs>
+                 : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false, false, Jobs>);
+  };
   if constexpr (std::is_same_v<Jobs, RoutedJobs>) {  // one row of x: no other kernel made
-    EQ_STREAM_LAUNCH(1);
+    launch_rows.template operator()<1>();
   } else {
     switch (rows_bucket(p.m_rows)) {
-      case 1: EQ_STREAM_LAUNCH(1); break;
-      case 2: EQ_STREAM_LAUNCH(2); break;
-      case 4: EQ_STREAM_LAUNCH(4); break;
-      default: EQ_STREAM_LAUNCH(8); break;
+      case 1: launch_rows.template operator()<1>(); break;
+      case 2: launch_rows.template operator()<2>(); break;
+      case 4: launch_rows.template operator()<4>(); break;
+      default: launch_rows.template operator()<8>(); break;
     }
   }
-#undef EQ_STREAM_LAUNCH
 }
 
 }  // namespace

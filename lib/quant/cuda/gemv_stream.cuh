@@ -117,13 +117,17 @@ inline constexpr int kPartialFloats = kThreads / 32 * MB * 64;
 // in one load. `job_index`: the job's place in the launch (its area of p.xq).
 // `stage`: the block's dynamic shared memory (stage_bytes), for the int8 x or
 // a gated float input; `partial_sums`: kPartialFloats<MB> floats of shared
-// memory. `wait_after_loads`: the caller has not waited for the previous
-// grid, and the block does so (wait_for_previous_grid) once its first loads
-// of weights, which no grid writes, are issued.
-template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC>
+// memory. X_ONCE: x was quantized once a call (p.xq; the int8 bodies), one
+// row copied into `stage`, more read where they lie, and the caller has not
+// waited for the previous grid (the quantization): the block does so
+// (wait_for_previous_grid) once its first loads of weights, which no grid
+// writes, are issued. Else the block stages its one row of x itself, after
+// the caller's wait. A compile-time choice, so that the kernels that stage
+// x keep their code (a run-time one cost the 30B layer's one-wave launches
+// 4%, docs/benchmarks.md, "GPU decode").
+template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC, bool X_ONCE = false>
 __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const DeviceGemvJob& job, int job_index,
-                                                  uint32_t block, unsigned char* stage, float* partial_sums,
-                                                  bool wait_after_loads = false) {
+                                                  uint32_t block, unsigned char* stage, float* partial_sums) {
   constexpr int kWords = CHUNK * BITS / 32;
   constexpr int kBatch = kWords >= 3 ? 1 : 2;  // chunks whose loads are in flight together (64 bytes and more, or 2 of 32)
   constexpr bool kInt8 = int8_body(BITS);
@@ -210,17 +214,18 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
   // The first chunks' loads are in flight while the block stages its input.
   const bool live = n0 < N;
   if (live) load(s);
-  if (wait_after_loads) wait_for_previous_grid();
+  if constexpr (X_ONCE) wait_for_previous_grid();
   Int8Input xq{};
   const float* xrow[MB] = {};
   if constexpr (kInt8) {
-    // x quantized once a call (run_stream, p.xq): one row copied into shared
-    // memory, more read there; else (routed launches) one row staged by the block.
-    const unsigned char* area = p.xq + static_cast<size_t>(job_index) * p.xq_stride;
-    if constexpr (MB == 1)
-      xq = p.xq != nullptr ? copy_int8_row<kXLayout<BITS, TABLE>>(area, stage, K)
-                           : stage_int8<kXLayout<BITS, TABLE>>(job, stage, p.m_rows, K, p.sign_lo, p.sign_hi);
-    else xq = int8_input_at<kXLayout<BITS, TABLE>>(area, p.m_rows, K);
+    if constexpr (X_ONCE) {
+      const unsigned char* area = p.xq + static_cast<size_t>(job_index) * p.xq_stride;
+      if constexpr (MB == 1) xq = copy_int8_row<kXLayout<BITS, TABLE>>(area, stage, K);
+      else xq = int8_input_at<kXLayout<BITS, TABLE>>(area, p.m_rows, K);
+    } else {
+      static_assert(MB == 1, "several rows of x are quantized once a call");
+      xq = stage_int8<kXLayout<BITS, TABLE>>(job, stage, p.m_rows, K, p.sign_lo, p.sign_hi);
+    }
   } else {
     const float* x = block_input(job, reinterpret_cast<float*>(stage), p.m_rows, K);
     for (int m = 0; m < MB; ++m) xrow[m] = x + (m < p.m_rows ? m : p.m_rows - 1) * K;
