@@ -37,7 +37,9 @@ inline void check(cudaError_t e, const char* what) {
 //   next grid placed beside theirs made the uniform layer's step 19% slower
 //   (the same page).
 // Without the launch attribute these instructions do nothing, so the same
-// kernel runs under a plain launch.
+// kernel runs under a plain launch. One exception to "first statement": a
+// decode product whose x was quantized once a call (int8_input.cuh) issues
+// its first loads of weights, which no grid writes, before its wait.
 __device__ inline void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -53,7 +55,7 @@ __device__ inline void start_after_previous_grid() {
 // kernel<<<grid, block, smem, s>>>(args...), with programmatic stream
 // serialization when programmatic_launches(), and its check (`what` names
 // the kernel in the error). Only for kernels whose first statement is one of
-// the two above.
+// the two above (or that read nothing a grid writes before it).
 template <typename... P, typename... A>
 void launch_kernel(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                    A&&... args) {
