@@ -330,7 +330,10 @@ TEST(DeviceGemv, GroupedCallEqualsSingleCalls) {
 // weights issued before they wait for it) gives the bits of blocks that each
 // quantize x themselves, for every row that takes int8 x, plain and gated,
 // at an odd shape (45 rows; 96 columns, whose staged x ends in a tail of
-// 4-byte words) and an expert's.
+// 4-byte words), with 3 jobs and with 33 (two launches, the second's x at
+// its offset of the scratch), and an expert's. The scratch starts as 0xff
+// bytes (NaN scales), so a block that read it before the quantization
+// ended would give a NaN.
 TEST(DeviceGemv, OneRowQuantizedOnceEqualsEachBlocksOwn) {
   SKIP_WITHOUT_GPU();
   struct Mode {  // quant::cuda::set_quantize_once for a scope, restored after
@@ -341,7 +344,7 @@ TEST(DeviceGemv, OneRowQuantizedOnceEqualsEachBlocksOwn) {
   int checked = 0;
   for (const quant::FormatTraits& f : quant::all_formats()) {
     if (f.device_gemv == nullptr || !quant::cuda::device_gemv_int8_input(f)) continue;
-    for (const auto& [r, c, jobs_n] : {std::tuple{45, 96, 3}, std::tuple{768, 2048, 2}}) {
+    for (const auto& [r, c, jobs_n] : {std::tuple{45, 96, 3}, std::tuple{45, 96, 33}, std::tuple{768, 2048, 2}}) {
       const int64_t rows = round_up(r, f.row_multiple), cols = round_up(c, std::max<int64_t>(f.col_multiple, 32));
       std::vector<quant::QuantizedMatrix> q;
       std::vector<DeviceMatrix> d;
@@ -370,7 +373,12 @@ TEST(DeviceGemv, OneRowQuantizedOnceEqualsEachBlocksOwn) {
             jobs.push_back(d[j].job(dx.floats() + j * cols, dy.floats() + j * rows));
             if (gated) jobs.back().x_up = dup.floats() + j * cols;
           }
-          gemv(f, rows, cols, jobs, 1);
+          const size_t need = f.device_gemv->scratch_bytes(f, rows, cols, jobs_n, 1);
+          ASSERT_GT(need, 0u) << f.name;
+          DeviceBuffer scratch(need);
+          const std::vector<unsigned char> ones(need, 0xff);
+          scratch.upload(ones.data(), need);
+          gemv(f, rows, cols, jobs, 1, nullptr, &scratch);
           synchronize();
           runs[once].resize(out);
           dy.download(runs[once].data(), out * sizeof(float));

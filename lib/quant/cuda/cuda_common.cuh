@@ -29,7 +29,8 @@ inline void check(cudaError_t e, const char* what) {
 // whole model"). When the grid after may be placed is the kernel's choice:
 // - start_after_previous_grid(): at once. For the short kernels (norms,
 //   RoPE, attention, residual adds, the router, combine, the shared
-//   expert's add) and the bf16 rows products (attention's projections and
+//   expert's add, x's int8 quantization once a call, int8_input.cu) and the
+//   bf16 rows products (attention's projections and
 //   the router's logits, a few hundred KB a layer), as measured.
 // - wait_for_previous_grid(): once all its blocks have exited, which still
 //   spares the next grid the wait for this one's end to be signalled and its

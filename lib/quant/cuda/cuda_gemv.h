@@ -93,8 +93,8 @@ struct DeviceGemv {
   // Null, or the family runs in a launch of several formats
   // (cuda::run_gemv_calls, cuda::run_routed_calls; one row of x): fills
   // `segment` with what its blocks need for such a call (`gated`: its jobs
-  // carry x_up). Such a family needs no scratch for one row of x and takes a
-  // gated input there (gated_rows >= 1).
+  // carry x_up). In such a launch its blocks stage their one row of x
+  // themselves (no scratch), a gated input too (gated_rows >= 1).
   void (*segment)(const FormatTraits& format, int64_t rows, int64_t cols, int m_rows, bool gated,
                   cuda::GemvSegment& segment) = nullptr;
   // Null, or run() for routed jobs (exec/cuda/device_moe.h, "routed

@@ -10,8 +10,9 @@
 // takes one row, read element by element where it is not aligned.
 //
 // int8_row multiplies x as the CPU's decode kernel does: int8 in blocks of 32
-// with an fp32 scale (int8_input.cuh: one row, or its gated input, staged by
-// each block, more quantized once a call into the scratch), a piece's 16
+// with an fp32 scale (int8_input.cuh: x, or one row's gated input, quantized
+// once a call into the scratch or, for launches of one wave, routed launches
+// and launches of several formats, one row by each block), a piece's 16
 // products summed exactly by 4 dp4a and scaled by its block's x scale:
 // y[n] = scale[n] * sum_pieces x_scale * sum q w. bf16 multiplies float32 x.
 // The block's work is gemv_rowmajor.cuh's, which launches of several formats
@@ -34,11 +35,13 @@ using rowmajor::kThreads;
 using rowmajor::kWarps;
 using rowmajor::RowParams;
 
+constexpr int kOneRowBlocksPerMultiprocessor = 3;  // the one-row kernels' launch bounds
+
 // Jobs: LaunchJobs, or RoutedJobs (one row of x). X_ONCE: int8_row's x
 // quantized once a call (rowmajor_gemv_block), for jobs the host made.
 template <typename E, bool kScaled, int MB, bool X_ONCE, typename Jobs>
-__global__ void __launch_bounds__(kThreads, MB == 1 ? 3 : 1) rowmajor_gemv_kernel(const RowParams p,
-                                                                               const __grid_constant__ Jobs jobs) {
+__global__ void __launch_bounds__(kThreads, MB == 1 ? kOneRowBlocksPerMultiprocessor : 1)
+    rowmajor_gemv_kernel(const RowParams p, const __grid_constant__ Jobs jobs) {
   static_assert(!X_ONCE || Jobs::kKnownBeforeLaunch, "a routed block finds its x on the device");
   extern __shared__ __align__(16) unsigned char stage[];
   // The next grid is placed once all these blocks exit (cuda_common.cuh);
@@ -79,7 +82,7 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
   gated_call(format, jobs, n_jobs, m_rows, cols);  // checks: int8_row stages a gated row of x as it stages x
   const cudaStream_t s = stream_of(stream);
   size_t stride = 0;
-  if (kInt8 && quantize_once(m_rows, static_cast<int64_t>(row_grid(p, 1).x) * n_jobs)) {
+  if (kInt8 && quantize_once(m_rows, n_jobs, row_grid(p, 1).x, kOneRowBlocksPerMultiprocessor)) {
     EQ_CHECK(scratch != nullptr, "GPU decode: " + std::string(format.name) + ": no scratch for the int8 x");
     quantize_jobs(XLayout::kNatural, jobs, n_jobs, m_rows, cols, 1, 1, scratch, s);
     stride = int8_job_stride(XLayout::kNatural, m_rows, cols);
@@ -131,8 +134,8 @@ void int8_row_segment(const FormatTraits&, int64_t rows, int64_t cols, int m_row
 }  // namespace
 
 // int8_row takes a gated input (DeviceGemvJob::x_up) with one row of x,
-// formed where x is quantized (once a call, or by each block of a routed
-// launch). With 2 to 8 rows quantize_jobs could form it too, but a gated input at several rows
+// formed where x is quantized (once a call, or by each block). With 2 to 8
+// rows quantize_jobs could form it too, but a gated input at several rows
 // measured slower when each block formed it (int8_row at M = 4 74.0 against
 // 68.9 us a layer, docs/benchmarks.md, "GPU MoE layer"), before x was
 // quantized once a call; not measured since, so one row. bf16 reads its

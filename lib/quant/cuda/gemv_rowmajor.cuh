@@ -122,8 +122,8 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
 // row a warp); a row's sums keep the order of row_partial, so the bits do not
 // depend on how many rows a warp takes. Otherwise a warp takes one row.
 // int8 x (or its gated input, DeviceGemvJob::x_up) is quantized once a call
-// (p.xq), one row then copied into the block's shared memory (`stage`), or,
-// in the routed launches, staged there by the whole block; when every row
+// (p.xq), one row then copied into the block's shared memory (`stage`), or
+// staged there by the whole block (X_ONCE: int8_input.cuh says when); when every row
 // starts on 16 bytes, the first round of the rows' loads is issued before,
 // so it is in flight meanwhile. This is the work of block `block` (its kWarps
 // * rows_per_warp rows) of job `job_index`, in a launch of kThreads threads a

@@ -15,9 +15,11 @@
 // x: the rows of 2, 4 and 8 bits multiply x as the CPU's decode kernels do
 // (gemv.h): x (or its gated input) quantized to int8 in blocks of 32 with an
 // fp32 scale, the CPU's integers exactly, in the order its codes come out of
-// a word (int8_input.cuh): once a call into the scratch (quantize_jobs), one
-// row then copied into each block's shared memory; the routed launches' blocks
-// each quantize their one row of x there themselves. Per
+// a word (int8_input.cuh): once a call into the scratch (quantize_jobs; every
+// call of several rows, and one-row calls whose launch takes more than a wave
+// of blocks, quantize_once), one row then copied into each block's shared
+// memory; else (one-wave launches, routed launches, launches of several
+// formats) each block quantizes its one row of x there itself. Per
 // chunk and column, one dp4a multiplies 4 code bytes by 4 x bytes (unsigned by
 // signed), summed exactly in an int32:
 //   d[m] = sum_k byte(code_k) q[m, k]
@@ -50,10 +52,19 @@ namespace stream {
 
 namespace {
 
+// Blocks a multiprocessor holds at one row of x (the kernels' launch bounds), by words a chunk.
+template <int kWords>
+inline constexpr int kOneRowBlocksPerMultiprocessor = kWords >= 8 ? 3 : 4;
+int one_row_blocks_per_multiprocessor(Body body) {
+  int n = 4;
+  with_body(body, [&]<int BITS, int CHUNK, bool, bool>() { n = kOneRowBlocksPerMultiprocessor<CHUNK * BITS / 32>; });
+  return n;
+}
+
 // Jobs: LaunchJobs, or RoutedJobs (one row of x). X_ONCE: x quantized once a
 // call (stream_gemv_block), for jobs the host made.
 template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC, bool X_ONCE, typename Jobs>
-__global__ void __launch_bounds__(kThreads, MB == 1 ? (CHUNK * BITS / 32 >= 8 ? 3 : 4) : 1)
+__global__ void __launch_bounds__(kThreads, MB == 1 ? kOneRowBlocksPerMultiprocessor<CHUNK * BITS / 32> : 1)
     stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ Jobs jobs) {
   static_assert(!X_ONCE || Jobs::kKnownBeforeLaunch, "a routed block finds its x on the device");
   extern __shared__ __align__(16) unsigned char stage[];  // stage_bytes: the int8 x, or a gated float input
@@ -192,7 +203,9 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
   StreamParams p = params_of(format, rows, cols, m_rows, gated, body);
   const cudaStream_t s = stream_of(stream);
   size_t stride = 0;
-  if (body != Body::kAffine3 && quantize_once(m_rows, n_jobs * ((rows + block_columns(p) - 1) / block_columns(p)))) {
+  const int64_t blocks_per_job = (rows + block_columns(p) - 1) / block_columns(p);
+  if (body != Body::kAffine3 &&
+      quantize_once(m_rows, n_jobs, blocks_per_job, one_row_blocks_per_multiprocessor(body))) {
     EQ_CHECK(scratch != nullptr, "GPU decode: " + std::string(format.name) + ": no scratch for the int8 x");
     quantize_jobs(layout_of(body), jobs, n_jobs, m_rows, cols, p.sign_lo, p.sign_hi, scratch, s);
     stride = int8_job_stride(layout_of(body), m_rows, cols);

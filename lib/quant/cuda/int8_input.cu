@@ -50,10 +50,11 @@ std::atomic<int> quantize_once_mode{env_switch("EXPERTQUANT_GPU_QUANTIZE_ONCE", 
 
 int set_quantize_once(int mode) { return quantize_once_mode.exchange(mode < 0 ? -1 : mode > 0 ? 1 : 0); }
 
-bool quantize_once(int m_rows, int64_t blocks) {
+bool quantize_once(int m_rows, int n_jobs, int64_t blocks_per_job, int blocks_per_multiprocessor) {
   const int mode = quantize_once_mode.load();
   if (m_rows > 1 || mode == 1) return true;
-  return mode < 0 && blocks > static_cast<int64_t>(multiprocessor_count()) * kDecodeBlocksPerMultiprocessor;
+  const int64_t blocks = std::min(n_jobs, kJobsPerLaunch) * blocks_per_job;
+  return mode < 0 && blocks > static_cast<int64_t>(multiprocessor_count()) * blocks_per_multiprocessor;
 }
 
 size_t int8_job_stride(XLayout layout, int m_rows, int64_t K) {

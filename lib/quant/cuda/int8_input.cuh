@@ -1,8 +1,10 @@
 // x quantized to int8 on the GPU exactly as the CPU's decode kernels quantize
 // it (block_int8.h, gemv.h: blocks of 32, an fp32 scale each), so that a GPU
-// product and the CPU's multiply the same integers: one row of x staged by
-// each block of a decode kernel in its dynamic shared memory, 2 to 8 rows
-// quantized once a call into scratch (int8_input.cu). The stream bodies
+// product and the CPU's multiply the same integers: once a call into scratch
+// (int8_input.cu; every call of several rows, and one-row calls of more than
+// a wave of blocks, quantize_once), or one row by each block of a decode
+// kernel in its dynamic shared memory (the other one-row calls, the routed
+// launches and the launches of several formats). The stream bodies
 // (gemv_stream.cuh) and the int8_row body (gemv_rowmajor.cuh), in their own
 // kernels and in launches of several formats, read it with dp4a.
 #pragma once
@@ -134,13 +136,14 @@ __host__ __device__ constexpr uint32_t int8_units(int m_rows, uint32_t K) {
 }
 
 // The block's rows of x quantized into `stage` by the whole block (every
-// thread calls; it ends with a barrier): for the routed decode launches,
-// whose blocks find their x on the device. A call whose jobs the host knows
-// quantizes its x once (quantize_jobs): one row is then copied into each
-// block's shared memory (copy_int8_row), 2 to 8 rows read where they lie
-// (int8_input_at; at 8 rows of K = 7168 the blocks' own staging took longer
-// than the products). Which one of the last two is a compile-time choice of
-// the kernels (their rows of x, MB), so that one row is read as shared memory.
+// thread calls; it ends with a barrier): for one-row launches of one wave,
+// the routed launches (whose blocks find their x on the device) and the
+// launches of several formats. Otherwise a call quantizes its x once
+// (quantize_jobs): one row is then copied into each block's shared memory
+// (copy_int8_row), 2 to 8 rows read where they lie (int8_input_at; at 8 rows
+// of K = 7168 the blocks' own staging took longer than the products). Which
+// one is a compile-time choice of the kernels (X_ONCE, their rows of x MB),
+// so that one row is read as shared memory.
 template <XLayout L>
 __device__ inline Int8Input stage_int8(const DeviceGemvJob& job, unsigned char* stage, int m_rows, uint32_t K,
                                        int sign_lo = 1, int sign_hi = 1) {
@@ -172,13 +175,13 @@ __device__ inline Int8Input copy_int8_row(const unsigned char* area, unsigned ch
 
 // Whether a decode call whose jobs the host knows quantizes x once
 // (quantize_jobs) rather than in each block (stage_int8): always for several
-// rows; for one row when its launch has more blocks than the GPU holds at
-// once (kDecodeBlocksPerMultiprocessor a multiprocessor), since each wave of
-// blocks would quantize x again. A launch of one wave is quicker without the
-// quantization's launch ahead of it (docs/benchmarks.md, "GPU decode").
-// set_quantize_once (cuda_gpus.h) can force either way.
-inline constexpr int kDecodeBlocksPerMultiprocessor = 4;  // the one-row kernels' launch bounds (3 for 8-bit codes)
-bool quantize_once(int m_rows, int64_t blocks);
+// rows; for one row when a launch of its jobs (up to kJobsPerLaunch, of
+// blocks_per_job blocks each) has more blocks than the GPU holds at once
+// (blocks_per_multiprocessor a multiprocessor: the kernel's launch bounds),
+// since each wave of blocks would quantize x again. A launch of one wave is
+// quicker without the quantization's launch ahead of it (docs/benchmarks.md,
+// "GPU decode"). set_quantize_once (cuda_gpus.h) can force either way.
+bool quantize_once(int m_rows, int n_jobs, int64_t blocks_per_job, int blocks_per_multiprocessor);
 
 // Host side (int8_input.cu): the bytes of one job's area in quantize_jobs'
 // scratch (a multiple of 256), and the launch that quantizes the m_rows rows
