@@ -159,16 +159,9 @@ __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const De
   if (aligned) load(lane);
   if constexpr (X_ONCE) wait_for_previous_grid();
   Int8Input xq;
-  if constexpr (std::is_same_v<E, int8_t>) {  // as the stream body's (gemv_stream.cuh)
-    if constexpr (X_ONCE) {
-      const unsigned char* area = p.xq + static_cast<size_t>(job_index) * p.xq_stride;
-      if constexpr (MB == 1) xq = copy_int8_row<XLayout::kNatural>(area, stage, static_cast<uint32_t>(K));
-      else xq = int8_input_at<XLayout::kNatural>(area, p.m_rows, static_cast<uint32_t>(K));
-    } else {
-      static_assert(MB == 1, "several rows of x are quantized once a call");
-      xq = stage_int8<XLayout::kNatural>(job, stage, p.m_rows, static_cast<uint32_t>(K));
-    }
-  }
+  if constexpr (std::is_same_v<E, int8_t>)
+    xq = block_int8_x<XLayout::kNatural, MB, X_ONCE>(p.xq + static_cast<size_t>(job_index) * p.xq_stride, job, stage,
+                                                     p.m_rows, static_cast<uint32_t>(K));
   if (n0 >= N) return;
   const float* xrow[MB];
   for (int m = 0; m < MB; ++m) xrow[m] = x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;

@@ -218,14 +218,8 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
   Int8Input xq{};
   const float* xrow[MB] = {};
   if constexpr (kInt8) {
-    if constexpr (X_ONCE) {
-      const unsigned char* area = p.xq + static_cast<size_t>(job_index) * p.xq_stride;
-      if constexpr (MB == 1) xq = copy_int8_row<kXLayout<BITS, TABLE>>(area, stage, K);
-      else xq = int8_input_at<kXLayout<BITS, TABLE>>(area, p.m_rows, K);
-    } else {
-      static_assert(MB == 1, "several rows of x are quantized once a call");
-      xq = stage_int8<kXLayout<BITS, TABLE>>(job, stage, p.m_rows, K, p.sign_lo, p.sign_hi);
-    }
+    xq = block_int8_x<kXLayout<BITS, TABLE>, MB, X_ONCE>(p.xq + static_cast<size_t>(job_index) * p.xq_stride, job,
+                                                         stage, p.m_rows, K, p.sign_lo, p.sign_hi);
   } else {
     const float* x = block_input(job, reinterpret_cast<float*>(stage), p.m_rows, K);
     for (int m = 0; m < MB; ++m) xrow[m] = x + (m < p.m_rows ? m : p.m_rows - 1) * K;

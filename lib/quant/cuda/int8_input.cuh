@@ -173,6 +173,24 @@ __device__ inline Int8Input copy_int8_row(const unsigned char* area, unsigned ch
   return int8_input_at<L>(stage, 1, K);
 }
 
+// The int8 x a decode body reads, by the whole block (every thread calls):
+// X_ONCE, quantized once a call at `area` (the job's area of the call's
+// scratch), one row copied into `stage` (copy_int8_row), more read where they
+// lie (int8_input_at); else the block's one row staged in `stage`
+// (stage_int8). The one choice of the stream and int8_row bodies.
+template <XLayout L, int MB, bool X_ONCE>
+__device__ __forceinline__ Int8Input block_int8_x(const unsigned char* area, const DeviceGemvJob& job,
+                                                  unsigned char* stage, int m_rows, uint32_t K, int sign_lo = 1,
+                                                  int sign_hi = 1) {
+  if constexpr (X_ONCE) {
+    if constexpr (MB == 1) return copy_int8_row<L>(area, stage, K);
+    else return int8_input_at<L>(area, m_rows, K);
+  } else {
+    static_assert(MB == 1, "several rows of x are quantized once a call");
+    return stage_int8<L>(job, stage, m_rows, K, sign_lo, sign_hi);
+  }
+}
+
 // Whether a decode call whose jobs the host knows quantizes x once
 // (quantize_jobs) rather than in each block (stage_int8): always for several
 // rows; for one row when a launch of its jobs (up to kJobsPerLaunch, of
