@@ -63,7 +63,7 @@
 #include "../quant/quant_test_util.h"
 #include "bit_differences.h"
 #include "product_bounds.h"
-#include "quant/cuda/cuda_gpus.h"
+#include "quantize_once.h"
 
 namespace eq::exec::cuda {
 namespace {
@@ -336,11 +336,6 @@ TEST(DeviceGemv, GroupedCallEqualsSingleCalls) {
 // ended would give a NaN.
 TEST(DeviceGemv, OneRowQuantizedOnceEqualsEachBlocksOwn) {
   SKIP_WITHOUT_GPU();
-  struct Mode {  // quant::cuda::set_quantize_once for a scope, restored after
-    int was;
-    explicit Mode(int m) : was(quant::cuda::set_quantize_once(m)) {}
-    ~Mode() { quant::cuda::set_quantize_once(was); }
-  };
   int checked = 0;
   for (const quant::FormatTraits& f : quant::all_formats()) {
     if (f.device_gemv == nullptr || !quant::cuda::device_gemv_int8_input(f)) continue;
@@ -364,7 +359,7 @@ TEST(DeviceGemv, OneRowQuantizedOnceEqualsEachBlocksOwn) {
         const size_t out = static_cast<size_t>(jobs_n * rows);
         std::vector<float> runs[2];
         for (const int once : {0, 1}) {
-          const Mode mode(once);
+          const test::QuantizeOnce mode(once);
           DeviceBuffer dy(out * sizeof(float));
           const std::vector<float> poison(out, std::nanf(""));
           dy.upload(poison.data(), out * sizeof(float));
