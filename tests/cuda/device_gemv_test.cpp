@@ -377,6 +377,11 @@ TEST(DeviceGemv, OneRowQuantizedOnceEqualsEachBlocksOwn) {
           synchronize();
           runs[once].resize(out);
           dy.download(runs[once].data(), out * sizeof(float));
+          // The mode was taken: the quantization wrote the scratch, or nothing did.
+          std::vector<unsigned char> after(need);
+          scratch.download(after.data(), need);
+          EXPECT_EQ(after != ones, once == 1) << f.name << " once=" << once << ": the scratch was "
+                                              << (after != ones ? "written" : "left as it was");
         }
         const std::string what = std::string(f.name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
                                  "] x" + std::to_string(jobs_n) + (gated ? " gated" : "");
