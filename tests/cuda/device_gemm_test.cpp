@@ -50,6 +50,7 @@
 #include "bit_differences.h"
 #include "plain_launches.h"
 #include "product_bounds.h"
+#include "quantize_once.h"
 
 namespace eq::exec::cuda {
 namespace {
@@ -512,6 +513,47 @@ TEST(DeviceMoe, RoutedDecodeEqualsWithoutProgrammaticLaunches) {
       EXPECT_EQ(test::bit_differences(overlapped, plain, &first), 0)
           << formats[1] << " M=" << tokens << ": first at pair " << first / H;
       for (float v : plain) ASSERT_TRUE(std::isfinite(v)) << formats[1] << " M=" << tokens;
+    }
+  }
+}
+
+// A routed launch of one format quantizes x once for all its blocks (into
+// RoutedPairs::x_scratch, a lane's room; its blocks then read the router's
+// ids before their wait) or lets each block quantize it: the same bits, for
+// layers whose groups take lanes of their own (apart at every size; the
+// others at 64 tokens, more blocks than a wave of the shared kernel; down
+// gated at this shape), three rounds.
+TEST(DeviceMoe, RoutedDecodeQuantizedOnceEqualsEachBlocksOwn) {
+  SKIP_WITHOUT_GPU();
+  const int64_t H = 256, I = 128, top_k = 2;
+  const std::array<const char*, 7> gated = {"fp4_g32", "int3_g64", "nl4_g32", "trellis4", "int4_g64", "fp4_g32",
+                                            "trellis2_lut"};
+  const std::array<const char*, 7> apart = {"int8_row", "trellis2_lut", "bf16", "trellis4", "bf16", "int8_row",
+                                            "trellis2_lut"};
+  for (const auto& formats : {gated, kLayerFormats, apart}) {
+    SmallLayer s = make_layer(H, I, false, formats);
+    const DeviceMoeLayer d = upload(s.layer);
+    ASSERT_TRUE(d.routed) << formats[1];
+    DeviceMoeScratch scratch;
+    for (int64_t tokens : {1, 4, 64}) {
+      const RoutedCase c(s.layer, tokens, top_k, H, 90 + tokens, 17 + tokens);
+      const DeviceBuffer b = c.poisoned_output();
+      {
+        const test::QuantizeOnce staged(0);
+        run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), b.floats(), scratch);
+      }
+      const DeviceBuffer a = c.poisoned_output();
+      {
+        const test::QuantizeOnce once(1);
+        for (int round = 0; round < 3; ++round)
+          run_moe_routed(d, c.dx.floats(), tokens, top_k, c.ids_on_gpu(), a.floats(), scratch);
+      }
+      synchronize();
+      const std::vector<float> quantized_once = c.read(a), staged = c.read(b);
+      int64_t first = -1;
+      EXPECT_EQ(test::bit_differences(quantized_once, staged, &first), 0)
+          << formats[1] << " M=" << tokens << ": first at pair " << first / H;
+      for (float v : quantized_once) ASSERT_TRUE(std::isfinite(v)) << formats[1] << " M=" << tokens;
     }
   }
 }

@@ -29,6 +29,7 @@
 #include "model/forward.h"
 #include "bit_differences.h"
 #include "plain_launches.h"
+#include "quantize_once.h"
 #include "quant/cuda/cuda_gpus.h"
 
 namespace eq::exec {
@@ -281,6 +282,45 @@ TEST(DeviceLayers, ProgrammaticLaunchesChangeNoBit) {
     const fs::path model = test::shared_dir() / "models" / name;
     if (fs::exists(model / "config.json"))
       expect_programmatic_launches_change_nothing(pack_of(model.string(), name), name);
+  }
+}
+
+// x quantized once for all the blocks of a decode launch (forced:
+// quant::cuda::set_quantize_once(1); the routed launches' blocks then read
+// the ids the GPU's router wrote before their wait) or by each block (0):
+// the same logits bit for bit, replayed from graphs, two runs, on the
+// bundled model packed as fp4_g32 and the shared architectures.
+TEST(DeviceLayers, QuantizedOnceChangesNoBit) {
+  EQ_REQUIRE_GPU();
+  auto expect_same = [](const std::string& folder, const std::string& what) {
+    model::FloatBuffer once1, once2, staged;
+    {
+      const test::QuantizeOnce once(1);
+      auto on_gpu = open_on_gpu(folder, true);
+      once1 = run(*on_gpu), once2 = run(*on_gpu);
+    }
+    {
+      const test::QuantizeOnce each_block(0);
+      auto on_gpu = open_on_gpu(folder, true);
+      staged = run(*on_gpu);
+    }
+    ASSERT_EQ(once1.size(), staged.size()) << what;
+    int64_t first1 = -1, first2 = -1;
+    EXPECT_EQ(test::bit_differences(once1, staged, &first1), 0) << what << ": first run, first at logit " << first1;
+    EXPECT_EQ(test::bit_differences(once2, staged, &first2), 0) << what << ": second run, first at logit " << first2;
+  };
+  const fs::path out = test::temp_dir("device_layers_once") / "packed";
+  std::string output;
+  ASSERT_EQ(test::run_command(test::binary() + " pack --model " + test::tinymoe_path() +
+                                  " --uniform fp4_g32 --force -o " + out.string(),
+                              &output),
+            0)
+      << output;
+  expect_same(out.string(), "tinymoe fp4_g32");
+  if (test::shared_dir().empty()) return;  // ../shared absent: the bundled model only
+  for (const char* name : {"qwen3moe-small", "glm4_moe-small", "qwen3_5_moe-small", "deepseek_v3-small"}) {
+    const fs::path model = test::shared_dir() / "models" / name;
+    if (fs::exists(model / "config.json")) expect_same(pack_of(model.string(), name), name);
   }
 }
 

@@ -481,11 +481,25 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
   EQ_CHECK(pairs <= kMaxRoutedPairs, "GPU MoE layer: routed decode of " + std::to_string(pairs) + " pairs (at most " +
                                          std::to_string(kMaxRoutedPairs) + ")");
   const int groups = static_cast<int>(L.routed_groups.size());
+  // The shared groups' launches (lane 0) when the call's blocks fit one wave
+  // (DeviceMoeLayer::routed_shared_blocks), then each other group on a lane
+  // of its own, as the per-pair path's: gate and up, SwiGLU of its own pairs
+  // where down does not form it, down.
+  const bool shared = !L.routed_shared_up.empty() && pairs * L.routed_shared_blocks <= L.mixed_wave;
+  int own = 0;
+  for (const DeviceMoeLayer::RoutedGroup& rg : L.routed_groups) own += shared && rg.shared ? 0 : 1;
+  const int lanes = routed_lanes() ? own + (shared ? 1 : 0) : 1;
+  // g, u, h, then a lane's room for x quantized once (RoutedPairs::x_scratch).
   const size_t rows = aligned(static_cast<size_t>(pairs * I) * sizeof(float));
-  grow(s.work, 3 * rows, stream);
+  const size_t x_room =
+      aligned(std::max(quant::routed_x_bytes(pairs / top_k, H), quant::routed_x_bytes(pairs, I)));  // gate/up, down
+  grow(s.work, 3 * rows + static_cast<size_t>(lanes) * x_room, stream);
   float* g = s.work.floats();
   float* u = reinterpret_cast<float*>(static_cast<char*>(s.work.data()) + rows);
   float* h = reinterpret_cast<float*>(static_cast<char*>(s.work.data()) + 2 * rows);
+  auto x_scratch_of = [&](int lane) {
+    return x_room ? static_cast<unsigned char*>(s.work.data()) + 3 * rows + static_cast<size_t>(lane) * x_room : nullptr;
+  };
   quant::RoutedPairs r;
   r.expert_ids = ids;
   r.group_of = static_cast<const int32_t*>(L.routed_group_of.data());
@@ -505,14 +519,6 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
     r.x = in, r.x_up = in_up, r.x_stride = I;
     r.y_gate = slot_out, r.y_up = nullptr, r.y_stride = H;
   };
-  // The shared groups' launches (lane 0) when the call's blocks fit one wave
-  // (DeviceMoeLayer::routed_shared_blocks), then each other group on a lane
-  // of its own, as the per-pair path's: gate and up, SwiGLU of its own pairs
-  // where down does not form it, down.
-  const bool shared = !L.routed_shared_up.empty() && pairs * L.routed_shared_blocks <= L.mixed_wave;
-  int own = 0;
-  for (const DeviceMoeLayer::RoutedGroup& rg : L.routed_groups) own += shared && rg.shared ? 0 : 1;
-  const int lanes = routed_lanes() ? own + (shared ? 1 : 0) : 1;
   s.lanes.fork(lanes, stream);
   if (shared) {
     void* lane = s.lanes.lane(0, stream);
@@ -525,8 +531,10 @@ void run_moe_routed(const DeviceMoeLayer& L, const float* x, int64_t tokens, int
   for (int gi = 0; gi < groups; ++gi) {
     const DeviceMoeLayer::RoutedGroup& rg = L.routed_groups[static_cast<size_t>(gi)];
     if (shared && rg.shared) continue;
-    void* lane = s.lanes.lane(lanes > 1 ? next_lane++ : 0, stream);
+    const int lane_index = lanes > 1 ? next_lane++ : 0;
+    void* lane = s.lanes.lane(lane_index, stream);
     r.group = gi;
+    r.x_scratch = x_scratch_of(lane_index);
     gate_up_step();
     rg.up->device_gemv->run_routed(*rg.up, I, H, r, n, lane);
     if (!rg.gated) {

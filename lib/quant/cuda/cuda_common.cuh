@@ -40,7 +40,10 @@ inline void check(cudaError_t e, const char* what) {
 // Without the launch attribute these instructions do nothing, so the same
 // kernel runs under a plain launch. One exception to "first statement": a
 // decode product whose x was quantized once a call (int8_input.cuh) issues
-// its first loads of weights, which no grid writes, before its wait.
+// its first loads of weights, which no grid writes, before its wait, and a
+// routed one reads the router's ids there too: the quantization launched
+// just before it began by waiting, so every grid before that one has ended.
+// Such a product's every block still waits before it exits.
 __device__ inline void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -56,7 +59,7 @@ __device__ inline void start_after_previous_grid() {
 // kernel<<<grid, block, smem, s>>>(args...), with programmatic stream
 // serialization when programmatic_launches(), and its check (`what` names
 // the kernel in the error). Only for kernels whose first statement is one of
-// the two above (or that read nothing a grid writes before it).
+// the two above, or the exception just said.
 template <typename... P, typename... A>
 void launch_kernel(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                    A&&... args) {

@@ -68,7 +68,18 @@ struct RoutedPairs {
   int64_t x_stride = 0;
   float *y_gate = nullptr, *y_up = nullptr;
   int64_t y_stride = 0;
+  // Device memory of routed_x_bytes(rows of x, cols) bytes a family may
+  // quantize x into once for its launch (run_routed; null: its blocks stage
+  // x themselves), in stream order; and, set by the family for its launch,
+  // where that x lies (row r of x at xq + r * xq_stride) or null.
+  unsigned char* x_scratch = nullptr;
+  const unsigned char* xq = nullptr;
+  size_t xq_stride = 0;
 };
+
+// Bytes of RoutedPairs::x_scratch for `rows` rows of x of `cols` (kGateUp:
+// the tokens, kDown: the pairs), whatever the family's layout of int8 x.
+size_t routed_x_bytes(int64_t rows, int64_t cols);
 
 namespace cuda {
 struct GemvSegment;  // a format's part of a launch of several formats (gemv_mixed.cuh)
@@ -102,7 +113,7 @@ struct DeviceGemv {
   // GPU by earlier work on `stream`), one row of x each. The launch has
   // blocks for every job a group could have (2 * pairs for kGateUp, pairs
   // for kDown); those of dead jobs return at once. Each live y gets the bits
-  // run() gives it with one row of x. No scratch.
+  // run() gives it with one row of x. Scratch: RoutedPairs::x_scratch.
   void (*run_routed)(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs,
                      int n_pairs, void* stream) = nullptr;
 };

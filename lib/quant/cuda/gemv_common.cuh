@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "quant/cuda/cuda_common.cuh"
 #include "quant/cuda/cuda_gemv.h"
@@ -22,9 +23,6 @@ inline constexpr int kJobsPerLaunch = 32;
 // its job (blockIdx) in the parameter space itself; a plain by-value
 // parameter indexed at run time would be copied to each thread's local memory.
 struct LaunchJobs {
-  // The jobs are kernel parameters, so a block may load its weights before
-  // it waits for the previous grid (cuda_common.cuh).
-  static constexpr bool kKnownBeforeLaunch = true;
   DeviceGemvJob job[kJobsPerLaunch];
   // The kernels reach their jobs through live() and at(), as RoutedJobs's.
   __device__ bool live(unsigned) const { return true; }
@@ -35,7 +33,6 @@ struct LaunchJobs {
 // from the router's ids in device memory (RoutedPairs), so the host never
 // sees them.
 struct RoutedJobs {
-  static constexpr bool kKnownBeforeLaunch = false;  // the router's ids: read after the wait
   RoutedPairs r;
   int jobs = 0;  // the launch's block columns: every job a group could have of n_pairs pairs
   RoutedJobs(const RoutedPairs& pairs, int n_pairs)
@@ -47,6 +44,11 @@ struct RoutedJobs {
     const int32_t e = r.expert_ids[pair_of(j)];
     return e >= 0 && e < r.experts && r.group_of[e] == r.group;
   }
+  // Job j's x quantized once (r.xq): its token's row (kGateUp) or its pair's.
+  __device__ const unsigned char* xq_at(unsigned j) const {
+    const int64_t p = pair_of(j);
+    return r.xq + static_cast<size_t>(r.step == RoutedPairs::kGateUp ? p / r.top_k : p) * r.xq_stride;
+  }
   __device__ DeviceGemvJob at(unsigned j) const {
     const int32_t p = pair_of(j), e = r.expert_ids[p];
     const bool down = r.step == RoutedPairs::kDown;
@@ -57,6 +59,15 @@ struct RoutedJobs {
     return job;
   }
 };
+
+// Where job j's x lies when quantized once a call (X_ONCE kernels): a
+// launch's jobs' areas one after the other from xq (LaunchJobs), or the row of
+// its token or pair (RoutedJobs, RoutedPairs::xq).
+template <typename Jobs>
+__device__ inline const unsigned char* once_area(const Jobs& jobs, const unsigned char* xq, size_t stride, unsigned j) {
+  if constexpr (std::is_same_v<Jobs, RoutedJobs>) return jobs.xq_at(j);
+  else return xq + static_cast<size_t>(j) * stride;
+}
 
 inline cudaStream_t stream_of(void* stream) {
   return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;

@@ -67,7 +67,7 @@ static_assert(stream::kThreads == rowmajor::kThreads, "one block size for every 
 // sm_90a; docs/benchmarks.md, "GPU whole model").
 __device__ __noinline__ void int8_row_block(const rowmajor::RowParams& p, const DeviceGemvJob& job, uint32_t block,
                                             unsigned char* stage) {
-  rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(p, job, 0, block, stage);
+  rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(p, job, block, stage);
 }
 
 // The bodies a kernel holds (kBodies): bit b for stream::Body b, kInt8RowBit
@@ -108,12 +108,12 @@ __device__ __forceinline__ void run_segment(const GemvSegment& seg, const Device
   if (seg.family == GemvSegment::kInt8Row) {
     if constexpr (kBodies == kEveryBody) int8_row_block(seg.row, job, block, stage);
     else if constexpr ((kBodies & kInt8RowBit) != 0)
-      rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(seg.row, job, 0, block, stage);
+      rowmajor::rowmajor_gemv_block<int8_t, true, kRowsOfX>(seg.row, job, block, stage);
     return;
   }
   stream::with_body<kBodies & stream::kAllBodies>(
       static_cast<stream::Body>(seg.body), [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
-        stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, 0, block, stage,
+        stream::stream_gemv_block<BITS, CHUNK, kRowsOfX, HAS_BIASES, TABLE, VEC>(seg.stream, job, block, stage,
                                                                                  partial);
       });
 }

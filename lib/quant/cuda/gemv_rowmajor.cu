@@ -11,8 +11,8 @@
 //
 // int8_row multiplies x as the CPU's decode kernel does: int8 in blocks of 32
 // with an fp32 scale (int8_input.cuh: x, or one row's gated input, quantized
-// once a call into the scratch or, for launches of one wave, routed launches
-// and launches of several formats, one row by each block), a piece's 16
+// once a call into the scratch or, for launches of one wave and launches of
+// several formats, one row by each block), a piece's 16
 // products summed exactly by 4 dp4a and scaled by its block's x scale:
 // y[n] = scale[n] * sum_pieces x_scale * sum q w. bf16 multiplies float32 x.
 // The block's work is gemv_rowmajor.cuh's, which launches of several formats
@@ -38,18 +38,20 @@ using rowmajor::RowParams;
 constexpr int kOneRowBlocksPerMultiprocessor = 3;  // the one-row kernels' launch bounds
 
 // Jobs: LaunchJobs, or RoutedJobs (one row of x). X_ONCE: int8_row's x
-// quantized once a call (rowmajor_gemv_block), for jobs the host made.
+// quantized once a call (rowmajor_gemv_block), as the stream kernel's.
 template <typename E, bool kScaled, int MB, bool X_ONCE, typename Jobs>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? kOneRowBlocksPerMultiprocessor : 1)
     rowmajor_gemv_kernel(const RowParams p, const __grid_constant__ Jobs jobs) {
-  static_assert(!X_ONCE || Jobs::kKnownBeforeLaunch, "a routed block finds its x on the device");
   extern __shared__ __align__(16) unsigned char stage[];
   // The next grid is placed once all these blocks exit (cuda_common.cuh);
   // X_ONCE: the block waits once its first loads of weights are issued.
   if constexpr (!X_ONCE) wait_for_previous_grid();
-  if (!jobs.live(blockIdx.y)) return;  // the whole block
-  rowmajor::rowmajor_gemv_block<E, kScaled, MB, X_ONCE>(p, jobs.at(blockIdx.y), static_cast<int>(blockIdx.y),
-                                                        blockIdx.x, stage);
+  if (!jobs.live(blockIdx.y)) {  // the whole block; it still waits (the stream kernel says why)
+    if constexpr (X_ONCE) wait_for_previous_grid();
+    return;
+  }
+  const unsigned char* area = X_ONCE ? once_area(jobs, p.xq, p.xq_stride, blockIdx.y) : nullptr;
+  rowmajor::rowmajor_gemv_block<E, kScaled, MB, X_ONCE>(p, jobs.at(blockIdx.y), blockIdx.x, stage, area);
 }
 
 // int8_row: the scratch holds x quantized once a call (int8_input.cu), whether quantize_once takes it or not.
@@ -111,14 +113,23 @@ void run_rowmajor(const FormatTraits& format, int64_t rows, int64_t cols, const 
 template <typename E, bool kScaled>
 void run_rowmajor_routed(const FormatTraits& format, int64_t rows, int64_t cols, const RoutedPairs& pairs,
                          int n_pairs, void* stream) {
-  gated_routed_call(format, pairs, cols);  // int8_row stages a gated row of x as it stages x
+  gated_routed_call(format, pairs, cols);  // int8_row forms a gated row of x where it quantizes x
+  constexpr bool kInt8 = std::is_same_v<E, int8_t>;
   const RowParams p = row_params<E>(rows, cols, 1);
-  const size_t smem = std::is_same_v<E, int8_t> ? int8_stage_bytes(XLayout::kNatural, 1, cols) : 0;
-  const auto kernel = rowmajor_gemv_kernel<E, kScaled, 1, false, RoutedJobs>;
-  prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
-  const RoutedJobs jobs(pairs, n_pairs);
-  launch_kernel("row-major decode kernel", kernel, row_grid(p, jobs.jobs), dim3(kThreads), smem, stream_of(stream), p,
-                jobs);
+  const size_t smem = kInt8 ? int8_stage_bytes(XLayout::kNatural, 1, cols) : 0;
+  const cudaStream_t s = stream_of(stream);
+  RoutedPairs r = pairs;
+  const int n_jobs = RoutedJobs(pairs, n_pairs).jobs;
+  if (kInt8 && pairs.x_scratch != nullptr &&
+      quantize_once(1, n_jobs, row_grid(p, 1).x, kOneRowBlocksPerMultiprocessor))
+    quantize_routed(XLayout::kNatural, r, n_pairs, cols, 1, 1, s);
+  const RoutedJobs jobs(r, n_pairs);
+  auto launch = [&](auto kernel) {
+    prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, format.name, cols);
+    launch_kernel("row-major decode kernel", kernel, row_grid(p, jobs.jobs), dim3(kThreads), smem, s, p, jobs);
+  };
+  if (r.xq != nullptr) launch(rowmajor_gemv_kernel<E, kScaled, 1, kInt8, RoutedJobs>);
+  else launch(rowmajor_gemv_kernel<E, kScaled, 1, false, RoutedJobs>);
 }
 
 // A block of a launch of several formats (gemv_mixed.cuh): int8_row only.

@@ -24,7 +24,7 @@ struct RowParams {
   int m_rows = 1;
   int batch = 1;          // <= kBatch
   int rows_per_warp = 1;  // kRowsPerWarp when every row starts on 16 bytes, else 1
-  const unsigned char* xq = nullptr;  // int8_row: the jobs' x quantized once (quantize_jobs); null: by each block
+  const unsigned char* xq = nullptr;  // int8_row: host-known jobs' x quantized once (quantize_jobs), or null
   size_t xq_stride = 0;               // bytes a job there
 };
 
@@ -126,12 +126,12 @@ __device__ inline void row_partial(const RowParams& p, const E* row, int64_t n, 
 // staged there by the whole block (X_ONCE: int8_input.cuh says when); when every row
 // starts on 16 bytes, the first round of the rows' loads is issued before,
 // so it is in flight meanwhile. This is the work of block `block` (its kWarps
-// * rows_per_warp rows) of job `job_index`, in a launch of kThreads threads a
+// * rows_per_warp rows) of `job`, in a launch of kThreads threads a
 // block (lane: threadIdx.x % 32, warp: threadIdx.x / 32).
-// X_ONCE: as stream_gemv_block's (gemv_stream.cuh), for int8_row.
+// X_ONCE, xq_area: as stream_gemv_block's (gemv_stream.cuh), for int8_row.
 template <typename E, bool kScaled, int MB, bool X_ONCE = false>
-__device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const DeviceGemvJob& job, int job_index,
-                                                    uint32_t block, unsigned char* stage) {
+__device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const DeviceGemvJob& job, uint32_t block,
+                                                    unsigned char* stage, const unsigned char* xq_area = nullptr) {
   constexpr int kR = kRowsPerWarp;
   constexpr int kPer = 16 / sizeof(E);   // elements per 16-byte piece
   constexpr int kRowBatch = kBatch / kR;  // pieces of a row a lane loads before using any
@@ -160,8 +160,7 @@ __device__ __forceinline__ void rowmajor_gemv_block(const RowParams& p, const De
   if constexpr (X_ONCE) wait_for_previous_grid();
   Int8Input xq;
   if constexpr (std::is_same_v<E, int8_t>)
-    xq = block_int8_x<XLayout::kNatural, MB, X_ONCE>(p.xq + static_cast<size_t>(job_index) * p.xq_stride, job, stage,
-                                                     p.m_rows, static_cast<uint32_t>(K));
+    xq = block_int8_x<XLayout::kNatural, MB, X_ONCE>(xq_area, job, stage, p.m_rows, static_cast<uint32_t>(K));
   if (n0 >= N) return;
   const float* xrow[MB];
   for (int m = 0; m < MB; ++m) xrow[m] = x + static_cast<int64_t>(m < p.m_rows ? m : p.m_rows - 1) * K;

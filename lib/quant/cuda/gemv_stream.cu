@@ -15,11 +15,11 @@
 // x: the rows of 2, 4 and 8 bits multiply x as the CPU's decode kernels do
 // (gemv.h): x (or its gated input) quantized to int8 in blocks of 32 with an
 // fp32 scale, the CPU's integers exactly, in the order its codes come out of
-// a word (int8_input.cuh): once a call into the scratch (quantize_jobs; every
-// call of several rows, and one-row calls whose launch takes more than a wave
-// of blocks, quantize_once), one row then copied into each block's shared
-// memory; else (one-wave launches, routed launches, launches of several
-// formats) each block quantizes its one row of x there itself. Per
+// a word (int8_input.cuh): once a call into the scratch (quantize_jobs or,
+// routed, quantize_routed; every call of several rows, and one-row calls
+// whose launch takes more than a wave of blocks, quantize_once), one row then
+// copied into each block's shared memory; else (one-wave launches, launches
+// of several formats) each block quantizes its one row of x there itself. Per
 // chunk and column, one dp4a multiplies 4 code bytes by 4 x bytes (unsigned by
 // signed), summed exactly in an int32:
 //   d[m] = sum_k byte(code_k) q[m, k]
@@ -62,26 +62,33 @@ int one_row_blocks_per_multiprocessor(Body body) {
 }
 
 // Jobs: LaunchJobs, or RoutedJobs (one row of x). X_ONCE: x quantized once a
-// call (stream_gemv_block), for jobs the host made.
+// call (stream_gemv_block) by a launch ahead of this one that began by
+// waiting for the grids before it: so a routed block may read the router's
+// ids before its own wait. Every block waits before it exits, so that the
+// grid after this one, which waits for this one only, also comes after the
+// quantization.
 template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC, bool X_ONCE, typename Jobs>
 __global__ void __launch_bounds__(kThreads, MB == 1 ? kOneRowBlocksPerMultiprocessor<CHUNK * BITS / 32> : 1)
     stream_gemv_kernel(const __grid_constant__ StreamParams p, const __grid_constant__ Jobs jobs) {
-  static_assert(!X_ONCE || Jobs::kKnownBeforeLaunch, "a routed block finds its x on the device");
   extern __shared__ __align__(16) unsigned char stage[];  // stage_bytes: the int8 x, or a gated float input
   __shared__ float partial[kPartialFloats<MB>];
   // The next grid is placed once all these blocks exit (cuda_common.cuh).
   // X_ONCE: the block waits once its first loads of weights are issued.
   if constexpr (!X_ONCE) wait_for_previous_grid();
-  if (!jobs.live(blockIdx.y)) return;  // the whole block
-  stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC, X_ONCE>(p, jobs.at(blockIdx.y),
-                                                                     static_cast<int>(blockIdx.y), blockIdx.x, stage,
-                                                                     partial);
+  if (!jobs.live(blockIdx.y)) {  // the whole block; it still waits, so that this grid ends after the one before
+    if constexpr (X_ONCE) wait_for_previous_grid();
+    return;
+  }
+  const unsigned char* area = X_ONCE ? once_area(jobs, p.xq, p.xq_stride, blockIdx.y) : nullptr;
+  stream_gemv_block<BITS, CHUNK, MB, HAS_BIASES, TABLE, VEC, X_ONCE>(p, jobs.at(blockIdx.y), blockIdx.x, stage,
+                                                                     partial, area);
 }
 
 static_assert(kPartialFloats<8> * sizeof(float) <= kDecodeStaticShared, "the kernel's static shared memory");
 
+// once: x quantized once a call (p.xq, or the routed jobs' RoutedPairs::xq).
 template <int BITS, int CHUNK, bool HAS_BIASES, bool TABLE, typename Jobs>
-void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const Jobs& jobs, int n_jobs,
+void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const Jobs& jobs, int n_jobs, bool once,
                  cudaStream_t stream) {
   const int64_t cols = 4LL << p.quads_log2;
   const dim3 grid(static_cast<unsigned>((p.rows + cols - 1) / cols), static_cast<unsigned>(n_jobs));
@@ -90,12 +97,12 @@ void launch_bits(const StreamParams& p, size_t smem, std::string_view who, const
     prepare_shared_bytes(reinterpret_cast<const void*>(kernel), smem, who, p.cols);
     launch_kernel("stream decode kernel", kernel, grid, dim3(kThreads), smem, stream, p, jobs);
   };
-  // x quantized once a call (p.xq: every call of several rows) or staged by
-  // each block; the 3-bit body's float x neither.
+  // x quantized once a call (every call of several rows) or staged by each
+  // block; the 3-bit body's float x neither.
   auto launch_rows = [&]<int MB>() {
-    constexpr bool kOnce = int8_body(BITS) && Jobs::kKnownBeforeLaunch;
-    if constexpr (kOnce) EQ_CHECK(p.xq != nullptr || MB == 1, "GPU decode: rows of x not quantized once");
-    if (kOnce && p.xq != nullptr)
+    constexpr bool kOnce = int8_body(BITS);
+    if constexpr (kOnce) EQ_CHECK(once || MB == 1, "GPU decode: rows of x not quantized once");
+    if (kOnce && once)
       launch(vec ? stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, true, kOnce, Jobs>
                  : stream_gemv_kernel<BITS, CHUNK, MB, HAS_BIASES, TABLE, false, kOnce, Jobs>);
     else if constexpr (MB == 1 || !int8_body(BITS))
@@ -214,7 +221,7 @@ void run_stream(const FormatTraits& format, int64_t rows, int64_t cols, const De
     if (stride != 0) p.xq = static_cast<const unsigned char*>(scratch) + static_cast<size_t>(j0) * stride, p.xq_stride = stride;
     const size_t smem = stage_bytes(body, p);
     with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
-      launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, batch, n, s);
+      launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, batch, n, stride != 0, s);
     });
   });
 }
@@ -225,9 +232,15 @@ void run_stream_routed(const FormatTraits& format, int64_t rows, int64_t cols, c
   Body body{};
   const StreamParams p = params_of(format, rows, cols, 1, gated, body);
   const size_t smem = stage_bytes(body, p);
-  const RoutedJobs jobs(pairs, n_pairs);
+  const cudaStream_t s = stream_of(stream);
+  RoutedPairs r = pairs;
+  const int n_jobs = RoutedJobs(pairs, n_pairs).jobs;
+  if (body != Body::kAffine3 && pairs.x_scratch != nullptr &&
+      quantize_once(1, n_jobs, (rows + block_columns(p) - 1) / block_columns(p), one_row_blocks_per_multiprocessor(body)))
+    quantize_routed(layout_of(body), r, n_pairs, cols, p.sign_lo, p.sign_hi, s);
+  const RoutedJobs jobs(r, n_pairs);
   with_body(body, [&]<int BITS, int CHUNK, bool HAS_BIASES, bool TABLE>() {
-    launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, jobs, jobs.jobs, stream_of(stream));
+    launch_bits<BITS, CHUNK, HAS_BIASES, TABLE>(p, smem, format.name, jobs, jobs.jobs, r.xq != nullptr, s);
   });
 }
 

@@ -31,7 +31,7 @@ struct StreamParams {
   int sign_lo = 1, sign_hi = 1;  // the sign of the values of codes 0-7, of 8-15
   float offset = 0.0f;     // 2^23 + int8_offset (the 3-bit body's float codes)
   int int_offset = 0;      // int8_offset (the int8 bodies but the table's)
-  const unsigned char* xq = nullptr;  // the jobs' int8 x quantized once (quantize_jobs); null: by each block
+  const unsigned char* xq = nullptr;  // host-known jobs' int8 x quantized once (quantize_jobs), or null
   size_t xq_stride = 0;               // bytes a job there
   float unit = 1.0f;       // int8_scale
 };
@@ -114,20 +114,21 @@ inline constexpr int kPartialFloats = kThreads / 32 * MB * 64;
 // block calling: BITS-bit codes, CHUNK k (CHUNK * BITS / 32 words a column)
 // at a time; MB accumulators (rows of x); HAS_BIASES: affine (value + bias);
 // TABLE: 4-bit codes through the table; VEC: N % 4 == 0, the 4 columns' words
-// in one load. `job_index`: the job's place in the launch (its area of p.xq).
+// in one load.
 // `stage`: the block's dynamic shared memory (stage_bytes), for the int8 x or
 // a gated float input; `partial_sums`: kPartialFloats<MB> floats of shared
-// memory. X_ONCE: x was quantized once a call (p.xq; the int8 bodies), one
-// row copied into `stage`, more read where they lie, and the caller has not
-// waited for the previous grid (the quantization): the block does so
-// (wait_for_previous_grid) once its first loads of weights, which no grid
-// writes, are issued. Else the block stages its one row of x itself, after
-// the caller's wait. A compile-time choice, so that the kernels that stage
+// memory. X_ONCE: x was quantized once a call (the int8 bodies; the job's
+// at `xq_area`), one row copied into `stage`, more read where they lie, and
+// the caller has not waited for the previous grid (the quantization): the
+// block does so (wait_for_previous_grid) once its first loads of weights,
+// which no grid writes, are issued. Else the block stages its one row of x
+// itself, after the caller's wait. A compile-time choice, so that the kernels that stage
 // x keep their code (a run-time one cost the 30B layer's one-wave launches
 // 4%, docs/benchmarks.md, "GPU decode").
 template <int BITS, int CHUNK, int MB, bool HAS_BIASES, bool TABLE, bool VEC, bool X_ONCE = false>
-__device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const DeviceGemvJob& job, int job_index,
-                                                  uint32_t block, unsigned char* stage, float* partial_sums) {
+__device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const DeviceGemvJob& job, uint32_t block,
+                                                  unsigned char* stage, float* partial_sums,
+                                                  const unsigned char* xq_area = nullptr) {
   constexpr int kWords = CHUNK * BITS / 32;
   constexpr int kBatch = kWords >= 3 ? 1 : 2;  // chunks whose loads are in flight together (64 bytes and more, or 2 of 32)
   constexpr bool kInt8 = int8_body(BITS);
@@ -218,8 +219,7 @@ __device__ __forceinline__ void stream_gemv_block(const StreamParams& p, const D
   Int8Input xq{};
   const float* xrow[MB] = {};
   if constexpr (kInt8) {
-    xq = block_int8_x<kXLayout<BITS, TABLE>, MB, X_ONCE>(p.xq + static_cast<size_t>(job_index) * p.xq_stride, job,
-                                                         stage, p.m_rows, K, p.sign_lo, p.sign_hi);
+    xq = block_int8_x<kXLayout<BITS, TABLE>, MB, X_ONCE>(xq_area, job, stage, p.m_rows, K, p.sign_lo, p.sign_hi);
   } else {
     const float* x = block_input(job, reinterpret_cast<float*>(stage), p.m_rows, K);
     for (int m = 0; m < MB; ++m) xrow[m] = x + (m < p.m_rows ? m : p.m_rows - 1) * K;

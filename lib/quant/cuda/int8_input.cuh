@@ -1,10 +1,10 @@
 // x quantized to int8 on the GPU exactly as the CPU's decode kernels quantize
 // it (block_int8.h, gemv.h: blocks of 32, an fp32 scale each), so that a GPU
 // product and the CPU's multiply the same integers: once a call into scratch
-// (int8_input.cu; every call of several rows, and one-row calls of more than
-// a wave of blocks, quantize_once), or one row by each block of a decode
-// kernel in its dynamic shared memory (the other one-row calls, the routed
-// launches and the launches of several formats). The stream bodies
+// (int8_input.cu; every call of several rows, and one-row calls, routed ones
+// too, of more than a wave of blocks, quantize_once), or one row by each
+// block of a decode kernel in its dynamic shared memory (the other one-row
+// calls and the launches of several formats). The stream bodies
 // (gemv_stream.cuh) and the int8_row body (gemv_rowmajor.cuh), in their own
 // kernels and in launches of several formats, read it with dp4a.
 #pragma once
@@ -136,10 +136,9 @@ __host__ __device__ constexpr uint32_t int8_units(int m_rows, uint32_t K) {
 }
 
 // The block's rows of x quantized into `stage` by the whole block (every
-// thread calls; it ends with a barrier): for one-row launches of one wave,
-// the routed launches (whose blocks find their x on the device) and the
-// launches of several formats. Otherwise a call quantizes its x once
-// (quantize_jobs): one row is then copied into each block's shared memory
+// thread calls; it ends with a barrier): for one-row launches of one wave
+// and the launches of several formats. Otherwise a call quantizes its x once
+// (quantize_jobs, quantize_routed): one row is then copied into each block's shared memory
 // (copy_int8_row), 2 to 8 rows read where they lie (int8_input_at; at 8 rows
 // of K = 7168 the blocks' own staging took longer than the products). Which
 // one is a compile-time choice of the kernels (X_ONCE, their rows of x MB),
@@ -155,7 +154,7 @@ __device__ inline Int8Input stage_int8(const DeviceGemvJob& job, unsigned char* 
   return int8_input_at<L>(stage, m_rows, K);
 }
 
-// One row of x quantized once a call (quantize_jobs; `area`: its job's area)
+// One row of x quantized once a call (quantize_jobs or quantize_routed; `area`: its job's row)
 // copied into the block's shared memory by the whole block (every thread
 // calls; it ends with a barrier). Quantizing the row again in every block
 // was most of a decode step's time at M = 1: skipping it took the 30B
@@ -174,7 +173,7 @@ __device__ inline Int8Input copy_int8_row(const unsigned char* area, unsigned ch
 }
 
 // The int8 x a decode body reads, by the whole block (every thread calls):
-// X_ONCE, quantized once a call at `area` (the job's area of the call's
+// X_ONCE, quantized once a call at `area` (the job's row of the call's
 // scratch), one row copied into `stage` (copy_int8_row), more read where they
 // lie (int8_input_at); else the block's one row staged in `stage`
 // (stage_int8). The one choice of the stream and int8_row bodies.
@@ -191,8 +190,9 @@ __device__ __forceinline__ Int8Input block_int8_x(const unsigned char* area, con
   }
 }
 
-// Whether a decode call whose jobs the host knows quantizes x once
-// (quantize_jobs) rather than in each block (stage_int8): always for several
+// Whether a decode call quantizes x once (quantize_jobs; a routed one,
+// quantize_routed, when its caller gave it room) rather than in each block
+// (stage_int8): always for several
 // rows; for one row when a launch of its jobs (up to kJobsPerLaunch, of
 // blocks_per_job blocks each) has more blocks than the GPU holds at once
 // (blocks_per_multiprocessor a multiprocessor: the kernel's launch bounds),
@@ -205,6 +205,12 @@ bool quantize_once(int m_rows, int n_jobs, int64_t blocks_per_job, int blocks_pe
 // scratch (a multiple of 256), and the launch that quantizes the m_rows rows
 // of each of the n_jobs jobs into scratch + j * that.
 size_t int8_job_stride(XLayout layout, int m_rows, int64_t K);
+// A routed call's x of K quantized once into r.x_scratch (the rows of its
+// tokens, kGateUp, or of its n_pairs pairs, kDown, with their gated input):
+// sets r.xq and r.xq_stride. The launch begins by waiting for the grid before
+// it, so the products launched after it may read the router's ids at once.
+void quantize_routed(XLayout layout, RoutedPairs& r, int n_pairs, int64_t K, int sign_lo, int sign_hi,
+                     cudaStream_t stream);
 void quantize_jobs(XLayout layout, const DeviceGemvJob* jobs, int n_jobs, int m_rows, int64_t K, int sign_lo,
                    int sign_hi, void* scratch, cudaStream_t stream);
 
