@@ -86,15 +86,25 @@ struct WithAndWithout {
 };
 
 // Logits of the GPU layers (b) against those of the products only (a), as
-// distributions: mean KL at most `kl_bound` nats and the same top token at
-// 19 in 20 positions; printed under `tag`.
+// distributions: KL at most `kl_bound` nats at 19 in 20 positions, their mean
+// at most 10 * kl_bound, and the same top token at 19 in 20 positions;
+// printed under `tag`, with the positions past the bound. A routing choice
+// that flips is one position far past it, whose later positions barely move
+// (qwen3moe-small at 75 of 106: 2.4e-3 nats, the rest at most 3.7e-6; a
+// wrong rotation, mask, norm or cache position is past it everywhere).
 void expect_agree(const model::FloatBuffer& a, const model::FloatBuffer& b, int64_t vocab, double kl_bound,
                   const std::string& tag) {
   ASSERT_EQ(a.size(), b.size()) << tag;
   const test::LogitAgreement g = test::logit_agreement(a, b, vocab);
   std::printf("%s: mean KL(products only || layers) %.3g nats over %lld positions, same top token at %lld\n",
               tag.c_str(), g.kl_mean, static_cast<long long>(g.rows), static_cast<long long>(g.same_top));
-  EXPECT_LE(g.kl_mean, kl_bound) << tag;
+  int64_t past = 0;
+  std::string where;
+  for (size_t r = 0; r < g.kl_rows.size(); ++r)
+    if (g.kl_rows[r] > kl_bound) ++past, where += " " + std::to_string(r) + ": " + std::to_string(g.kl_rows[r]);
+  if (past > 0) std::printf("  past %.3g nats at%s\n", kl_bound, where.c_str());
+  EXPECT_LE(past * 20, g.rows) << tag << ": " << past << " positions past " << kl_bound << " nats:" << where;
+  EXPECT_LE(g.kl_mean, 10 * kl_bound) << tag;
   EXPECT_GE(g.same_top * 20, g.rows * 19) << tag << ": " << g.same_top << " of " << g.rows;
 }
 
@@ -120,8 +130,9 @@ model::FloatBuffer run(PackedModel& pm) {
 // products there: a position whose router sees two experts within the
 // products' rounding of each other may pick the other one (and later
 // positions see it through attention), so logits are compared as
-// distributions: mean KL at most 1e-5 nats (measured at most 2e-9 with bf16
-// experts) and the same top token at 19 in 20 positions (a wrong rotation,
+// distributions (expect_agree): KL at most 1e-5 nats at 19 in 20 positions
+// (measured with bf16 experts: at most 3.7e-6 at every position but one of
+// qwen3moe-small's) and the same top token at 19 in 20 (a wrong rotation,
 // mask, norm or cache position is far from both). Every call runs the
 // expected layers there, with their feed-forward part on the GPU.
 void expect_layers_match(const std::string& folder, const std::string& tag) {

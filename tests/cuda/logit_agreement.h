@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "model/float_buffer.h"
 
@@ -14,6 +15,7 @@ namespace eq::test {
 struct LogitAgreement {
   double kl_mean = 0;  // mean over rows of KL(p || q), nats
   int64_t same_top = 0, rows = 0;
+  std::vector<double> kl_rows;  // each row's KL, for saying where two runs part
 };
 
 // p, q: [rows, V] logits of the same positions.
@@ -34,6 +36,7 @@ inline LogitAgreement logit_agreement(const model::FloatBuffer& p_logits, const 
       kl += std::exp(lp) * (lp - lq);
     }
     kl_sum += kl;
+    g.kl_rows.push_back(kl);
     g.same_top += std::max_element(p, p + V) - p == std::max_element(q, q + V) - q;
   }
   g.kl_mean = kl_sum / static_cast<double>(g.rows);
