@@ -177,7 +177,8 @@ nlohmann::ordered_json report_to_json(const EvalReport& r) {
                            {"layer_evictions", r.machine.gpu_layer_evictions},
                            {"streamed", r.machine.gpu_layer_evictions > 0},
                            {"dense_bytes", r.machine.gpu_dense_bytes},
-                           {"dense_cpu_bytes", r.machine.gpu_dense_cpu_bytes}};
+                           {"dense_cpu_bytes", r.machine.gpu_dense_cpu_bytes},
+                           {"quality_x_split", r.machine.gpu_quality_x_split}};
   ojson phases = ojson::array();
   for (const PhaseUsage& p : r.phases)
     phases.push_back({{"name", p.name},

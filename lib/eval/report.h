@@ -34,6 +34,9 @@ struct MachineInfo {
   int64_t gpu_layer_uploads = 0, gpu_layer_evictions = 0;
   uint64_t gpu_dense_bytes = 0;      // float32 dense matrices copied to the GPU (exec/cuda/device_linear.h)
   uint64_t gpu_dense_cpu_bytes = 0;  // those left on the CPU for want of GPU memory
+  // Whether the quality passes' expert prefill products on the GPU took x as
+  // two bf16 parts (16 significant bits) rather than one (quant::cuda::split_x).
+  bool gpu_quality_x_split = false;
 };
 
 // What was evaluated: a packed folder and the manifest facts the report shows.

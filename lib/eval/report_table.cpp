@@ -84,6 +84,8 @@ std::string report_table(const EvalReport& r) {
       appendf(out, "; %.1f MiB on the CPU (no room left on the GPU)",
               static_cast<double>(r.machine.gpu_dense_cpu_bytes) / (1 << 20));
     out += "\n";
+    appendf(out, "quality   the experts' prefill x on the GPU as %s\n",
+            r.machine.gpu_quality_x_split ? "two bf16 parts (16 significant bits)" : "bf16 (8 significant bits)");
   }
   const char* unit = r.byte_level ? "bpb" : "bits/tok";
   if (!r.comparison_skipped.empty()) appendf(out, "compare   skipped: %s\n", r.comparison_skipped.c_str());

@@ -13,6 +13,7 @@
 #include "exec/moe_inputs.h"
 #include "exec/cuda/device_linear.h"
 #include "exec/open_for_run.h"
+#include "quant/cuda/cuda_gpus.h"
 
 namespace eq::eval {
 namespace {
@@ -22,6 +23,25 @@ EvalObserver& quiet() {
   static EvalObserver none;
   return none;
 }
+
+// On the GPU, the quality passes and collapse checks multiply the experts'
+// prefill x as two bf16 parts (quant::cuda::set_split_x_default), unless
+// EXPERTQUANT_GPU_SPLIT_X says otherwise: x rounded to bf16 once moved
+// qwen3moe-small's bits per byte by -5.4e-4 from the CPU's float32 path, two
+// parts by 6e-6 (docs/benchmarks.md, "GPU whole model"), so the figures are the
+// pack's. The latency sweep times the products as they run.
+class QualityX {
+ public:
+  explicit QualityX(bool gpu) : gpu_(gpu), before_(gpu && quant::cuda::set_split_x_default(true)) {}
+  ~QualityX() {
+    if (gpu_) quant::cuda::set_split_x_default(before_);
+  }
+  QualityX(const QualityX&) = delete;
+  QualityX& operator=(const QualityX&) = delete;
+
+ private:
+  bool gpu_, before_;
+};
 
 LatencyResult time_model(exec::PackedModel& pm, const std::vector<LabeledTokens>& texts,
                          const std::vector<std::shared_ptr<const exec::Dispatch>>& dispatches, LatencyOptions lo,
@@ -68,6 +88,9 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
   r.byte_level = c.byte_level();
   for (const auto& t : texts) r.texts.push_back(t.label);
 
+  const bool gpu = q.runtime.device == quant::Device::kCuda;
+  auto quality_x = std::make_unique<QualityX>(gpu);
+  if (gpu) r.machine.gpu_quality_x_split = quant::cuda::split_x();
   if (q.quality) {
     obs.on_stage_start(EvalStage::kQuality, "");
     QualityOptions qo;
@@ -96,6 +119,7 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
     obs.on_stage_end();
     meter.stop();
   }
+  quality_x.reset();
   // Before anything is reported: the figures above are only valid for the
   // checkpoint the folder was packed from.
   if (pm->has_reference()) {

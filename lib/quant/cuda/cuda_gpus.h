@@ -31,6 +31,15 @@ bool allow_programmatic_launches(bool on);
 // the previous mode. It changes no bit; a call's scratch is sized for either.
 int set_quantize_once(int mode);
 
+// Whether the experts' prefill products multiply x as two bf16 parts, its
+// rounding and the residual (gemm_dense.cuh, bf16_products): as
+// EXPERTQUANT_GPU_SPLIT_X=0 or 1 says where it is set, else the default,
+// off unless set_split_x_default(true) (which returns the previous default).
+// eval's quality passes turn it on, so that their figures are the pack's and
+// not x's bf16 rounding's (docs/benchmarks.md, "GPU whole model").
+bool split_x();
+bool set_split_x_default(bool on);
+
 // search_tiles (cuda_quantize.h) with FP16 costs (TrellisSearch::kHalf):
 // deterministic, not bit-identical; 1MAD and LUT codes only.
 void search_tiles_half(int bits, const float* codes, int64_t count, const float* target, const float* weight,

@@ -7,6 +7,7 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "core/env_switch.h"
 #include "core/error.h"
 #include "quant/cuda/cuda_common.cuh"
+#include "quant/cuda/cuda_gpus.h"
 #include "quant/cuda/gemm_dense.cuh"
 
 namespace eq::quant::cuda {
@@ -137,12 +139,20 @@ __global__ void __launch_bounds__(32 * kTileWarps) tile_product_kernel(const __g
   }
 }
 
-bool split_x() {
-  static const bool on = env_switch("EXPERTQUANT_GPU_SPLIT_X", false);
-  return on;
-}
+// What split_x() gives where EXPERTQUANT_GPU_SPLIT_X is unset (set_split_x_default).
+std::atomic<bool> split_x_when_unset{false};
 
 }  // namespace
+
+bool split_x() {
+  // -1: unset; 0 or 1: as set. Read once, as every switch (core/env_switch.h).
+  static const int set = env_switch("EXPERTQUANT_GPU_SPLIT_X", false) ? 1
+                         : env_switch("EXPERTQUANT_GPU_SPLIT_X", true) ? -1
+                                                                       : 0;
+  return set >= 0 ? set == 1 : split_x_when_unset.load(std::memory_order_relaxed);
+}
+
+bool set_split_x_default(bool on) { return split_x_when_unset.exchange(on); }
 
 void bf16_gemm(const __nv_bfloat16* x, const __nv_bfloat16* w, WeightLayout layout, float* y, int64_t m,
                int64_t rows, int64_t cols, cudaStream_t s, bool accumulate) {

@@ -108,12 +108,12 @@ void bf16_gemms(int n, const __nv_bfloat16* const* x, const __nv_bfloat16* const
 
 // y_j = x_j W_j^T for the batch's n jobs, W_j bf16 at w[j] (layout), each
 // float32 x_j rounded to bf16 (round to nearest even) into xb + j * x_stride
-// bytes (one launch for the batch), then bf16_gemms. With
-// EXPERTQUANT_GPU_SPLIT_X=1 (read once) x's rounding residual, rounded to
-// bf16 in turn, is multiplied and added as well: x then carries 16
-// significant bits instead of 8 (an error of 2^-17 of each value instead of
-// 2^-9) at twice the tensor cores' work, which separates the error of x's
-// rounding from that of W's in a measurement.
+// bytes (one launch for the batch), then bf16_gemms. Where split_x()
+// (cuda_gpus.h: EXPERTQUANT_GPU_SPLIT_X, eval's quality passes) x's rounding
+// residual, rounded to bf16 in turn, is multiplied and added as well: x then
+// carries 16 significant bits instead of 8 (an error of 2^-17 of each value
+// instead of 2^-9) at twice the tensor cores' work, which separates the error
+// of x's rounding from that of W's in a measurement.
 void bf16_products(const GemmBatch& b, int n, const __nv_bfloat16* const* w, WeightLayout layout, __nv_bfloat16* xb,
                    size_t x_stride, int64_t rows, int64_t cols, cudaStream_t s);
 

@@ -22,6 +22,8 @@ void use_gpu(size_t) { unsupported(std::string("--device cuda: ") + kWhy); }
 bool programmatic_launches() { return false; }
 bool allow_programmatic_launches(bool) { return false; }
 int set_quantize_once(int) { return -1; }
+bool split_x() { return false; }
+bool set_split_x_default(bool) { return false; }
 
 QuantizedMatrix quantize_fp4(const FormatTraits& f, const float* w, int64_t r, int64_t c, const QuantizeOptions& o) {
   refuse(f, w, r, c, o);
