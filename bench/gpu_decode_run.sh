@@ -11,6 +11,8 @@
 #   fp4 / mix               all on
 #   fp4 / mix pdl0          EXPERTQUANT_GPU_PDL=0 (plain launches, no
 #                           programmatic dependent launch)
+#   fp4 / mix once0         EXPERTQUANT_GPU_QUANTIZE_ONCE=0 (every block
+#                           quantizes its x, as before 6de75be and 72f69b1)
 #   mix lanes0              EXPERTQUANT_GPU_MIXED_LAUNCH=0 (a lane a bit group)
 #   mix sets0               EXPERTQUANT_GPU_BODY_SETS=0 (the shared launches
 #                           in the kernel holding every body)
@@ -23,17 +25,25 @@
 # is when it was placed, before the one it waits for ends, so its span would
 # say nothing of its work), summed by bench/nsys_busy.py --by-grid, and the
 # routed experts' span of a layer (bench/nsys_span.py, route_kernel to
-# combine_kernel). Prints one line a run; logs go to LOGDIR.
+# combine_kernel). Prints one line a run; logs go to LOGDIR. SHAPE="..."
+# passes its options to synth_checkpoint for another shape, e.g. the
+# 235B-shaped step of docs/benchmarks.md: LAYERS 8 and SHAPE="--experts 32
+# --hidden 4096 --inter 1536 --heads 64 --kv-heads 4" (the mix then covers
+# those experts).
 set -u
 build=$1 logs=$2 layers=${3:-16} runs=${4:-3}
+shape=${SHAPE:-}
+experts=$(echo " $shape" | sed -nE 's/.* --experts ([0-9]+).*/\1/p')
 mkdir -p "$logs"
 work=${WORK:-/dev/shm/eq-gpu-decode}
 rm -rf "$work" && mkdir -p "$work"
 eq=$build/expertquant
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; git log -1 --format=%H 2>/dev/null; } > "$logs/machine.txt" 2>&1
 
-"$build/bench/synth_checkpoint" "$work/model" --layers "$layers" > "$logs/synth.log" 2>&1 || { echo "synth_checkpoint failed"; exit 1; }
-python3 - "$work/alloc.json" "$layers" 128 <<'PY'
+# shellcheck disable=SC2086  # SHAPE's options, split
+"$build/bench/synth_checkpoint" "$work/model" --layers "$layers" $shape > "$logs/synth.log" 2>&1 ||
+  { echo "synth_checkpoint failed"; exit 1; }
+python3 - "$work/alloc.json" "$layers" "${experts:-128}" <<'PY'
 import json, sys
 path, layers, experts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def entry(e, l):
@@ -60,6 +70,8 @@ for run in $(seq "$runs"); do
   gen "mix-run$run" mix
   gen "fp4-pdl0-run$run" fp4 EXPERTQUANT_GPU_PDL=0
   gen "mix-pdl0-run$run" mix EXPERTQUANT_GPU_PDL=0
+  gen "fp4-once0-run$run" fp4 EXPERTQUANT_GPU_QUANTIZE_ONCE=0
+  gen "mix-once0-run$run" mix EXPERTQUANT_GPU_QUANTIZE_ONCE=0
   gen "mix-lanes0-run$run" mix EXPERTQUANT_GPU_MIXED_LAUNCH=0
   gen "mix-sets0-run$run" mix EXPERTQUANT_GPU_BODY_SETS=0
   gen "fp4-graph0-run$run" fp4 EXPERTQUANT_GPU_GRAPH=0
