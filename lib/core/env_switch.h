@@ -16,4 +16,10 @@ inline bool env_switch(const char* name, bool fallback) {
   return v[0] == '1';
 }
 
+// The same switch where unset means neither: 1 on, 0 off, -1 unset (or
+// anything else), for switches that force a choice otherwise made by a rule.
+inline int env_switch_or_unset(const char* name) {
+  return env_switch(name, false) ? 1 : env_switch(name, true) ? -1 : 0;
+}
+
 }  // namespace eq

@@ -89,37 +89,38 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
   for (const auto& t : texts) r.texts.push_back(t.label);
 
   const bool gpu = q.runtime.device == quant::Device::kCuda;
-  auto quality_x = std::make_unique<QualityX>(gpu);
-  if (gpu) r.machine.gpu_quality_x_split = quant::cuda::split_x();
-  if (q.quality) {
-    obs.on_stage_start(EvalStage::kQuality, "");
-    QualityOptions qo;
-    qo.ctx = q.ctx;
-    qo.batch_windows = q.batch_windows;
-    qo.pass_order = q.pass_order;
-    qo.hidden_memory = q.hidden_memory;
-    qo.pass_start = [&](const std::string& pass) {
-      meter.start("quality " + pass);
-      obs.on_pass_start(pass);
-    };
-    qo.pass_progress = [&](const model::PassProgress& p) { obs.on_pass_progress(p); };
-    r.quality = compare_quality(*pm, texts, qo);
-    obs.on_stage_end();
-    meter.stop();
+  {  // the quality passes and collapse checks: x as QualityX says
+    const QualityX quality_x(gpu);
+    if (gpu) r.machine.gpu_quality_x_split = quant::cuda::split_x();
+    if (q.quality) {
+      obs.on_stage_start(EvalStage::kQuality, "");
+      QualityOptions qo;
+      qo.ctx = q.ctx;
+      qo.batch_windows = q.batch_windows;
+      qo.pass_order = q.pass_order;
+      qo.hidden_memory = q.hidden_memory;
+      qo.pass_start = [&](const std::string& pass) {
+        meter.start("quality " + pass);
+        obs.on_pass_start(pass);
+      };
+      qo.pass_progress = [&](const model::PassProgress& p) { obs.on_pass_progress(p); };
+      r.quality = compare_quality(*pm, texts, qo);
+      obs.on_stage_end();
+      meter.stop();
+    }
+    if (q.collapse && pm->has_reference()) {
+      meter.start("collapse");
+      CollapseOptions co = q.collapse_options;
+      r.collapse_thresholds = co.thresholds;
+      obs.on_stage_start(EvalStage::kCollapse, "");
+      co.progress = [&](int64_t done, int64_t total) {
+        obs.on_progress(done, total, "reference and packed greedy continuations");
+      };
+      r.collapse = run_collapse_checks(*pm, domain_prompts(texts, co, c.byte_level()), co);
+      obs.on_stage_end();
+      meter.stop();
+    }
   }
-  if (q.collapse && pm->has_reference()) {
-    meter.start("collapse");
-    CollapseOptions co = q.collapse_options;
-    r.collapse_thresholds = co.thresholds;
-    obs.on_stage_start(EvalStage::kCollapse, "");
-    co.progress = [&](int64_t done, int64_t total) {
-      obs.on_progress(done, total, "reference and packed greedy continuations");
-    };
-    r.collapse = run_collapse_checks(*pm, domain_prompts(texts, co, c.byte_level()), co);
-    obs.on_stage_end();
-    meter.stop();
-  }
-  quality_x.reset();
   // Before anything is reported: the figures above are only valid for the
   // checkpoint the folder was packed from.
   if (pm->has_reference()) {
@@ -149,7 +150,7 @@ EvalReport run_eval(const EvalRequest& q, EvalObserver* observer) {
     }
     meter.stop();
   }
-  if (q.runtime.device == quant::Device::kCuda) {
+  if (gpu) {
     const exec::cuda::CudaDispatchStats gs = exec::cuda::cuda_dispatch_stats();
     r.machine.experts_device = "cuda";
     r.machine.gpu = exec::cuda::gpu_name();

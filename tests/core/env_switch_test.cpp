@@ -1,4 +1,5 @@
-// env_switch (core/env_switch.h): how a measurement switch reads its value.
+// env_switch and env_switch_or_unset (core/env_switch.h): how a measurement
+// switch reads its value.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -26,6 +27,22 @@ TEST(EnvSwitch, ZeroIsOffOneIsOnElseTheFallback) {
     EXPECT_EQ(with("", fallback), fallback);
     EXPECT_EQ(with("yes", fallback), fallback);
   }
+}
+
+TEST(EnvSwitch, OrUnsetSaysWhichOfTheThree) {
+  const auto mode = [](const char* value) {
+    if (value == nullptr) ::unsetenv(kName);
+    else ::setenv(kName, value, 1);
+    const int m = env_switch_or_unset(kName);
+    ::unsetenv(kName);
+    return m;
+  };
+  EXPECT_EQ(mode("0"), 0);
+  EXPECT_EQ(mode("1"), 1);
+  EXPECT_EQ(mode("10"), 1);
+  EXPECT_EQ(mode(nullptr), -1);
+  EXPECT_EQ(mode(""), -1);
+  EXPECT_EQ(mode("on"), -1);
 }
 
 }  // namespace

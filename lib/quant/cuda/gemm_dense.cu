@@ -145,10 +145,7 @@ std::atomic<bool> split_x_when_unset{false};
 }  // namespace
 
 bool split_x() {
-  // -1: unset; 0 or 1: as set. Read once, as every switch (core/env_switch.h).
-  static const int set = env_switch("EXPERTQUANT_GPU_SPLIT_X", false) ? 1
-                         : env_switch("EXPERTQUANT_GPU_SPLIT_X", true) ? -1
-                                                                       : 0;
+  static const int set = env_switch_or_unset("EXPERTQUANT_GPU_SPLIT_X");  // read once, as every switch
   return set >= 0 ? set == 1 : split_x_when_unset.load(std::memory_order_relaxed);
 }
 

@@ -69,9 +69,7 @@ QuantizeKernel kernel_of(XLayout layout) {
 
 // -1: by the rule; 0: never at one row; 1: always. EXPERTQUANT_GPU_QUANTIZE_ONCE
 // at first, read as every switch is (core/env_switch.h), unset meaning the rule.
-std::atomic<int> quantize_once_mode{env_switch("EXPERTQUANT_GPU_QUANTIZE_ONCE", false)
-                                        ? 1
-                                        : env_switch("EXPERTQUANT_GPU_QUANTIZE_ONCE", true) ? -1 : 0};
+std::atomic<int> quantize_once_mode{env_switch_or_unset("EXPERTQUANT_GPU_QUANTIZE_ONCE")};
 
 }  // namespace
 
